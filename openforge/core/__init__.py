@@ -1,0 +1,28 @@
+"""Canonical types shared by every part of OpenForge. Pure data, no I/O."""
+
+from openforge.core.conversation import (
+    Conversation,
+    Message,
+    ParsedOutput,
+    Role,
+    SamplingParams,
+    ToolCall,
+    ToolSpec,
+)
+from openforge.core.records import CallRecord, Episode, EpisodeState, FinishReason, Outcome, Sample
+
+__all__ = [
+    "CallRecord",
+    "Conversation",
+    "Episode",
+    "EpisodeState",
+    "FinishReason",
+    "Message",
+    "Outcome",
+    "ParsedOutput",
+    "Role",
+    "Sample",
+    "SamplingParams",
+    "ToolCall",
+    "ToolSpec",
+]

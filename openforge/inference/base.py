@@ -1,0 +1,100 @@
+"""The one interface through which every sampled token flows.
+
+A `Backend` takes prompt token ids and returns sampled token ids with their log-probabilities. The proxy
+owns tokenization (DESIGN.md invariant 1); backends never see text, except the `scripted` and `oracle`
+policies, which read the decoded conversation from the context to decide what to say.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+from openforge.core import Conversation, FinishReason, SamplingParams
+
+
+class BackendError(RuntimeError):
+    """The backend could not serve a call (server down, timeout, bad reply). The proxy reports it to the
+    harness in the dialect's own error shape and records the call with the error."""
+
+
+class InvalidRequestError(ValueError):
+    """The request itself is wrong (prompt longer than the context, bad sampling values): a 4xx, not a 5xx."""
+
+
+class PromptTooLongError(InvalidRequestError):
+    def __init__(self, prompt_tokens: int, max_context: int):
+        super().__init__(
+            f"prompt is too long: {prompt_tokens} tokens > {max_context} maximum context length"
+        )
+        self.prompt_tokens = prompt_tokens
+        self.max_context = max_context
+
+
+@dataclass
+class GenerationContext:
+    """What a backend may know about the call besides the tokens.
+
+    `conversation` is the decoded request and `task` the episode's task (a dict or None): scripted
+    policies and the oracle teacher act on them; model backends ignore them.
+    """
+
+    episode_id: str = ""
+    call_index: int = 0
+    side_call: bool = False
+    conversation: Conversation | None = None
+    task: Any = None
+
+
+@dataclass
+class GenerationResult:
+    output_ids: list[int]
+    logprobs: list[float]
+    finish_reason: FinishReason
+    policy_version: int
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class Backend(abc.ABC):
+    """Token ids in, token ids and log-probabilities out.
+
+    Log-probabilities are those of the *sampling distribution*: log softmax(logits / temperature) at the
+    sampled token, taken after temperature and before top-p / top-k truncation (with temperature 0, of the
+    untempered distribution). The sampling parameters are recorded with every call so that a trainer can
+    recompute the same quantity from a forward pass.
+
+    Cancelling the `generate` task (asyncio cancellation) stops the generation.
+    """
+
+    #: bumped by every successful `load_weights`
+    policy_version: int = 0
+
+    @property
+    @abc.abstractmethod
+    def max_context(self) -> int:
+        """The most tokens (prompt + output) one sequence may hold."""
+
+    @abc.abstractmethod
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
+    ) -> GenerationResult: ...
+
+    async def load_weights(self, path: str) -> int:
+        """Load new weights from a model directory; returns the new policy version."""
+        raise NotImplementedError(f"{type(self).__name__} cannot load weights")
+
+    async def close(self) -> None:
+        return None
+
+    def check_request(self, prompt_ids: list[int], sampling: SamplingParams) -> None:
+        """Raise InvalidRequestError for a request no backend could serve."""
+        if not prompt_ids:
+            raise InvalidRequestError("prompt is empty: at least one token id is needed")
+        if len(prompt_ids) >= self.max_context:
+            raise PromptTooLongError(len(prompt_ids), self.max_context)
+
+
+def clamp_max_tokens(prompt_len: int, sampling: SamplingParams, max_context: int) -> int:
+    """The most new tokens that still fit in the context."""
+    return max(0, min(sampling.max_tokens, max_context - prompt_len))

@@ -1,0 +1,266 @@
+"""Load a Hugging Face-format model directory: tokenizer, chat template, context length, weights.
+
+Rendering keeps the content of messages apart from the template's own markup: text inside a message that
+merely looks like a control token (`<|im_end|>`, `<tool_call>`) is encoded as plain text, never as the control
+token. To do that, every string that comes from the conversation is wrapped in an unguessable marker pair
+before the template runs; after rendering, marked spans are encoded with special-token matching off and the
+template's own text with it on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Tokenizer
+
+from openforge.core import Conversation, Message
+
+
+class ModelDirError(ValueError):
+    """The directory is not a usable model directory; the message says what is missing."""
+
+
+def _jinja_env() -> ImmutableSandboxedEnvironment:
+    # Same settings as transformers' chat-template environment, so any HF template renders the same way.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+
+    def tojson(value: Any, indent: int | None = None, separators=None, sort_keys: bool = False) -> str:
+        return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def raise_exception(message: str) -> None:
+        raise ModelDirError(f"chat template refused the conversation: {message}")
+
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    return env
+
+
+class ModelDir:
+    """A model directory on disk. Loading the weights is separate (`load_model`), since the proxy needs only
+    the tokenizer and template when the backend is remote."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise ModelDirError(f"model directory {self.path} does not exist")
+        if not (self.path / "tokenizer.json").is_file():
+            raise ModelDirError(f"{self.path} has no tokenizer.json (a fast tokenizer is required)")
+        self.config: dict[str, Any] = self._read_json("config.json", required=True)
+        self.tokenizer_config: dict[str, Any] = self._read_json("tokenizer_config.json")
+        self.generation_config: dict[str, Any] = self._read_json("generation_config.json")
+        self.tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+        # A second instance that never matches special tokens, for message content (see module docstring).
+        self._plain_tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+        self._plain_tokenizer.encode_special_tokens = True
+        self.chat_template = self._read_chat_template()
+        self._template = _jinja_env().from_string(self.chat_template)
+
+    # ---- metadata -------------------------------------------------------------------------------------
+    def _read_json(self, name: str, required: bool = False) -> dict[str, Any]:
+        f = self.path / name
+        if not f.is_file():
+            if required:
+                raise ModelDirError(f"{self.path} has no {name}")
+            return {}
+        return json.loads(f.read_text())
+
+    def _read_chat_template(self) -> str:
+        f = self.path / "chat_template.jinja"
+        if f.is_file():
+            return f.read_text()
+        template = self.tokenizer_config.get("chat_template")
+        if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}, ...]
+            named = {t["name"]: t["template"] for t in template}
+            template = named.get("default") or next(iter(named.values()), None)
+        if not template:
+            raise ModelDirError(f"{self.path} has no chat template (chat_template.jinja or tokenizer_config.json)")
+        return template
+
+    @property
+    def max_context(self) -> int:
+        return int(self.config.get("max_position_embeddings") or self.tokenizer_config.get("model_max_length"))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    def _token_id(self, token: str | dict | None) -> int | None:
+        if isinstance(token, dict):
+            token = token.get("content")
+        return self.tokenizer.token_to_id(token) if token else None
+
+    @cached_property
+    def eos_token_ids(self) -> list[int]:
+        """Ids that end an assistant turn: generation_config's eos ids, the config's, and the tokenizer's."""
+        ids: list[int] = []
+        for source in (self.generation_config.get("eos_token_id"), self.config.get("eos_token_id")):
+            if source is None:
+                continue
+            ids.extend(source if isinstance(source, list) else [source])
+        tid = self._token_id(self.tokenizer_config.get("eos_token"))
+        if tid is not None:
+            ids.append(tid)
+        unique = list(dict.fromkeys(int(i) for i in ids))
+        if not unique:
+            raise ModelDirError(f"{self.path} names no eos token (generation_config.json or tokenizer_config.json)")
+        return unique
+
+    @cached_property
+    def pad_token_id(self) -> int:
+        for candidate in (
+            self.config.get("pad_token_id"),
+            self.generation_config.get("pad_token_id"),
+            self._token_id(self.tokenizer_config.get("pad_token")),
+        ):
+            if candidate is not None:
+                return int(candidate)
+        return self.eos_token_ids[0]
+
+    @cached_property
+    def tool_call_format(self) -> str:
+        """`qwen3_coder` for `<function=...><parameter=...>` templates, else `json` (`<tool_call>{...}`)."""
+        return "qwen3_coder" if "<function=" in self.chat_template else "json"
+
+    # ---- text <-> ids -----------------------------------------------------------------------------------
+    def encode_text(self, text: str) -> list[int]:
+        """Plain text to ids: control-token look-alikes stay plain text."""
+        return self._plain_tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_completion(self, text: str) -> list[int]:
+        """Text as the *model* would produce it: control markup (`<tool_call>`, `<|im_end|>`) becomes the
+        control tokens. Used for scripted policies and teachers, whose text stands for sampled tokens."""
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        """Ids to text, control tokens kept."""
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    # ---- chat template ----------------------------------------------------------------------------------
+    def render_text(self, conversation: Conversation, add_generation_prompt: bool = True) -> str:
+        """The chat template's text for a conversation (control-token look-alikes indistinguishable)."""
+        messages, tools = to_hf_messages(conversation)
+        return self.render_messages_text(messages, tools, add_generation_prompt)
+
+    def render(self, conversation: Conversation, add_generation_prompt: bool = True) -> list[int]:
+        """Prompt ids for a conversation; message content never turns into control tokens."""
+        marks = _Marks.new()
+        return self.encode_marked(self._render_marked(conversation, add_generation_prompt, marks), marks)
+
+    def render_messages_text(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool
+    ) -> str:
+        """Render HF-style message dicts with the template (no marking)."""
+        return self._template.render(
+            messages=messages,
+            tools=tools or None,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=self.tokenizer_config.get("bos_token") or "",
+            eos_token=self.tokenizer_config.get("eos_token") or "",
+        )
+
+    def _render_marked(self, conversation: Conversation, add_generation_prompt: bool, marks: "_Marks") -> str:
+        messages, tools = to_hf_messages(conversation, marks.wrap)
+        return self.render_messages_text(messages, tools, add_generation_prompt)
+
+    def encode_marked(self, text: str, marks: "_Marks") -> list[int]:
+        """Encode rendered text: marked spans as plain text, the rest with control tokens matched."""
+        ids: list[int] = []
+        for inside, piece in marks.split(text):
+            if piece:
+                ids.extend((self._plain_tokenizer if inside else self.tokenizer).encode(piece, add_special_tokens=False).ids)
+        return ids
+
+    # ---- weights ---------------------------------------------------------------------------------------
+    def load_model(self, dtype=None):
+        """The causal LM, in eval mode, on CPU (transformers)."""
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype or torch.float32)
+        model.eval()
+        return model
+
+
+class _Marks:
+    """An unguessable pair of markers around conversation-provided strings (Unicode noncharacters + nonce)."""
+
+    def __init__(self, open_: str, close: str):
+        self.open, self.close = open_, close
+        self._pattern = re.compile(f"({re.escape(open_)}|{re.escape(close)})")
+
+    @classmethod
+    def new(cls) -> "_Marks":
+        nonce = secrets.token_hex(8)
+        return cls(f"\ufdd0{nonce}\ufdd1", f"\ufdd2{nonce}\ufdd3")
+
+    def wrap(self, text: str) -> str:
+        return f"{self.open}{text}{self.close}" if text else text
+
+    def split(self, text: str):
+        """Yield (inside_marks, piece) in order."""
+        depth = 0
+        for piece in self._pattern.split(text):
+            if piece == self.open:
+                depth += 1
+            elif piece == self.close:
+                depth -= 1
+            else:
+                yield depth > 0, piece
+
+
+def _wrap_json(value: Any, wrap) -> Any:
+    if isinstance(value, str):
+        return wrap(value)
+    if isinstance(value, dict):
+        return {wrap(k): _wrap_json(v, wrap) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_wrap_json(v, wrap) for v in value]
+    return value
+
+
+def to_hf_messages(conversation: Conversation, wrap=lambda s: s) -> tuple[list[dict], list[dict]]:
+    """Canonical conversation → (HF chat-template messages, HF tools), every provided string passed
+    through `wrap`."""
+    messages: list[dict[str, Any]] = []
+    if conversation.system is not None:
+        messages.append({"role": "system", "content": wrap(conversation.system)})
+    messages.extend(hf_message(m, wrap) for m in conversation.messages)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": wrap(t.name),
+                "description": wrap(t.description),
+                "parameters": _wrap_json(t.parameters, wrap),
+            },
+        }
+        for t in conversation.tools
+    ]
+    return messages, tools
+
+
+def hf_message(message: Message, wrap=lambda s: s) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": wrap(message.content)}
+    if message.role == "assistant":
+        if message.reasoning:
+            out["reasoning_content"] = wrap(message.reasoning)
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": wrap(c.name), "arguments": _wrap_json(c.arguments, wrap)},
+                }
+                for c in message.tool_calls
+            ]
+    if message.role == "tool":
+        out["tool_call_id"] = message.tool_call_id
+        if message.name:
+            out["name"] = wrap(message.name)
+    return out
