@@ -11,6 +11,8 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from openforge.core import Conversation, FinishReason, SamplingParams
 
 
@@ -93,6 +95,28 @@ class Backend(abc.ABC):
             raise InvalidRequestError("prompt is empty: at least one token id is needed")
         if len(prompt_ids) >= self.max_context:
             raise PromptTooLongError(len(prompt_ids), self.max_context)
+        # Re-validate: a SamplingParams built with model_construct() or mutated after construction skips checks.
+        parse_sampling(sampling.model_dump())
+
+
+def parse_sampling(values: dict[str, Any]) -> SamplingParams:
+    """SamplingParams from request values; a bad value raises InvalidRequestError naming the field, the value
+    and what is allowed (e.g. `temperature: -1.0 is invalid: Input should be greater than or equal to 0`)."""
+    try:
+        return SamplingParams.model_validate(values)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "sampling"
+            problems.append(f"{where}: {err.get('input')!r} is invalid: {err['msg']}")
+        raise InvalidRequestError("invalid sampling parameters: " + "; ".join(problems)) from None
+
+
+def check_token_ids(ids: list[int], vocab_size: int, what: str = "prompt") -> None:
+    """Every id must be an int in [0, vocab_size)."""
+    bad = next((i for i in ids if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < vocab_size), None)
+    if bad is not None:
+        raise InvalidRequestError(f"{what} holds token id {bad!r}, outside the vocabulary [0, {vocab_size})")
 
 
 def clamp_max_tokens(prompt_len: int, sampling: SamplingParams, max_context: int) -> int:

@@ -1,0 +1,86 @@
+"""Inference backends: token ids in, token ids + log-probabilities out (see `base.Backend`).
+
+`make_backend(spec, model_dir)` builds one from a short spec:
+
+- `embedded`          the model in-process (transformers, CPU)
+- `vllm:URL`          a vLLM OpenAI-compatible server, e.g. `vllm:http://gpu-node:8000`
+- `sglang:URL`        an SGLang server, e.g. `sglang:http://gpu-node:30000`
+- `scripted:FILE`     a scripted policy: a JSON file of turns or a Python file defining respond()
+
+Heavy modules (torch, transformers) are imported only by the backends that need them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openforge.inference.base import (
+    Backend,
+    BackendError,
+    GenerationContext,
+    GenerationResult,
+    InvalidRequestError,
+    PromptTooLongError,
+    check_token_ids,
+    clamp_max_tokens,
+    parse_sampling,
+)
+
+SPEC_FORMS = "embedded, vllm:URL, sglang:URL, scripted:FILE"
+
+
+def make_backend(spec: str, model_dir=None, **options) -> Backend:
+    """A backend from `spec` (one of SPEC_FORMS). `model_dir` (a path or ModelDir) is needed by `embedded`
+    and `scripted` and gives the remote ones their default context length. `options` go to the backend's
+    constructor (e.g. seed=0 for embedded, timeout=60 for vllm)."""
+    kind, _, arg = spec.partition(":")
+    kind = kind.strip().lower()
+    if kind == "embedded" and not arg:
+        from openforge.inference.embedded import EmbeddedBackend
+
+        return EmbeddedBackend(_require(model_dir, spec), **options)
+    if kind in ("vllm", "sglang") and arg.startswith(("http://", "https://")):
+        options.setdefault("max_context", _max_context(model_dir))
+        if kind == "vllm":
+            from openforge.inference.vllm import VLLMBackend
+
+            return VLLMBackend(arg, **options)
+        from openforge.inference.sglang import SGLangBackend
+
+        return SGLangBackend(arg, **options)
+    if kind == "scripted" and arg:
+        from openforge.inference.scripted import ScriptedBackend
+
+        return ScriptedBackend(Path(arg), _require(model_dir, spec), **options)
+    raise InvalidRequestError(f"backend {spec!r} is not understood; use one of: {SPEC_FORMS}")
+
+
+def _require(model_dir, spec: str):
+    if model_dir is None:
+        raise InvalidRequestError(f"backend {spec!r} needs a model directory (--model)")
+    return model_dir
+
+
+def _max_context(model_dir) -> int | None:
+    if model_dir is None:
+        return None
+    if hasattr(model_dir, "max_context"):
+        return model_dir.max_context
+    from openforge.models import ModelDir
+
+    return ModelDir(model_dir).max_context
+
+
+__all__ = [
+    "SPEC_FORMS",
+    "Backend",
+    "BackendError",
+    "GenerationContext",
+    "GenerationResult",
+    "InvalidRequestError",
+    "PromptTooLongError",
+    "check_token_ids",
+    "clamp_max_tokens",
+    "make_backend",
+    "parse_sampling",
+]

@@ -1,0 +1,337 @@
+"""The embedded backend's engine: one thread that owns the model and runs every forward pass.
+
+Why one thread: torch work must stay off the event loop, and a single owner needs no locks around the model,
+the caches or a weight swap. Scheduling, per loop turn:
+
+1. admit waiting jobs in arrival order, up to `max_batch` at a time;
+2. run one prefill chunk (at most `prefill_chunk` prompt tokens) of the oldest job still reading its prompt,
+   starting from the longest cached prefix (`PrefixCache`);
+3. run one decode step for *all* jobs past their prompt, batched in one forward pass over a left-padded cache.
+
+Long prompts are thus read in slices between decode steps, so a 30k-token prompt does not stall the others.
+A weight swap waits until no job is running (drain), applies, bumps the policy version and empties the
+prefix cache; jobs that arrive meanwhile wait and then run under the new weights. Every job runs entirely
+under one policy version, the one its result reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from openforge.core import FinishReason, SamplingParams
+from openforge.inference import kv as kvlib
+from openforge.inference.base import BackendError, GenerationResult
+from openforge.inference.sampling import sample_token
+from openforge.inference.stopping import StopChecker
+
+log = logging.getLogger(__name__)
+
+Deliver = Callable[[Any], None]  # called from the engine thread with a result or an exception
+
+
+@dataclass(eq=False)
+class Job:
+    prompt: list[int]
+    sampling: SamplingParams
+    stopper: StopChecker
+    generator: torch.Generator
+    cache_key: str  # where this job's final cache is kept for the next call ("" = not kept)
+    deliver: Deliver
+    on_token: Callable[[int, float], None] | None = None  # streaming: called per sampled token (engine thread)
+    cancelled: bool = False
+    output: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    policy_version: int = 0
+    # prefill progress
+    cache: Any = None  # DynamicCache while reading the prompt
+    prompt_done: int = 0
+    reused: int = 0
+    # timings (perf_counter seconds)
+    submitted: float = field(default_factory=time.perf_counter)
+    started: float = 0.0
+    first_token: float = 0.0
+
+
+@dataclass(eq=False)
+class WeightSwap:
+    state_dict: dict[str, torch.Tensor]
+    deliver: Deliver
+
+
+class _Stop:
+    pass
+
+
+class DecodeBatch:
+    """The jobs past their prompt, decoded together. Row i's cache is left-padded to the batch width."""
+
+    def __init__(self, config):
+        self.config = config
+        self.jobs: list[Job] = []
+        self.lengths: list[int] = []  # real (unpadded) tokens in each row's cache
+        self.cache = None  # DynamicCache for the whole batch, kept across steps while the rows stay the same
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def add(self, job: Job, job_kv: kvlib.KV) -> None:
+        new_len = kvlib.kv_length(job_kv)
+        if not self.jobs:
+            merged = job_kv
+        else:
+            current = kvlib.from_dynamic_cache(self.cache)
+            width = kvlib.kv_length(current)
+            target = max(width, new_len)
+            merged = kvlib.concat_rows(kvlib.left_pad(current, target - width), kvlib.left_pad(job_kv, target - new_len))
+        self.cache = kvlib.to_dynamic_cache(merged, self.config)
+        self.jobs.append(job)
+        self.lengths.append(new_len)
+
+    def remove(self, leaving: list[Job]) -> list[tuple[Job, kvlib.KV]]:
+        """Take jobs out; returns each with its own unpadded cache (for the prefix cache)."""
+        if not leaving:
+            return []
+        current = kvlib.from_dynamic_cache(self.cache)
+        width = kvlib.kv_length(current)
+        out, keep = [], []
+        for i, job in enumerate(self.jobs):
+            if job in leaving:
+                out.append((job, kvlib.row(current, i, width - self.lengths[i])))
+            else:
+                keep.append(i)
+        if keep:
+            drop = width - max(self.lengths[i] for i in keep)  # padding columns no remaining row needs
+            self.cache = kvlib.to_dynamic_cache(kvlib.select_rows(current, keep, drop), self.config)
+        else:
+            self.cache = None
+        self.jobs = [self.jobs[i] for i in keep]
+        self.lengths = [self.lengths[i] for i in keep]
+        return out
+
+    def clear(self) -> list[Job]:
+        jobs, self.jobs, self.lengths, self.cache = self.jobs, [], [], None
+        return jobs
+
+    def step(self, model) -> torch.Tensor:
+        """Feed each row's newest token; returns next-token logits, shape (rows, vocab), float32."""
+        width = kvlib.kv_length(kvlib.from_dynamic_cache(self.cache))
+        lengths = torch.tensor(self.lengths, dtype=torch.long)
+        input_ids = torch.tensor([[job.output[-1]] for job in self.jobs], dtype=torch.long)
+        position_ids = lengths.unsqueeze(1)  # the new token's position in its own (unpadded) sequence
+        kwargs: dict[str, Any] = {}
+        if any(n != width for n in self.lengths):
+            columns = torch.arange(width + 1).unsqueeze(0)
+            kwargs["attention_mask"] = (columns >= (width - lengths).unsqueeze(1)).long()
+        out = model(input_ids=input_ids, position_ids=position_ids, cache=self.cache, use_cache=True, **kwargs)
+        self.lengths = [n + 1 for n in self.lengths]
+        return out.logits[:, -1, :].float()
+
+
+class Engine:
+    def __init__(
+        self,
+        model,
+        prefix_cache: kvlib.PrefixCache,
+        max_batch: int = 16,
+        prefill_chunk: int = 1024,
+    ):
+        self.model = model
+        self.config = model.config
+        self.prefix_cache = prefix_cache
+        self.max_batch = max_batch
+        self.prefill_chunk = prefill_chunk
+        self.policy_version = 0
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._waiting: deque[Job] = deque()
+        self._prefilling: deque[Job] = deque()
+        self._batch = DecodeBatch(self.config)
+        self._swaps: list[WeightSwap] = []
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="openforge-embedded-engine", daemon=True)
+        self._thread.start()
+
+    # ---- called from other threads -------------------------------------------------------------------------
+    def submit(self, item: Job | WeightSwap) -> None:
+        if self._closed:
+            raise BackendError("the embedded backend is closed")
+        self._inbox.put(item)
+
+    def cancel(self, job: Job) -> None:
+        job.cancelled = True
+        self._inbox.put(None)  # wake the engine so it drops the job now, not at its next natural turn
+
+    def close(self, timeout: float = 10.0) -> None:
+        if not self._closed:
+            self._closed = True
+            self._inbox.put(_Stop())
+            self._thread.join(timeout)
+
+    @property
+    def active_jobs(self) -> int:
+        """Jobs admitted and not finished (for tests and metrics; read without locking)."""
+        return len(self._prefilling) + len(self._batch)
+
+    # ---- the engine thread ---------------------------------------------------------------------------------
+    def _run(self) -> None:
+        with torch.inference_mode():
+            while True:
+                if not self._take_inbox():
+                    break
+                self._drop_cancelled()
+                if self._swaps:
+                    if not self._prefilling and not self._batch:
+                        self._apply_swaps()
+                else:
+                    self._admit()
+                if self._prefilling:
+                    self._guarded(self._prefill_step, [self._prefilling[0]])
+                if self._batch:
+                    self._guarded(self._decode_step, list(self._batch.jobs))
+        self._fail_all(BackendError("the embedded backend was closed"))
+
+    def _idle(self) -> bool:
+        return not (self._waiting or self._prefilling or self._batch or self._swaps)
+
+    def _take_inbox(self) -> bool:
+        """Move submitted items in; blocks while there is nothing to do. False when asked to stop."""
+        items = []
+        if self._idle():
+            items.append(self._inbox.get())
+        while True:
+            try:
+                items.append(self._inbox.get_nowait())
+            except queue.Empty:
+                break
+        for item in items:
+            if isinstance(item, _Stop):
+                return False
+            if isinstance(item, Job):
+                self._waiting.append(item)
+            elif isinstance(item, WeightSwap):
+                self._swaps.append(item)
+        return True
+
+    def _drop_cancelled(self) -> None:
+        self._waiting = deque(j for j in self._waiting if not j.cancelled)
+        self._prefilling = deque(j for j in self._prefilling if not j.cancelled)
+        gone = [j for j in self._batch.jobs if j.cancelled]
+        self._batch.remove(gone)  # their caches are dropped: a cancelled call's output is not history
+
+    def _admit(self) -> None:
+        while self._waiting and len(self._prefilling) + len(self._batch) < self.max_batch:
+            job = self._waiting.popleft()
+            job.started = time.perf_counter()
+            job.policy_version = self.policy_version
+            self._prefilling.append(job)
+
+    def _guarded(self, step, jobs: list[Job]) -> None:
+        try:
+            step()
+        except Exception as exc:  # a failed forward pass fails its jobs, not the engine
+            log.exception("embedded backend step failed")
+            error = BackendError(f"embedded backend failed: {type(exc).__name__}: {exc}")
+            for job in jobs:
+                if job in self._prefilling:
+                    self._prefilling.remove(job)
+                job.deliver(error)
+            if any(job in self._batch.jobs for job in jobs):
+                self._batch.clear()
+
+    def _prefill_step(self) -> None:
+        job = self._prefilling[0]
+        if job.cache is None:
+            job.reused, prefix_kv = self.prefix_cache.longest_prefix(job.cache_key, job.prompt)
+            job.cache = kvlib.to_dynamic_cache(prefix_kv, self.config)
+            job.prompt_done = job.reused
+        start = job.prompt_done
+        end = min(start + self.prefill_chunk, len(job.prompt))
+        out = self.model(
+            input_ids=torch.tensor([job.prompt[start:end]], dtype=torch.long),
+            position_ids=torch.arange(start, end).unsqueeze(0),
+            cache=job.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        job.prompt_done = end
+        if end < len(job.prompt):
+            return
+        self._prefilling.popleft()
+        job.first_token = time.perf_counter()
+        job_kv = kvlib.from_dynamic_cache(job.cache)
+        job.cache = None
+        finish = self._append_token(job, out.logits[0, -1, :].float())
+        if finish is None:
+            self._batch.add(job, job_kv)
+        else:
+            self._finish(job, finish, job_kv)
+
+    def _decode_step(self) -> None:
+        logits = self._batch.step(self.model)
+        finished: dict[Job, FinishReason] = {}
+        for i, job in enumerate(self._batch.jobs):
+            finish = self._append_token(job, logits[i])
+            if finish is not None:
+                finished[job] = finish
+        for job, job_kv in self._batch.remove(list(finished)):
+            self._finish(job, finished[job], job_kv)
+
+    def _append_token(self, job: Job, logits: torch.Tensor) -> FinishReason | None:
+        token, logprob = sample_token(logits, job.sampling, job.generator)
+        job.output.append(token)
+        job.logprobs.append(logprob)
+        if job.on_token is not None:
+            job.on_token(token, logprob)
+        return job.stopper.check(job.output)
+
+    def _finish(self, job: Job, finish: FinishReason, job_kv: kvlib.KV) -> None:
+        # The cache holds the prompt and every output token but the last (sampled, never fed back).
+        self.prefix_cache.put(job.cache_key, job.prompt + job.output[:-1], job_kv)
+        now = time.perf_counter()
+        job.deliver(
+            GenerationResult(
+                output_ids=job.output,
+                logprobs=job.logprobs,
+                finish_reason=finish,
+                policy_version=job.policy_version,
+                timings={
+                    "queue_s": job.started - job.submitted,
+                    "prefill_s": job.first_token - job.started,
+                    "decode_s": now - job.first_token,
+                    "prompt_tokens_reused": float(job.reused),
+                },
+            )
+        )
+
+    def _apply_swaps(self) -> None:
+        for swap in self._swaps:
+            try:
+                self.model.load_state_dict(swap.state_dict, strict=False)
+            except Exception as exc:
+                swap.deliver(BackendError(f"loading weights failed: {exc}"))
+                continue
+            self.policy_version += 1
+            self.prefix_cache.clear()  # caches computed with the old weights are wrong for the new ones
+            swap.deliver(self.policy_version)
+        self._swaps = []
+
+    def _fail_all(self, error: BaseException) -> None:
+        for job in [*self._waiting, *self._prefilling, *self._batch.clear()]:
+            job.deliver(error)
+        for swap in self._swaps:
+            swap.deliver(error)
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, (Job, WeightSwap)):
+                item.deliver(error)

@@ -1,0 +1,87 @@
+"""The HTTP plumbing shared by the remote backends (vLLM, SGLang): JSON in, JSON out, clear errors.
+
+- connection refused, DNS, timeouts, bodies that are not JSON, 5xx → BackendError naming the server;
+- 400 / 422 (the server refused the request itself) → InvalidRequestError with the server's message.
+
+One `httpx.AsyncClient` per event loop: a client's pooled connections belong to the loop that opened them.
+Cancelling a call closes its connection, which is how vLLM and SGLang learn to abort the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+from openforge.inference.base import BackendError, InvalidRequestError
+
+
+class JSONClient:
+    def __init__(self, base_url: str, *, server: str, timeout: float = 600.0, connect_timeout: float = 10.0, api_key: str | None = None):
+        if not base_url.startswith(("http://", "https://")):
+            raise InvalidRequestError(f"{server} URL must start with http:// or https://, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.server = server
+        self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        for other in [lp for lp in self._clients if lp.is_closed()]:
+            self._clients.pop(other)  # its loop is gone; the connections went with it
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = httpx.AsyncClient(timeout=self.timeout, headers=self.headers)
+        return client
+
+    async def get(self, path: str) -> Any:
+        return await self._request("GET", path, None)
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        return await self._request("POST", path, body)
+
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        url = f"{self.base_url}{path}"
+        try:
+            response = await self._client().request(method, url, json=body)
+        except httpx.TimeoutException:
+            raise BackendError(
+                f"{self.server} at {url} did not answer within {self.timeout.read:g} s (timeout)"
+            ) from None
+        except httpx.ConnectError as exc:
+            raise BackendError(f"cannot connect to {self.server} at {url}: {exc or 'connection refused'}") from None
+        except httpx.HTTPError as exc:
+            raise BackendError(f"{self.server} at {url} failed: {type(exc).__name__}: {exc}") from None
+        if response.status_code in (400, 413, 422):
+            raise InvalidRequestError(f"{self.server} refused the request ({response.status_code}): {_message(response)}")
+        if response.status_code >= 400:
+            raise BackendError(f"{self.server} at {url} answered {response.status_code}: {_message(response)}")
+        try:
+            return response.json()
+        except json.JSONDecodeError:
+            raise BackendError(f"{self.server} at {url} answered with a body that is not JSON: {response.text[:200]!r}") from None
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.items()), {}
+        for loop, client in clients:
+            if loop is asyncio.get_running_loop():
+                await client.aclose()
+
+
+def _message(response: httpx.Response) -> str:
+    """The error text of an OpenAI-style (`{"error": {"message": ...}}`) or FastAPI (`{"detail": ...}`) body."""
+    try:
+        body = response.json()
+    except json.JSONDecodeError:
+        return response.text[:500]
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and "message" in error:
+            return str(error["message"])
+        for key in ("message", "detail", "error"):
+            if key in body:
+                return str(body[key])
+    return str(body)[:500]

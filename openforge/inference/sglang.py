@@ -1,0 +1,137 @@
+"""`sglang`: a client of SGLang's native `/generate` endpoint, token ids in and token ids + logprobs out.
+
+It posts `{"input_ids": [...], "sampling_params": {...}, "return_logprob": true}` and reads
+`meta_info.output_token_logprobs` — one `[logprob, token_id, text_or_null]` triple per sampled token — and
+`meta_info.finish_reason` (`{"type": "stop" | "length" | "abort", ...}`).
+
+SGLang's returned logprobs are those of the distribution after temperature (what OpenForge records), unless
+the server runs with SGLANG_RETURN_ORIGINAL_LOGPROB set (then before temperature: leave it unset). The seed
+(`sampling_seed`) is honoured only by servers started with `--enable-deterministic-inference`.
+`load_weights(path)` uses SGLang's documented `/update_weights_from_disk`.
+
+Untested against a real SGLang server until a GPU run exists; the parser is tested against recorded SGLang
+response bodies (tests/fixtures/sglang/).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openforge.core import FinishReason, SamplingParams
+from openforge.inference.base import (
+    Backend,
+    BackendError,
+    GenerationContext,
+    GenerationResult,
+    clamp_max_tokens,
+)
+from openforge.inference.jsonhttp import JSONClient
+
+_FINISH = {"stop": FinishReason.stop, "length": FinishReason.length}
+
+
+def generate_request(prompt_ids: list[int], sampling: SamplingParams, max_new_tokens: int) -> dict[str, Any]:
+    """The body of `POST /generate` for one token-id prompt."""
+    params: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k if sampling.top_k > 0 else -1,  # -1: off
+        "min_p": 0.0,
+        "max_new_tokens": max_new_tokens,
+        "stop_token_ids": list(sampling.stop_token_ids),
+        "skip_special_tokens": False,
+        "no_stop_trim": True,  # keep a matched stop string's tokens: they were sampled
+    }
+    if sampling.stop:
+        params["stop"] = list(sampling.stop)
+    if sampling.seed is not None:
+        params["sampling_seed"] = sampling.seed
+    return {"input_ids": list(prompt_ids), "sampling_params": params, "return_logprob": True, "stream": False}
+
+
+def parse_generate(body: Any) -> tuple[list[int], list[float], FinishReason]:
+    """(output ids, their logprobs, finish reason) from a `/generate` response body."""
+    if isinstance(body, list):  # a batch answer; we send one prompt
+        if len(body) != 1:
+            raise BackendError(f"SGLang answered {len(body)} results for one prompt")
+        body = body[0]
+    meta = body.get("meta_info") if isinstance(body, dict) else None
+    if not isinstance(meta, dict):
+        raise BackendError(f"SGLang answered without meta_info: {str(body)[:300]}")
+    triples = meta.get("output_token_logprobs")
+    if triples is None:
+        raise BackendError("SGLang answered without meta_info.output_token_logprobs (was return_logprob dropped?)")
+    try:
+        logprobs = [float(t[0]) for t in triples]
+        ids = [int(t[1]) for t in triples]
+    except (TypeError, IndexError, ValueError):
+        raise BackendError(f"SGLang's output_token_logprobs are not [logprob, token_id, text] triples: {str(triples)[:200]}") from None
+    output_ids = body.get("output_ids")
+    if isinstance(output_ids, list) and output_ids and output_ids != ids:
+        raise BackendError("SGLang's output_ids disagree with the ids in output_token_logprobs")
+    reason = meta.get("finish_reason")
+    kind = reason.get("type") if isinstance(reason, dict) else reason
+    if kind not in _FINISH:
+        detail = reason.get("message") if isinstance(reason, dict) else None
+        raise BackendError(f"SGLang finished the request with {kind!r}{f': {detail}' if detail else ''}, not stop/length")
+    return ids, logprobs, _FINISH[kind]
+
+
+class SGLangBackend(Backend):
+    """`base_url`: the server root (e.g. http://gpu-node:30000). `max_context`: the served context length
+    (default: `context_length` / `max_total_num_tokens` from GET /get_model_info or /get_server_info)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        max_context: int | None = None,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        api_key: str | None = None,
+    ):
+        self.http = JSONClient(base_url, server="SGLang", timeout=timeout, connect_timeout=connect_timeout, api_key=api_key)
+        self._max_context = max_context
+        self._server_checked = False
+
+    @property
+    def base_url(self) -> str:
+        return self.http.base_url
+
+    @property
+    def max_context(self) -> int:
+        if self._max_context is None:
+            raise BackendError("SGLang's context length is unknown until the server is reached; pass max_context")
+        return self._max_context
+
+    async def connect(self) -> None:
+        if self._server_checked:
+            return
+        if self._max_context is None:
+            info = await self.http.get("/get_server_info")
+            length = info.get("context_length") if isinstance(info, dict) else None
+            if not length:
+                raise BackendError(f"SGLang at {self.base_url} did not say its context_length; pass max_context")
+            self._max_context = int(length)
+        self._server_checked = True
+
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
+    ) -> GenerationResult:
+        await self.connect()
+        self.check_request(prompt_ids, sampling)
+        max_new = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
+        body = await self.http.post("/generate", generate_request(prompt_ids, sampling, max_new))
+        ids, logprobs, finish = parse_generate(body)
+        return GenerationResult(output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version)
+
+    async def load_weights(self, path: str) -> int:
+        body = await self.http.post("/update_weights_from_disk", {"model_path": str(path)})
+        if not (isinstance(body, dict) and body.get("success")):
+            message = body.get("message") if isinstance(body, dict) else body
+            raise BackendError(f"SGLang could not load weights from {path}: {message}")
+        self.policy_version += 1
+        return self.policy_version
+
+    async def close(self) -> None:
+        await self.http.aclose()

@@ -1,0 +1,171 @@
+"""`vllm`: a client of vLLM's OpenAI-compatible server, token ids in and token ids + logprobs out.
+
+It posts `/v1/completions` with `prompt` = the token ids (no text, no chat template: the proxy already
+rendered them) and reads the sampled ids from `choices[0].token_ids` (`return_token_ids`, vLLM >= 0.10.2;
+on older servers from `logprobs.tokens` = `"token_id:<id>"` via `return_tokens_as_token_ids`) and their
+log-probabilities from `choices[0].logprobs.token_logprobs`.
+
+Start vLLM so its logprobs are the ones OpenForge records (those of the sampling distribution, after
+temperature):
+
+    vllm serve MODEL_DIR --logprobs-mode processed_logprobs --generation-config vllm
+
+- `--logprobs-mode processed_logprobs`: by default vLLM returns *raw* logprobs, before temperature. The
+  processed ones are after temperature *and* after top-k/top-p truncation (renormalized); they equal
+  OpenForge's definition when top_k = 0 and top_p = 1, the usual RL setting.
+- `--generation-config vllm` (or sending every knob, which this client does): otherwise vLLM takes default
+  sampling values (repetition penalty, top-k, ...) from the model's generation_config.json. This client sends
+  neutral penalties, min_p 0 and top-k -1 (off) explicitly so the distribution is exactly logits/temperature.
+
+Untested against a real vLLM server until a GPU run exists; the parser is tested against recorded vLLM
+response bodies (tests/fixtures/vllm/) and the client against `openforge serve-model`, which speaks this
+subset of vLLM's API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openforge.core import FinishReason, SamplingParams
+from openforge.inference.base import (
+    Backend,
+    BackendError,
+    GenerationContext,
+    GenerationResult,
+    clamp_max_tokens,
+)
+from openforge.inference.jsonhttp import JSONClient
+
+_FINISH = {"stop": FinishReason.stop, "length": FinishReason.length}
+
+
+def completion_request(model: str, prompt_ids: list[int], sampling: SamplingParams, max_tokens: int) -> dict[str, Any]:
+    """The body of `POST /v1/completions` for one token-id prompt."""
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": list(prompt_ids),
+        "max_tokens": max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k if sampling.top_k > 0 else -1,  # -1: off, in every vLLM release
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "n": 1,
+        "stream": False,
+        "echo": False,
+        "logprobs": 1,
+        "return_token_ids": True,
+        "return_tokens_as_token_ids": True,  # fallback source of the ids on servers without return_token_ids
+        "skip_special_tokens": False,
+        "stop_token_ids": list(sampling.stop_token_ids),
+    }
+    if sampling.stop:
+        body["stop"] = list(sampling.stop)
+    if sampling.seed is not None:
+        body["seed"] = sampling.seed
+    return body
+
+
+def parse_completion(body: Any) -> tuple[list[int], list[float], FinishReason]:
+    """(output ids, their logprobs, finish reason) from a `/v1/completions` response body."""
+    try:
+        choice = body["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        raise BackendError(f"vLLM answered without choices: {str(body)[:300]}") from None
+    logprobs = choice.get("logprobs") or {}
+    ids = choice.get("token_ids")
+    if ids is None:
+        ids = _ids_from_tokens(logprobs.get("tokens"))
+    values = logprobs.get("token_logprobs")
+    if values is None:
+        raise BackendError("vLLM answered without logprobs.token_logprobs (was `logprobs` dropped from the request?)")
+    if len(values) != len(ids) or any(v is None for v in values):
+        raise BackendError(f"vLLM answered {len(ids)} token ids but {len(values)} logprobs (or null ones)")
+    reason = choice.get("finish_reason")
+    if reason not in _FINISH:
+        raise BackendError(f"vLLM finished the request with {reason!r} (aborted or failed), not stop/length")
+    return [int(i) for i in ids], [float(v) for v in values], _FINISH[reason]
+
+
+def _ids_from_tokens(tokens: list[str] | None) -> list[int]:
+    prefix = "token_id:"
+    if not tokens or not all(isinstance(t, str) and t.startswith(prefix) for t in tokens):
+        raise BackendError(
+            "vLLM answered without choices[0].token_ids: it needs vLLM >= 0.10.2 (return_token_ids) or "
+            "return_tokens_as_token_ids support"
+        )
+    return [int(t[len(prefix):]) for t in tokens]
+
+
+class VLLMBackend(Backend):
+    """`base_url`: the server root (e.g. http://gpu-node:8000), without /v1.
+
+    `model`: the served model name (default: the first of GET /v1/models). `max_context`: the served context
+    length (default: `max_model_len` from GET /v1/models, else this value until the server is reached).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        max_context: int | None = None,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        api_key: str | None = None,
+    ):
+        self.http = JSONClient(base_url, server="vLLM", timeout=timeout, connect_timeout=connect_timeout, api_key=api_key)
+        self.model = model
+        self._max_context = max_context
+        self._server_checked = False
+
+    @property
+    def base_url(self) -> str:
+        return self.http.base_url
+
+    @property
+    def max_context(self) -> int:
+        if self._max_context is None:
+            raise BackendError("vLLM's context length is unknown until the server is reached; pass max_context")
+        return self._max_context
+
+    async def connect(self) -> None:
+        """Ask the server for its model name and context length (done once, before the first call)."""
+        if self._server_checked:
+            return
+        body = await self.http.get("/v1/models")
+        models = body.get("data") if isinstance(body, dict) else None
+        if not models:
+            raise BackendError(f"vLLM at {self.base_url} serves no model (GET /v1/models: {str(body)[:200]})")
+        card = next((m for m in models if m.get("id") == self.model), None) if self.model else models[0]
+        if card is None:
+            raise BackendError(f"vLLM at {self.base_url} does not serve {self.model!r}; it serves {[m.get('id') for m in models]}")
+        self.model = card["id"]
+        if card.get("max_model_len"):
+            self._max_context = int(card["max_model_len"])
+        self._server_checked = True
+
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
+    ) -> GenerationResult:
+        await self.connect()
+        self.check_request(prompt_ids, sampling)
+        # vLLM refuses (400) prompt + max_tokens beyond its context instead of stopping there: clamp first.
+        max_tokens = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
+        body = await self.http.post("/v1/completions", completion_request(self.model, prompt_ids, sampling, max_tokens))
+        ids, logprobs, finish = parse_completion(body)
+        return GenerationResult(output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version)
+
+    async def load_weights(self, path: str) -> int:
+        raise NotImplementedError(
+            "vLLM's OpenAI server has no endpoint to reload weights from a directory over plain HTTP. "
+            "Restart `vllm serve` on the new model directory, or push weights from the trainer with vLLM's "
+            "weight-transfer routes (VLLM_SERVER_DEV_MODE=1, --weight-transfer-config; NCCL/IPC, not HTTP), "
+            "or train with veRL, whose server manager updates the rollout weights in place. "
+            "(The sglang backend can reload from a directory: /update_weights_from_disk.)"
+        )
+
+    async def close(self) -> None:
+        await self.http.aclose()
