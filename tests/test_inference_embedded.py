@@ -170,15 +170,21 @@ async def test_cancelling_during_decode_leaves_the_batch_working(backend, prompt
 
 
 async def test_load_weights_switches_the_policy():
-    backend = EmbeddedBackend(tiny_model_dir(), seed=0)
+    backend = EmbeddedBackend(tiny_model_dir(), seed=0, max_batch=2)
     try:
         prompt = backend.model_dir.encode_text("Weights change, logprobs follow.")
         sampling = SamplingParams(temperature=1.0, max_tokens=16, seed=11)
-        in_flight = asyncio.create_task(backend.generate(prompt, sampling.model_copy(update={"max_tokens": 64}), CTX))
-        await asyncio.sleep(0)  # queued before the swap: finishes under the old weights
+        # Queued before the swap (two running, three waiting for room): all finish under the old weights.
+        queued = [
+            asyncio.create_task(
+                backend.generate(prompt, sampling.model_copy(update={"max_tokens": 48, "seed": i}), CTX)
+            )
+            for i in range(5)
+        ]
+        await asyncio.sleep(0)
         version = await backend.load_weights(str(perturbed_model_dir()))
         assert version == backend.policy_version == 1
-        assert (await in_flight).policy_version == 0
+        assert [(await t).policy_version for t in queued] == [0] * 5
         assert len(backend.prefix_cache) == 0
 
         after = await backend.generate(prompt, sampling, CTX)
@@ -218,7 +224,9 @@ async def test_bad_requests_are_refused_clearly(backend):
     with pytest.raises(InvalidRequestError, match="outside the vocabulary"):
         await backend.generate([5, -1], SamplingParams(), CTX)
     with pytest.raises(InvalidRequestError, match="temperature"):
-        await backend.generate([5, 6], SamplingParams.model_construct(**{**SamplingParams().model_dump(), "temperature": -1.0}), CTX)
+        await backend.generate(
+            [5, 6], SamplingParams.model_construct(**{**SamplingParams().model_dump(), "temperature": -1.0}), CTX
+        )
     with pytest.raises(InvalidRequestError, match="temperature: -1"):
         parse_sampling({"temperature": -1})
     with pytest.raises(InvalidRequestError, match="top_p: 0"):

@@ -84,11 +84,23 @@ async def test_serve_model_answers_in_vllm_shape_and_refuses_bad_input(served):
         models = (await http.get("/v1/models")).json()
         assert models["data"][0]["id"] == "tiny" and models["data"][0]["max_model_len"] == backend.max_context
 
-        body = {"model": "tiny", "prompt": [5, 6, 7, 8], "max_tokens": 5, "temperature": 1.0, "seed": 1,
-                "logprobs": 1, "return_token_ids": True, "skip_special_tokens": False}
+        body = {
+            "model": "tiny",
+            "prompt": [5, 6, 7, 8],
+            "max_tokens": 5,
+            "temperature": 1.0,
+            "seed": 1,
+            "logprobs": 1,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+        }
         answer = (await http.post("/v1/completions", json=body)).json()
         choice = answer["choices"][0]
-        assert len(choice["token_ids"]) == len(choice["logprobs"]["token_logprobs"]) == answer["usage"]["completion_tokens"]
+        assert (
+            len(choice["token_ids"])
+            == len(choice["logprobs"]["token_logprobs"])
+            == answer["usage"]["completion_tokens"]
+        )
         assert choice["prompt_token_ids"] == [5, 6, 7, 8]
         ids, logprobs, finish = parse_completion(answer)  # our own answer parses like vLLM's
         assert ids == choice["token_ids"] and finish is FinishReason(choice["finish_reason"])
@@ -125,16 +137,20 @@ async def test_chat_completions_json_and_stream(served):
         assert answer["usage"]["prompt_tokens"] > 0
 
         events = []
-        async with http.stream("POST", "/v1/chat/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}}) as response:
+        async with http.stream(
+            "POST", "/v1/chat/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}}
+        ) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             async for line in response.aiter_lines():
                 if line.startswith("data: "):
-                    events.append(line[len("data: "):])
+                    events.append(line[len("data: ") :])
         assert events[-1] == "[DONE]"
         chunks = [json.loads(e) for e in events[:-1]]
         streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
         assert streamed == message["content"]  # same seed, same text, streamed or not
-        finishes = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+        finishes = [
+            c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]
+        ]
         assert finishes == [answer["choices"][0]["finish_reason"]]
         assert chunks[-1]["usage"]["completion_tokens"] == answer["usage"]["completion_tokens"]
 
@@ -148,7 +164,9 @@ async def test_openai_sdk_can_talk_to_serve_model(served):
     openai = pytest.importorskip("openai")
     _, url = served
     client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused")
-    reply = await client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=5)
+    reply = await client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=5
+    )
     assert reply.choices[0].finish_reason in ("stop", "length")
     await client.close()
 
@@ -215,7 +233,10 @@ async def test_vllm_client_against_recorded_server_and_errors():
         assert client.model == "Qwen/Qwen3-0.6B" and client.max_context == 2048
         assert seen[0][1]["model"] == "Qwen/Qwen3-0.6B" and seen[0][1]["prompt"] == [1782, 6722, 315, 9625, 374]
 
-    refused = {"/v1/models": (200, fixture("vllm/models.json")), "/v1/completions": (400, fixture("vllm/error_context_length.json"))}
+    refused = {
+        "/v1/models": (200, fixture("vllm/models.json")),
+        "/v1/completions": (400, fixture("vllm/error_context_length.json")),
+    }
     with ServerThread(recorded_server(refused)) as server:
         with pytest.raises(InvalidRequestError, match="maximum context length is 2048"):
             await VLLMBackend(server.url).generate([1, 2], SamplingParams(max_tokens=2), CTX)

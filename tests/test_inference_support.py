@@ -9,7 +9,7 @@ import socket
 import tempfile
 import threading
 import time
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -17,13 +17,13 @@ import torch
 from openforge.models import build_tiny_model
 
 
-@lru_cache(maxsize=None)
+@cache
 def tiny_model_dir() -> Path:
     """The tiny model (seed 0), built once per test session."""
     return build_tiny_model(Path(tempfile.mkdtemp(prefix="openforge-tiny-")) / "tiny", seed=0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def perturbed_model_dir() -> Path:
     """The tiny model with every weight nudged: a second policy to load."""
     from safetensors.torch import load_file, save_file
@@ -38,7 +38,7 @@ def perturbed_model_dir() -> Path:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def short_context_model_dir(max_context: int = 64) -> Path:
     """The tiny model's weights with a context of `max_context` tokens (config edited), to test the limits."""
     out = Path(tempfile.mkdtemp(prefix="openforge-tiny-short-")) / "tiny"
@@ -76,7 +76,7 @@ class ServerThread:
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._socket]}, daemon=True)
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         self._thread.start()
         deadline = time.monotonic() + 30
         while not self.server.started:

@@ -9,13 +9,14 @@ the caches or a weight swap. Scheduling, per loop turn:
 3. run one decode step for *all* jobs past their prompt, batched in one forward pass over a left-padded cache.
 
 Long prompts are thus read in slices between decode steps, so a 30k-token prompt does not stall the others.
-A weight swap waits until no job is running (drain), applies, bumps the policy version and empties the
-prefix cache; jobs that arrive meanwhile wait and then run under the new weights. Every job runs entirely
+A weight swap lets the jobs queued before it run to the end (drain), applies, bumps the policy version and
+empties the prefix cache; jobs that arrive meanwhile wait and then run under the new weights. Every job runs entirely
 under one policy version, the one its result reports.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import queue
 import threading
@@ -48,6 +49,7 @@ class Job:
     deliver: Deliver
     on_token: Callable[[int, float], None] | None = None  # streaming: called per sampled token (engine thread)
     cancelled: bool = False
+    before_swap: bool = False  # queued before a pending weight swap: runs under the old weights
     output: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     policy_version: int = 0
@@ -71,6 +73,15 @@ class _Stop:
     pass
 
 
+def cache_argument(model) -> str:
+    """The forward() keyword for the KV cache: `cache` in transformers 5, `past_key_values` before."""
+    name = getattr(model, "_openforge_cache_argument", None)
+    if name is None:
+        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        model._openforge_cache_argument = name
+    return name
+
+
 class DecodeBatch:
     """The jobs past their prompt, decoded together. Row i's cache is left-padded to the batch width."""
 
@@ -91,7 +102,9 @@ class DecodeBatch:
             current = kvlib.from_dynamic_cache(self.cache)
             width = kvlib.kv_length(current)
             target = max(width, new_len)
-            merged = kvlib.concat_rows(kvlib.left_pad(current, target - width), kvlib.left_pad(job_kv, target - new_len))
+            merged = kvlib.concat_rows(
+                kvlib.left_pad(current, target - width), kvlib.left_pad(job_kv, target - new_len)
+            )
         self.cache = kvlib.to_dynamic_cache(merged, self.config)
         self.jobs.append(job)
         self.lengths.append(new_len)
@@ -131,7 +144,8 @@ class DecodeBatch:
         if any(n != width for n in self.lengths):
             columns = torch.arange(width + 1).unsqueeze(0)
             kwargs["attention_mask"] = (columns >= (width - lengths).unsqueeze(1)).long()
-        out = model(input_ids=input_ids, position_ids=position_ids, cache=self.cache, use_cache=True, **kwargs)
+        kwargs[cache_argument(model)] = self.cache
+        out = model(input_ids=input_ids, position_ids=position_ids, use_cache=True, **kwargs)
         self.lengths = [n + 1 for n in self.lengths]
         return out.logits[:, -1, :].float()
 
@@ -187,11 +201,9 @@ class Engine:
                 if not self._take_inbox():
                     break
                 self._drop_cancelled()
-                if self._swaps:
-                    if not self._prefilling and not self._batch:
-                        self._apply_swaps()
-                else:
-                    self._admit()
+                self._admit()
+                if self._swaps and not self._prefilling and not self._batch and not self._waiting_before_swap():
+                    self._apply_swaps()
                 if self._prefilling:
                     self._guarded(self._prefill_step, [self._prefilling[0]])
                 if self._batch:
@@ -217,6 +229,8 @@ class Engine:
             if isinstance(item, Job):
                 self._waiting.append(item)
             elif isinstance(item, WeightSwap):
+                for job in self._waiting:  # everything queued so far was asked of the old policy
+                    job.before_swap = True
                 self._swaps.append(item)
         return True
 
@@ -226,8 +240,14 @@ class Engine:
         gone = [j for j in self._batch.jobs if j.cancelled]
         self._batch.remove(gone)  # their caches are dropped: a cancelled call's output is not history
 
+    def _waiting_before_swap(self) -> bool:
+        return bool(self._waiting) and self._waiting[0].before_swap
+
     def _admit(self) -> None:
+        # While a swap is pending only the jobs queued before it start (drain); the rest wait for the new weights.
         while self._waiting and len(self._prefilling) + len(self._batch) < self.max_batch:
+            if self._swaps and not self._waiting[0].before_swap:
+                break
             job = self._waiting.popleft()
             job.started = time.perf_counter()
             job.policy_version = self.policy_version
@@ -257,8 +277,8 @@ class Engine:
         out = self.model(
             input_ids=torch.tensor([job.prompt[start:end]], dtype=torch.long),
             position_ids=torch.arange(start, end).unsqueeze(0),
-            cache=job.cache,
             use_cache=True,
+            **{cache_argument(self.model): job.cache},
             logits_to_keep=1,
         )
         job.prompt_done = end

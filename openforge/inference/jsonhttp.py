@@ -19,7 +19,15 @@ from openforge.inference.base import BackendError, InvalidRequestError
 
 
 class JSONClient:
-    def __init__(self, base_url: str, *, server: str, timeout: float = 600.0, connect_timeout: float = 10.0, api_key: str | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        server: str,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        api_key: str | None = None,
+    ):
         if not base_url.startswith(("http://", "https://")):
             raise InvalidRequestError(f"{server} URL must start with http:// or https://, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
@@ -56,13 +64,17 @@ class JSONClient:
         except httpx.HTTPError as exc:
             raise BackendError(f"{self.server} at {url} failed: {type(exc).__name__}: {exc}") from None
         if response.status_code in (400, 413, 422):
-            raise InvalidRequestError(f"{self.server} refused the request ({response.status_code}): {_message(response)}")
+            raise InvalidRequestError(
+                f"{self.server} refused the request ({response.status_code}): {_message(response)}"
+            )
         if response.status_code >= 400:
             raise BackendError(f"{self.server} at {url} answered {response.status_code}: {_message(response)}")
         try:
             return response.json()
         except json.JSONDecodeError:
-            raise BackendError(f"{self.server} at {url} answered with a body that is not JSON: {response.text[:200]!r}") from None
+            raise BackendError(
+                f"{self.server} at {url} answered with a body that is not JSON: {response.text[:200]!r}"
+            ) from None
 
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.items()), {}

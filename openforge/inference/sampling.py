@@ -34,9 +34,7 @@ def sample_token(logits: torch.Tensor, sampling: SamplingParams, generator: torc
     return token, float(logprobs[token])
 
 
-def _truncate(
-    logprobs: torch.Tensor, top_k: int, top_p: float
-) -> tuple[torch.Tensor | None, torch.Tensor]:
+def _truncate(logprobs: torch.Tensor, top_k: int, top_p: float) -> tuple[torch.Tensor | None, torch.Tensor]:
     """The kept candidates (None = the whole vocabulary) and their unnormalized weights, float64.
 
     Top-k first, then top-p over the renormalized top-k mass (vLLM's order). A token is kept while the mass of

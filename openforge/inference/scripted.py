@@ -126,7 +126,11 @@ class _PythonPolicy(_Policy):
         self._wants_task = _accepts_task(respond)
 
     def respond(self, conversation, call_index, task) -> str:
-        return self._respond(conversation, call_index, task) if self._wants_task else self._respond(conversation, call_index)
+        return (
+            self._respond(conversation, call_index, task)
+            if self._wants_task
+            else self._respond(conversation, call_index)
+        )
 
     def side(self, conversation, task) -> str:
         return self._respond_side(conversation) if self._respond_side else ""

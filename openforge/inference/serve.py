@@ -30,7 +30,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from openforge.core import Conversation, FinishReason, Message, ToolCall, ToolSpec
-from openforge.inference.base import BackendError, GenerationContext, GenerationResult, InvalidRequestError, parse_sampling
+from openforge.inference.base import (
+    BackendError,
+    GenerationContext,
+    GenerationResult,
+    InvalidRequestError,
+    parse_sampling,
+)
 from openforge.inference.embedded import EmbeddedBackend
 
 # ---- request bodies (unknown fields are accepted and ignored, as vLLM does) ------------------------------------
@@ -145,7 +151,9 @@ def create_app(backend: EmbeddedBackend, model_name: str | None = None, close_ba
         choice: dict[str, Any] = {
             "index": 0,
             "text": text,
-            "logprobs": _completion_logprobs(model_dir, result, body.return_tokens_as_token_ids) if body.logprobs is not None else None,
+            "logprobs": _completion_logprobs(model_dir, result, body.return_tokens_as_token_ids)
+            if body.logprobs is not None
+            else None,
             "finish_reason": result.finish_reason.value,
             "stop_reason": None,
         }
@@ -181,7 +189,10 @@ def create_app(backend: EmbeddedBackend, model_name: str | None = None, close_ba
         result = await backend.generate(prompt_ids, sampling, GenerationContext())
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": _output_text(model_dir, result, sampling.stop, skip_special=False)},
+            "message": {
+                "role": "assistant",
+                "content": _output_text(model_dir, result, sampling.stop, skip_special=False),
+            },
             "logprobs": _chat_logprobs(model_dir, result) if body.logprobs else None,
             "finish_reason": result.finish_reason.value,
         }
@@ -214,7 +225,9 @@ def serve_model(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": {"message": message, "type": kind, "param": param, "code": status}})
+    return JSONResponse(
+        status_code=status, content={"error": {"message": message, "type": kind, "param": param, "code": status}}
+    )
 
 
 async def _parse(request: Request, model: type[BaseModel]):
@@ -267,7 +280,9 @@ def _token_strings(model_dir, ids: list[int]) -> list[str]:
 
 
 def _completion_logprobs(model_dir, result: GenerationResult, as_token_ids: bool | None) -> dict[str, Any]:
-    tokens = [f"token_id:{t}" for t in result.output_ids] if as_token_ids else _token_strings(model_dir, result.output_ids)
+    tokens = (
+        [f"token_id:{t}" for t in result.output_ids] if as_token_ids else _token_strings(model_dir, result.output_ids)
+    )
     offsets, at = [], 0
     for piece in _token_strings(model_dir, result.output_ids):
         offsets.append(at)
@@ -301,7 +316,9 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text"))
+        return "".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text")
+        )
     raise InvalidRequestError("messages[].content must be a string or a list of text parts")
 
 
@@ -318,16 +335,40 @@ def _conversation(body: ChatBody) -> Conversation:
                 messages.append(Message(role="user", content=_text_of(m.get("content"))))
             elif role == "assistant":
                 calls = [
-                    ToolCall(id=c.get("id") or f"call_{i}_{j}", name=c["function"]["name"], arguments=_arguments(c["function"].get("arguments")))
+                    ToolCall(
+                        id=c.get("id") or f"call_{i}_{j}",
+                        name=c["function"]["name"],
+                        arguments=_arguments(c["function"].get("arguments")),
+                    )
                     for j, c in enumerate(m.get("tool_calls") or [])
                 ]
-                messages.append(Message(role="assistant", content=_text_of(m.get("content")), tool_calls=calls, reasoning=m.get("reasoning_content")))
+                messages.append(
+                    Message(
+                        role="assistant",
+                        content=_text_of(m.get("content")),
+                        tool_calls=calls,
+                        reasoning=m.get("reasoning_content"),
+                    )
+                )
             elif role == "tool":
-                messages.append(Message(role="tool", content=_text_of(m.get("content")), tool_call_id=m.get("tool_call_id") or "call", name=m.get("name")))
+                messages.append(
+                    Message(
+                        role="tool",
+                        content=_text_of(m.get("content")),
+                        tool_call_id=m.get("tool_call_id") or "call",
+                        name=m.get("name"),
+                    )
+                )
             else:
-                raise InvalidRequestError(f"messages[{i}].role: {role!r} is not one of system, developer, user, assistant, tool")
+                raise InvalidRequestError(
+                    f"messages[{i}].role: {role!r} is not one of system, developer, user, assistant, tool"
+                )
         tools = [
-            ToolSpec(name=t["function"]["name"], description=t["function"].get("description") or "", parameters=t["function"].get("parameters") or {"type": "object", "properties": {}})
+            ToolSpec(
+                name=t["function"]["name"],
+                description=t["function"].get("description") or "",
+                parameters=t["function"].get("parameters") or {"type": "object", "properties": {}},
+            )
             for t in body.tools or []
             if t.get("type", "function") == "function"
         ]
@@ -352,8 +393,14 @@ async def _chat_stream(backend: EmbeddedBackend, name: str, prompt_ids: list[int
     stream_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra) -> str:
-        body = {"id": stream_id, "object": "chat.completion.chunk", "created": created, "model": name,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+        body = {
+            "id": stream_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": name,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
         return f"data: {json.dumps(body)}\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
@@ -364,11 +411,18 @@ async def _chat_stream(backend: EmbeddedBackend, name: str, prompt_ids: list[int
             if isinstance(item, GenerationResult):
                 text = _output_text(model_dir, item, sampling.stop, skip_special=False)
                 if len(text) > len(sent):
-                    yield chunk({"content": text[len(sent):]})
+                    yield chunk({"content": text[len(sent) :]})
                 yield chunk({}, item.finish_reason.value)
                 if include_usage:
                     usage = _usage(prompt_ids, item)
-                    body = {"id": stream_id, "object": "chat.completion.chunk", "created": created, "model": name, "choices": [], "usage": usage}
+                    body = {
+                        "id": stream_id,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": name,
+                        "choices": [],
+                        "usage": usage,
+                    }
                     yield f"data: {json.dumps(body)}\n\n"
                 break
             ids.append(item[0])
@@ -381,7 +435,7 @@ async def _chat_stream(backend: EmbeddedBackend, name: str, prompt_ids: list[int
             if ready.endswith("\ufffd"):
                 continue
             if len(ready) > len(sent) and ready.startswith(sent):
-                yield chunk({"content": ready[len(sent):]})
+                yield chunk({"content": ready[len(sent) :]})
                 sent = ready
     except (InvalidRequestError, BackendError) as exc:
         kind = "invalid_request_error" if isinstance(exc, InvalidRequestError) else "server_error"

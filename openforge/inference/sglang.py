@@ -65,7 +65,9 @@ def parse_generate(body: Any) -> tuple[list[int], list[float], FinishReason]:
         logprobs = [float(t[0]) for t in triples]
         ids = [int(t[1]) for t in triples]
     except (TypeError, IndexError, ValueError):
-        raise BackendError(f"SGLang's output_token_logprobs are not [logprob, token_id, text] triples: {str(triples)[:200]}") from None
+        raise BackendError(
+            f"SGLang's output_token_logprobs are not [logprob, token_id, text] triples: {str(triples)[:200]}"
+        ) from None
     output_ids = body.get("output_ids")
     if isinstance(output_ids, list) and output_ids and output_ids != ids:
         raise BackendError("SGLang's output_ids disagree with the ids in output_token_logprobs")
@@ -73,7 +75,9 @@ def parse_generate(body: Any) -> tuple[list[int], list[float], FinishReason]:
     kind = reason.get("type") if isinstance(reason, dict) else reason
     if kind not in _FINISH:
         detail = reason.get("message") if isinstance(reason, dict) else None
-        raise BackendError(f"SGLang finished the request with {kind!r}{f': {detail}' if detail else ''}, not stop/length")
+        raise BackendError(
+            f"SGLang finished the request with {kind!r}{f': {detail}' if detail else ''}, not stop/length"
+        )
     return ids, logprobs, _FINISH[kind]
 
 
@@ -90,7 +94,9 @@ class SGLangBackend(Backend):
         connect_timeout: float = 10.0,
         api_key: str | None = None,
     ):
-        self.http = JSONClient(base_url, server="SGLang", timeout=timeout, connect_timeout=connect_timeout, api_key=api_key)
+        self.http = JSONClient(
+            base_url, server="SGLang", timeout=timeout, connect_timeout=connect_timeout, api_key=api_key
+        )
         self._max_context = max_context
         self._server_checked = False
 
@@ -123,7 +129,9 @@ class SGLangBackend(Backend):
         max_new = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
         body = await self.http.post("/generate", generate_request(prompt_ids, sampling, max_new))
         ids, logprobs, finish = parse_generate(body)
-        return GenerationResult(output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version)
+        return GenerationResult(
+            output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version
+        )
 
     async def load_weights(self, path: str) -> int:
         body = await self.http.post("/update_weights_from_disk", {"model_path": str(path)})

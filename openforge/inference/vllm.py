@@ -96,7 +96,7 @@ def _ids_from_tokens(tokens: list[str] | None) -> list[int]:
             "vLLM answered without choices[0].token_ids: it needs vLLM >= 0.10.2 (return_token_ids) or "
             "return_tokens_as_token_ids support"
         )
-    return [int(t[len(prefix):]) for t in tokens]
+    return [int(t[len(prefix) :]) for t in tokens]
 
 
 class VLLMBackend(Backend):
@@ -116,7 +116,9 @@ class VLLMBackend(Backend):
         connect_timeout: float = 10.0,
         api_key: str | None = None,
     ):
-        self.http = JSONClient(base_url, server="vLLM", timeout=timeout, connect_timeout=connect_timeout, api_key=api_key)
+        self.http = JSONClient(
+            base_url, server="vLLM", timeout=timeout, connect_timeout=connect_timeout, api_key=api_key
+        )
         self.model = model
         self._max_context = max_context
         self._server_checked = False
@@ -141,7 +143,9 @@ class VLLMBackend(Backend):
             raise BackendError(f"vLLM at {self.base_url} serves no model (GET /v1/models: {str(body)[:200]})")
         card = next((m for m in models if m.get("id") == self.model), None) if self.model else models[0]
         if card is None:
-            raise BackendError(f"vLLM at {self.base_url} does not serve {self.model!r}; it serves {[m.get('id') for m in models]}")
+            raise BackendError(
+                f"vLLM at {self.base_url} does not serve {self.model!r}; it serves {[m.get('id') for m in models]}"
+            )
         self.model = card["id"]
         if card.get("max_model_len"):
             self._max_context = int(card["max_model_len"])
@@ -156,7 +160,9 @@ class VLLMBackend(Backend):
         max_tokens = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
         body = await self.http.post("/v1/completions", completion_request(self.model, prompt_ids, sampling, max_tokens))
         ids, logprobs, finish = parse_completion(body)
-        return GenerationResult(output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version)
+        return GenerationResult(
+            output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version
+        )
 
     async def load_weights(self, path: str) -> int:
         raise NotImplementedError(
