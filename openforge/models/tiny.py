@@ -11,13 +11,15 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from openforge.models.tokenizer_builder import EOS_TOKEN, PAD_TOKEN, SPECIAL_TOKENS, train_tokenizer
 
 
 class TinyModelSpec(BaseModel):
     """Shape of the tiny model. The defaults give about 2M parameters (measured in QUICKSTART-NOTES)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     seed: int = 0
     vocab_size: int = Field(default=1024, ge=len(SPECIAL_TOKENS) + 256)
