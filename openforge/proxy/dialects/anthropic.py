@@ -1,0 +1,500 @@
+"""Anthropic Messages (`POST /v1/messages`): Claude Code's dialect, and OpenClaw's `anthropic-messages`.
+
+Decoding:
+- `system` (string or text blocks) → `Conversation.system`; `role: "system"` messages inside `messages`
+  (Claude Code sends them) → canonical system messages in place.
+- user blocks: text; image / document → a placeholder text (documents with a text source keep their
+  text); tool_result (string or blocks, `is_error`) → canonical tool messages, in block order.
+- assistant blocks: text; thinking → reasoning (signature ignored); redacted_thinking ignored;
+  tool_use → tool calls; server-tool blocks (never produced here) ignored.
+- `cache_control` anywhere, `metadata`, `context_management`, `thinking`, `service_tier`, ... accepted and
+  ignored (thinking only sets `reasoning_requested`); `output_config.format` (or the older
+  `output_format`) JSON schema → `Conversation.response_format`.
+- tools: custom tools (`input_schema`) kept; typed server tools (`web_search_*`, `bash_*`, ...) dropped.
+- `max_tokens` required (not for count_tokens).
+
+Encoding: a `message` with [thinking, text, tool_use*] blocks. A thinking block carries a non-empty
+signature, streamed as a `signature_delta` before its `content_block_stop` — Claude Code drops a
+thinking turn without one.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+from openforge.core import Conversation, Message, ToolCall, ToolSpec
+from openforge.proxy.dialects.base import (
+    BLOCK_SEPARATOR,
+    FILE_PLACEHOLDER,
+    IMAGE_PLACEHOLDER,
+    DecodedRequest,
+    Dialect,
+    DialectError,
+    Reply,
+    stop_kind,
+)
+from openforge.proxy.dialects.history import ConversationBuilder
+from openforge.proxy.dialects.wire import (
+    at,
+    bad,
+    check_depth,
+    dumps,
+    need_object,
+    opt_bool,
+    opt_int,
+    opt_list,
+    opt_number,
+    opt_object,
+    opt_str,
+    parse_body,
+    pieces,
+    req_list,
+    req_str,
+    sampling_params,
+    sse,
+    str_list,
+    type_name,
+)
+
+# Blocks that only server-side tools produce; OpenForge never does, so in history they carry nothing
+# the policy said and are skipped.
+_SERVER_BLOCKS = frozenset(
+    {
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+    }
+)
+
+_ERROR_TYPES = {
+    "invalid_request": (400, "invalid_request_error"),
+    "prompt_too_long": (400, "invalid_request_error"),
+    "authentication": (401, "authentication_error"),
+    "not_found": (404, "not_found_error"),
+    "request_too_large": (413, "request_too_large"),
+    "rate_limit": (429, "rate_limit_error"),
+    "api_error": (500, "api_error"),
+    "overloaded": (529, "overloaded_error"),
+}
+
+_STOP_REASONS = {"length": "max_tokens", "tool_calls": "tool_use", "stop_sequence": "stop_sequence", "stop": "end_turn"}
+
+
+class AnthropicMessages(Dialect):
+    name = "anthropic"
+    routes = ("/v1/messages",)
+
+    # ---- request → canonical -----------------------------------------------------------------------
+    def decode(self, body: bytes, *, for_count: bool = False) -> DecodedRequest:
+        data = parse_body(body)
+        model = req_str(data, "model", "", nonempty=True)
+        max_tokens = opt_int(data, "max_tokens", "", minimum=1)
+        if max_tokens is None and not for_count:
+            raise bad("max_tokens", "is required")
+
+        tools, dropped = self._tools(data)
+        builder = ConversationBuilder()
+        messages = req_list(data, "messages", "")
+        if not messages:
+            raise bad("messages", "must contain at least one message")
+        for i, message in enumerate(messages):
+            self._message(builder, message, at("messages", i))
+
+        sampling = sampling_params(
+            max_tokens=max_tokens,
+            temperature=opt_number(data, "temperature", "", minimum=0.0),
+            top_p=opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
+            top_k=opt_int(data, "top_k", "", minimum=0),
+            stop=str_list(opt_list(data, "stop_sequences", ""), "stop_sequences"),
+            names={"stop": "stop_sequences"},
+        )
+        tool_choice, forced = self._tool_choice(data, tools)
+        disable_parallel = (opt_object(data, "tool_choice", "") or {}).get("disable_parallel_tool_use") is True
+        conversation = Conversation(
+            system=self._system(data.get("system")),
+            messages=builder.messages,
+            tools=tools,
+            sampling=sampling,
+            response_format=self._response_format(data),
+            model=model,
+        )
+        return DecodedRequest(
+            conversation=conversation,
+            model=model,
+            dialect=self.name,
+            stream=opt_bool(data, "stream", ""),
+            side_call=not tools,
+            max_tokens_requested=max_tokens,
+            tool_choice=tool_choice,
+            forced_tool=forced,
+            parallel_tool_calls=not disable_parallel,
+            reasoning_requested=self._thinking(data),
+            dropped_tools=dropped,
+            raw=data,
+        )
+
+    def _system(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return value
+        if not isinstance(value, list):
+            raise bad("system", f"expected a string or an array of text blocks, got {type_name(value)}")
+        if not value:
+            return None
+        return BLOCK_SEPARATOR.join(self._text_block(block, at("system", i)) for i, block in enumerate(value))
+
+    def _text_block(self, block: Any, path: str) -> str:
+        block = need_object(block, path)
+        kind = req_str(block, "type", path)
+        if kind != "text":
+            raise bad(at(path, "type"), f"expected a text block, got {kind!r}")
+        return req_str(block, "text", path)
+
+    def _message(self, builder: ConversationBuilder, message: Any, path: str) -> None:
+        message = need_object(message, path)
+        role = req_str(message, "role", path)
+        if "content" not in message or message["content"] is None:
+            raise bad(at(path, "content"), "is required")
+        content = message["content"]
+        if not isinstance(content, (str, list)):
+            raise bad(at(path, "content"), f"expected a string or an array of content blocks, got {type_name(content)}")
+        if role == "user":
+            self._user(builder, content, at(path, "content"))
+        elif role == "assistant":
+            self._assistant(builder, content, at(path, "content"))
+        elif role == "system":
+            # Claude Code puts system reminders inside `messages`; they stay where they are.
+            text = content if isinstance(content, str) else BLOCK_SEPARATOR.join(
+                self._text_block(block, at(at(path, "content"), i)) for i, block in enumerate(content)
+            )
+            builder.system(text)
+        else:
+            raise bad(at(path, "role"), f"must be 'user', 'assistant' or 'system', got {role!r}")
+
+    def _user(self, builder: ConversationBuilder, content: str | list, path: str) -> None:
+        if isinstance(content, str):
+            builder.user(content)
+            return
+        texts: list[str] = []
+
+        def flush() -> None:
+            if texts:
+                builder.user(BLOCK_SEPARATOR.join(texts))
+                texts.clear()
+
+        for i, block in enumerate(content):
+            bpath = at(path, i)
+            block = need_object(block, bpath)
+            kind = req_str(block, "type", bpath)
+            if kind == "tool_result":
+                flush()  # results and text keep their order
+                call_id = req_str(block, "tool_use_id", bpath, nonempty=True)
+                result = self._result_content(block.get("content"), at(bpath, "content"))
+                builder.tool_result(
+                    call_id, result, is_error=opt_bool(block, "is_error", bpath), param=at(bpath, "tool_use_id")
+                )
+            else:
+                texts.append(self._user_block_text(block, kind, bpath))
+        flush()
+        if not content:
+            builder.user("")
+
+    def _user_block_text(self, block: dict, kind: str, path: str) -> str:
+        if kind == "text":
+            return req_str(block, "text", path)
+        if kind == "image":
+            return IMAGE_PLACEHOLDER
+        if kind == "document":
+            source = block.get("source")
+            if isinstance(source, dict) and source.get("type") == "text" and isinstance(source.get("data"), str):
+                return source["data"]
+            return FILE_PLACEHOLDER
+        if kind == "search_result":
+            inner = opt_list(block, "content", path)
+            return BLOCK_SEPARATOR.join(self._text_block(b, at(at(path, "content"), i)) for i, b in enumerate(inner))
+        raise bad(at(path, "type"), f"unsupported content block type {kind!r} in a user message")
+
+    def _result_content(self, value: Any, path: str) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            return value
+        if not isinstance(value, list):
+            raise bad(path, f"expected a string or an array of content blocks, got {type_name(value)}")
+        parts = []
+        for i, block in enumerate(value):
+            bpath = at(path, i)
+            block = need_object(block, bpath)
+            kind = req_str(block, "type", bpath)
+            if kind in ("text", "image", "document", "search_result"):
+                parts.append(self._user_block_text(block, kind, bpath))
+            else:
+                # The harness owns tool results (Claude Code's tool search returns `tool_reference`
+                # blocks): an unknown kind is noted, not fatal to the episode.
+                parts.append(f"[{kind} block omitted]")
+        return BLOCK_SEPARATOR.join(parts)
+
+    def _assistant(self, builder: ConversationBuilder, content: str | list, path: str) -> None:
+        if isinstance(content, str):
+            builder.assistant(content=content, param=path)
+            return
+        texts: list[str] = []
+        thoughts: list[str] = []
+        calls: list[tuple[ToolCall, str]] = []
+        for i, block in enumerate(content):
+            bpath = at(path, i)
+            block = need_object(block, bpath)
+            kind = req_str(block, "type", bpath)
+            if kind == "text":
+                texts.append(req_str(block, "text", bpath))
+            elif kind == "thinking":
+                thoughts.append(req_str(block, "thinking", bpath))
+            elif kind == "tool_use":
+                arguments = block.get("input", {})
+                if not isinstance(arguments, dict):
+                    raise bad(at(bpath, "input"), f"expected an object, got {type_name(arguments)}")
+                check_depth(arguments, at(bpath, "input"))
+                call = ToolCall(
+                    id=req_str(block, "id", bpath, nonempty=True),
+                    name=req_str(block, "name", bpath, nonempty=True),
+                    arguments=arguments,
+                )
+                calls.append((call, at(bpath, "id")))
+            elif kind == "redacted_thinking" or kind in _SERVER_BLOCKS:
+                continue  # opaque or server-side: nothing the policy wrote
+            else:
+                raise bad(at(bpath, "type"), f"unsupported content block type {kind!r} in an assistant message")
+        message = builder.assistant(
+            content=BLOCK_SEPARATOR.join(texts),
+            reasoning=BLOCK_SEPARATOR.join(thoughts) if thoughts else None,
+            param=path,
+        )
+        for call, param in calls:
+            builder.add_call(message, call, param)
+
+    def _tools(self, data: dict) -> tuple[list[ToolSpec], list[str]]:
+        tools: list[ToolSpec] = []
+        dropped: list[str] = []
+        seen: set[str] = set()
+        for i, tool in enumerate(opt_list(data, "tools", "")):
+            path = at("tools", i)
+            tool = need_object(tool, path)
+            kind = opt_str(tool, "type", path)
+            if kind not in (None, "custom"):
+                dropped.append(tool.get("name") if isinstance(tool.get("name"), str) else kind)
+                continue  # a server tool (web search, hosted bash, ...): nothing here can run it
+            name = req_str(tool, "name", path, nonempty=True)
+            if name in seen:
+                raise bad(at(path, "name"), f"tool name {name!r} is used more than once")
+            seen.add(name)
+            schema = tool.get("input_schema")
+            if schema is None:
+                raise bad(at(path, "input_schema"), "is required")
+            schema = need_object(schema, at(path, "input_schema"))
+            check_depth(schema, at(path, "input_schema"))
+            tools.append(ToolSpec(name=name, description=opt_str(tool, "description", path) or "", parameters=schema))
+        return tools, dropped
+
+    def _tool_choice(self, data: dict, tools: list[ToolSpec]) -> tuple[str, str | None]:
+        choice = opt_object(data, "tool_choice", "")
+        if choice is None:
+            return "auto", None
+        kind = req_str(choice, "type", "tool_choice")
+        if kind == "auto":
+            return "auto", None
+        if kind == "any":
+            return "required", None
+        if kind == "none":
+            return "none", None
+        if kind == "tool":
+            name = req_str(choice, "name", "tool_choice", nonempty=True)
+            if name not in {t.name for t in tools}:
+                raise bad("tool_choice.name", f"names no tool in `tools`: {name!r}")
+            return "tool", name
+        raise bad("tool_choice.type", f"must be 'auto', 'any', 'tool' or 'none', got {kind!r}")
+
+    def _thinking(self, data: dict) -> bool | None:
+        thinking = opt_object(data, "thinking", "")
+        if thinking is None:
+            return None
+        return thinking.get("type") in ("enabled", "adaptive")
+
+    def _response_format(self, data: dict) -> dict | None:
+        config = opt_object(data, "output_config", "")
+        fmt, path = (config.get("format"), "output_config.format") if config else (None, "")
+        if fmt is None and data.get("output_format") is not None:
+            fmt, path = data["output_format"], "output_format"  # the structured-outputs beta's spelling
+        if fmt is None:
+            return None
+        fmt = need_object(fmt, path)
+        kind = req_str(fmt, "type", path)
+        if kind != "json_schema":
+            raise bad(at(path, "type"), f"only 'json_schema' is supported, got {kind!r}")
+        schema = need_object(fmt.get("schema"), at(path, "schema"))
+        check_depth(schema, at(path, "schema"))
+        return schema
+
+    # ---- canonical → response -----------------------------------------------------------------------
+    @staticmethod
+    def _signature(reply: Reply) -> str:
+        # Opaque to the harness; Claude Code only needs it present. Derived, so stream and body agree.
+        digest = hashlib.sha256(f"{reply.id}\0{reply.output.reasoning}".encode("utf-8", "replace")).digest()
+        return base64.b64encode(b"openforge:" + digest).decode()
+
+    def _blocks(self, reply: Reply) -> list[dict[str, Any]]:
+        out = reply.output
+        blocks: list[dict[str, Any]] = []
+        if out.reasoning is not None:
+            blocks.append({"type": "thinking", "thinking": out.reasoning, "signature": self._signature(reply)})
+        if out.content or (not out.tool_calls and out.reasoning is None):
+            blocks.append({"type": "text", "text": out.content})
+        for call in out.tool_calls:
+            blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+        return blocks
+
+    @staticmethod
+    def _usage(reply: Reply) -> dict[str, int]:
+        return {
+            "input_tokens": reply.prompt_tokens,
+            "output_tokens": reply.completion_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
+
+    def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
+        return {
+            "id": reply.id,
+            "type": "message",
+            "role": "assistant",
+            "model": reply.model,
+            "content": self._blocks(reply),
+            "stop_reason": _STOP_REASONS[stop_kind(reply)],
+            "stop_sequence": reply.stop_sequence if stop_kind(reply) == "stop_sequence" else None,
+            "usage": self._usage(reply),
+        }
+
+    def stream(self, reply: Reply, request: DecodedRequest, *, chunk_chars: int | None = None) -> list[bytes]:
+        start_usage = {**self._usage(reply), "output_tokens": 0}
+        message = {
+            "id": reply.id,
+            "type": "message",
+            "role": "assistant",
+            "model": reply.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": start_usage,
+        }
+        events = [
+            sse({"type": "message_start", "message": message}, "message_start"),
+            sse({"type": "ping"}, "ping"),
+        ]
+        for index, block in enumerate(self._blocks(reply)):
+            events += self._block_events(index, block, chunk_chars)
+        kind = stop_kind(reply)
+        delta = {
+            "type": "message_delta",
+            "delta": {
+                "stop_reason": _STOP_REASONS[kind],
+                "stop_sequence": reply.stop_sequence if kind == "stop_sequence" else None,
+            },
+            "usage": self._usage(reply),
+        }
+        events.append(sse(delta, "message_delta"))
+        events.append(sse({"type": "message_stop"}, "message_stop"))
+        return events
+
+    @staticmethod
+    def _block_events(index: int, block: dict[str, Any], chunk_chars: int | None) -> list[bytes]:
+        def delta(payload: dict[str, Any]) -> bytes:
+            return sse({"type": "content_block_delta", "index": index, "delta": payload}, "content_block_delta")
+
+        kind = block["type"]
+        if kind == "thinking":
+            shell = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [delta({"type": "thinking_delta", "thinking": p}) for p in pieces(block["thinking"], chunk_chars)]
+            deltas.append(delta({"type": "signature_delta", "signature": block["signature"]}))
+        elif kind == "text":
+            shell = {"type": "text", "text": ""}
+            deltas = [delta({"type": "text_delta", "text": p}) for p in pieces(block["text"], chunk_chars)]
+        else:
+            shell = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            deltas = [
+                delta({"type": "input_json_delta", "partial_json": p}) for p in pieces(dumps(block["input"]), chunk_chars)
+            ]
+        start = sse({"type": "content_block_start", "index": index, "content_block": shell}, "content_block_start")
+        stop = sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+        return [start, *deltas, stop]
+
+    def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
+        status, kind = _ERROR_TYPES[err.kind]
+        return status, {"type": "error", "error": {"type": kind, "message": err.message}}
+
+    def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
+        _, body = self.error(err)
+        return sse(body, "error")
+
+    # ---- canonical → request (tests, teachers) ------------------------------------------------------
+    def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
+        s = conversation.sampling
+        body: dict[str, Any] = {"model": model, "max_tokens": s.max_tokens, "messages": _wire_messages(conversation)}
+        if conversation.system is not None:
+            body["system"] = conversation.system
+        if conversation.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in conversation.tools
+            ]
+        body["temperature"] = s.temperature
+        body["top_p"] = s.top_p
+        if s.top_k:
+            body["top_k"] = s.top_k
+        if s.stop:
+            body["stop_sequences"] = list(s.stop)
+        if conversation.response_format is not None:
+            body["output_config"] = {"format": {"type": "json_schema", "schema": conversation.response_format}}
+        if stream:
+            body["stream"] = True
+        return body
+
+
+def _wire_messages(conversation: Conversation) -> list[dict[str, Any]]:
+    """Canonical messages as Anthropic messages: consecutive tool results share one user message."""
+    out: list[dict[str, Any]] = []
+    for message in conversation.messages:
+        if message.role == "tool":
+            block = {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
+            if message.is_error:
+                block["is_error"] = True
+            previous = out[-1] if out else None
+            if previous and previous["role"] == "user" and previous.get("_results"):
+                previous["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block], "_results": True})
+        elif message.role == "assistant":
+            out.append({"role": "assistant", "content": _assistant_blocks(message)})
+        else:
+            out.append({"role": message.role, "content": [{"type": "text", "text": message.content}]})
+    for wire in out:
+        wire.pop("_results", None)
+    return out
+
+
+def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if message.reasoning is not None:
+        blocks.append({"type": "thinking", "thinking": message.reasoning, "signature": "openforge"})
+    if message.content or (not message.tool_calls and message.reasoning is None):
+        blocks.append({"type": "text", "text": message.content})
+    for call in message.tool_calls:
+        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+    return blocks

@@ -1,0 +1,391 @@
+"""OpenAI Chat Completions (`POST /v1/chat/completions`): OpenClaw's `openai-completions`, mini-swe-agent,
+OpenHands (LiteLLM), opencode, Qwen Code and most other harnesses.
+
+Decoding:
+- messages: system / developer (a leading one becomes `Conversation.system`, later ones stay in place),
+  user, assistant (`content` string, parts or null; `tool_calls` with JSON-string arguments;
+  `reasoning_content` or `reasoning`), tool (`tool_call_id`). Content parts: text (and refusal);
+  image_url / input_audio / file → placeholders. Legacy `functions` / `function_call` are refused.
+- tools (`function`), `tool_choice`, `max_completion_tokens` (or `max_tokens`), temperature, top_p,
+  top_k (vLLM's extension), stop (string or list), seed, `n` (1 only), `stream`,
+  `stream_options.include_usage`, `response_format` (json_schema / json_object).
+
+Encoding: `chat.completion` (content, tool_calls with JSON-string arguments, `reasoning_content`), and
+as a stream: a role chunk, reasoning / content / tool-call deltas, the finish chunk, a usage chunk with
+empty `choices` when `include_usage` was asked for, then `data: [DONE]`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openforge.core import Conversation, Message, ToolCall, ToolSpec
+from openforge.proxy.dialects.base import (
+    AUDIO_PLACEHOLDER,
+    BLOCK_SEPARATOR,
+    FILE_PLACEHOLDER,
+    IMAGE_PLACEHOLDER,
+    DecodedRequest,
+    Dialect,
+    DialectError,
+    Reply,
+    stop_kind,
+)
+from openforge.proxy.dialects.history import ConversationBuilder
+from openforge.proxy.dialects.openai_errors import openai_error
+from openforge.proxy.dialects.wire import (
+    at,
+    bad,
+    check_depth,
+    dumps,
+    need_object,
+    opt_bool,
+    opt_int,
+    opt_list,
+    opt_number,
+    opt_object,
+    opt_str,
+    parse_arguments,
+    parse_body,
+    pieces,
+    req_list,
+    req_str,
+    sampling_params,
+    sse,
+    str_list,
+    type_name,
+)
+
+_FINISH = {"length": "length", "tool_calls": "tool_calls", "stop_sequence": "stop", "stop": "stop"}
+
+
+class ChatCompletions(Dialect):
+    name = "chat_completions"
+    routes = ("/v1/chat/completions", "/chat/completions")
+
+    # ---- request → canonical -----------------------------------------------------------------------
+    def decode(self, body: bytes, *, for_count: bool = False) -> DecodedRequest:
+        data = parse_body(body)
+        model = req_str(data, "model", "", nonempty=True)
+        for legacy in ("functions", "function_call"):
+            if data.get(legacy) is not None:
+                raise bad(legacy, "legacy function calling is not supported; use `tools` and `tool_choice`")
+        n = opt_int(data, "n", "", minimum=1)
+        if n is not None and n > 1:
+            raise bad("n", f"only one choice per request is supported, got {n}")
+
+        tools, dropped = self._tools(data)
+        messages = req_list(data, "messages", "")
+        if not messages:
+            raise bad("messages", "must contain at least one message")
+        builder = ConversationBuilder()
+        for i, message in enumerate(messages):
+            self._message(builder, message, at("messages", i))
+        system = None
+        canonical = builder.messages
+        if canonical[0].role == "system":
+            # The leading system message is the system prompt; later ones stay where the harness put them.
+            system, canonical = canonical[0].content, canonical[1:]
+
+        max_tokens = opt_int(data, "max_completion_tokens", "", minimum=1)
+        names = {"max_tokens": "max_completion_tokens"}
+        if max_tokens is None:
+            max_tokens = opt_int(data, "max_tokens", "", minimum=1)
+            names = {"max_tokens": "max_tokens"}
+        sampling = sampling_params(
+            max_tokens=max_tokens,
+            temperature=opt_number(data, "temperature", "", minimum=0.0, maximum=2.0),
+            top_p=opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
+            top_k=self._top_k(data),
+            stop=str_list(data.get("stop"), "stop"),
+            seed=opt_int(data, "seed", ""),
+            names=names,
+        )
+        stream = opt_bool(data, "stream", "")
+        stream_options = opt_object(data, "stream_options", "") or {}
+        tool_choice, forced = self._tool_choice(data, tools)
+        effort = opt_str(data, "reasoning_effort", "")
+        conversation = Conversation(
+            system=system,
+            messages=canonical,
+            tools=tools,
+            sampling=sampling,
+            response_format=self._response_format(data),
+            model=model,
+        )
+        return DecodedRequest(
+            conversation=conversation,
+            model=model,
+            dialect=self.name,
+            stream=stream,
+            include_usage=stream and opt_bool(stream_options, "include_usage", "stream_options"),
+            side_call=not tools,
+            max_tokens_requested=max_tokens,
+            tool_choice=tool_choice,
+            forced_tool=forced,
+            parallel_tool_calls=opt_bool(data, "parallel_tool_calls", "", default=True),
+            reasoning_requested=None if effort is None else effort != "none",
+            dropped_tools=dropped,
+            raw=data,
+        )
+
+    @staticmethod
+    def _top_k(data: dict) -> int | None:
+        # vLLM's extension; -1 there means "no top-k", canonically 0.
+        value = opt_int(data, "top_k", "", minimum=-1)
+        return None if value is None else max(value, 0)
+
+    def _message(self, builder: ConversationBuilder, message: Any, path: str) -> None:
+        message = need_object(message, path)
+        role = req_str(message, "role", path)
+        cpath = at(path, "content")
+        if role in ("system", "developer"):
+            builder.system(self._text(message.get("content"), cpath, required=True))
+        elif role == "user":
+            builder.user(self._text(message.get("content"), cpath, required=True))
+        elif role == "assistant":
+            if message.get("function_call") is not None:
+                raise bad(at(path, "function_call"), "legacy function calling is not supported; use `tool_calls`")
+            reasoning = opt_str(message, "reasoning_content", path)
+            if reasoning is None:
+                reasoning = opt_str(message, "reasoning", path)
+            turn = builder.assistant(
+                content=self._text(message.get("content"), cpath, required=False), reasoning=reasoning, param=path
+            )
+            for i, call in enumerate(opt_list(message, "tool_calls", path)):
+                cpath_i = at(at(path, "tool_calls"), i)
+                builder.add_call(turn, self._call(call, cpath_i), at(cpath_i, "id"))
+        elif role == "tool":
+            call_id = req_str(message, "tool_call_id", path, nonempty=True)
+            builder.tool_result(
+                call_id, self._text(message.get("content"), cpath, required=True), param=at(path, "tool_call_id")
+            )
+        elif role == "function":
+            raise bad(at(path, "role"), "legacy 'function' messages are not supported; use 'tool'")
+        else:
+            raise bad(
+                at(path, "role"), f"must be 'system', 'developer', 'user', 'assistant' or 'tool', got {role!r}"
+            )
+
+    def _call(self, call: Any, path: str) -> ToolCall:
+        call = need_object(call, path)
+        kind = opt_str(call, "type", path)
+        if kind not in (None, "function"):
+            raise bad(at(path, "type"), f"only 'function' tool calls are supported, got {kind!r}")
+        function = need_object(call.get("function"), at(path, "function"))
+        fpath = at(path, "function")
+        arguments = function.get("arguments", "")
+        if isinstance(arguments, dict):
+            check_depth(arguments, at(fpath, "arguments"))  # some clients send the object itself
+        elif isinstance(arguments, str):
+            arguments = parse_arguments(arguments, at(fpath, "arguments"))
+        else:
+            raise bad(at(fpath, "arguments"), f"expected a JSON string, got {type_name(arguments)}")
+        return ToolCall(
+            id=req_str(call, "id", path, nonempty=True),
+            name=req_str(function, "name", fpath, nonempty=True),
+            arguments=arguments,
+        )
+
+    def _text(self, content: Any, path: str, *, required: bool) -> str:
+        if content is None:
+            if required:
+                raise bad(path, "is required")
+            return ""
+        if isinstance(content, str):
+            return content
+        if not isinstance(content, list):
+            raise bad(path, f"expected a string or an array of content parts, got {type_name(content)}")
+        return BLOCK_SEPARATOR.join(self._part(part, at(path, i)) for i, part in enumerate(content))
+
+    def _part(self, part: Any, path: str) -> str:
+        part = need_object(part, path)
+        kind = req_str(part, "type", path)
+        if kind == "text":
+            return req_str(part, "text", path)
+        if kind == "refusal":
+            return req_str(part, "refusal", path)
+        if kind == "image_url":
+            return IMAGE_PLACEHOLDER
+        if kind == "input_audio":
+            return AUDIO_PLACEHOLDER
+        if kind == "file":
+            return FILE_PLACEHOLDER
+        raise bad(at(path, "type"), f"unsupported content part type {kind!r}")
+
+    def _tools(self, data: dict) -> tuple[list[ToolSpec], list[str]]:
+        tools: list[ToolSpec] = []
+        dropped: list[str] = []
+        seen: set[str] = set()
+        for i, tool in enumerate(opt_list(data, "tools", "")):
+            path = at("tools", i)
+            tool = need_object(tool, path)
+            kind = req_str(tool, "type", path)
+            if kind != "function":
+                dropped.append(kind)
+                continue
+            fpath = at(path, "function")
+            function = need_object(tool.get("function"), fpath)
+            name = req_str(function, "name", fpath, nonempty=True)
+            if name in seen:
+                raise bad(at(fpath, "name"), f"tool name {name!r} is used more than once")
+            seen.add(name)
+            parameters = opt_object(function, "parameters", fpath) or {"type": "object", "properties": {}}
+            check_depth(parameters, at(fpath, "parameters"))
+            tools.append(
+                ToolSpec(name=name, description=opt_str(function, "description", fpath) or "", parameters=parameters)
+            )
+        return tools, dropped
+
+    def _tool_choice(self, data: dict, tools: list[ToolSpec]) -> tuple[str, str | None]:
+        choice = data.get("tool_choice")
+        if choice is None or choice == "auto":
+            return "auto", None
+        if choice in ("none", "required"):
+            return choice, None
+        if isinstance(choice, str):
+            raise bad("tool_choice", f"must be 'auto', 'none', 'required' or an object, got {choice!r}")
+        choice = need_object(choice, "tool_choice")
+        if choice.get("type") == "allowed_tools":
+            return "auto", None
+        function = need_object(choice.get("function"), "tool_choice.function")
+        name = req_str(function, "name", "tool_choice.function", nonempty=True)
+        if name not in {t.name for t in tools}:
+            raise bad("tool_choice.function.name", f"names no tool in `tools`: {name!r}")
+        return "tool", name
+
+    def _response_format(self, data: dict) -> dict | None:
+        fmt = opt_object(data, "response_format", "")
+        if fmt is None:
+            return None
+        kind = req_str(fmt, "type", "response_format")
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return {"type": "object"}
+        if kind == "json_schema":
+            spec = need_object(fmt.get("json_schema"), "response_format.json_schema")
+            schema = opt_object(spec, "schema", "response_format.json_schema") or {"type": "object"}
+            check_depth(schema, "response_format.json_schema.schema")
+            return schema
+        raise bad("response_format.type", f"must be 'text', 'json_object' or 'json_schema', got {kind!r}")
+
+    # ---- canonical → response -----------------------------------------------------------------------
+    @staticmethod
+    def _wire_calls(reply: Reply) -> list[dict[str, Any]]:
+        return [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": dumps(c.arguments)}}
+            for c in reply.output.tool_calls
+        ]
+
+    @staticmethod
+    def _usage(reply: Reply) -> dict[str, Any]:
+        return {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+            "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
+            "prompt_tokens_details": {"cached_tokens": 0},
+        }
+
+    def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
+        out = reply.output
+        message: dict[str, Any] = {
+            "role": "assistant",
+            # OpenAI's convention: null content beside tool calls when the model wrote no text.
+            "content": out.content if (out.content or not out.tool_calls) else None,
+            "refusal": None,
+        }
+        if out.reasoning is not None:
+            message["reasoning_content"] = out.reasoning
+        if out.tool_calls:
+            message["tool_calls"] = self._wire_calls(reply)
+        return {
+            "id": reply.id,
+            "object": "chat.completion",
+            "created": reply.created,
+            "model": reply.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": _FINISH[stop_kind(reply)], "logprobs": None}],
+            "usage": self._usage(reply),
+            "system_fingerprint": None,
+        }
+
+    def stream(self, reply: Reply, request: DecodedRequest, *, chunk_chars: int | None = None) -> list[bytes]:
+        head = {"id": reply.id, "object": "chat.completion.chunk", "created": reply.created, "model": reply.model}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+            return sse({**head, "choices": [choice]})
+
+        out = reply.output
+        chunks = [chunk({"role": "assistant", "content": ""})]
+        if out.reasoning is not None:
+            # Empty reasoning still gets one delta, so the stream says what the body says.
+            chunks += [chunk({"reasoning_content": p}) for p in list(pieces(out.reasoning, chunk_chars)) or [""]]
+        chunks += [chunk({"content": p}) for p in pieces(out.content, chunk_chars)]
+        for index, call in enumerate(self._wire_calls(reply)):
+            first = {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+            chunks.append(chunk({"tool_calls": [first]}))
+            for p in pieces(call["function"]["arguments"], chunk_chars):
+                chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}))
+        chunks.append(chunk({}, _FINISH[stop_kind(reply)]))
+        if request.include_usage:
+            chunks.append(sse({**head, "choices": [], "usage": self._usage(reply)}))
+        chunks.append(sse("[DONE]"))
+        return chunks
+
+    def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
+        return openai_error(err, context_param="messages")
+
+    def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
+        # A data line carrying "error" is what the OpenAI SDKs (and LiteLLM) raise on mid-stream.
+        _, body = self.error(err)
+        return sse(body)
+
+    # ---- canonical → request (tests, teachers) ------------------------------------------------------
+    def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
+        s = conversation.sampling
+        messages: list[dict[str, Any]] = []
+        if conversation.system is not None:
+            messages.append({"role": "system", "content": conversation.system})
+        messages += [_wire_message(m) for m in conversation.messages]
+        body: dict[str, Any] = {"model": model, "messages": messages}
+        if conversation.tools:
+            body["tools"] = [
+                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in conversation.tools
+            ]
+        body["max_completion_tokens"] = s.max_tokens
+        body["temperature"] = s.temperature
+        body["top_p"] = s.top_p
+        if s.top_k:
+            body["top_k"] = s.top_k
+        if s.stop:
+            body["stop"] = list(s.stop)
+        if s.seed is not None:
+            body["seed"] = s.seed
+        if conversation.response_format is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": conversation.response_format},
+            }
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role != "assistant":
+        return {"role": message.role, "content": message.content}
+    wire: dict[str, Any] = {"role": "assistant", "content": message.content if (message.content or not message.tool_calls) else None}
+    if message.reasoning is not None:
+        wire["reasoning_content"] = message.reasoning
+    if message.tool_calls:
+        wire["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": dumps(c.arguments)}}
+            for c in message.tool_calls
+        ]
+    return wire

@@ -1,0 +1,49 @@
+"""Assembling canonical messages from wire pieces, with the tool-call bookkeeping every dialect needs.
+
+A tool result must answer a call that an earlier assistant turn made, and only once; a call id may be
+used once. These are the checks real APIs make too, and they catch a harness (or a proxy bug) that
+would otherwise render a result the model never asked for.
+"""
+
+from __future__ import annotations
+
+from openforge.core import Message, ToolCall
+from openforge.proxy.dialects.wire import bad
+
+
+class ConversationBuilder:
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self._call_names: dict[str, str] = {}  # call id → tool name, for every call made so far
+        self._answered: set[str] = set()
+
+    def system(self, text: str) -> None:
+        self.messages.append(Message(role="system", content=text))
+
+    def user(self, text: str) -> None:
+        self.messages.append(Message(role="user", content=text))
+
+    def assistant(
+        self, *, content: str = "", reasoning: str | None = None, tool_calls: list[ToolCall] | None = None, param: str
+    ) -> Message:
+        message = Message(role="assistant", content=content, reasoning=reasoning)
+        self.messages.append(message)
+        for call in tool_calls or []:
+            self.add_call(message, call, param)
+        return message
+
+    def add_call(self, message: Message, call: ToolCall, param: str) -> None:
+        """Append a call to an assistant message already in the conversation (Responses builds turns item by item)."""
+        if call.id in self._call_names:
+            raise bad(param, f"tool call id {call.id!r} is used more than once")
+        self._call_names[call.id] = call.name
+        message.tool_calls.append(call)
+
+    def tool_result(self, call_id: str, content: str, *, is_error: bool = False, param: str) -> None:
+        name = self._call_names.get(call_id)
+        if name is None:
+            raise bad(param, f"tool result for {call_id!r} answers no earlier tool call (unknown tool call id)")
+        if call_id in self._answered:
+            raise bad(param, f"tool call {call_id!r} already has a result")
+        self._answered.add(call_id)
+        self.messages.append(Message(role="tool", content=content, tool_call_id=call_id, name=name, is_error=is_error))

@@ -1,0 +1,622 @@
+"""OpenAI Responses (`POST /v1/responses`): Codex CLI's only dialect, and OpenClaw's `openai-responses`.
+
+Decoding:
+- `instructions` → `Conversation.system`; `input` as a string (one user message) or items:
+  messages (user / assistant / system / developer; content a string or input_text / output_text parts,
+  images and files → placeholders), `function_call` (+ `namespace`), `function_call_output`,
+  `custom_tool_call(_output)`, `reasoning` (reasoning_text content, else OpenForge's own
+  `encrypted_content`, else the summary). Consecutive reasoning / assistant message / call items form
+  one assistant turn — the shape a Response's `output` has.
+- tools: `function` and `custom` tools kept; `namespace` tools flattened into canonical tools named
+  `namespace.name` (a call to one goes back with `namespace` set); built-in tools (`web_search`,
+  `local_shell`, `file_search`, `image_generation`, ...) dropped.
+- `previous_response_id` / `conversation` need server-side state: refused with a clear 400 (Codex sends
+  the whole history with `store: false`). `store`, `include`, `parallel_tool_calls`, `reasoning`,
+  `truncation`, `metadata`, ... accepted; `text.format` json_schema / json_object → `response_format`.
+
+Encoding: a full Response object: [reasoning?, message?, function_call* / custom_tool_call*]. The stream
+always ends with `response.completed` carrying the whole response and usage — Codex retries a stream
+without it, so a turn cut short by max tokens is `response.completed` with `status: "incomplete"`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Any
+
+from openforge.core import Conversation, Message, ToolCall, ToolSpec
+from openforge.proxy.dialects.base import (
+    AUDIO_PLACEHOLDER,
+    BLOCK_SEPARATOR,
+    FILE_PLACEHOLDER,
+    IMAGE_PLACEHOLDER,
+    DecodedRequest,
+    Dialect,
+    DialectError,
+    Reply,
+    ToolRoute,
+)
+from openforge.proxy.dialects.history import ConversationBuilder
+from openforge.proxy.dialects.openai_errors import openai_error
+from openforge.proxy.dialects.wire import (
+    at,
+    bad,
+    check_depth,
+    dumps,
+    need_object,
+    opt_bool,
+    opt_int,
+    opt_list,
+    opt_number,
+    opt_object,
+    opt_str,
+    parse_arguments,
+    parse_body,
+    pieces,
+    req_str,
+    sampling_params,
+    sse,
+    type_name,
+)
+
+# Reasoning text rides along in `encrypted_content` too, so it survives a client that keeps only that.
+_REASONING_PREFIX = "openforge:v1:"
+
+# Items of built-in tools that OpenForge drops: never produced here, so nothing the policy said.
+_BUILTIN_ITEMS = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "image_generation_call",
+        "code_interpreter_call",
+        "computer_call",
+        "computer_call_output",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "mcp_call",
+        "tool_search_call",
+        "tool_search_output",
+        "compaction",
+        "compaction_summary",
+    }
+)
+
+_CUSTOM_INPUT = "input"  # the canonical argument that carries a freeform tool's raw text
+
+
+@dataclass
+class _OpenTurn:
+    """The assistant turn being assembled from consecutive output items."""
+
+    message: Message
+    has_text: bool = False
+
+
+class OpenAIResponses(Dialect):
+    name = "responses"
+    routes = ("/v1/responses", "/responses")
+
+    # ---- request → canonical -----------------------------------------------------------------------
+    def decode(self, body: bytes, *, for_count: bool = False) -> DecodedRequest:
+        data = parse_body(body)
+        for stateful in ("previous_response_id", "conversation"):
+            if data.get(stateful) not in (None, ""):
+                raise bad(
+                    stateful,
+                    "is not supported: OpenForge keeps no server-side state; send the whole conversation "
+                    "in `input` (as Codex does with store=false)",
+                )
+        if data.get("prompt") is not None:
+            raise bad("prompt", "stored prompt templates are not supported; send `instructions` and `input`")
+        model = req_str(data, "model", "", nonempty=True)
+
+        tools, routes, dropped = self._tools(data)
+        builder = ConversationBuilder()
+        items = data.get("input")
+        if items is None:
+            raise bad("input", "is required")
+        if isinstance(items, str):
+            builder.user(items)
+        elif isinstance(items, list):
+            if not items:
+                raise bad("input", "must contain at least one item")
+            self._items(builder, items, routes)
+        else:
+            raise bad("input", f"expected a string or an array of items, got {type_name(items)}")
+
+        max_tokens = opt_int(data, "max_output_tokens", "", minimum=1)
+        sampling = sampling_params(
+            max_tokens=max_tokens,
+            temperature=opt_number(data, "temperature", "", minimum=0.0, maximum=2.0),
+            top_p=opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
+            names={"max_tokens": "max_output_tokens"},
+        )
+        tool_choice, forced = self._tool_choice(data, routes)
+        reasoning = opt_object(data, "reasoning", "")
+        conversation = Conversation(
+            system=opt_str(data, "instructions", ""),
+            messages=builder.messages,
+            tools=tools,
+            sampling=sampling,
+            response_format=self._response_format(data),
+            model=model,
+        )
+        return DecodedRequest(
+            conversation=conversation,
+            model=model,
+            dialect=self.name,
+            stream=opt_bool(data, "stream", ""),
+            side_call=not tools,
+            max_tokens_requested=max_tokens,
+            tool_choice=tool_choice,
+            forced_tool=forced,
+            parallel_tool_calls=opt_bool(data, "parallel_tool_calls", "", default=True),
+            reasoning_requested=None if reasoning is None else reasoning.get("effort") != "none",
+            dropped_tools=dropped,
+            tool_routes=routes,
+            raw=data,
+        )
+
+    def _tools(self, data: dict) -> tuple[list[ToolSpec], dict[str, ToolRoute], list[str]]:
+        tools: list[ToolSpec] = []
+        routes: dict[str, ToolRoute] = {}
+        dropped: list[str] = []
+
+        def add(spec: ToolSpec, route: ToolRoute, param: str) -> None:
+            if spec.name in routes:
+                raise bad(param, f"tool name {spec.name!r} is used more than once")
+            tools.append(spec)
+            routes[spec.name] = route
+
+        for i, tool in enumerate(opt_list(data, "tools", "")):
+            path = at("tools", i)
+            tool = need_object(tool, path)
+            kind = req_str(tool, "type", path)
+            if kind in ("function", "custom"):
+                spec, route = self._tool(tool, kind, None, path)
+                add(spec, route, at(path, "name"))
+            elif kind == "namespace":
+                namespace = req_str(tool, "name", path, nonempty=True)
+                for j, inner in enumerate(opt_list(tool, "tools", path)):
+                    ipath = at(at(path, "tools"), j)
+                    inner = need_object(inner, ipath)
+                    inner_kind = req_str(inner, "type", ipath)
+                    if inner_kind not in ("function", "custom"):
+                        dropped.append(f"{namespace}.{inner.get('name', inner_kind)}")
+                        continue
+                    spec, route = self._tool(inner, inner_kind, namespace, ipath)
+                    add(spec, route, at(ipath, "name"))
+            else:
+                dropped.append(kind)  # built-in: web_search, local_shell, file_search, image_generation, ...
+        return tools, routes, dropped
+
+    def _tool(self, tool: dict, kind: str, namespace: str | None, path: str) -> tuple[ToolSpec, ToolRoute]:
+        name = req_str(tool, "name", path, nonempty=True)
+        canonical = f"{namespace}.{name}" if namespace else name
+        description = opt_str(tool, "description", path) or ""
+        if kind == "function":
+            parameters = opt_object(tool, "parameters", path) or {"type": "object", "properties": {}}
+            check_depth(parameters, at(path, "parameters"))
+            return ToolSpec(name=canonical, description=description, parameters=parameters), ToolRoute(
+                name=name, namespace=namespace
+            )
+        # A freeform tool takes raw text; canonically that is one string argument.
+        fmt = opt_object(tool, "format", path) or {}
+        field_doc = "The raw text input of the tool."
+        if fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
+            field_doc = f"Raw text in this {fmt.get('syntax', 'grammar')} grammar:\n{fmt['definition']}"
+        parameters = {
+            "type": "object",
+            "properties": {_CUSTOM_INPUT: {"type": "string", "description": field_doc}},
+            "required": [_CUSTOM_INPUT],
+        }
+        return ToolSpec(name=canonical, description=description, parameters=parameters), ToolRoute(
+            name=name, namespace=namespace, kind="custom"
+        )
+
+    @staticmethod
+    def _call_name(name: str, namespace: str | None, routes: dict[str, ToolRoute], top_level: set[str]) -> str:
+        if not namespace:
+            return name
+        qualified = f"{namespace}.{name}"
+        if qualified in routes or name not in top_level:
+            return qualified
+        return name  # a plain tool the client labelled with a default namespace
+
+    def _items(self, builder: ConversationBuilder, items: list, routes: dict[str, ToolRoute]) -> None:
+        top_level = {name for name, route in routes.items() if route.namespace is None}
+        turn: _OpenTurn | None = None
+        for i, item in enumerate(items):
+            path = at("input", i)
+            item = need_object(item, path)
+            kind = opt_str(item, "type", path) or "message"
+            if kind == "message":
+                role = req_str(item, "role", path)
+                text = self._message_text(item.get("content"), at(path, "content"))
+                if role == "assistant":
+                    if turn is None or turn.has_text or turn.message.tool_calls:
+                        turn = _OpenTurn(builder.assistant(content=text, param=path))
+                    else:
+                        turn.message.content = text
+                    turn.has_text = True
+                    continue
+                if role == "user":
+                    builder.user(text)
+                elif role in ("system", "developer"):
+                    builder.system(text)
+                else:
+                    raise bad(at(path, "role"), f"must be 'user', 'assistant', 'system' or 'developer', got {role!r}")
+            elif kind == "reasoning":
+                text = self._reasoning_text(item, path)
+                if text is None:
+                    continue  # reasoning we cannot read (another provider's encrypted blob)
+                if turn is None or turn.has_text or turn.message.tool_calls:
+                    turn = _OpenTurn(builder.assistant(reasoning=text, param=path))
+                else:
+                    previous = turn.message.reasoning
+                    turn.message.reasoning = text if previous is None else previous + BLOCK_SEPARATOR + text
+                continue
+            elif kind in ("function_call", "custom_tool_call"):
+                call = self._call(item, kind, path, routes, top_level)
+                if turn is None:
+                    turn = _OpenTurn(builder.assistant(param=path))
+                builder.add_call(turn.message, call, at(path, "call_id"))
+                continue
+            elif kind in ("function_call_output", "custom_tool_call_output"):
+                call_id = req_str(item, "call_id", path, nonempty=True)
+                output = self._output_text(item.get("output"), at(path, "output"))
+                builder.tool_result(call_id, output, param=at(path, "call_id"))
+            elif kind == "item_reference":
+                raise bad(at(path, "type"), "item_reference needs server-side state and is not supported")
+            elif kind in _BUILTIN_ITEMS:
+                pass  # a built-in tool's item; those tools are dropped
+            else:
+                raise bad(at(path, "type"), f"unsupported input item type {kind!r}")
+            turn = None  # anything but an output item closes the assistant turn
+
+    def _call(
+        self, item: dict, kind: str, path: str, routes: dict[str, ToolRoute], top_level: set[str]
+    ) -> ToolCall:
+        call_id = req_str(item, "call_id", path, nonempty=True)
+        name = self._call_name(
+            req_str(item, "name", path, nonempty=True), opt_str(item, "namespace", path), routes, top_level
+        )
+        if kind == "function_call":
+            arguments = item.get("arguments", "")
+            if not isinstance(arguments, str):
+                raise bad(at(path, "arguments"), f"expected a JSON string, got {type_name(arguments)}")
+            return ToolCall(id=call_id, name=name, arguments=parse_arguments(arguments, at(path, "arguments")))
+        return ToolCall(id=call_id, name=name, arguments={_CUSTOM_INPUT: req_str(item, "input", path)})
+
+    def _message_text(self, content: Any, path: str) -> str:
+        if content is None:
+            raise bad(path, "is required")
+        if isinstance(content, str):
+            return content
+        if not isinstance(content, list):
+            raise bad(path, f"expected a string or an array of content parts, got {type_name(content)}")
+        return BLOCK_SEPARATOR.join(self._part_text(part, at(path, i)) for i, part in enumerate(content))
+
+    def _part_text(self, part: Any, path: str) -> str:
+        part = need_object(part, path)
+        kind = req_str(part, "type", path)
+        if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
+            return req_str(part, "text", path)
+        if kind == "refusal":
+            return req_str(part, "refusal", path)
+        if kind == "input_image":
+            return IMAGE_PLACEHOLDER
+        if kind == "input_file":
+            return FILE_PLACEHOLDER
+        if kind == "input_audio":
+            return AUDIO_PLACEHOLDER
+        raise bad(at(path, "type"), f"unsupported content part type {kind!r}")
+
+    def _output_text(self, output: Any, path: str) -> str:
+        if output is None:
+            raise bad(path, "is required")
+        if isinstance(output, str):
+            return output
+        if not isinstance(output, list):
+            raise bad(path, f"expected a string or an array of content parts, got {type_name(output)}")
+        return BLOCK_SEPARATOR.join(self._part_text(part, at(path, i)) for i, part in enumerate(output))
+
+    def _reasoning_text(self, item: dict, path: str) -> str | None:
+        content = opt_list(item, "content", path)
+        texts = [self._part_text(part, at(at(path, "content"), i)) for i, part in enumerate(content)]
+        if texts:
+            return BLOCK_SEPARATOR.join(texts)
+        encrypted = opt_str(item, "encrypted_content", path)
+        if encrypted and encrypted.startswith(_REASONING_PREFIX):
+            try:
+                return base64.b64decode(encrypted[len(_REASONING_PREFIX) :], validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                raise bad(at(path, "encrypted_content"), "is not reasoning content this proxy wrote") from None
+        summary = opt_list(item, "summary", path)
+        texts = [self._part_text(part, at(at(path, "summary"), i)) for i, part in enumerate(summary)]
+        return BLOCK_SEPARATOR.join(texts) if texts else None
+
+    def _tool_choice(self, data: dict, routes: dict[str, ToolRoute]) -> tuple[str, str | None]:
+        choice = data.get("tool_choice")
+        if choice is None or choice == "auto":
+            return "auto", None
+        if choice in ("none", "required"):
+            return choice, None
+        if isinstance(choice, str):
+            raise bad("tool_choice", f"must be 'auto', 'none', 'required' or an object, got {choice!r}")
+        choice = need_object(choice, "tool_choice")
+        kind = req_str(choice, "type", "tool_choice")
+        if kind in ("function", "custom"):
+            name = req_str(choice, "name", "tool_choice", nonempty=True)
+            namespace = opt_str(choice, "namespace", "tool_choice")
+            canonical = f"{namespace}.{name}" if namespace else name
+            if canonical not in routes:
+                raise bad("tool_choice.name", f"names no tool in `tools`: {canonical!r}")
+            return "tool", canonical
+        return "auto", None  # allowed_tools, built-in tool choices: no constraint we can apply
+
+    def _response_format(self, data: dict) -> dict | None:
+        text = opt_object(data, "text", "")
+        fmt = opt_object(text, "format", "text") if text else None
+        if fmt is None:
+            return None
+        kind = req_str(fmt, "type", "text.format")
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return {"type": "object"}
+        if kind == "json_schema":
+            schema = need_object(fmt.get("schema"), "text.format.schema")
+            check_depth(schema, "text.format.schema")
+            return schema
+        raise bad("text.format.type", f"must be 'text', 'json_object' or 'json_schema', got {kind!r}")
+
+    # ---- canonical → response -----------------------------------------------------------------------
+    @staticmethod
+    def _item_ids(reply: Reply) -> tuple[str, str, str]:
+        stem = reply.id.removeprefix("resp_")
+        return f"rs_{stem}", f"msg_{stem}", f"fc_{stem}"
+
+    def _output(self, reply: Reply, request: DecodedRequest) -> list[dict[str, Any]]:
+        out = reply.output
+        reasoning_id, message_id, call_stem = self._item_ids(reply)
+        items: list[dict[str, Any]] = []
+        if out.reasoning is not None:
+            items.append(_reasoning_item(reasoning_id, out.reasoning))
+        if out.content or not out.tool_calls:
+            items.append(_message_item(message_id, out.content, "completed"))
+        for i, call in enumerate(out.tool_calls):
+            items.append(_call_item(f"{call_stem}_{i}", call, request.tool_routes.get(call.name), "completed"))
+        return items
+
+    @staticmethod
+    def _usage(reply: Reply) -> dict[str, Any]:
+        return {
+            "input_tokens": reply.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": reply.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        }
+
+    def _response(
+        self, reply: Reply, request: DecodedRequest, *, status: str, output: list, usage: dict | None
+    ) -> dict[str, Any]:
+        sampling = request.conversation.sampling
+        text = request.raw.get("text")
+        done = status in ("completed", "incomplete")
+        return {
+            "id": reply.id,
+            "object": "response",
+            "created_at": reply.created,
+            "status": status,
+            "background": False,
+            "completed_at": reply.created if status == "completed" else None,
+            "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+            "instructions": None,
+            "max_output_tokens": request.max_tokens_requested,
+            "metadata": {},
+            "model": reply.model,
+            "output": output,
+            "parallel_tool_calls": request.parallel_tool_calls,
+            "previous_response_id": None,
+            "reasoning": {"effort": None, "summary": None},
+            "store": False,
+            "temperature": sampling.temperature,
+            "text": text if isinstance(text, dict) and isinstance(text.get("format"), dict) else {"format": {"type": "text"}},
+            "tool_choice": _tool_choice_echo(request),
+            "tools": [],  # not echoed: Codex sends ~20 KB of schemas, and no client reads them back
+            "top_p": sampling.top_p,
+            "truncation": "disabled",
+            "usage": usage if done else None,
+            "user": None,
+        }
+
+    def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
+        status = "incomplete" if reply.truncated else "completed"
+        return self._response(reply, request, status=status, output=self._output(reply, request), usage=self._usage(reply))
+
+    def stream(self, reply: Reply, request: DecodedRequest, *, chunk_chars: int | None = None) -> list[bytes]:
+        events = _EventWriter()
+        in_progress = self._response(reply, request, status="in_progress", output=[], usage=None)
+        events.add("response.created", {"response": in_progress})
+        events.add("response.in_progress", {"response": in_progress})
+        for index, item in enumerate(self._output(reply, request)):
+            _stream_item(events, index, item, chunk_chars)
+        events.add("response.completed", {"response": self.encode(reply, request)})
+        return events.chunks
+
+    def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
+        return openai_error(err, context_param="input")
+
+    def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
+        """`response.created` then `response.failed` with the error's code — Codex reads `code`
+        (`context_length_exceeded` → compaction, `server_error` → retry, `invalid_prompt` → give up)."""
+        _, body = self.error(err)
+        code = body["error"]["code"] or ("invalid_prompt" if err.status < 500 else "server_error")
+        base = {
+            "id": response_id or "resp_error",
+            "object": "response",
+            "created_at": 0,
+            "status": "in_progress",
+            "error": None,
+            "incomplete_details": None,
+            "instructions": None,
+            "metadata": {},
+            "model": "",
+            "output": [],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+        events = _EventWriter()
+        events.add("response.created", {"response": base})
+        failed = {**base, "status": "failed", "error": {"code": code, "message": err.message}}
+        events.add("response.failed", {"response": failed})
+        return b"".join(events.chunks)
+
+    # ---- canonical → request (tests, teachers) ------------------------------------------------------
+    def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
+        s = conversation.sampling
+        body: dict[str, Any] = {"model": model, "input": _input_items(conversation)}
+        if conversation.system is not None:
+            body["instructions"] = conversation.system
+        if conversation.tools:
+            body["tools"] = [
+                {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters}
+                for t in conversation.tools
+            ]
+        body["max_output_tokens"] = s.max_tokens
+        body["temperature"] = s.temperature
+        body["top_p"] = s.top_p
+        if conversation.response_format is not None:
+            body["text"] = {"format": {"type": "json_schema", "name": "response", "schema": conversation.response_format}}
+        body["store"] = False
+        if stream:
+            body["stream"] = True
+        return body
+
+
+def _tool_choice_echo(request: DecodedRequest) -> Any:
+    if request.tool_choice == "tool" and request.forced_tool:
+        route = request.tool_routes.get(request.forced_tool)
+        return {"type": "custom" if route and route.kind == "custom" else "function", "name": request.forced_tool}
+    return request.tool_choice if request.tool_choice != "tool" else "auto"
+
+
+def _reasoning_item(item_id: str, text: str) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+        "encrypted_content": _REASONING_PREFIX + base64.b64encode(text.encode("utf-8", "replace")).decode(),
+        "status": "completed",
+    }
+
+
+def _output_text(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
+    content = [_output_text(text)] if status == "completed" else []
+    return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
+
+
+def _call_item(item_id: str, call: ToolCall, route: ToolRoute | None, status: str) -> dict[str, Any]:
+    name = route.name if route else call.name
+    if route and route.kind == "custom":
+        raw = call.arguments.get(_CUSTOM_INPUT)
+        item = {
+            "id": item_id,
+            "type": "custom_tool_call",
+            "status": status,
+            "call_id": call.id,
+            "name": name,
+            "input": (raw if isinstance(raw, str) else dumps(call.arguments)) if status == "completed" else "",
+        }
+    else:
+        item = {
+            "id": item_id,
+            "type": "function_call",
+            "status": status,
+            "call_id": call.id,
+            "name": name,
+            "arguments": dumps(call.arguments) if status == "completed" else "",
+        }
+    if route and route.namespace:
+        item["namespace"] = route.namespace
+    return item
+
+
+class _EventWriter:
+    """Responses SSE events, each with its `sequence_number`."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    def add(self, kind: str, payload: dict[str, Any]) -> None:
+        self.chunks.append(sse({"type": kind, "sequence_number": len(self.chunks), **payload}, kind))
+
+
+def _stream_item(events: _EventWriter, index: int, item: dict[str, Any], chunk_chars: int | None) -> None:
+    """The added → deltas → done events of one output item."""
+    where = {"item_id": item["id"], "output_index": index}
+    kind = item["type"]
+    if kind == "reasoning":
+        text = item["content"][0]["text"]
+        events.add("response.output_item.added", {"output_index": index, "item": {**item, "content": [], "status": "in_progress"}})
+        events.add("response.content_part.added", {**where, "content_index": 0, "part": {"type": "reasoning_text", "text": ""}})
+        for piece in pieces(text, chunk_chars):
+            events.add("response.reasoning_text.delta", {**where, "content_index": 0, "delta": piece})
+        events.add("response.reasoning_text.done", {**where, "content_index": 0, "text": text})
+        events.add("response.content_part.done", {**where, "content_index": 0, "part": item["content"][0]})
+    elif kind == "message":
+        text = item["content"][0]["text"]
+        events.add("response.output_item.added", {"output_index": index, "item": _message_item(item["id"], "", "in_progress")})
+        events.add("response.content_part.added", {**where, "content_index": 0, "part": _output_text("")})
+        for piece in pieces(text, chunk_chars):
+            events.add("response.output_text.delta", {**where, "content_index": 0, "delta": piece, "logprobs": []})
+        events.add("response.output_text.done", {**where, "content_index": 0, "text": text, "logprobs": []})
+        events.add("response.content_part.done", {**where, "content_index": 0, "part": _output_text(text)})
+    elif kind == "function_call":
+        events.add("response.output_item.added", {"output_index": index, "item": {**item, "arguments": "", "status": "in_progress"}})
+        for piece in pieces(item["arguments"], chunk_chars):
+            events.add("response.function_call_arguments.delta", {**where, "delta": piece})
+        events.add("response.function_call_arguments.done", {**where, "name": item["name"], "arguments": item["arguments"]})
+    else:  # custom_tool_call
+        events.add("response.output_item.added", {"output_index": index, "item": {**item, "input": "", "status": "in_progress"}})
+        for piece in pieces(item["input"], chunk_chars):
+            events.add("response.custom_tool_call_input.delta", {**where, "delta": piece})
+        events.add("response.custom_tool_call_input.done", {**where, "input": item["input"]})
+    events.add("response.output_item.done", {"output_index": index, "item": item})
+
+
+def _input_items(conversation: Conversation) -> list[dict[str, Any]]:
+    """Canonical messages as Responses input items (what Codex sends back: output items + call outputs)."""
+    items: list[dict[str, Any]] = []
+    for n, message in enumerate(conversation.messages):
+        if message.role == "assistant":
+            if message.reasoning is not None:
+                items.append(_reasoning_item(f"rs_{n}", message.reasoning))
+            if message.content or not message.tool_calls:
+                items.append(_message_item(f"msg_{n}", message.content, "completed"))
+            for i, call in enumerate(message.tool_calls):
+                items.append(_call_item(f"fc_{n}_{i}", call, None, "completed"))
+        elif message.role == "tool":
+            items.append({"type": "function_call_output", "call_id": message.tool_call_id, "output": message.content})
+        else:
+            role = "developer" if message.role == "system" else "user"
+            items.append({"type": "message", "role": role, "content": [{"type": "input_text", "text": message.content}]})
+    return items
