@@ -1,0 +1,41 @@
+"""Durable SQLite trajectory store: one `trajectories.db` per run directory (see `store.py`).
+
+    with TrajectoryStore.open(run_dir) as store:
+        store.create_episode(episode)
+        store.add_call(call)            # durable when it returns
+        calls = store.list_calls(episode.id)
+
+    async with AsyncCallWriter(store) as writer:   # group commit for asyncio servers
+        await writer.add_call(call)
+
+    export_calls(store, "calls.parquet", format="parquet")
+"""
+
+from openforge.store.errors import (
+    CorruptRecordError,
+    DuplicateCallError,
+    DuplicateEpisodeError,
+    EpisodeNotFoundError,
+    SchemaVersionError,
+    StoreClosedError,
+    StoreError,
+)
+from openforge.store.export import export_calls
+from openforge.store.schema import LATEST_VERSION as SCHEMA_VERSION
+from openforge.store.store import DB_FILENAME, TrajectoryStore
+from openforge.store.writer import AsyncCallWriter
+
+__all__ = [
+    "DB_FILENAME",
+    "SCHEMA_VERSION",
+    "AsyncCallWriter",
+    "CorruptRecordError",
+    "DuplicateCallError",
+    "DuplicateEpisodeError",
+    "EpisodeNotFoundError",
+    "SchemaVersionError",
+    "StoreClosedError",
+    "StoreError",
+    "TrajectoryStore",
+    "export_calls",
+]

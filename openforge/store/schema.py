@@ -1,0 +1,135 @@
+"""The store's SQL schema as an ordered list of migrations.
+
+The schema version lives in `PRAGMA user_version`. Opening a database applies, in one write transaction,
+every migration above its version; a database from a newer version is refused untouched. To change the
+schema, append a migration; never edit one that has shipped.
+
+Where things live:
+- `meta`: facts about the file itself (created_at, the OpenForge version that created it).
+- `run_info`: the run's own metadata (config, ...), one JSON value per key.
+- `episodes`: every `Episode` field. The reward and outcome live here, because an episode is graded once
+  and every reader (assembler, evaluation, export) wants them next to the episode.
+- `verifier_results` (v2): what the verifier wrote besides the reward (reward.json's other keys, log tail),
+  kept apart so that listing episodes never drags it along.
+- `calls`: every `CallRecord` field; prompts prefix-shared (see `prompts.py`), arrays and bodies as blobs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from openforge.store.errors import SchemaVersionError
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int  # the schema version after applying it
+    description: str
+    statements: Sequence[str]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "run metadata, episodes, calls",
+        (
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "CREATE TABLE run_info (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            """CREATE TABLE episodes (
+                id TEXT PRIMARY KEY,
+                key TEXT NOT NULL UNIQUE,
+                task TEXT,
+                harness TEXT,
+                attempt INTEGER NOT NULL,
+                sample INTEGER NOT NULL,
+                state TEXT NOT NULL,
+                outcome TEXT,
+                outcome_reason TEXT,
+                reward REAL,
+                created_at REAL NOT NULL,
+                ended_at REAL,
+                metadata TEXT NOT NULL
+            )""",
+            "CREATE INDEX episodes_by_task ON episodes (task, harness)",
+            "CREATE INDEX episodes_by_created ON episodes (created_at, id)",
+            """CREATE TABLE calls (
+                episode_id TEXT NOT NULL REFERENCES episodes (id),
+                call_index INTEGER NOT NULL,
+                prompt_len INTEGER NOT NULL,
+                prompt_ref INTEGER,
+                prompt_prefix_len INTEGER NOT NULL,
+                prompt_depth INTEGER NOT NULL,
+                prompt_tail BLOB NOT NULL,
+                output_len INTEGER NOT NULL,
+                output_ids BLOB NOT NULL,
+                output_logprobs BLOB NOT NULL,
+                sampling TEXT NOT NULL,
+                finish_reason TEXT NOT NULL,
+                policy_version INTEGER NOT NULL,
+                started_at REAL NOT NULL,
+                finished_at REAL,
+                timings TEXT NOT NULL,
+                dialect TEXT NOT NULL,
+                side_call INTEGER NOT NULL,
+                segment INTEGER NOT NULL,
+                break_reason TEXT,
+                call_error TEXT,
+                parse_error TEXT,
+                request_body BLOB NOT NULL,
+                response_body BLOB NOT NULL,
+                metadata TEXT NOT NULL,
+                PRIMARY KEY (episode_id, call_index)
+            )""",
+        ),
+    ),
+    Migration(
+        2,
+        "verifier results",
+        (
+            """CREATE TABLE verifier_results (
+                episode_id TEXT PRIMARY KEY REFERENCES episodes (id),
+                reward REAL,
+                details TEXT NOT NULL,
+                recorded_at REAL NOT NULL
+            )""",
+        ),
+    ),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def check_not_newer(conn: sqlite3.Connection, path: str) -> None:
+    found = schema_version(conn)
+    if found > LATEST_VERSION:
+        raise SchemaVersionError(path, found, LATEST_VERSION)
+
+
+def migrate(conn: sqlite3.Connection, path: str, target: int = LATEST_VERSION) -> int:
+    """Bring the schema up to `target` and return the version found before.
+
+    Runs in one IMMEDIATE transaction and re-reads the version inside it, so processes opening a new run
+    at the same moment apply each migration exactly once. `conn` must be in autocommit mode.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = schema_version(conn)
+        if found > LATEST_VERSION:
+            raise SchemaVersionError(path, found, LATEST_VERSION)
+        for migration in MIGRATIONS:
+            if found < migration.version <= target:
+                for statement in migration.statements:
+                    conn.execute(statement)
+                # PRAGMA takes no parameters; the version is our own int.
+                conn.execute(f"PRAGMA user_version = {int(migration.version)}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return found

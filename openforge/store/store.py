@@ -1,0 +1,375 @@
+"""`TrajectoryStore`: the durable record of one run — episodes, every model call, rewards.
+
+One SQLite file per run directory (`RUN_DIR/trajectories.db`). Every write method returns only after its
+transaction has committed, so what it wrote survives the process being killed right after (DESIGN.md
+invariant 2). Several processes may open the same run and write concurrently. Open the store *after*
+forking: a connection must not cross a fork.
+
+Storage of a call (see `prompts.py` and `codec.py`): prompt ids prefix-shared with an earlier call of the
+episode, output ids as int32 bytes, output logprobs as **float32** bytes — a read returns python floats equal
+to the written values rounded to float32 — and request/response bodies as bytes, zlib-compressed when that
+makes them smaller. Everything else round-trips exactly.
+
+Reward and outcome live on the episode (`update_episode(..., reward=..., outcome=...)`), since an episode is
+graded once; `record_verifier_result` also keeps the verifier's other output in its own table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import openforge
+from openforge.core import CallRecord, Episode, EpisodeState, Outcome
+from openforge.store.connection import DEFAULT_BUSY_TIMEOUT_S, ConnectionPool, enable_wal, write_transaction
+from openforge.store.errors import (
+    CorruptRecordError,
+    DuplicateCallError,
+    DuplicateEpisodeError,
+    EpisodeNotFoundError,
+)
+from openforge.store.prompts import CANDIDATE_CALLS, Candidate, SequenceCache, decode_prompt, encode_prompt
+from openforge.store.rows import (
+    CALL_COLUMNS,
+    EPISODE_COLUMNS,
+    UPDATABLE_EPISODE_FIELDS,
+    EncodedCall,
+    decode_output,
+    episode_to_row,
+    row_to_call,
+    row_to_episode,
+    to_json,
+)
+from openforge.store.schema import check_not_newer, migrate
+
+DB_FILENAME = "trajectories.db"
+
+_EPISODE_SELECT = f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes"
+_EPISODE_INSERT = (
+    f"INSERT INTO episodes ({', '.join(EPISODE_COLUMNS)}) VALUES ({', '.join('?' * len(EPISODE_COLUMNS))})"
+)
+_CALL_SELECT = f"SELECT {', '.join(CALL_COLUMNS)} FROM calls"
+_CALL_INSERT = f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) VALUES ({', '.join('?' * len(CALL_COLUMNS))})"
+_COL = {name: i for i, name in enumerate(CALL_COLUMNS)}
+
+
+class TrajectoryStore:
+    """Durable store of one run. Thread-safe: each thread uses its own SQLite connection."""
+
+    def __init__(self, run_dir: Path, pool: ConnectionPool):
+        """Use `TrajectoryStore.open(run_dir)`."""
+        self.run_dir = run_dir
+        self.path = Path(pool.path)
+        self._pool = pool
+        self._sequences = SequenceCache()
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, run_dir: str | os.PathLike[str], *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
+    ) -> TrajectoryStore:
+        """Open (creating if needed) `run_dir/trajectories.db`, migrating its schema to the current version.
+
+        Raises `SchemaVersionError` if the file comes from a newer OpenForge.
+        """
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / DB_FILENAME
+        pool = ConnectionPool(str(path), busy_timeout_s)
+        try:
+            conn = pool.get()
+            check_not_newer(conn, str(path))  # before touching anything
+            enable_wal(conn, busy_timeout_s)
+            migrate(conn, str(path))
+            if conn.execute("SELECT 1 FROM meta WHERE key = 'created_at'").fetchone() is None:
+                with write_transaction(conn):
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                        [("created_at", json.dumps(time.time())), ("created_by", json.dumps(openforge.__version__))],
+                    )
+        except BaseException:
+            pool.close()
+            raise
+        return cls(run_dir, pool)
+
+    def close(self) -> None:
+        """Close every connection of this store (all threads). Pending writes have already committed."""
+        self._pool.close()
+
+    def __enter__(self) -> TrajectoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _conn(self) -> sqlite3.Connection:
+        return self._pool.get()
+
+    # ---- run metadata ----------------------------------------------------------------------------------
+
+    def set_run_info(self, info: Mapping[str, Any]) -> None:
+        """Merge `info` into the run's metadata (keys not named are kept). Values must be JSON-serializable."""
+        rows = [(str(k), to_json(v, f"run info {k!r}")) for k, v in info.items()]
+        conn = self._conn()
+        with write_transaction(conn):
+            conn.executemany(
+                "INSERT INTO run_info (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                rows,
+            )
+
+    def get_run_info(self) -> dict[str, Any]:
+        rows = self._conn().execute("SELECT key, value FROM run_info ORDER BY key").fetchall()
+        return {k: json.loads(v) for k, v in rows}
+
+    @property
+    def created_at(self) -> float:
+        row = self._conn().execute("SELECT value FROM meta WHERE key = 'created_at'").fetchone()
+        return float(json.loads(row[0]))
+
+    # ---- episodes --------------------------------------------------------------------------------------
+
+    def create_episode(self, episode: Episode) -> Episode:
+        """Store a new episode. Raises `DuplicateEpisodeError` if its id or key is taken."""
+        conn = self._conn()
+        try:
+            with write_transaction(conn):
+                conn.execute(_EPISODE_INSERT, episode_to_row(episode))
+        except sqlite3.IntegrityError as exc:
+            # Never echo the key: it is the episode's secret.
+            taken = "key" if "episodes.key" in str(exc) else f"id {episode.id!r}"
+            raise DuplicateEpisodeError(f"an episode with this {taken} is already stored") from exc
+        return episode
+
+    def get_episode(self, episode_id: str) -> Episode | None:
+        row = self._conn().execute(f"{_EPISODE_SELECT} WHERE id = ?", (episode_id,)).fetchone()
+        return row_to_episode(row) if row else None
+
+    def get_episode_by_key(self, key: str) -> Episode | None:
+        """The episode whose secret key is `key` (indexed: the proxy calls this on every request)."""
+        row = self._conn().execute(f"{_EPISODE_SELECT} WHERE key = ?", (key,)).fetchone()
+        return row_to_episode(row) if row else None
+
+    def update_episode(self, episode_id: str, **fields: Any) -> Episode:
+        """Change some of `state`, `outcome`, `outcome_reason`, `reward`, `ended_at`, `metadata` (replaced
+        whole) and return the updated episode. Values are validated as `Episode` fields."""
+        unknown = set(fields) - UPDATABLE_EPISODE_FIELDS
+        if unknown:
+            raise ValueError(
+                f"cannot update episode field(s) {sorted(unknown)}; updatable: {sorted(UPDATABLE_EPISODE_FIELDS)}"
+            )
+        conn = self._conn()
+        with write_transaction(conn):
+            row = conn.execute(f"{_EPISODE_SELECT} WHERE id = ?", (episode_id,)).fetchone()
+            if row is None:
+                raise EpisodeNotFoundError(episode_id)
+            updated = Episode.model_validate({**row_to_episode(row).model_dump(), **fields})
+            names = sorted(fields)
+            values = dict(zip(EPISODE_COLUMNS, episode_to_row(updated)))
+            if names:
+                conn.execute(
+                    f"UPDATE episodes SET {', '.join(f'{n} = ?' for n in names)} WHERE id = ?",
+                    [values[n] for n in names] + [episode_id],
+                )
+        return updated
+
+    def list_episodes(
+        self,
+        *,
+        task: str | None = None,
+        harness: str | None = None,
+        state: EpisodeState | str | None = None,
+        outcome: Outcome | str | None = None,
+        limit: int | None = None,
+    ) -> list[Episode]:
+        """Episodes matching every filter given, oldest first."""
+        where, args = [], []
+        for column, value in (("task", task), ("harness", harness), ("state", state), ("outcome", outcome)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value.value if hasattr(value, "value") else value)
+        sql = _EPISODE_SELECT + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY created_at, id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        return [row_to_episode(r) for r in self._conn().execute(sql, args).fetchall()]
+
+    def count_episodes(self) -> int:
+        return int(self._conn().execute("SELECT count(*) FROM episodes").fetchone()[0])
+
+    def record_verifier_result(self, episode_id: str, reward: float | None, details: Mapping[str, Any]) -> None:
+        """Store what the verifier reported and set the episode's reward, in one transaction."""
+        conn = self._conn()
+        with write_transaction(conn):
+            if conn.execute("UPDATE episodes SET reward = ? WHERE id = ?", (reward, episode_id)).rowcount == 0:
+                raise EpisodeNotFoundError(episode_id)
+            conn.execute(
+                "INSERT OR REPLACE INTO verifier_results (episode_id, reward, details, recorded_at) "
+                "VALUES (?, ?, ?, ?)",
+                (episode_id, reward, to_json(dict(details), "verifier details"), time.time()),
+            )
+
+    def get_verifier_result(self, episode_id: str) -> dict[str, Any] | None:
+        """`{"reward", "details", "recorded_at"}` as recorded, or None."""
+        row = self._conn().execute(
+            "SELECT reward, details, recorded_at FROM verifier_results WHERE episode_id = ?", (episode_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return {"reward": row[0], "details": json.loads(row[1]), "recorded_at": row[2]}
+
+    # ---- calls: writing --------------------------------------------------------------------------------
+
+    def add_call(self, record: CallRecord) -> None:
+        """Store one call; durable when this returns. Raises `DuplicateCallError` if (episode_id, index) is
+        already stored and `EpisodeNotFoundError` if the episode does not exist."""
+        self.add_calls([record])
+
+    def add_calls(self, records: Iterable[CallRecord]) -> None:
+        """Store several calls in one transaction: all are stored, or (on error) none."""
+        encoded = [EncodedCall(r) for r in records]
+        if not encoded:
+            return
+        conn = self._conn()
+        # Encode every prompt before taking the write lock, so that other writers wait only for the INSERTs.
+        # A reference chosen now stays valid: stored calls are never changed or deleted.
+        batch: dict[str, dict[int, Candidate]] = {}
+        rows = []
+        for call in encoded:
+            rec = call.record
+            in_batch = batch.setdefault(rec.episode_id, {})
+            prompt = encode_prompt(call.prompt, self._candidates(conn, rec.episode_id, rec.index, in_batch))
+            in_batch[rec.index] = Candidate(rec.index, call.sequence, prompt.depth)
+            rows.append(call.row(prompt))
+        with write_transaction(conn):
+            for call, row in zip(encoded, rows):
+                try:
+                    conn.execute(_CALL_INSERT, row)
+                except sqlite3.IntegrityError as exc:
+                    if "FOREIGN KEY" in str(exc):
+                        raise EpisodeNotFoundError(call.record.episode_id) from exc
+                    if "UNIQUE" in str(exc):
+                        raise DuplicateCallError(call.record.episode_id, call.record.index) from exc
+                    raise
+        # Only committed calls may enter the cache.
+        for episode_id, calls in batch.items():
+            for cand in calls.values():
+                self._sequences.put(episode_id, cand.index, cand.sequence)
+
+    def _candidates(
+        self, conn: sqlite3.Connection, episode_id: str, index: int, in_batch: dict[int, Candidate]
+    ) -> list[Candidate]:
+        """The latest calls of the episode before `index` (stored, or earlier in the same batch)."""
+        stored = conn.execute(
+            "SELECT call_index, prompt_depth FROM calls WHERE episode_id = ? AND call_index < ? "
+            "ORDER BY call_index DESC LIMIT ?",
+            (episode_id, index, CANDIDATE_CALLS),
+        ).fetchall()
+        depths = {i: d for i, d in stored}
+        depths.update({i: c.depth for i, c in in_batch.items() if i < index})
+        out = []
+        for cand_index in sorted(depths, reverse=True)[:CANDIDATE_CALLS]:
+            cand = in_batch.get(cand_index)
+            if cand is None:
+                cand = Candidate(cand_index, self._sequence(conn, episode_id, cand_index), depths[cand_index])
+            out.append(cand)
+        return out
+
+    # ---- calls: reading --------------------------------------------------------------------------------
+
+    def _sequence(self, conn: sqlite3.Connection, episode_id: str, index: int) -> np.ndarray:
+        """Prompt + output ids of a committed call, following prompt references back as far as needed."""
+        chain = []
+        at: int | None = index
+        base = None
+        while at is not None:
+            base = self._sequences.get(episode_id, at)
+            if base is not None:
+                break
+            row = conn.execute(
+                "SELECT call_index, prompt_ref, prompt_prefix_len, prompt_tail, output_ids FROM calls "
+                "WHERE episode_id = ? AND call_index = ?",
+                (episode_id, at),
+            ).fetchone()
+            if row is None:
+                raise CorruptRecordError(f"call {at} of episode {episode_id!r} is referenced but missing")
+            chain.append(row)
+            at = row[1]
+        for call_index, ref, prefix_len, tail, output_blob in reversed(chain):
+            prompt = decode_prompt(base if ref is not None else None, prefix_len, tail)
+            base = np.concatenate([prompt, decode_output(output_blob)])
+            self._sequences.put(episode_id, call_index, base)
+        assert base is not None
+        return base
+
+    def get_call(self, episode_id: str, index: int) -> CallRecord | None:
+        conn = self._conn()
+        row = conn.execute(f"{_CALL_SELECT} WHERE episode_id = ? AND call_index = ?", (episode_id, index)).fetchone()
+        if row is None:
+            return None
+        ref = row[_COL["prompt_ref"]]
+        base = self._sequence(conn, episode_id, ref) if ref is not None else None
+        return self._decode_row(row, base)[0]
+
+    def list_calls(self, episode_id: str) -> list[CallRecord]:
+        """Every call of the episode, ordered by index."""
+        rows = self._conn().execute(
+            f"{_CALL_SELECT} WHERE episode_id = ? ORDER BY call_index", (episode_id,)
+        ).fetchall()
+        sequences: dict[int, np.ndarray] = {}  # a prompt only references a lower index: already decoded
+        calls = []
+        for row in rows:
+            ref = row[_COL["prompt_ref"]]
+            base = None
+            if ref is not None:
+                base = sequences.get(ref)
+                if base is None:
+                    index = row[_COL["call_index"]]
+                    raise CorruptRecordError(f"call {index} of episode {episode_id!r} references missing call {ref}")
+            call, sequences[row[_COL["call_index"]]] = self._decode_row(row, base)
+            calls.append(call)
+        return calls
+
+    def _decode_row(self, row: tuple, base: np.ndarray | None) -> tuple[CallRecord, np.ndarray]:
+        """The call of a `calls` row, and its prompt + output sequence. `base` is the sequence of the call
+        its prompt references (None when the prompt is stored whole)."""
+        prompt = decode_prompt(base, row[_COL["prompt_prefix_len"]], row[_COL["prompt_tail"]])
+        if len(prompt) != row[_COL["prompt_len"]]:
+            raise CorruptRecordError(
+                f"call {row[_COL['call_index']]} of episode {row[_COL['episode_id']]!r}: decoded prompt has "
+                f"{len(prompt)} tokens, {row[_COL['prompt_len']]} were stored"
+            )
+        output = decode_output(row[_COL["output_ids"]])
+        return row_to_call(row, prompt, output), np.concatenate([prompt, output])
+
+    def iter_calls(self) -> Iterator[CallRecord]:
+        """Every call of the run: episode by episode (oldest first), each ordered by index. One episode is in
+        memory at a time."""
+        episode_ids = [r[0] for r in self._conn().execute("SELECT id FROM episodes ORDER BY created_at, id").fetchall()]
+        for episode_id in episode_ids:
+            yield from self.list_calls(episode_id)
+
+    def count_calls(self, episode_id: str | None = None) -> int:
+        conn = self._conn()
+        if episode_id is None:
+            return int(conn.execute("SELECT count(*) FROM calls").fetchone()[0])
+        return int(conn.execute("SELECT count(*) FROM calls WHERE episode_id = ?", (episode_id,)).fetchone()[0])
+
+    # ---- maintenance -----------------------------------------------------------------------------------
+
+    def integrity_check(self) -> str:
+        """SQLite's `PRAGMA integrity_check`: "ok" when the file is sound."""
+        rows = self._conn().execute("PRAGMA integrity_check").fetchall()
+        return "\n".join(r[0] for r in rows)
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the main file (e.g. before copying the run directory)."""
+        self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
