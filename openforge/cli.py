@@ -81,6 +81,40 @@ def serve_model_cmd(
 
 
 @app.command()
+def proxy(
+    model: Path = typer.Option(..., help="Model directory: its tokenizer and chat template render every call."),
+    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE"),
+    run: Path = typer.Option(..., "--run", help="Run directory: trajectories.db and proxy.json go here."),
+    listen: Optional[str] = typer.Option("127.0.0.1:8100", help="HOST:PORT of the model API (port 0: any free)."),
+    uds: Optional[Path] = typer.Option(None, help="Serve the model API on this Unix socket instead of TCP."),
+    admin_listen: Optional[str] = typer.Option("127.0.0.1:8101", help="HOST:PORT of the admin API (may equal --listen)."),
+    admin_uds: Optional[Path] = typer.Option(None, help="Serve the admin API on this Unix socket instead of TCP."),
+    admin_token: Optional[str] = typer.Option(None, envvar="OPENFORGE_ADMIN_TOKEN", help="Admin API token (default: generated, written to RUN/proxy.json)."),
+    served_model: Optional[str] = typer.Option(None, help="Model name reported to harnesses (default: the model directory's name)."),
+    max_new_tokens: int = typer.Option(4096, help="Cap on tokens sampled per call, whatever the harness asks."),
+    temperature: Optional[float] = typer.Option(None, help="Sample every call at this temperature (default: as requested)."),
+) -> None:
+    """Run the recording proxy: harnesses call it as Anthropic / OpenAI; every call is served and recorded."""
+    from pydantic import ValidationError
+
+    from openforge.config import describe_validation_error
+    from openforge.proxy.server import ProxyConfig, run_proxy
+
+    try:
+        config = ProxyConfig(
+            model=model, backend=backend, run=run, listen=None if uds else listen, uds=uds,
+            admin_listen=None if admin_uds else admin_listen, admin_uds=admin_uds, admin_token=admin_token,
+            served_model=served_model, max_new_tokens=max_new_tokens, temperature=temperature,
+        )
+    except ValidationError as e:
+        fail(describe_validation_error(e, ProxyConfig, "options"))
+    try:
+        run_proxy(config)
+    except (ValueError, OSError) as e:
+        fail(str(e))
+
+
+@app.command()
 def export(
     run_dir: Path = typer.Argument(..., help="Run directory holding trajectories.db."),
     format: str = typer.Option("jsonl", "--format", help="jsonl or parquet."),

@@ -1,0 +1,248 @@
+"""The proxy's two ASGI apps: the model API that harnesses call, and the admin API that only the
+orchestrator reaches (a separate listener by default, so a sandbox that reaches the model API cannot
+create episodes, swap weights or read other episodes).
+
+Model API routes, each also under a `/e/{key}` prefix for harnesses that cannot set an API key:
+    POST /v1/messages (any query string), POST /v1/messages/count_tokens   Anthropic Messages
+    POST /v1/responses, POST /responses                                    OpenAI Responses
+    POST /v1/chat/completions, POST /chat/completions                      OpenAI Chat Completions
+    GET  /v1/models, HEAD / and GET /
+Admin API (Authorization: Bearer <admin token>):
+    POST /admin/episodes {"task": ..., "harness": ...} → {"episode_id", "key"}
+    GET  /admin/episodes/{id}, POST /admin/episodes/{id}/end
+    POST /admin/pause, POST /admin/resume, POST /admin/weights {"path": DIR}, GET /admin/status
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from openforge.proxy.dialects import DIALECTS, Dialect, DialectError
+from openforge.proxy.service import CallResponse, ProxyService
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing more than `limit` bytes without buffering them all."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge()
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def episode_key(request: Request) -> str | None:
+    key = request.path_params.get("key")
+    if key:
+        return key
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    return request.headers.get("x-api-key") or None
+
+
+def to_http(response: CallResponse) -> Response:
+    if response.chunks is not None:
+        chunks = response.chunks
+
+        async def stream():
+            for chunk in chunks:
+                yield chunk
+
+        return StreamingResponse(
+            stream(),
+            status_code=response.status,
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", **response.headers},
+        )
+    return JSONResponse(response.body, status_code=response.status, headers=response.headers)
+
+
+def model_api(service: ProxyService) -> Starlette:
+    settings = service.settings
+
+    def reject(dialect: Dialect, status: int, kind: str, message: str) -> Response:
+        return to_http(service.error_response(dialect, DialectError(status, kind, message)))
+
+    def model_call(dialect_name: str):
+        dialect = DIALECTS[dialect_name]
+
+        async def endpoint(request: Request) -> Response:
+            key = episode_key(request)
+            if not key:
+                return reject(dialect, 401, "authentication", "no API key: send the episode key as the API key")
+            episode = service.registry.by_key(key)
+            if episode is None:
+                return reject(dialect, 401, "authentication", "invalid API key: unknown or ended episode key")
+            try:
+                body = await read_body(request, settings.max_body_bytes)
+            except BodyTooLarge:
+                return reject(dialect, 413, "request_too_large", f"request body exceeds {settings.max_body_bytes} bytes")
+            retries = request.headers.get("x-stainless-retry-count", "0")
+            return to_http(await service.handle(dialect, body, episode, int(retries) if retries.isdigit() else 0))
+
+        return endpoint
+
+    async def count_tokens(request: Request) -> Response:
+        dialect = DIALECTS["anthropic"]
+        key = episode_key(request)
+        if not key or service.registry.by_key(key) is None:
+            return reject(dialect, 401, "authentication", "invalid API key: unknown or ended episode key")
+        try:
+            body = await read_body(request, settings.max_body_bytes)
+            decoded = dialect.decode(body, for_count=True)
+        except BodyTooLarge:
+            return reject(dialect, 413, "request_too_large", f"request body exceeds {settings.max_body_bytes} bytes")
+        except DialectError as err:
+            return to_http(service.error_response(dialect, err))
+        return JSONResponse({"input_tokens": len(service.model.render(decoded.conversation))})
+
+    async def models(request: Request) -> Response:
+        name = settings.served_model
+        if "anthropic-version" in request.headers:
+            entry = {"type": "model", "id": name, "display_name": name, "created_at": "2026-01-01T00:00:00Z"}
+            return JSONResponse({"data": [entry], "has_more": False, "first_id": name, "last_id": name})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "openforge"}]}
+        )
+
+    async def root(request: Request) -> Response:
+        return JSONResponse({"service": "openforge-proxy", "model": settings.served_model})
+
+    routes = []
+    for prefix in ("", "/e/{key}"):
+        routes += [
+            Route(prefix + "/v1/messages", model_call("anthropic"), methods=["POST"]),
+            Route(prefix + "/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route(prefix + "/v1/responses", model_call("responses"), methods=["POST"]),
+            Route(prefix + "/responses", model_call("responses"), methods=["POST"]),
+            Route(prefix + "/v1/chat/completions", model_call("chat_completions"), methods=["POST"]),
+            Route(prefix + "/chat/completions", model_call("chat_completions"), methods=["POST"]),
+            Route(prefix + "/v1/models", models, methods=["GET"]),
+            Route(prefix + "/", root, methods=["GET", "HEAD"]),
+        ]
+    return Starlette(routes=routes)
+
+
+def admin_api(service: ProxyService, admin_token: str) -> Starlette:
+    def authorised(request: Request) -> bool:
+        auth = request.headers.get("authorization", "")
+        given = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+        return bool(given) and hmac.compare_digest(given.encode(), admin_token.encode())
+
+    def denied() -> Response:
+        return JSONResponse({"error": "admin token required (Authorization: Bearer <admin token>)"}, status_code=401)
+
+    async def json_body(request: Request) -> dict:
+        try:
+            data = json.loads(await read_body(request, 1024 * 1024) or b"{}")
+        except (ValueError, BodyTooLarge) as e:
+            raise ValueError(f"body must be a JSON object: {e}") from None
+        if not isinstance(data, dict):
+            raise ValueError("body must be a JSON object")
+        return data
+
+    def admin(handler):
+        async def endpoint(request: Request) -> Response:
+            if not authorised(request):
+                return denied()
+            try:
+                return await handler(request)
+            except ValueError as e:
+                return JSONResponse({"error": str(e)}, status_code=400)
+
+        return endpoint
+
+    async def create_episode(request: Request) -> Response:
+        data = await json_body(request)
+        harness = data.get("harness")
+        if harness is not None and not isinstance(harness, str):
+            raise ValueError("harness must be a string")
+        metadata = data.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise ValueError("metadata must be an object")
+        episode = service.registry.create(task=data.get("task"), harness=harness, metadata=metadata)
+        return JSONResponse({"episode_id": episode.id, "key": episode.key}, status_code=201)
+
+    async def get_episode(request: Request) -> Response:
+        episode = service.registry.get(request.path_params["episode_id"])
+        if episode is None:
+            return JSONResponse({"error": "no such episode"}, status_code=404)
+        out = episode.model_dump(mode="json", exclude={"key"})
+        out["calls"] = service.registry.store.count_calls(episode.id)
+        return JSONResponse(out)
+
+    async def end_episode(request: Request) -> Response:
+        episode = service.registry.end(request.path_params["episode_id"])
+        if episode is None:
+            return JSONResponse({"error": "no such episode"}, status_code=404)
+        service.forget(episode.id)
+        return JSONResponse({"episode_id": episode.id, "state": episode.state.value})
+
+    async def pause(request: Request) -> Response:
+        started = time.monotonic()
+        await service.gate.close()
+        return JSONResponse({"paused": True, "drained_s": round(time.monotonic() - started, 3)})
+
+    async def resume(request: Request) -> Response:
+        service.gate.open()
+        return JSONResponse({"paused": False})
+
+    async def weights(request: Request) -> Response:
+        data = await json_body(request)
+        path = data.get("path")
+        if not isinstance(path, str) or not path:
+            raise ValueError('"path" (a model directory) is required')
+        try:
+            version = await service.backend.load_weights(path)
+        except NotImplementedError as e:
+            return JSONResponse({"error": str(e)}, status_code=409)
+        except (OSError, ValueError) as e:
+            return JSONResponse({"error": f"could not load weights from {path}: {e}"}, status_code=400)
+        return JSONResponse({"policy_version": version})
+
+    async def status(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "paused": service.gate.paused,
+                "policy_version": service.backend.policy_version,
+                "model": settings_model(service),
+                "calls": service.registry.store.count_calls(),
+            }
+        )
+
+    return Starlette(
+        routes=[
+            Route("/admin/episodes", admin(create_episode), methods=["POST"]),
+            Route("/admin/episodes/{episode_id}", admin(get_episode), methods=["GET"]),
+            Route("/admin/episodes/{episode_id}/end", admin(end_episode), methods=["POST"]),
+            Route("/admin/pause", admin(pause), methods=["POST"]),
+            Route("/admin/resume", admin(resume), methods=["POST"]),
+            Route("/admin/weights", admin(weights), methods=["POST"]),
+            Route("/admin/status", admin(status), methods=["GET"]),
+        ]
+    )
+
+
+def settings_model(service: ProxyService) -> str:
+    return service.settings.served_model
+
+
+def combined_api(service: ProxyService, admin_token: str) -> Starlette:
+    """Model and admin routes on one listener (`--admin-listen` equal to `--listen`, for local use)."""
+    return Starlette(routes=list(admin_api(service, admin_token).routes) + list(model_api(service).routes))

@@ -1,0 +1,244 @@
+"""One model call, end to end: key → decode → render → generate → parse → record → encode.
+
+The order matters for DESIGN.md's invariants:
+- the prompt is rendered by the continuity renderer, so earlier sampled ids are reused, never re-tokenized;
+- the call is committed to the store *before* any byte of its reply is handed back (invariant 2);
+- a request rejected before sampling (bad body, unknown key, prompt too long) leaves no row behind;
+- a backend failure is recorded with its error and reaches the harness in the dialect's own error shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from openforge.core import CallRecord, Episode, FinishReason, SamplingParams
+from openforge.inference import Backend, BackendError, GenerationContext, InvalidRequestError, PromptTooLongError
+from openforge.models import ModelDir
+from openforge.proxy.continuity import ContinuityRenderer
+from openforge.proxy.dialects import Dialect, DialectError, Reply
+from openforge.proxy.episodes import EpisodeRegistry
+from openforge.proxy.output_parser import new_call_id, parse_output
+from openforge.store.writer import AsyncCallWriter
+
+
+@dataclass
+class ProxySettings:
+    served_model: str = "openforge"
+    max_new_tokens: int = 4096  # harnesses ask for 32000; a cap keeps a rambling policy bounded
+    generation_timeout_s: float = 600.0
+    temperature: float | None = None  # set to sample every call at this temperature (training)
+    max_body_bytes: int = 32 * 1024 * 1024
+    replay_cache_per_episode: int = 4
+
+
+@dataclass
+class CallResponse:
+    """What the HTTP layer sends: a JSON body, or a list of SSE chunks."""
+
+    status: int
+    body: dict | None = None
+    chunks: list[bytes] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    replayed: bool = False
+
+    def payload(self) -> bytes:
+        if self.chunks is not None:
+            return b"".join(self.chunks)
+        return json.dumps(self.body).encode()
+
+
+class PauseGate:
+    """New calls wait while the gate is closed (weights are changing); `close()` waits for calls in flight."""
+
+    def __init__(self):
+        self._open = asyncio.Event()
+        self._open.set()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._open.is_set()
+
+    async def enter(self) -> None:
+        await self._open.wait()
+        self._in_flight += 1
+        self._idle.clear()
+
+    def leave(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._idle.set()
+
+    async def close(self) -> int:
+        self._open.clear()
+        await self._idle.wait()
+        return self._in_flight
+
+    def open(self) -> None:
+        self._open.set()
+
+
+class ProxyService:
+    def __init__(
+        self,
+        model: ModelDir,
+        backend: Backend,
+        registry: EpisodeRegistry,
+        writer: AsyncCallWriter,
+        settings: ProxySettings | None = None,
+    ):
+        self.model = model
+        self.backend = backend
+        self.registry = registry
+        self.writer = writer
+        self.settings = settings or ProxySettings()
+        self.renderer = ContinuityRenderer(model)
+        self.gate = PauseGate()
+        self._eos = set(model.eos_token_ids)
+        # (episode id) → {request digest: response}: a client retry of a completed call is replayed.
+        self._replays: dict[str, OrderedDict[str, CallResponse]] = {}
+
+    # ---- the call -----------------------------------------------------------------------------------
+    async def handle(self, dialect: Dialect, body: bytes, episode: Episode, retry_count: int = 0) -> CallResponse:
+        try:
+            request = dialect.decode(body)
+        except DialectError as err:
+            return self.error_response(dialect, err)
+
+        digest = hashlib.sha256(body).hexdigest()
+        cached = self._replays.get(episode.id, {}).get(digest)
+        if cached is not None:  # same body again: a retry of a call whose reply the client did not get
+            return CallResponse(cached.status, cached.body, cached.chunks, cached.headers, replayed=True)
+
+        await self.gate.enter()
+        try:
+            return await self._serve(dialect, request, body, digest, episode)
+        finally:
+            self.gate.leave()
+
+    async def _serve(self, dialect, request, body: bytes, digest: str, episode: Episode) -> CallResponse:
+        conversation = request.conversation
+        if self.registry.calls_before_this_process(episode.id):
+            self.renderer.mark_unknown(episode.id, next_segment=self._segments_used(episode.id))
+        rendered = self.renderer.render(episode.id, conversation, side_call=request.side_call)
+        sampling = self._sampling(conversation.sampling, len(rendered.prompt_ids))
+        try:
+            self.backend.check_request(rendered.prompt_ids, sampling)
+        except PromptTooLongError as e:
+            return self.error_response(dialect, DialectError(400, "prompt_too_long", str(e)))
+        except InvalidRequestError as e:
+            return self.error_response(dialect, DialectError(400, "invalid_request", str(e)))
+
+        index = self.registry.next_index(episode.id)
+        self.registry.mark_running(episode)
+        started = time.time()
+        ctx = GenerationContext(
+            episode_id=episode.id,
+            call_index=index,
+            side_call=request.side_call,
+            conversation=conversation,
+            task=self.registry.task_payload(episode),
+        )
+        record = CallRecord(
+            episode_id=episode.id,
+            index=index,
+            prompt_ids=rendered.prompt_ids,
+            sampling=sampling,
+            started_at=started,
+            dialect=dialect.name,
+            side_call=request.side_call,
+            segment=rendered.segment,
+            break_reason=rendered.break_reason,
+            request_body=body,
+            metadata={"reused_prompt_tokens": rendered.reused_tokens},
+        )
+        try:
+            result = await asyncio.wait_for(
+                self.backend.generate(rendered.prompt_ids, sampling, ctx), self.settings.generation_timeout_s
+            )
+        except (BackendError, asyncio.TimeoutError, InvalidRequestError) as e:
+            message = str(e) or f"generation timed out after {self.settings.generation_timeout_s:.0f}s"
+            response = self.error_response(dialect, DialectError(529, "overloaded", f"backend failed: {message}"))
+            record = record.model_copy(
+                update={
+                    "finish_reason": FinishReason.error,
+                    "call_error": message,
+                    "finished_at": time.time(),
+                    "policy_version": self.backend.policy_version,
+                    "response_body": response.payload(),
+                }
+            )
+            await self.writer.add_call(record)
+            return response
+
+        output_ids = result.output_ids
+        text_ids = output_ids[:-1] if output_ids and output_ids[-1] in self._eos else output_ids
+        parsed = parse_output(
+            self.model.decode(text_ids),
+            tool_format=self.model.tool_call_format,
+            tools=conversation.tools,
+            id_prefix="toolu_" if dialect.name == "anthropic" else "call_",
+        )
+        reply = Reply(
+            id=new_call_id("msg_" if dialect.name == "anthropic" else "resp_" if dialect.name == "responses" else "chatcmpl-"),
+            model=request.model or self.settings.served_model,
+            output=parsed,
+            finish_reason=result.finish_reason,
+            prompt_tokens=len(rendered.prompt_ids),
+            completion_tokens=len(output_ids),
+            created=int(started),
+        )
+        if request.stream:
+            response = CallResponse(200, chunks=dialect.stream(reply, request))
+        else:
+            response = CallResponse(200, body=dialect.encode(reply, request))
+        record = record.model_copy(
+            update={
+                "output_ids": output_ids,
+                "output_logprobs": result.logprobs,
+                "finish_reason": result.finish_reason,
+                "policy_version": result.policy_version,
+                "finished_at": time.time(),
+                "timings": {**result.timings, "total_s": time.time() - started},
+                "parse_error": parsed.parse_error,
+                "response_body": response.payload(),
+            }
+        )
+        await self.writer.add_call(record)  # durable before the harness sees anything
+        self.renderer.record(episode.id, index, rendered, output_ids, parsed, side_call=request.side_call)
+        self._remember(episode.id, digest, response)
+        return response
+
+    # ---- helpers ------------------------------------------------------------------------------------
+    def _sampling(self, requested: SamplingParams, prompt_len: int) -> SamplingParams:
+        room = self.backend.max_context - prompt_len
+        update = {"max_tokens": max(1, min(requested.max_tokens, self.settings.max_new_tokens, room))}
+        if self.settings.temperature is not None:
+            update["temperature"] = self.settings.temperature
+        return requested.model_copy(update=update)
+
+    def _remember(self, episode_id: str, digest: str, response: CallResponse) -> None:
+        cache = self._replays.setdefault(episode_id, OrderedDict())
+        cache[digest] = response
+        while len(cache) > self.settings.replay_cache_per_episode:
+            cache.popitem(last=False)
+
+    def _segments_used(self, episode_id: str) -> int:
+        calls = self.registry.store.list_calls(episode_id)
+        return 1 + max((c.segment for c in calls), default=-1)
+
+    def forget(self, episode_id: str) -> None:
+        self.renderer.forget(episode_id)
+        self._replays.pop(episode_id, None)
+
+    @staticmethod
+    def error_response(dialect: Dialect, err: DialectError) -> CallResponse:
+        status, body = dialect.error(err)
+        return CallResponse(status, body=body)
