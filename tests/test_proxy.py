@@ -12,7 +12,7 @@ import pytest
 
 from openforge.core import Conversation, Message
 from openforge.proxy.dialects import DIALECTS
-from tests.proxy_support import in_process_proxy
+from proxy_support import in_process_proxy
 
 BASH = {"name": "bash", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
 BASH_OAI = {"type": "function", "function": {"name": "bash", "description": "Run a command.", "parameters": BASH["input_schema"]}}
