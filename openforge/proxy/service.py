@@ -33,6 +33,9 @@ class ProxySettings:
     generation_timeout_s: float = 600.0
     temperature: float | None = None  # set to sample every call at this temperature (training)
     max_body_bytes: int = 32 * 1024 * 1024
+    # No harness session comes near this; a request past it is hostile or broken, and rendering it would
+    # only burn CPU before failing on the context length.
+    max_messages: int = 4096
     replay_cache_per_episode: int = 4
 
 
@@ -111,6 +114,14 @@ class ProxyService:
             request = dialect.decode(body)
         except DialectError as err:
             return self.error_response(dialect, err)
+        if len(request.conversation.messages) > self.settings.max_messages:
+            return self.error_response(
+                dialect,
+                DialectError.invalid(
+                    f"too many messages: {len(request.conversation.messages)} > {self.settings.max_messages}",
+                    param="messages",
+                ),
+            )
 
         digest = hashlib.sha256(body).hexdigest()
         cached = self._replays.get(episode.id, {}).get(digest)
