@@ -82,6 +82,9 @@ def _bound(server: uvicorn.Server, uds: Path | None) -> str:
 async def serve(config: ProxyConfig, ready: asyncio.Event | None = None) -> None:
     admin_token = config.admin_token or os.environ.get("OPENFORGE_ADMIN_TOKEN") or secrets.token_urlsafe(32)
     service, store, writer = build_service(config)
+    connect = getattr(service.backend, "connect", None)  # remote backends learn the model name and context
+    if connect is not None:
+        await connect()
     same_listener = config.admin_uds is None and config.admin_listen == config.listen and config.uds is None
     if same_listener:
         servers = [_uvicorn(combined_api(service, admin_token), config.listen, None)]
