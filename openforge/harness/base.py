@@ -1,0 +1,302 @@
+"""What every harness adapter is: how to point one harness at a proxy URL + episode key and start it headless.
+
+An adapter is *pure*: `launch()` starts nothing. It returns a `Launch` (argv, environment, files to write under
+the episode's home, working directory) expressed in the paths **the harness process will see**, so the same
+adapter serves a local process (paths are host paths) and a container (the bundle mounted read-only at, say,
+`/opt/openforge/harnesses`, HOME a fresh per-episode directory, the proxy at `http://127.0.0.1:PORT` through
+the sandbox's bridge).
+
+How a caller runs a `Launch` (the sandbox does this; `run_local` below does it for a local process):
+
+1. create `launch.dirs` and write `launch.files` (mode 0600: they may hold the episode key);
+2. start `launch.argv` in `launch.cwd` with exactly `launch.env` on top of a *minimal* base environment
+   (PATH, LANG, ... — never the host's full environment: a host `OPENAI_API_KEY` must not leak in);
+3. **stdin must be /dev/null** (Codex reads extra input from an open stdin and would wait for EOF);
+4. stdout is the harness's own JSON transcript: give it to `adapter.parse_transcript()`; stderr is diagnostics.
+
+Adding a harness is one small file in this package: subclass `HarnessAdapter`, set `name` and `dialect`,
+implement `launch()` and `parse_transcript()`. The registry in `openforge.harness` finds it by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
+
+__all__ = [
+    "DIALECTS",
+    "HarnessAdapter",
+    "HarnessError",
+    "Launch",
+    "LocalResult",
+    "UnknownHarnessError",
+    "api_root",
+    "run_local",
+    "transcript_summary",
+]
+
+# The proxy dialect names (openforge.proxy.dialects.DIALECTS keys) a harness can speak.
+DIALECTS = ("anthropic", "responses", "chat_completions")
+
+# Largest instruction passed on the command line (Linux caps one argv string at 128 KiB).
+MAX_INSTRUCTION_BYTES = 100_000
+
+
+class HarnessError(RuntimeError):
+    """A harness cannot be configured or launched; the message says why and what to do."""
+
+
+class UnknownHarnessError(HarnessError, KeyError):
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything needed to start one harness run; paths are those seen by the harness process."""
+
+    harness: str
+    argv: list[str]
+    env: dict[str, str]  # to set on top of a minimal base environment (see module docstring)
+    files: dict[PurePosixPath, str]  # absolute path -> content; all under `home`
+    cwd: PurePosixPath
+    home: PurePosixPath
+    dirs: tuple[PurePosixPath, ...] = ()  # directories to create (under `home`) before starting
+    session_id: str | None = None  # the harness session id this launch uses, when it takes one
+    stdin: str = "/dev/null"  # always /dev/null: documented here so no caller forgets it
+
+    def write_files(self, host_home: Path | None = None) -> list[Path]:
+        """Create `dirs` and write `files`. With `host_home`, paths under `self.home` are written under
+        `host_home` instead (a container's home directory mounted from the host). Returns the written paths."""
+        written: list[Path] = []
+        for d in self.dirs:
+            self._host_path(d, host_home).mkdir(parents=True, exist_ok=True)
+        for path, content in self.files.items():
+            target = self._host_path(path, host_home)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(content)
+            written.append(target)
+        return written
+
+    def _host_path(self, path: PurePosixPath, host_home: Path | None) -> Path:
+        if host_home is None:
+            return Path(path)
+        try:
+            rel = PurePosixPath(path).relative_to(self.home)
+        except ValueError:
+            raise HarnessError(f"{path} is not under the launch's home {self.home}") from None
+        return Path(host_home, *rel.parts)
+
+
+@dataclass
+class HarnessAdapter(ABC):
+    """Base of all adapters. Subclasses are dataclasses whose fields are the adapter's options."""
+
+    name: ClassVar[str] = ""
+    dialect: ClassVar[str] = ""  # one of DIALECTS
+    component: ClassVar[str | None] = None  # its entry in the bundle manifest (None: needs no bundle)
+    shell_tool: ClassVar[tuple[str, str] | None] = None  # (tool name, argument holding the command)
+
+    @abstractmethod
+    def launch(
+        self,
+        bundle_root: PurePosixPath | Path | str,
+        home: PurePosixPath | Path | str,
+        workdir: PurePosixPath | Path | str,
+        base_url: str,
+        key: str,
+        model: str,
+        instruction: str,
+        *,
+        session_id: str | None = None,
+        manifest: dict | Path | str | None = None,
+    ) -> Launch:
+        """How to run this harness once.
+
+        `bundle_root`, `home` and `workdir` are absolute paths as the harness process sees them. `base_url` is
+        the proxy's root **without** `/v1` (e.g. `http://127.0.0.1:8080`, or `http://127.0.0.1:8080/e/<key>`);
+        each adapter adds what its harness needs. `key` is the episode key, `model` the model name the harness
+        puts in its requests, `session_id` the harness session id (default: a fresh one).
+        The binary's location comes from the bundle manifest, read from `bundle_root` on this machine unless
+        `manifest` is given (the manifest dict, or the bundle directory on this machine): pass it when
+        `bundle_root` is a mount point inside a container."""
+
+    @abstractmethod
+    def parse_transcript(self, stdout: str) -> dict[str, Any]:
+        """Summarise the harness's own JSON output (see `transcript_summary` for the keys)."""
+
+    def shell_call(self, command: str) -> dict[str, Any]:
+        """The tool call that makes this harness run `command` with its own shell tool, as a model would
+        emit it: `{"name": ..., "arguments": {...}}` (for scripted and oracle policies)."""
+        if self.shell_tool is None:
+            raise HarnessError(f"harness {self.name!r} has no shell tool")
+        tool, arg = self.shell_tool
+        return {"name": tool, "arguments": {arg: command}}
+
+    # -- bundle ------------------------------------------------------------------------------------------
+    def executable(self, bundle_root: PurePosixPath | Path | str,
+                   manifest: dict | Path | str | None = None) -> list[str]:
+        """The argv prefix that runs this harness from the bundle (absolute, under `bundle_root` as the
+        process sees it). `manifest`: the manifest dict, or the bundle directory on this machine to read it
+        from; default `bundle_root` itself."""
+        from openforge.harness.bundle import harness_argv, read_manifest
+
+        if manifest is not None and not isinstance(manifest, dict):
+            manifest = read_manifest(manifest)
+        return harness_argv(self.component or self.name, bundle_root, manifest)
+
+    def version(self, bundle_root: PurePosixPath | Path | str | None = None) -> str:
+        """The installed version, as recorded (after running `--version`) in the bundle's manifest."""
+        from openforge.harness.bundle import installed_version
+
+        return installed_version(self.component or self.name, bundle_root)
+
+    # -- helpers for subclasses --------------------------------------------------------------------------
+    @staticmethod
+    def _paths(bundle_root: Any, home: Any, workdir: Any) -> tuple[PurePosixPath, PurePosixPath, PurePosixPath]:
+        out = []
+        for label, p in (("bundle_root", bundle_root), ("home", home), ("workdir", workdir)):
+            pp = PurePosixPath(str(p))
+            if not pp.is_absolute():
+                raise HarnessError(f"{label} must be an absolute path as the harness sees it, got {str(p)!r}")
+            out.append(pp)
+        return out[0], out[1], out[2]
+
+    @staticmethod
+    def _check_args(key: str, model: str, instruction: str) -> None:
+        if not key or any(c.isspace() for c in key):
+            raise HarnessError("the episode key must be a non-empty string without whitespace")
+        if not model or any(c.isspace() for c in model):
+            raise HarnessError(f"the model name must be non-empty and without whitespace, got {model!r}")
+        if not instruction.strip():
+            raise HarnessError("the instruction is empty")
+        if "\0" in instruction:
+            raise HarnessError("the instruction contains a NUL byte")
+        if len(instruction.encode()) > MAX_INSTRUCTION_BYTES:
+            raise HarnessError(
+                f"the instruction is {len(instruction.encode())} bytes; at most {MAX_INSTRUCTION_BYTES} fit on "
+                "a command line")
+
+    @staticmethod
+    def _new_session_id() -> str:
+        return str(uuid.uuid4())
+
+    @staticmethod
+    def _common_env(home: PurePosixPath) -> dict[str, str]:
+        """HOME, and a per-episode TMPDIR (harnesses keep lock and cache files there: episodes must not share)."""
+        return {"HOME": str(home), "TMPDIR": str(home / ".tmp")}
+
+
+def api_root(base_url: str) -> str:
+    """`base_url` without a trailing `/` or `/v1` (the contract is "without /v1"; tolerate it anyway)."""
+    url = base_url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise HarnessError(f"base_url must be an http(s) URL, got {base_url!r}")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return url
+
+
+def transcript_summary(
+    final: str | None = None,
+    turns: int = 0,
+    tool_calls: int = 0,
+    error: str | None = None,
+    usage: dict | None = None,
+    session_id: str | None = None,
+    events: int = 0,
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
+    """The common shape of `parse_transcript()`:
+
+    - `final`: the last assistant text (None if none);
+    - `turns`: model responses the harness reports (assistant turns);
+    - `tool_calls`: tool calls the harness executed;
+    - `error`: the harness's own error message, or None when it reported success;
+    - `ok`: `error is None and final is not None`;
+    - `usage`: token usage as the harness reports it; `session_id`; `events`: JSON records parsed;
+    - `warnings`: non-fatal notices the harness printed in its transcript.
+    """
+    return {
+        "final": final,
+        "turns": turns,
+        "tool_calls": tool_calls,
+        "error": error,
+        "ok": error is None and final is not None,
+        "usage": usage,
+        "session_id": session_id,
+        "events": events,
+        "warnings": warnings or [],
+    }
+
+
+def json_lines(stdout: str) -> list[dict]:
+    """The JSON objects of a JSON-lines transcript; other lines are ignored."""
+    out = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+# -- running a Launch as a local process (tests, `openforge harness check`, the local sandbox) -------------
+
+BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "SHELL")
+
+
+@dataclass
+class LocalResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+    transcript: dict[str, Any] = field(default_factory=dict)
+
+
+def run_local(launch: Launch, adapter: HarnessAdapter | None = None, timeout: float = 300.0,
+              extra_env: dict[str, str] | None = None) -> LocalResult:
+    """Run a Launch as a local child process: writes its files, stdin from /dev/null, a minimal base
+    environment (PATH, LANG, ... from this process) plus `launch.env`. Kills the process group on timeout."""
+    import signal
+    import time
+
+    launch.write_files()
+    env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(launch.env)
+    env.update(extra_env or {})
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        launch.argv, cwd=str(launch.cwd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
+    )
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+    result = LocalResult(proc.returncode, out, err, time.monotonic() - start, timed_out)
+    if adapter is not None:
+        result.transcript = adapter.parse_transcript(out)
+    return result

@@ -1,0 +1,173 @@
+"""OpenClaw (npm `openclaw`, run with the bundle's Node 24) against the proxy's Chat Completions dialect.
+
+Configured by `~/.openclaw/openclaw.json` in a fresh HOME per episode (DESIGN.md):
+
+    {"models": {"providers": {"openforge": {"baseUrl": "<base_url>/v1", "apiKey": "<key>",
+                                            "api": "openai-completions", "models": [{"id": "<model>", ...}]}}},
+     "agents": {"defaults": {"model": {"primary": "openforge/<model>"},
+                             "workspace": "<home>/.openclaw/workspace", "cwd": "<workdir>",
+                             "skipBootstrap": true}},
+     "update": {"checkOnStart": false}}
+
+plus `OPENCLAW_NO_AUTO_UPDATE=1`. Headless:
+
+    node openclaw.mjs agent --local --json --session-id <fresh id> --model openforge/<model> --message "<task>"
+
+`agents.defaults.cwd` puts the agent's tools in the task's working directory while its own workspace
+(AGENTS.md, memory, a `git init`) stays in HOME, so nothing of OpenClaw's lands in the task directory.
+
+Measured with 2026.9.6 (Node 24.22.3) against a loopback stub in a network namespace with only loopback:
+
+- one `POST /v1/chat/completions` per model call; nothing else, no DNS lookup (update checks are off).
+- headers: `Authorization: Bearer <key>`, `user-agent: OpenAI/JS 7.15.0`, `x-stainless-retry-count`,
+  `traceparent`, `accept-encoding: gzip, deflate`.
+- body: `model`, `messages` (one `system` message, the task as a `user` message prefixed with a timestamp and
+  followed by a `Runtime:` line, then a second `user` message holding `<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>`
+  — the trailing context message of DESIGN.md), `stream: true`, `stream_options: {"include_usage": true}`,
+  `tools` (12: apply_patch, edit, exec, ls, openclaw, process, read, sessions_yield, tool_call,
+  tool_describe, tool_search, write), `tool_choice: "auto"`, `max_completion_tokens` (= the model entry's
+  `maxTokens`).
+- **differs from DESIGN.md**: the system prompt is ~21 KB, not ~49 KB, because `skipBootstrap` is set. With
+  `bootstrap=True` OpenClaw seeds AGENTS.md, SOUL.md, IDENTITY.md, USER.md and BOOTSTRAP.md (a "you just woke
+  up, choose your name and avatar" first-run ritual) into its workspace and injects them: ~40 KB of system
+  prompt (more with a default workspace). A fresh HOME per episode makes every episode a first run, so the
+  ritual would be in every prompt; it is off by default.
+- start-up is slow and CPU-bound: ~12 s per run on a 2-core machine (~7 s when Node's compile cache is
+  warm), against ~1 s for Claude Code and Codex. OpenClaw keeps that cache in `$NODE_COMPILE_CACHE`, else
+  `$TMPDIR/node-compile-cache`; TMPDIR is per episode here, so each run starts cold. A writable directory
+  shared by episodes (`extra_env={"NODE_COMPILE_CACHE": ...}`) warms it; a cache built under another bundle
+  path does not help (entries are keyed by file path). Give OpenClaw episodes a longer timeout.
+- it writes lock files to `/tmp/openclaw-state-locks-<uid>/` whatever TMPDIR says (keyed by a hash of the
+  state database path, so concurrent episodes with separate HOMEs do not collide).
+- exit code 0 after a plain-text answer; stdout is one JSON document (`payloads`, `meta`); diagnostics go to
+  stderr.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from openforge.harness.base import HarnessAdapter, Launch, api_root, transcript_summary
+
+PROVIDER_ID = "openforge"
+
+
+@dataclass
+class OpenClawAdapter(HarnessAdapter):
+    """Options: `context_window` and `max_tokens` (the model entry's `contextWindow` / `maxTokens`; OpenClaw
+    sends `max_completion_tokens = max_tokens`), `bootstrap` (seed and inject OpenClaw's first-run workspace
+    files), `timeout_s` (OpenClaw's own turn deadline), `extra_config` (deep-merged into openclaw.json),
+    `extra_args`, `extra_env`."""
+
+    name = "openclaw"
+    dialect = "chat_completions"
+    component = "openclaw"
+    shell_tool = ("exec", "command")
+
+    context_window: int = 32768
+    max_tokens: int = 4096
+    bootstrap: bool = False
+    timeout_s: int | None = None
+    extra_config: dict[str, Any] = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def config(self, home: Any, workdir: Any, base_url: str, key: str, model: str) -> dict[str, Any]:
+        cfg: dict[str, Any] = {
+            "models": {"providers": {PROVIDER_ID: {
+                "baseUrl": api_root(base_url) + "/v1",
+                "apiKey": key,
+                "api": "openai-completions",
+                "models": [{
+                    "id": model, "name": model, "reasoning": False, "input": ["text"],
+                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                    "contextWindow": int(self.context_window), "maxTokens": int(self.max_tokens),
+                }],
+            }}},
+            "agents": {"defaults": {
+                "model": {"primary": f"{PROVIDER_ID}/{model}"},
+                "workspace": f"{home}/.openclaw/workspace",
+                "cwd": str(workdir),
+                "skipBootstrap": not self.bootstrap,
+            }},
+            "update": {"checkOnStart": False},
+        }
+        return _deep_merge(cfg, self.extra_config)
+
+    def launch(self, bundle_root: Any, home: Any, workdir: Any, base_url: str, key: str, model: str,
+               instruction: str, *, session_id: str | None = None, manifest: Any = None) -> Launch:
+        root, home_p, cwd = self._paths(bundle_root, home, workdir)
+        self._check_args(key, model, instruction)
+        sid = session_id or self._new_session_id()
+        env = self._common_env(home_p)
+        env["OPENCLAW_NO_AUTO_UPDATE"] = "1"
+        env.update(self.extra_env)
+        argv = self.executable(root, manifest) + [
+            "agent", "--local", "--json", "--session-id", sid, "--model", f"{PROVIDER_ID}/{model}"]
+        if self.timeout_s is not None:
+            argv += ["--timeout", str(int(self.timeout_s))]
+        argv += [*self.extra_args, f"--message={instruction}"]
+        cfg = json.dumps(self.config(home_p, cwd, base_url, key, model), indent=2) + "\n"
+        state = home_p / ".openclaw"
+        return Launch(harness=self.name, argv=argv, env=env, files={state / "openclaw.json": cfg}, cwd=cwd,
+                      home=home_p, dirs=(home_p, home_p / ".tmp", state), session_id=sid)
+
+    def parse_transcript(self, stdout: str) -> dict[str, Any]:
+        """`agent --local --json`: one JSON document `{"payloads": [{"text": ...}], "meta": {...}}` on success;
+        failures use the CLI error envelope `{"ok": false, "error": {...}}`."""
+        doc = _last_json_document(stdout)
+        if doc is None:
+            return transcript_summary(error="no JSON document on stdout (the harness did not finish)")
+        meta = doc.get("meta") or {}
+        agent = meta.get("agentMeta") or {}
+        error = None
+        if doc.get("ok") is False or doc.get("error"):
+            err = doc.get("error")
+            error = str(err.get("message") if isinstance(err, dict) else err or "error")
+        elif meta.get("aborted"):
+            error = "aborted"
+        elif meta.get("stopReason") == "error" or (meta.get("completion") or {}).get("stopReason") == "error":
+            error = str(meta.get("error") or "the model call failed")
+        texts = [p.get("text") for p in doc.get("payloads") or [] if isinstance(p, dict) and p.get("text")]
+        final = meta.get("finalAssistantVisibleText") or (texts[-1] if texts else None)
+        tool_summary = meta.get("toolSummary") or agent.get("toolSummary") or {}
+        turns = agent.get("assistantTurns")
+        if turns is None:
+            attempts = (meta.get("executionTrace") or {}).get("attempts") or []
+            turns = max(1, len(attempts)) if final else 0
+        return transcript_summary(final=final, turns=int(turns), tool_calls=int(tool_summary.get("calls") or 0),
+                                  error=error, usage=agent.get("usage"), session_id=agent.get("sessionId"),
+                                  events=1)
+
+
+def _deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _last_json_document(stdout: str) -> dict | None:
+    text = stdout.strip()
+    if not text:
+        return None
+    try:
+        doc = json.loads(text)
+        return doc if isinstance(doc, dict) else None
+    except ValueError:
+        pass
+    # Tolerate stray lines before the document: parse from the last line that starts one.
+    lines = text.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("{"):
+            try:
+                doc = json.loads("\n".join(lines[i:]))
+                return doc if isinstance(doc, dict) else None
+            except ValueError:
+                continue
+    return None
+
+
+__all__ = ["OpenClawAdapter"]
