@@ -21,6 +21,8 @@ app = typer.Typer(
 )
 model_app = typer.Typer(help="Build and inspect model directories.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
+harness_app = typer.Typer(help="Install and check the real harnesses (Claude Code, Codex CLI, OpenClaw).", no_args_is_help=True)
+app.add_typer(harness_app, name="harness")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -65,6 +67,40 @@ def model_info(model: Path = typer.Argument(..., help="A Hugging Face-format mod
         f"path: {m.path}\nvocab: {m.vocab_size}\nmax context: {m.max_context}\n"
         f"eos ids: {m.eos_token_ids}\npad id: {m.pad_token_id}\ntool-call format: {m.tool_call_format}"
     )
+
+
+@harness_app.command("install")
+def harness_install(
+    harness: Optional[list[str]] = typer.Option(None, "--harness", help="Install only these (repeatable); default: all."),
+    bundle: Optional[Path] = typer.Option(None, help="Bundle directory (default: $OPENFORGE_HOME/harnesses)."),
+    force: bool = typer.Option(False, help="Reinstall even what is already installed."),
+) -> None:
+    """Install the pinned, tested harness versions from npm into a local bundle and print their versions."""
+    from openforge.harness import ALL_HARNESSES, BundleError, default_bundle_dir, install_harnesses
+
+    try:
+        versions = install_harnesses(bundle, tuple(harness or ALL_HARNESSES), console=console, force=force)
+    except BundleError as e:
+        fail(str(e))
+    for name, v in versions.items():
+        console.print(f"[green]✓[/] {name} {v}")
+    console.print(f"bundle: {bundle or default_bundle_dir()}")
+
+
+@harness_app.command("list")
+def harness_list(bundle: Optional[Path] = typer.Option(None, help="Bundle directory.")) -> None:
+    """Show each known harness, the dialect it speaks, and the version installed in the bundle."""
+    from rich.table import Table
+
+    from openforge.harness import ADAPTERS, bundle_status
+    from openforge.harness.bundle import pinned_versions
+
+    status, pinned_by_component = bundle_status(bundle), pinned_versions()
+    table = Table("harness", "dialect", "pinned", "installed")
+    for name, adapter in sorted(ADAPTERS.items()):
+        pinned = pinned_by_component.get(adapter.component, "-") if adapter.component else "built in"
+        table.add_row(name, adapter.dialect, str(pinned), str(status.get(name) or "-") if adapter.component else "built in")
+    console.print(table)
 
 
 @app.command("serve-model")

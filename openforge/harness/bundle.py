@@ -137,6 +137,11 @@ def _components(plat: _Platform) -> dict[str, _Component]:
 
 # -- manifest ---------------------------------------------------------------------------------------------
 
+def pinned_versions() -> dict[str, str]:
+    """{bundle component: the version it is pinned to} (node24 included)."""
+    return {name: comp.version for name, comp in _components(_platform()).items()}
+
+
 def read_manifest(bundle_dir: Path | str | None = None) -> dict[str, Any]:
     """The bundle's manifest; raises BundleError (saying how to install) when there is none."""
     bundle = Path(bundle_dir) if bundle_dir is not None else default_bundle_dir()
