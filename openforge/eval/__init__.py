@@ -1,0 +1,1 @@
+"""Evaluation: pass@k / pass^k, behaviour metrics, reports."""
