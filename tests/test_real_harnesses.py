@@ -1,4 +1,5 @@
-"""The real `claude`, `codex` and `openclaw` binaries against the real proxy, driven by a scripted policy.
+"""The real `claude`, `codex` and `openclaw` binaries (and the built-in `react` harness) against the real
+proxy, driven by a scripted policy.
 
 Each completes a task that needs two tool calls, where the second call's arguments carry a nonce that the
 policy read out of the first tool *result* as the proxy decoded it. Then, from the store: Claude Code and
@@ -21,8 +22,8 @@ from openforge.store import TrajectoryStore
 from proxy_process import start_proxy
 
 POLICY = Path(__file__).parent / "policies" / "nonce_harness.py"
-HARNESSES = ["claude-code", "codex", "openclaw"]
-ALLOWED_BREAKS = {"claude-code": set(), "codex": set(), "openclaw": {"context_message_moved"}}
+HARNESSES = ["react", "claude-code", "codex", "openclaw"]
+ALLOWED_BREAKS = {"react": set(), "claude-code": set(), "codex": set(), "openclaw": {"context_message_moved"}}
 
 
 def _bundle() -> Path:
@@ -46,8 +47,8 @@ def proxy(tmp_path_factory, tiny_model_dir):
 
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_real_harness_through_the_proxy(harness, proxy, tmp_path, tiny_model):
-    bundle = _bundle()
     adapter = get_adapter(harness)
+    bundle = _bundle() if adapter.component else tmp_path  # the built-in react harness needs no bundle
     episode = proxy.new_episode(task="nonce", harness=harness)
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()

@@ -1,0 +1,61 @@
+"""`react`: OpenForge's built-in minimal ReAct harness (chat completions; bash / read / write / submit).
+
+Nothing to install: the agent (`react_agent.py`, standard library only) is written into the episode's home
+and run with the sandbox's python3. Its short system prompt suits a tiny model; the quickstart trains through
+it. Version: OpenForge's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from openforge import __version__
+from openforge.harness.base import HarnessAdapter, Launch, api_root, json_lines, transcript_summary
+
+
+@dataclass
+class ReactAdapter(HarnessAdapter):
+    """Options: `max_steps` (model calls per episode), `max_tokens` (per call), `python` (interpreter inside
+    the sandbox), `extra_env`."""
+
+    name = "react"
+    dialect = "chat_completions"
+    component = None  # built in: needs no bundle
+    shell_tool = ("bash", "command")
+
+    max_steps: int = 8
+    max_tokens: int = 512
+    python: str = "python3"
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def launch(self, bundle_root: Any, home: Any, workdir: Any, base_url: str, key: str, model: str,
+               instruction: str, *, session_id: str | None = None, manifest: Any = None) -> Launch:
+        _, home_p, cwd = self._paths(bundle_root, home, workdir)
+        self._check_args(key, model, instruction)
+        agent = home_p / "react_agent.py"
+        instruction_file = home_p / "instruction.md"
+        env = {**self._common_env(home_p), "OPENFORGE_API_KEY": key, **self.extra_env}
+        argv = [self.python, str(agent), "--base-url", api_root(base_url), "--model", model,
+                "--instruction-file", str(instruction_file), "--max-steps", str(self.max_steps),
+                "--max-tokens", str(self.max_tokens)]
+        files = {agent: agent_source(), instruction_file: instruction}
+        return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=cwd, home=home_p,
+                      dirs=(home_p, home_p / ".tmp"))
+
+    def version(self, bundle_root: Any = None) -> str:
+        return __version__
+
+    def parse_transcript(self, stdout: str) -> dict[str, Any]:
+        events = json_lines(stdout)
+        result = next((e for e in reversed(events) if e.get("type") == "result"), None)
+        if result is None:
+            return transcript_summary(error="no result line (the agent did not finish)", events=len(events))
+        return transcript_summary(final=result.get("final"), turns=int(result.get("turns") or 0),
+                                  tool_calls=int(result.get("tool_calls") or 0), error=result.get("error"),
+                                  events=len(events))
+
+
+def agent_source() -> str:
+    return resources.files("openforge.harness").joinpath("react_agent.py").read_text()

@@ -1,0 +1,147 @@
+"""OpenForge's built-in minimal ReAct harness: a chat-completions tool loop with bash / read / write / submit.
+
+Standard library only, so it runs inside any sandbox with python3; the `react` adapter writes this file into
+the episode's home and runs it. Its system prompt is short on purpose: a tiny model has to handle it.
+
+    python3 react_agent.py --base-url URL --model NAME --instruction-file FILE [--max-steps N]
+    (the episode key comes from the OPENFORGE_API_KEY environment variable)
+
+It prints one JSON line per event on stdout ({"type": "step", ...}) and a final {"type": "result", ...}.
+Exit codes: 0 when the loop ended (submit, a plain answer, or the step limit), 3 when the model API failed
+(the orchestrator classifies that as a proxy error, not the agent's fault).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+SYSTEM_PROMPT = "You are a shell agent. Use the tools to do the task in the current directory, then call submit."
+
+TOOLS = [
+    {"type": "function", "function": {"name": "bash", "description": "Run a shell command.",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}},
+    {"type": "function", "function": {"name": "read", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
+    {"type": "function", "function": {"name": "write", "description": "Write a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                       "required": ["path", "content"]}}},
+    {"type": "function", "function": {"name": "submit", "description": "Finish the task.",
+        "parameters": {"type": "object", "properties": {}}}},
+]
+
+OUTPUT_CAP = 4000  # characters of tool output shown to the model
+COMMAND_TIMEOUT_S = 60
+
+
+class ModelAPIError(RuntimeError):
+    pass
+
+
+def emit(event: dict) -> None:
+    print(json.dumps(event), flush=True)
+
+
+def chat(base_url: str, key: str, model: str, messages: list, max_tokens: int, retries: int = 2) -> dict:
+    body = json.dumps({"model": model, "messages": messages, "tools": TOOLS, "max_tokens": max_tokens}).encode()
+    request = urllib.request.Request(
+        base_url.rstrip("/") + "/v1/chat/completions", data=body, method="POST",
+        headers={"content-type": "application/json", "authorization": f"Bearer {key}"},
+    )
+    for attempt in range(retries + 1):
+        try:
+            with urllib.request.urlopen(request, timeout=900) as response:
+                return json.loads(response.read())["choices"][0]["message"]
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode(errors="replace")[:500]
+            if e.code < 500 or attempt == retries:
+                raise ModelAPIError(f"model API answered {e.code}: {detail}") from None
+        except (urllib.error.URLError, OSError, ValueError, KeyError) as e:
+            if attempt == retries:
+                raise ModelAPIError(f"model API unreachable or malformed reply: {e}") from None
+        time.sleep(1 + attempt)
+    raise ModelAPIError("unreachable")
+
+
+def run_tool(name: str, arguments: dict) -> tuple[str, bool]:
+    """(output for the model, whether the agent submitted)."""
+    try:
+        if name == "bash":
+            done = subprocess.run(["bash", "-c", str(arguments.get("command", ""))], capture_output=True,
+                                  text=True, errors="replace", timeout=COMMAND_TIMEOUT_S)
+            out = (done.stdout + done.stderr)[-OUTPUT_CAP:]
+            return (out if out.strip() else "(no output)") + ("" if done.returncode == 0 else f"\n[exit code {done.returncode}]"), False
+        if name == "read":
+            with open(str(arguments.get("path", "")), errors="replace") as f:
+                return f.read()[:OUTPUT_CAP] or "(empty file)", False
+        if name == "write":
+            path = str(arguments.get("path", ""))
+            if os.path.dirname(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(str(arguments.get("content", "")))
+            return f"wrote {path}", False
+        if name == "submit":
+            return "submitted", True
+        return f"unknown tool {name!r}; use bash, read, write or submit", False
+    except subprocess.TimeoutExpired:
+        return f"[command timed out after {COMMAND_TIMEOUT_S} s]", False
+    except OSError as e:
+        return f"[error: {e}]", False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--instruction-file", required=True)
+    parser.add_argument("--max-steps", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=512)
+    args = parser.parse_args(argv)
+    key = os.environ.get("OPENFORGE_API_KEY", "")
+    with open(args.instruction_file) as f:
+        instruction = f.read()
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": instruction}]
+    tool_calls = 0
+    final = None
+    steps = 0
+    try:
+        for steps in range(1, args.max_steps + 1):
+            reply = chat(args.base_url, key, args.model, messages, args.max_tokens)
+            calls = reply.get("tool_calls") or []
+            messages.append({"role": "assistant", "content": reply.get("content"), "tool_calls": calls or None})
+            if reply.get("content"):
+                final = reply["content"]
+            emit({"type": "step", "step": steps, "content": reply.get("content"), "tool_calls": len(calls)})
+            if not calls:
+                break
+            submitted = False
+            for call in calls:
+                function = call.get("function") or {}
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except ValueError:
+                    arguments = {}
+                output, done = run_tool(function.get("name", ""), arguments if isinstance(arguments, dict) else {})
+                tool_calls += 1
+                submitted = submitted or done
+                messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": output})
+            if submitted:
+                final = final or "submitted"
+                break
+    except ModelAPIError as e:
+        emit({"type": "result", "ok": False, "error": str(e), "turns": steps, "tool_calls": tool_calls})
+        print(f"react: {e}", file=sys.stderr)
+        return 3
+    emit({"type": "result", "ok": True, "final": final, "turns": steps, "tool_calls": tool_calls})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
