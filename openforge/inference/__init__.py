@@ -6,6 +6,7 @@
 - `vllm:URL`          a vLLM OpenAI-compatible server, e.g. `vllm:http://gpu-node:8000`
 - `sglang:URL`        an SGLang server, e.g. `sglang:http://gpu-node:30000`
 - `scripted:FILE`     a scripted policy: a JSON file of turns or a Python file defining respond()
+- `oracle`            the teacher: each task's reference solution through the harness's shell tool
 
 Heavy modules (torch, transformers) are imported only by the backends that need them.
 """
@@ -26,7 +27,7 @@ from openforge.inference.base import (
     parse_sampling,
 )
 
-SPEC_FORMS = "embedded, vllm:URL, sglang:URL, scripted:FILE"
+SPEC_FORMS = "embedded, vllm:URL, sglang:URL, scripted:FILE, oracle"
 
 
 def make_backend(spec: str, model_dir=None, **options) -> Backend:
@@ -48,6 +49,10 @@ def make_backend(spec: str, model_dir=None, **options) -> Backend:
         from openforge.inference.sglang import SGLangBackend
 
         return SGLangBackend(arg, **options)
+    if kind == "oracle" and not arg:
+        from openforge.inference.oracle import OracleBackend
+
+        return OracleBackend(_require(model_dir, spec))
     if kind == "scripted" and arg:
         from openforge.inference.scripted import ScriptedBackend
 

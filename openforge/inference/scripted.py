@@ -48,12 +48,12 @@ def end_of_turn_id(model_dir) -> int:
 
 
 class ScriptedBackend(Backend):
-    def __init__(self, script: str | Path, model_dir):
+    def __init__(self, script: str | Path | None, model_dir, policy: "_Policy | None" = None):
         from openforge.models import ModelDir
 
         self.model_dir = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
-        self.script = Path(script)
-        self._policy = _load_policy(self.script)
+        self.script = Path(script) if script is not None else Path(type(policy).__name__)
+        self._policy = policy if policy is not None else _load_policy(self.script)
         self._turns_taken: dict[str, int] = defaultdict(int)  # episode -> main-line calls served
         self._end_of_turn = end_of_turn_id(self.model_dir)
 

@@ -174,8 +174,13 @@ class ProxyService:
             result = await asyncio.wait_for(
                 self.backend.generate(rendered.prompt_ids, sampling, ctx), self.settings.generation_timeout_s
             )
-        except (BackendError, asyncio.TimeoutError, InvalidRequestError) as e:
-            message = str(e) or f"generation timed out after {self.settings.generation_timeout_s:.0f}s"
+        except Exception as e:  # noqa: BLE001 - any backend failure reaches the harness in its dialect, recorded
+            if isinstance(e, asyncio.TimeoutError):
+                message = f"generation timed out after {self.settings.generation_timeout_s:.0f}s"
+            elif isinstance(e, (BackendError, InvalidRequestError)):
+                message = str(e)
+            else:
+                message = f"{type(e).__name__}: {e}"
             response = self.error_response(dialect, DialectError(529, "overloaded", f"backend failed: {message}"))
             record = record.model_copy(
                 update={

@@ -1,0 +1,52 @@
+"""`oracle`: the teacher that knows the answer. It solves each episode's task by sending the task's reference
+solution (`solution/solve.sh`, inlined) through the harness's own shell tool, then finishes with a short
+answer. It validates tasks end to end and records teacher trajectories for SFT.
+
+It needs the episode's task payload (as the orchestrator creates episodes): `{"solution": <solve.sh text>,
+"shell_tool": [<tool name>, <argument name>]}`; without `shell_tool` it picks the offered tool whose schema
+takes a `command` or `cmd` string.
+"""
+
+from __future__ import annotations
+
+import json
+
+from openforge.core import Conversation
+from openforge.inference.scripted import ScriptedBackend, ScriptError, _Policy
+
+FINAL_ANSWER = "Done."
+SHELL_ARGUMENTS = ("command", "cmd")
+
+
+class OraclePolicy(_Policy):
+    def respond(self, conversation: Conversation | None, call_index: int, task) -> str:
+        if not isinstance(task, dict) or not isinstance(task.get("solution"), str):
+            raise ScriptError("the oracle needs the episode's task payload with its reference solution "
+                              '({"solution": <solve.sh text>}); create episodes with the orchestrator')
+        if conversation is None or any(m.role == "tool" for m in conversation.messages):
+            return FINAL_ANSWER
+        name, argument = shell_tool(conversation, task)
+        call = {"name": name, "arguments": {argument: task["solution"]}}
+        # the same text the chat template renders for this call, so continuity holds from scratch too
+        return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
+
+    def side(self, conversation, task) -> str:
+        return "Task"
+
+
+def shell_tool(conversation: Conversation, task: dict) -> tuple[str, str]:
+    offered = {t.name: t for t in conversation.tools}
+    named = task.get("shell_tool")
+    if named and named[0] in offered:
+        return named[0], named[1]
+    for tool in conversation.tools:
+        properties = (tool.parameters or {}).get("properties", {})
+        for argument in SHELL_ARGUMENTS:
+            if properties.get(argument, {}).get("type") == "string":
+                return tool.name, argument
+    raise ScriptError(f"no shell tool among the offered tools {sorted(offered)}")
+
+
+class OracleBackend(ScriptedBackend):
+    def __init__(self, model_dir):
+        super().__init__(None, model_dir, policy=OraclePolicy())
