@@ -1,0 +1,3 @@
+#!/bin/bash
+# Reference solution; runs in the workdir (/app).
+tail -n 5 events.log > recent.log

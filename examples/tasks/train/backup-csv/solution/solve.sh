@@ -1,0 +1,3 @@
+#!/bin/bash
+# Reference solution; runs in the workdir (/app).
+mkdir -p backup && cp data/*.csv backup/

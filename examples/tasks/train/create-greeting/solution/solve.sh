@@ -1,0 +1,3 @@
+#!/bin/bash
+# Reference solution; runs in the workdir (/app).
+echo 'Hello, OpenForge!' > hello.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+# Reference solution; runs in the workdir (/app).
+python3 -c "import csv; print(sum(int(r['amount']) for r in csv.DictReader(open('sales.csv'))))" > total.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+# Reference solution; runs in the workdir (/app).
+tr 'A-Z' 'a-z' < SHOUT.txt > quiet.txt

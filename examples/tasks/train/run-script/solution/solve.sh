@@ -1,0 +1,3 @@
+#!/bin/bash
+# Reference solution; runs in the workdir (/app).
+chmod +x run.sh && ./run.sh > run.out

@@ -1,0 +1,70 @@
+"""Harbor / Terminal-Bench 2.0 tasks: loading, validation, image maps, rewards, and generated task families."""
+
+from openforge.tasks.generator import (
+    FAMILIES,
+    QUICKSTART_FAMILIES,
+    Family,
+    FamilyInstance,
+    InstanceSampler,
+    check_split_disjoint,
+    combo_key,
+    generate_family_tasks,
+    generate_instances,
+    get_families,
+    instance_key,
+    is_heldout_number,
+    write_task,
+)
+from openforge.tasks.images import ImageMap, ImageMapError
+from openforge.tasks.loader import (
+    DirReport,
+    TaskLoadError,
+    find_task_dirs,
+    inspect_task_dir,
+    inspect_tree,
+    load_task,
+    load_tasks,
+    parse_task_toml,
+)
+from openforge.tasks.model import Resources, Task, TaskConfig
+from openforge.tasks.reward import REWARD_JSON, REWARD_TXT, RewardError, read_reward
+from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
+from openforge.tasks.validate import ValidationResult, validate_task_by_running, validate_task_dir
+
+__all__ = [
+    "FAMILIES",
+    "QUICKSTART_FAMILIES",
+    "REWARD_JSON",
+    "REWARD_TXT",
+    "DirReport",
+    "Family",
+    "FamilyInstance",
+    "ImageMap",
+    "ImageMapError",
+    "InstanceSampler",
+    "Resources",
+    "RewardError",
+    "Task",
+    "TaskConfig",
+    "TaskLoadError",
+    "ValidationResult",
+    "check_split_disjoint",
+    "combo_key",
+    "find_task_dirs",
+    "generate_family_tasks",
+    "generate_instances",
+    "get_families",
+    "inspect_task_dir",
+    "inspect_tree",
+    "instance_key",
+    "is_heldout_number",
+    "load_task",
+    "make_sandbox_spec",
+    "load_tasks",
+    "parse_task_toml",
+    "read_reward",
+    "setup_environment",
+    "validate_task_by_running",
+    "validate_task_dir",
+    "write_task",
+]
