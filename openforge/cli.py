@@ -122,7 +122,7 @@ def proxy(
     backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE"),
     run: Path = typer.Option(..., "--run", help="Run directory: trajectories.db and proxy.json go here."),
     listen: Optional[str] = typer.Option("127.0.0.1:8100", help="HOST:PORT of the model API (port 0: any free)."),
-    uds: Optional[Path] = typer.Option(None, help="Serve the model API on this Unix socket instead of TCP."),
+    uds: Optional[Path] = typer.Option(None, help="Also serve the model API on this Unix socket (sandboxes reach it through a bridge)."),
     admin_listen: Optional[str] = typer.Option("127.0.0.1:8101", help="HOST:PORT of the admin API (may equal --listen)."),
     admin_uds: Optional[Path] = typer.Option(None, help="Serve the admin API on this Unix socket instead of TCP."),
     admin_token: Optional[str] = typer.Option(None, envvar="OPENFORGE_ADMIN_TOKEN", help="Admin API token (default: generated, written to RUN/proxy.json)."),
@@ -138,7 +138,7 @@ def proxy(
 
     try:
         config = ProxyConfig(
-            model=model, backend=backend, run=run, listen=None if uds else listen, uds=uds,
+            model=model, backend=backend, run=run, listen=listen, uds=uds,
             admin_listen=None if admin_uds else admin_listen, admin_uds=admin_uds, admin_token=admin_token,
             served_model=served_model, max_new_tokens=max_new_tokens, temperature=temperature,
         )

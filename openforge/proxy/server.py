@@ -11,10 +11,13 @@ import json
 import os
 import secrets
 import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from openforge.inference import make_backend
 from openforge.models import ModelDir
@@ -41,6 +44,14 @@ class ProxyConfig(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0)
     generation_timeout_s: float = Field(default=600.0, gt=0)
 
+    @model_validator(mode="after")
+    def _somewhere_to_listen(self) -> "ProxyConfig":
+        if self.listen is None and self.uds is None:
+            raise ValueError("the model API needs --listen HOST:PORT or --uds PATH (or both)")
+        if self.admin_listen is None and self.admin_uds is None:
+            raise ValueError("the admin API needs --admin-listen HOST:PORT or --admin-uds PATH")
+        return self
+
     @field_validator("listen", "admin_listen")
     @classmethod
     def _host_port(cls, v: str | None) -> str | None:
@@ -66,63 +77,77 @@ def build_service(config: ProxyConfig) -> tuple[ProxyService, TrajectoryStore, A
     return ProxyService(model, backend, EpisodeRegistry(store), writer, settings), store, writer
 
 
-def _uvicorn(app, address: str | None, uds: Path | None) -> uvicorn.Server:
+def _uvicorn(app, address: str | None = None, uds: Path | None = None) -> uvicorn.Server:
     kwargs = {"uds": str(uds)} if uds else {"host": address.rpartition(":")[0], "port": int(address.rpartition(":")[2])}
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75, **kwargs)
-    return uvicorn.Server(config)
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # the owner of the loop decides what a signal does
+    return server
 
 
-def _bound(server: uvicorn.Server, uds: Path | None) -> str:
-    if uds:
-        return f"unix:{uds}"
+def _bound(server: uvicorn.Server) -> str:
+    if server.config.uds:
+        return f"unix:{server.config.uds}"
     host, port = server.servers[0].sockets[0].getsockname()[:2]
     return f"http://{host}:{port}"
 
 
-async def serve(config: ProxyConfig, ready: asyncio.Event | None = None) -> None:
+@dataclass
+class RunningProxy:
+    """A proxy serving in the current event loop. `url` is the model API over TCP (None when only a Unix
+    socket serves it), `uds` its Unix socket (None when only TCP), `admin_url` the admin API."""
+
+    service: ProxyService
+    store: TrajectoryStore
+    admin_token: str
+    url: str | None
+    uds: Path | None
+    admin_url: str
+    servers: list[uvicorn.Server]
+
+    def stop(self) -> None:
+        for s in self.servers:
+            s.should_exit = True
+
+    def info(self) -> dict:
+        return {"pid": os.getpid(), "url": self.url or f"unix:{self.uds}", "uds": str(self.uds) if self.uds else None,
+                "admin_url": self.admin_url, "admin_token": self.admin_token, "model": self.service.settings.served_model}
+
+
+@asynccontextmanager
+async def running_proxy(config: ProxyConfig) -> AsyncIterator[RunningProxy]:
+    """Start the proxy's listeners in this event loop; stop them and close the store on exit.
+
+    The model API listens on `listen` (TCP) and/or `uds`; the admin API on `admin_listen` or `admin_uds`, or on
+    the model API's TCP listener when `admin_listen == listen`."""
     admin_token = config.admin_token or os.environ.get("OPENFORGE_ADMIN_TOKEN") or secrets.token_urlsafe(32)
     service, store, writer = build_service(config)
-    connect = getattr(service.backend, "connect", None)  # remote backends learn the model name and context
-    if connect is not None:
-        await connect()
-    same_listener = config.admin_uds is None and config.admin_listen == config.listen and config.uds is None
-    if same_listener:
-        servers = [_uvicorn(combined_api(service, admin_token), config.listen, None)]
-    else:
-        servers = [
-            _uvicorn(model_api(service), config.listen, config.uds),
-            _uvicorn(admin_api(service, admin_token), config.admin_listen, config.admin_uds),
-        ]
-    for s in servers:
-        s.install_signal_handlers = lambda: None  # handled below, once for both
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, lambda: [setattr(s, "should_exit", True) for s in servers])
-        except (NotImplementedError, RuntimeError):
-            pass
-    tasks = [asyncio.create_task(s.serve()) for s in servers]
+    servers: list[uvicorn.Server] = []
+    tasks: list[asyncio.Task] = []
     try:
+        connect = getattr(service.backend, "connect", None)  # remote backends learn the model name and context
+        if connect is not None:
+            await connect()
+        shared = config.admin_uds is None and config.listen is not None and config.admin_listen == config.listen
+        model_app = combined_api(service, admin_token) if shared else model_api(service)
+        tcp = _uvicorn(model_app, address=config.listen) if config.listen else None
+        unix = _uvicorn(model_api(service), uds=config.uds) if config.uds else None
+        if config.admin_uds is not None:
+            admin = _uvicorn(admin_api(service, admin_token), uds=config.admin_uds)
+        elif shared:
+            admin = tcp
+        else:
+            admin = _uvicorn(admin_api(service, admin_token), address=config.admin_listen)
+        servers = [s for s in dict.fromkeys([tcp, unix, admin]) if s is not None]
+        tasks = [asyncio.create_task(s.serve()) for s in servers]
         while not all(s.started for s in servers):
-            if any(t.done() for t in tasks):
-                for t in tasks:
-                    if t.done() and t.exception():
-                        raise t.exception()
-                raise RuntimeError("the proxy could not start listening (see the log above)")
+            failed = [t for t in tasks if t.done()]
+            if failed:
+                error = failed[0].exception() if not failed[0].cancelled() else None
+                raise OSError(f"the proxy could not start listening: {error or 'see the log above'}")
             await asyncio.sleep(0.01)
-        info = {
-            "pid": os.getpid(),
-            "url": _bound(servers[0], None if same_listener else config.uds),
-            "admin_url": _bound(servers[-1], None if same_listener else config.admin_uds),
-            "admin_token": admin_token,
-            "model": service.settings.served_model,
-        }
-        info_path = Path(config.run) / "proxy.json"
-        info_path.write_text(json.dumps(info, indent=2))
-        info_path.chmod(0o600)
-        if ready is not None:
-            ready.set()
-        await asyncio.gather(*tasks)
+        yield RunningProxy(service, store, admin_token, _bound(tcp) if tcp else None, config.uds,
+                           _bound(admin), servers)
     finally:
         for s in servers:
             s.should_exit = True
@@ -130,6 +155,22 @@ async def serve(config: ProxyConfig, ready: asyncio.Event | None = None) -> None
         await writer.aclose()
         await service.backend.close()
         store.close()
+
+
+async def serve(config: ProxyConfig) -> None:
+    """Serve until SIGINT / SIGTERM; write `RUN_DIR/proxy.json` once listening."""
+    async with running_proxy(config) as proxy:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, proxy.stop)
+            except (NotImplementedError, RuntimeError):
+                pass
+        info_path = Path(config.run) / "proxy.json"
+        info_path.write_text(json.dumps(proxy.info(), indent=2))
+        info_path.chmod(0o600)
+        while not all(s.should_exit for s in proxy.servers):
+            await asyncio.sleep(0.1)
 
 
 def run_proxy(config: ProxyConfig) -> None:
