@@ -13,11 +13,10 @@ from openforge.tasks.images import ImageMap
 from openforge.tasks.loader import inspect_task_dir
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.model import Task
-from openforge.tasks.reward import REWARD_DIR, REWARD_JSON, REWARD_TXT, RewardError, read_reward
+from openforge.tasks.grading import TESTS_DEST, grade, output_of, tail
 from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
 
 SOLUTION_DEST = "/solution"
-TESTS_DEST = "/tests"
 
 
 def validate_task_dir(path: str | Path, warnings: list[str] | None = None) -> list[str]:
@@ -66,23 +65,6 @@ class ValidationResult:
 # ---- running -------------------------------------------------------------------------------------------
 
 
-def _output(res: Any) -> str:
-    return "\n".join(x for x in (getattr(res, "stdout", ""), getattr(res, "stderr", "")) if x)
-
-
-def _tail(s: str, n: int = 1500) -> str:
-    s = s.strip()
-    return s if len(s) <= n else "..." + s[-n:]
-
-
-async def _read_text(sb: Any, path: str) -> str | None:
-    """The file's text, or None when it does not exist."""
-    data = await sb.read_file(path)
-    if data is None:
-        return None
-    return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
-
-
 async def run_script_and_verify(
     task: Task, provider: Any, image_map: ImageMap | None, script: Path | None, label: str,
     *, run: str = "openforge-validate", spec_overrides: dict[str, Any] | None = None,
@@ -108,25 +90,16 @@ async def run_script_and_verify(
                 await sb.copy_in(script.parent, SOLUTION_DEST)
                 r = await sb.exec(f"bash {SOLUTION_DEST}/{shlex.quote(script.name)}", timeout_s=res.agent_timeout_s,
                                   env=dict(task.config.solution.env) or None)
-                out.solution_exit, out.solution_output = r.exit_code, _output(r)
+                out.solution_exit, out.solution_output = r.exit_code, output_of(r)
                 if r.timed_out:
                     out.error = f"{label}: timed out after {res.agent_timeout_s:g}s"
                     return out
                 # the agent's turn is over: nothing of the solution stays for the verifier's run
                 await sb.exec(f"rm -rf {SOLUTION_DEST}", timeout_s=60, user="root", workdir="/")
-            await sb.exec(f"mkdir -p {REWARD_DIR} && find {REWARD_DIR} -mindepth 1 -delete", timeout_s=60,
-                          user="root", workdir="/")
-            await sb.copy_in(task.tests_dir, TESTS_DEST)
-            r = await sb.exec(f"bash {TESTS_DEST}/test.sh", timeout_s=res.verifier_timeout_s, user="root",
-                              env=dict(task.config.verifier.env) or None)
-            out.verifier_exit, out.verifier_output = r.exit_code, _output(r)
-            if r.timed_out:
-                out.error = f"{label}: the verifier timed out after {res.verifier_timeout_s:g}s"
-                return out
-            try:
-                out.reward = read_reward(await _read_text(sb, REWARD_JSON), await _read_text(sb, REWARD_TXT))
-            except RewardError as e:
-                out.error = f"{label}: {e}; verifier output:\n{_tail(out.verifier_output)}"
+            graded = await grade(task, sb, res.verifier_timeout_s)
+            out.verifier_exit, out.verifier_output, out.reward = graded.exit_code, graded.output, graded.reward
+            if graded.error:
+                out.error = f"{label}: {graded.error}"
         except LocalEmulationError as e:
             out.error = f"{label}: cannot set up the environment: {e}"
         except Exception as e:  # noqa: BLE001
@@ -160,7 +133,7 @@ async def validate_task_by_running(
     elif solve.reward != 1.0:
         result.errors.append(
             f"solve.sh scored {solve.reward:g}, expected 1.0 (solution exit {solve.solution_exit}); "
-            f"verifier output:\n{_tail(solve.verifier_output)}"
+            f"verifier output:\n{tail(solve.verifier_output)}"
         )
     if check_wrong and task.wrong_script is not None:
         wrong = await run_script_and_verify(task, provider, image_map, task.wrong_script, "wrong.sh", run=run,
