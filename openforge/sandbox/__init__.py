@@ -1,0 +1,88 @@
+"""Sandboxes: where a rollout acts, isolated, reaching nothing but the proxy.
+
+    from openforge.sandbox import get_provider, SandboxSpec, sandbox_name
+
+    provider = get_provider("docker", image_map={"debian:bookworm-slim": "openforge-base:bookworm"})
+    sb = await provider.create(SandboxSpec(name=sandbox_name(run, episode), run=run, dockerfile_dir=env_dir,
+                                           proxy_uds=proxy_sock, mounts=[Mount(source=bundle, target="/opt/h")]))
+    try:
+        r = await sb.exec("echo hi", timeout_s=10)
+    finally:
+        await sb.destroy()
+
+Backends: `docker` (`openforge.sandbox.docker`, the real isolation: one container per rollout, no network
+but a bridge to the proxy's model socket) and `local` (`openforge.sandbox.local`, bubblewrap + an unprivileged
+user, for machines without Docker; its docstring says what it does not isolate). A Kubernetes backend (#7)
+implements the same `SandboxProvider` / `Sandbox` interface (`openforge.sandbox.base`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import (
+    DEFAULT_OUTPUT_CAP,
+    LABEL_MANAGED,
+    LABEL_NAME,
+    LABEL_RUN,
+    ExecResult,
+    Mount,
+    Sandbox,
+    SandboxError,
+    SandboxProvider,
+    SandboxSpec,
+    SandboxStatus,
+    label_value,
+    sandbox_name,
+)
+
+__all__ = [
+    "DEFAULT_OUTPUT_CAP",
+    "LABEL_MANAGED",
+    "LABEL_NAME",
+    "LABEL_RUN",
+    "PROVIDERS",
+    "ExecResult",
+    "Mount",
+    "Sandbox",
+    "SandboxError",
+    "SandboxProvider",
+    "SandboxSpec",
+    "SandboxStatus",
+    "docker_available",
+    "get_provider",
+    "label_value",
+    "local_available",
+    "sandbox_name",
+]
+
+PROVIDERS = ("docker", "local")
+
+
+def get_provider(name: str, **options: Any) -> SandboxProvider:
+    """A sandbox backend by name: "docker" (options: see `DockerProvider`) or "local" (see `LocalProvider`).
+    Creating a provider contacts nothing; the first `create()` does."""
+    if name == "docker":
+        from .docker import DockerProvider
+
+        return DockerProvider(**options)
+    if name == "local":
+        from .local import LocalProvider
+
+        return LocalProvider(**options)
+    raise ValueError(f"unknown sandbox backend {name!r}; choose one of: {', '.join(PROVIDERS)}"
+                     + (" (kubernetes is not implemented yet, see issue #7)" if name in ("k8s", "kubernetes") else ""))
+
+
+def docker_available(base_url: str | None = None) -> tuple[bool, str]:
+    """(reachable, reason): whether a Docker daemon answers (and which), or why not."""
+    from .docker import docker_available as _available
+
+    return _available(base_url)
+
+
+def local_available() -> tuple[bool, str]:
+    """(usable, reason): whether bubblewrap can create the local sandbox's namespaces here."""
+    from .local import bwrap_available
+
+    return bwrap_available()

@@ -1,0 +1,292 @@
+"""The one sandbox interface: every backend (local process, Docker, later Kubernetes) implements it.
+
+A *sandbox* is where one rollout acts: a harness runs in it, the task's tests are copied in after the harness
+exits, the verifier runs in it, and then it is destroyed. Everything is `async` (the orchestrator runs many
+episodes concurrently with asyncio); backends run blocking SDK calls on their own thread pool, never on the
+event loop.
+
+Paths given to a sandbox (`exec(workdir=)`, `copy_in(dest=)`, `copy_out(src=)`, `read_file()`, mount
+targets) are paths **as seen inside the sandbox** (`/app`, `/tests`, `/logs/verifier/reward.txt`), for every
+backend: the local backend maps them onto a per-sandbox directory with bubblewrap, so the orchestrator needs
+no backend-specific paths.
+
+Errors: `SandboxError` means *the infrastructure failed* (daemon unreachable, image missing, container gone,
+forwarder died, ...): the orchestrator classifies it as `sandbox_error`, never as reward 0. What a command
+does inside the sandbox (non-zero exit, timeout, OOM kill) is *not* an error: it comes back in
+`ExecResult` / `SandboxStatus`. A path that does not exist is `FileNotFoundError` (copy_out) or `None`
+(read_file).
+
+Names are deterministic (`sandbox_name(run, episode)`) and valid for Docker and Kubernetes (DNS-1123 label:
+lowercase letters, digits and '-', at most 63 characters), and every sandbox carries the labels
+`openforge.managed=1`, `openforge.run=<run>` and `openforge.sandbox=<name>`, so leftovers of a crashed run can be
+listed and removed with `provider.cleanup(run)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "DEFAULT_OUTPUT_CAP",
+    "LABEL_MANAGED",
+    "LABEL_NAME",
+    "LABEL_RUN",
+    "ExecResult",
+    "Mount",
+    "Sandbox",
+    "SandboxError",
+    "SandboxProvider",
+    "SandboxSpec",
+    "SandboxStatus",
+    "sandbox_name",
+]
+
+DEFAULT_OUTPUT_CAP = 1 << 20  # bytes kept per stream (stdout, stderr) of one exec
+
+LABEL_MANAGED = "openforge.managed"
+LABEL_RUN = "openforge.run"
+LABEL_NAME = "openforge.sandbox"
+
+_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox infrastructure failed (not the agent): classified as `sandbox_error` by the orchestrator.
+
+    The message says what failed and, where it can, what to do about it."""
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return s or "x"
+
+
+def sandbox_name(run: str, episode: str, *, prefix: str = "of") -> str:
+    """Deterministic sandbox name for an episode of a run, valid as a Docker container name and a Kubernetes
+    pod name (DNS-1123 label, <= 63 characters). Long or unusual names are shortened and made unique with a
+    hash of the full (run, episode) pair."""
+    full = f"{prefix}-{_slug(run)}-{_slug(episode)}"
+    if len(full) <= 63 and full == f"{prefix}-{run}-{episode}":  # nothing was lost in the slugging
+        return full
+    digest = hashlib.sha256(f"{run}\x00{episode}".encode()).hexdigest()[:10]
+    head = full[: 63 - len(digest) - 1].rstrip("-")
+    return f"{head}-{digest}"
+
+
+def label_value(text: str) -> str:
+    """`text` as a valid label value (Kubernetes rules, which are stricter than Docker's): <= 63 characters
+    of [A-Za-z0-9_.-], starting and ending alphanumeric; hashed when it does not fit."""
+    if _LABEL_VALUE_RE.match(text):
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    head = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[: 63 - 11].strip("-_.")
+    return f"{head}-{digest}" if head else digest
+
+
+class Mount(BaseModel):
+    """A host path made visible inside the sandbox (bind mount). Read-only unless said otherwise: the harness
+    bundle is mounted read-only."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: Path
+    target: str
+    read_only: bool = True
+
+    @field_validator("target")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f"mount target must be an absolute path inside the sandbox, got {v!r}")
+        return v
+
+
+class SandboxSpec(BaseModel):
+    """What to create. Provider-independent: Docker and the local backend honour every field (the local one
+    as far as the machine allows, see `openforge.sandbox.local`); a Kubernetes backend maps them onto a pod.
+
+    - `image` / `dockerfile_dir`: the environment. With `dockerfile_dir` (a build context holding a
+      `Dockerfile`) the image is built and cached by content hash; it wins over `image`. The local backend
+      ignores both (it runs on the host's file system, see its docstring).
+    - `image_map`: base images that cannot be pulled here, mapped to local ones (`{"debian:bookworm-slim":
+      "openforge-base:bookworm"}`); applied to `image` and to the `FROM` lines of `dockerfile_dir`; merged over
+      the provider's own map.
+    - `cpus`, `memory_mb` (no swap on top), `pids`: limits for everything in the sandbox together.
+    - `workdir`: default working directory of `exec`; `None` keeps the image's `WORKDIR` (Docker) or uses
+      `/app` (local). Created if missing (owned by root in Docker; by the agent user in the local backend).
+    - `env`: set for every exec (on top of the image's environment).
+    - `mounts`: host paths bind-mounted in (read-only by default).
+    - `proxy_uds`: the proxy's **model API** Unix socket on the host (never the admin socket). When set, the
+      sandbox bridges `http://127.0.0.1:<proxy_port>` inside to it, and `Sandbox.proxy_url` says so.
+    - `proxy_tcp`: local backend only, instead of `proxy_uds`: the proxy's loopback `host:port`; the sandbox
+      then shares the host's network (see the local backend's docstring for what that exposes).
+    - `name`: deterministic, from run + episode (`sandbox_name`). A leftover sandbox of the same name that
+      openforge created (a crashed earlier attempt) is replaced; a foreign one is an error.
+    - `run`: the run this sandbox belongs to; becomes the label `openforge.run=<run>` (for `cleanup`).
+    - `labels`: extra labels.
+    - `user`: the default user of `exec` (the agent's user, e.g. `agent` / `1000:1000` in
+      `openforge-base:bookworm`); `None` = the image's user (Docker) / the local backend's agent user.
+    - `timeout_s`: optional lifetime after which a backend may reap the sandbox on its own (Kubernetes
+      `activeDeadlineSeconds`); Docker and local rely on `destroy()` / `cleanup()`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    image: str | None = None
+    dockerfile_dir: Path | None = None
+    image_map: dict[str, str] = Field(default_factory=dict)
+    cpus: float = Field(1.0, gt=0)
+    memory_mb: int = Field(2048, ge=16)
+    pids: int = Field(512, ge=8)
+    workdir: str | None = "/app"
+    env: dict[str, str] = Field(default_factory=dict)
+    mounts: list[Mount] = Field(default_factory=list)
+    proxy_uds: Path | None = None
+    proxy_port: int = Field(8100, ge=1, le=65535)
+    proxy_tcp: str | None = None
+    run: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    user: str | None = None
+    timeout_s: float | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError(
+                f"sandbox name {v!r} must be a DNS-1123 label (lowercase letters, digits, '-', <= 63 chars); "
+                "make one with openforge.sandbox.sandbox_name(run, episode)")
+        return v
+
+    @field_validator("workdir")
+    @classmethod
+    def _abs_workdir(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError(f"workdir must be absolute, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_proxy(self) -> "SandboxSpec":
+        if self.proxy_uds is not None and self.proxy_tcp is not None:
+            raise ValueError("give proxy_uds or proxy_tcp, not both")
+        return self
+
+    def all_labels(self) -> dict[str, str]:
+        """The labels a backend puts on the sandbox: the managed marker, run, name, then `labels`."""
+        out = {LABEL_MANAGED: "1", LABEL_NAME: self.name}
+        if self.run is not None:
+            out[LABEL_RUN] = label_value(self.run)
+        out.update(self.labels)
+        return out
+
+
+class ExecResult(BaseModel):
+    """What one command did. `exit_code` is -1 when it is unknown (killed after a timeout before the runtime
+    reported a status). stdout/stderr are decoded as UTF-8 (invalid bytes replaced) and each capped at the
+    exec's `output_cap` bytes (the first bytes are kept; `truncated` says whether any were dropped)."""
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    truncated: bool = False
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class SandboxStatus(BaseModel):
+    """Is the sandbox still usable, and did the kernel's OOM killer act in it?
+
+    `alive`: the sandbox can run commands (container running; proxy bridge, if any, up). `oom_killed`: the OOM
+    killer killed a process in the sandbox at some point (not only its main process). `exit_code`: of the
+    container's main process once it has stopped. `reason`: one human-readable line."""
+
+    alive: bool
+    oom_killed: bool = False
+    exit_code: int | None = None
+    reason: str = ""
+
+
+class Sandbox(ABC):
+    """One live sandbox. Create it with `SandboxProvider.create`; always `destroy()` it (idempotent)."""
+
+    id: str
+    name: str
+    spec: SandboxSpec
+    #: The proxy's model API as the harness inside sees it (`http://127.0.0.1:8100`), None when not bridged.
+    proxy_url: str | None
+
+    @abstractmethod
+    async def exec(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
+                   workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
+                   output_cap: int = DEFAULT_OUTPUT_CAP) -> ExecResult:
+        """Run `cmd` (a list: argv; a str: run by `bash -lc`) and wait for it, at most `timeout_s` seconds: then
+        its whole process tree is killed and `timed_out` is set. stdin is /dev/null unless `stdin` is given.
+        Raises SandboxError only when the sandbox itself fails."""
+
+    @abstractmethod
+    async def copy_in(self, src: Path, dest: str, *, owner: str | None = None) -> None:
+        """Copy a host file or directory into the sandbox. A file lands at `dest` (the full path of the new
+        file); a directory's contents land in directory `dest` (created, merged if it exists). Missing parent
+        directories are created. `owner` ("uid[:gid]" or a user name) owns the copies; default root."""
+
+    @abstractmethod
+    async def copy_out(self, src: str, dest: Path) -> None:
+        """Copy a file or directory out of the sandbox: a file to host path `dest`, a directory's contents into
+        directory `dest`. Links pointing outside `dest`, device files etc. are skipped.
+        Raises FileNotFoundError if `src` does not exist."""
+
+    @abstractmethod
+    async def read_file(self, path: str, *, max_bytes: int = 16 << 20) -> bytes | None:
+        """A file's contents, or None if it does not exist. Raises IsADirectoryError for a directory and
+        ValueError if it is larger than `max_bytes`."""
+
+    @abstractmethod
+    async def status(self) -> SandboxStatus:
+        """Whether the sandbox is alive, and whether anything in it was OOM-killed."""
+
+    @abstractmethod
+    async def destroy(self) -> None:
+        """Remove the sandbox and everything that belongs to it (container, forwarder process, temporary
+        directories). Idempotent; never raises for a sandbox that is already gone."""
+
+    async def __aenter__(self) -> "Sandbox":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.destroy()
+
+
+class SandboxProvider(ABC):
+    """A sandbox backend: `get_provider("docker" | "local", **options)`."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    async def create(self, spec: SandboxSpec) -> Sandbox:
+        """Create and start a sandbox; raises SandboxError (with the reason) if it cannot. Nothing is left
+        behind when creation fails."""
+
+    @abstractmethod
+    async def cleanup(self, run_label: str | None) -> int:
+        """Remove every sandbox of run `run_label` (label `openforge.run`) that still exists — leftovers of a
+        crash included — with its forwarder processes and temporary files. `None` removes every sandbox this
+        backend manages. Returns how many sandboxes were removed."""
+
+    @abstractmethod
+    async def list(self, run_label: str | None = None) -> list[str]:
+        """Names of existing sandboxes of run `run_label` (or all managed ones with None)."""
+
+    async def close(self) -> None:
+        """Release client resources (thread pool, connections). Does not destroy sandboxes."""

@@ -1,0 +1,205 @@
+"""The proxy bridge: a small asyncio TCP -> Unix-socket relay, and the local sandbox's launcher.
+
+Standard library only, and runnable as a plain file (`python3 -I forwarder.py ...`), because it runs where
+the openforge package may not be importable (inside a bubblewrap sandbox) and must start fast.
+
+**Docker** (`openforge.sandbox.docker`): started on the host *in the container's network namespace*
+
+    nsenter --net=/proc/<container pid>/ns/net -- python -I forwarder.py \\
+        --listen 127.0.0.1:8100 --uds /run/openforge/proxy.sock --parent-pid <orchestrator> --watch-pid <container pid>
+
+It listens on the container's loopback (the only interface a `--network none` container has), relays every
+connection to the proxy's model API Unix socket on the host, and prints `READY <host>:<port>` once listening.
+It exits when its parent dies (PR_SET_PDEATHSIG, plus a parent-pid poll that closes the race) and when the
+container's init process is gone (`--watch-pid`), so a crashed orchestrator leaves no forwarder behind.
+
+**Local** (`openforge.sandbox.local`): the launcher inside bubblewrap, as root in fresh namespaces:
+
+    python3 -I forwarder.py [--listen 127.0.0.1:8100 --uds /run/openforge/proxy.sock] \\
+        [--user UID:GID] [--nproc N] [--cpu-s S] [--as-bytes B] -- CMD ...
+
+binds the listener (if any), forks the relay (which dies with the launcher), sets rlimits, drops to the
+agent's uid/gid and execs CMD — so the relay runs as root (the agent cannot kill it) and CMD runs
+unprivileged with the relay already listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import os
+import signal
+import socket
+import sys
+
+PR_SET_PDEATHSIG = 1
+BUF = 1 << 16
+
+
+def _set_pdeathsig(sig: int = signal.SIGKILL) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except Exception:  # not Linux / no libc: the parent-pid poll still applies
+        pass
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while True:
+            data = await reader.read(BUF)
+            if not data:
+                break
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except (ConnectionError, OSError, asyncio.CancelledError):
+        pass
+
+
+async def _handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter, uds: str) -> None:
+    try:
+        up_r, up_w = await asyncio.open_unix_connection(uds)
+    except OSError:
+        client_w.close()  # proxy down: the client sees a closed connection, as with a refused one
+        return
+    try:
+        await asyncio.gather(_pump(client_r, up_w), _pump(up_r, client_w))
+    finally:
+        for w in (client_w, up_w):
+            try:
+                w.close()
+            except Exception:
+                pass
+
+
+async def _watch(parent_pid: int | None, watch_pid: int | None, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        if parent_pid is not None and os.getppid() != parent_pid:
+            stop.set()
+        elif watch_pid is not None and not os.path.exists(f"/proc/{watch_pid}"):
+            stop.set()
+        else:
+            try:
+                await asyncio.wait_for(stop.wait(), 0.5)
+            except asyncio.TimeoutError:
+                pass
+
+
+async def serve(sock: socket.socket, uds: str, *, parent_pid: int | None = None, watch_pid: int | None = None,
+                ready: str | None = None) -> None:
+    """Relay connections accepted on the bound, listening `sock` to the Unix socket `uds` until the parent or
+    the watched process goes away (or SIGTERM)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    server = await asyncio.start_server(lambda r, w: _handle(r, w, uds), sock=sock, limit=BUF)
+    if ready is not None:
+        sys.stdout.write(ready + "\n")
+        sys.stdout.flush()
+    async with server:
+        await _watch(parent_pid, watch_pid, stop)
+
+
+def _bind(listen: str) -> socket.socket:
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, int(port)))
+    sock.listen(512)
+    sock.setblocking(False)
+    return sock
+
+
+def _launch(args: argparse.Namespace) -> None:
+    """Local-sandbox launcher: optional relay child, rlimits, privilege drop, exec."""
+    if not args.cmd:
+        sys.exit("forwarder: nothing to run after --")
+    if args.listen:
+        if not args.uds:
+            sys.exit("forwarder: --listen needs --uds")
+        sock = _bind(args.listen)
+        me = os.getpid()
+        child = os.fork()
+        if child == 0:  # the relay: dies with the launcher (whose pid the exec'd command keeps)
+            _set_pdeathsig()
+            if os.getppid() != me:
+                os._exit(0)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            try:
+                asyncio.run(serve(sock, args.uds, parent_pid=me))
+            finally:
+                os._exit(0)
+        sock.close()
+    import resource
+
+    def lim(kind: int, value: int | None) -> None:
+        if value:
+            try:
+                resource.setrlimit(kind, (value, value))
+            except (ValueError, OSError):
+                pass
+
+    lim(resource.RLIMIT_NPROC, args.nproc)
+    lim(resource.RLIMIT_CPU, args.cpu_s)
+    lim(resource.RLIMIT_AS, args.as_bytes)
+    if args.user:
+        uid_s, _, gid_s = args.user.partition(":")
+        uid, gid = int(uid_s), int(gid_s or uid_s)
+        if os.getuid() == 0 and uid != 0:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+    try:
+        os.execvp(args.cmd[0], args.cmd)
+    except OSError as e:
+        sys.stderr.write(f"{args.cmd[0]}: {e.strerror}\n")
+        os._exit(127 if isinstance(e, FileNotFoundError) else 126)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmd: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, cmd = argv[:i], argv[i + 1:]
+    p = argparse.ArgumentParser(prog="forwarder", description="TCP -> Unix socket relay (the proxy bridge)")
+    p.add_argument("--listen", help="host:port to listen on (e.g. 127.0.0.1:8100)")
+    p.add_argument("--uds", help="the Unix socket to relay to")
+    p.add_argument("--parent-pid", type=int, help="exit when this is no longer our parent")
+    p.add_argument("--watch-pid", type=int, help="exit when this process is gone (the container's init)")
+    p.add_argument("--user", help="launcher mode: UID:GID to run the command as")
+    p.add_argument("--nproc", type=int)
+    p.add_argument("--cpu-s", type=int)
+    p.add_argument("--as-bytes", type=int)
+    args = p.parse_args(argv)
+    args.cmd = cmd
+    if cmd or args.user:
+        _launch(args)
+        return
+    if not (args.listen and args.uds):
+        p.error("relay mode needs --listen and --uds")
+    _set_pdeathsig()
+    if args.parent_pid is not None and os.getppid() != args.parent_pid:
+        return  # the parent died before PR_SET_PDEATHSIG took effect
+    try:
+        sock = _bind(args.listen)
+    except OSError as e:
+        sys.stderr.write(f"forwarder: cannot listen on {args.listen}: {e}\n")
+        sys.exit(2)
+    asyncio.run(serve(sock, args.uds, parent_pid=args.parent_pid, watch_pid=args.watch_pid,
+                      ready=f"READY {args.listen}"))
+
+
+if __name__ == "__main__":
+    main()
