@@ -21,6 +21,8 @@ app = typer.Typer(
 )
 model_app = typer.Typer(help="Build and inspect model directories.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
+tasks_app = typer.Typer(help="Validate and generate Harbor-format tasks.", no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
 harness_app = typer.Typer(help="Install and check the real harnesses (Claude Code, Codex CLI, OpenClaw).", no_args_is_help=True)
 app.add_typer(harness_app, name="harness")
 
@@ -148,6 +150,168 @@ def proxy(
         run_proxy(config)
     except (ValueError, OSError) as e:
         fail(str(e))
+
+
+def _image_map(pairs: list[str] | None) -> dict[str, str]:
+    from openforge.tasks import ImageMap, ImageMapError
+
+    try:
+        return ImageMap.parse(pairs or []).to_dict()
+    except ImageMapError as e:
+        fail(str(e))
+
+
+def _rollout_config(**options):
+    from pydantic import ValidationError
+
+    from openforge.config import describe_validation_error
+    from openforge.rollout import RolloutConfig
+
+    try:
+        return RolloutConfig(**options)
+    except ValidationError as e:
+        fail(describe_validation_error(e, RolloutConfig, "options"))
+
+
+def _run_rollouts(config, report: bool) -> None:
+    import asyncio
+
+    from openforge.eval.report import write_report
+    from openforge.rollout import RolloutError, run_rollouts
+    from openforge.store import TrajectoryStore
+
+    try:
+        summary = asyncio.run(run_rollouts(config, console))
+    except RolloutError as e:
+        fail(str(e))
+    console.print(f"{summary.done} episodes run, {summary.skipped} already finished: "
+                  + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items())))
+    if report:
+        with TrajectoryStore.open(config.run) as store:
+            write_report(store, config.run, console)
+        console.print(f"report: {config.run / 'report.md'}, {config.run / 'report.json'}")
+    if summary.interrupted:
+        raise typer.Exit(130)
+
+
+_ROLLOUT_HELP = {
+    "tasks": "Task directories, or roots holding them (Harbor layout).",
+    "harness": "Harness(es), comma-separated: react, claude-code, codex, openclaw.",
+    "sandbox": "docker or local.",
+}
+
+
+@app.command()
+def rollout(
+    tasks: list[Path] = typer.Option(..., "--tasks", help=_ROLLOUT_HELP["tasks"]),
+    harness: str = typer.Option("react", help=_ROLLOUT_HELP["harness"]),
+    sandbox: str = typer.Option("docker", help=_ROLLOUT_HELP["sandbox"]),
+    samples: int = typer.Option(1, help="Episodes per (task, harness)."),
+    concurrency: int = typer.Option(4, help="Episodes at once."),
+    model: Path = typer.Option(..., help="Model directory (tokenizer, chat template, weights)."),
+    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle"),
+    run: Path = typer.Option(..., "--run", help="Run directory."),
+    split: Optional[str] = typer.Option(None, help="Only tasks of this split (train or heldout)."),
+    image_map: Optional[list[str]] = typer.Option(None, "--image-map", help="FROM=TO: use local image TO for FROM (repeatable)."),
+    max_attempts: int = typer.Option(3, help="Tries per episode; only infrastructure failures are retried."),
+    agent_timeout: Optional[float] = typer.Option(None, help="Harness wall-clock limit in seconds (default: each task's)."),
+    resume: bool = typer.Option(False, help="Continue a run: skip episodes already finished."),
+) -> None:
+    """Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden tests."""
+    config = _rollout_config(
+        tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
+        samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
+        image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout, resume=resume,
+    )
+    _run_rollouts(config, report=False)
+
+
+@app.command("eval")
+def eval_cmd(
+    tasks: list[Path] = typer.Option(..., "--tasks", help=_ROLLOUT_HELP["tasks"]),
+    harness: str = typer.Option("react", help=_ROLLOUT_HELP["harness"]),
+    sandbox: str = typer.Option("docker", help=_ROLLOUT_HELP["sandbox"]),
+    samples: int = typer.Option(1, help="Episodes per (task, harness): pass@k and pass^k for every k up to it."),
+    concurrency: int = typer.Option(4, help="Episodes at once."),
+    model: Path = typer.Option(..., help="Model directory."),
+    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle"),
+    run: Path = typer.Option(..., "--run", help="Run directory; report.md and report.json are written there."),
+    split: Optional[str] = typer.Option(None, help="Only tasks of this split (train or heldout)."),
+    image_map: Optional[list[str]] = typer.Option(None, "--image-map", help="FROM=TO (repeatable)."),
+    max_attempts: int = typer.Option(3, help="Tries per episode; only infrastructure failures are retried."),
+    agent_timeout: Optional[float] = typer.Option(None, help="Harness wall-clock limit in seconds."),
+    resume: bool = typer.Option(False, help="Continue a run: skip episodes already finished."),
+) -> None:
+    """Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome classes."""
+    config = _rollout_config(
+        tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
+        samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
+        image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout, resume=resume,
+    )
+    _run_rollouts(config, report=True)
+
+
+@tasks_app.command("validate")
+def tasks_validate(
+    root: Path = typer.Argument(..., help="A task directory or a root holding several."),
+    run: bool = typer.Option(False, "--run", help="Also run solve.sh (must score 1) and wrong.sh (must score < 1)."),
+    sandbox: str = typer.Option("docker", help="Sandbox for --run: docker or local."),
+    image_map: Optional[list[str]] = typer.Option(None, "--image-map", help="FROM=TO (repeatable)."),
+) -> None:
+    """Check task directories: schema errors named; with --run, the reference and wrong solutions' scores."""
+    import asyncio
+
+    from openforge.tasks import ImageMap, inspect_tree, load_tasks, validate_task_by_running
+
+    reports = inspect_tree(root)
+    if not reports:
+        fail(f"no task directories under {root}")
+    bad = 0
+    for rep in reports:
+        for w in rep.warnings:
+            console.print(f"[yellow]warning[/] {rep.path}: {w}")
+        for e in rep.errors:
+            console.print(f"[red]error[/] {rep.path}: {e}")
+        bad += bool(rep.errors)
+    console.print(f"{len(reports) - bad}/{len(reports)} task directories are valid")
+    if bad:
+        raise typer.Exit(1)
+    if not run:
+        return
+    from openforge.sandbox import get_provider
+
+    mapping = ImageMap.parse(image_map or [])
+
+    async def run_all():
+        provider = get_provider(sandbox)
+        try:
+            return [await validate_task_by_running(t, provider, mapping) for t in load_tasks([root])]
+        finally:
+            await provider.close()
+
+    results = asyncio.run(run_all())
+    for r in results:
+        console.print(("[green]✓[/] " if r.ok else "[red]✗[/] ") + r.summary())
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
+@tasks_app.command("generate")
+def tasks_generate(
+    out: Path = typer.Argument(..., help="Directory to write the task directories into."),
+    family: str = typer.Option("all", help="Family name(s), comma-separated, or 'all'."),
+    n: int = typer.Option(10, help="Tasks per family."),
+    seed: int = typer.Option(0, help="Seed."),
+    split: str = typer.Option("train", help="train or heldout."),
+) -> None:
+    """Write parameterised task instances (Harbor layout) drawn from the generator's families."""
+    from openforge.tasks import generate_family_tasks
+
+    try:
+        paths = generate_family_tasks(family, out, n, seed=seed, split=split)
+    except (KeyError, ValueError) as e:
+        fail(str(e))
+    console.print(f"wrote {len(paths)} tasks to {out}")
 
 
 @app.command()

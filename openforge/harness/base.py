@@ -104,6 +104,9 @@ class HarnessAdapter(ABC):
     dialect: ClassVar[str] = ""  # one of DIALECTS
     component: ClassVar[str | None] = None  # its entry in the bundle manifest (None: needs no bundle)
     shell_tool: ClassVar[tuple[str, str] | None] = None  # (tool name, argument holding the command)
+    #: memory the harness itself needs on top of nothing: a sandbox gets at least this much, whatever the task
+    #: asks for (measured: OpenClaw's Node is OOM-killed at 512 MB)
+    min_memory_mb: ClassVar[int] = 256
 
     @abstractmethod
     def launch(

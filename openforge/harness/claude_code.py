@@ -59,6 +59,7 @@ class ClaudeCodeAdapter(HarnessAdapter):
     dialect = "anthropic"
     component = "claude-code"
     shell_tool = ("Bash", "command")
+    min_memory_mb = 1024
 
     tools: tuple[str, ...] | None = DEFAULT_TOOLS
     auth: str = "bearer"

@@ -88,6 +88,7 @@ class CodexAdapter(HarnessAdapter):
     dialect = "responses"
     component = "codex"
     shell_tool = ("exec_command", "cmd")
+    min_memory_mb = 512
 
     context_window: int | None = None
     request_max_retries: int | None = None

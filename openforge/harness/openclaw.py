@@ -65,6 +65,7 @@ class OpenClawAdapter(HarnessAdapter):
     dialect = "chat_completions"
     component = "openclaw"
     shell_tool = ("exec", "command")
+    min_memory_mb = 2048
 
     context_window: int = 32768
     max_tokens: int = 4096

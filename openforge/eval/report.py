@@ -1,0 +1,123 @@
+"""The evaluation report of a run: pass@k and pass^k (overall, per harness, per task), outcome classes, mean
+calls and tokens per episode; a rich table, `report.md` and `report.json` in the run directory.
+
+Only each slot's final attempt counts; infrastructure failures are counted by class but are not samples.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from openforge.core import Outcome
+from openforge.eval.metrics import pass_table, task_counts
+
+
+def final_episodes(store) -> list:
+    return [e for e in store.list_episodes() if e.metadata.get("final")]
+
+
+def build_report(store) -> dict[str, Any]:
+    episodes = final_episodes(store)
+    graded = [e for e in episodes if e.outcome in (Outcome.passed, Outcome.failed)]
+    outcomes = Counter(e.outcome.value for e in episodes if e.outcome)
+    report: dict[str, Any] = {
+        "episodes": len(episodes),
+        "graded": len(graded),
+        "outcomes": {o.value: outcomes.get(o.value, 0) for o in Outcome},
+        # the unit is (task, harness): samples of one task by different harnesses are not samples of one policy
+        **pass_table(task_counts((f"{e.task}|{e.harness}", e.outcome == Outcome.passed) for e in graded)),
+        "by_harness": {},
+        "by_task": {},
+        "failures": [
+            {"task": e.task, "harness": e.harness, "outcome": e.outcome.value, "reason": e.outcome_reason}
+            for e in episodes if e.outcome and e.outcome.is_infrastructure_failure
+        ],
+    }
+    by_harness: dict[str, list] = defaultdict(list)
+    for e in graded:
+        by_harness[e.harness].append(e)
+    for harness, eps in sorted(by_harness.items()):
+        report["by_harness"][harness] = {
+            "episodes": len(eps),
+            **pass_table(task_counts((e.task, e.outcome == Outcome.passed) for e in eps)),
+            **_usage(store, eps),
+        }
+    by_task: dict[str, list] = defaultdict(list)
+    for e in graded:
+        by_task[e.task].append(e)
+    for task, eps in sorted(by_task.items()):
+        n, c = len(eps), sum(e.outcome == Outcome.passed for e in eps)
+        report["by_task"][task] = {"samples": n, "passed": c, **pass_table({task: (n, c)})}
+    report.update(_usage(store, graded))
+    return report
+
+
+def _usage(store, episodes: list) -> dict[str, float | None]:
+    """Mean model calls, prompt tokens (new ones only: prompts extend each other) and sampled tokens."""
+    if not episodes:
+        return {"mean_calls": None, "mean_output_tokens": None}
+    calls = outputs = 0
+    for e in episodes:
+        records = store.list_calls(e.id)
+        calls += len(records)
+        outputs += sum(len(c.output_ids) for c in records)
+    return {"mean_calls": calls / len(episodes), "mean_output_tokens": outputs / len(episodes)}
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def report_markdown(report: dict[str, Any]) -> str:
+    lines = ["# Evaluation report", "",
+             f"{report['episodes']} episodes, {report['graded']} graded.", "",
+             "| k | pass@k | pass^k |", "|---|---|---|"]
+    for k in report["pass_at_k"]:
+        lines.append(f"| {k} | {_pct(report['pass_at_k'][k])} | {_pct(report['pass_hat_k'][k])} |")
+    lines += ["", "## Outcomes", "", "| outcome | episodes |", "|---|---|"]
+    lines += [f"| {o} | {n} |" for o, n in report["outcomes"].items()]
+    lines += ["", "## By harness", "", "| harness | episodes | pass@1 | mean calls | mean sampled tokens |",
+              "|---|---|---|---|---|"]
+    for h, r in report["by_harness"].items():
+        lines.append(f"| {h} | {r['episodes']} | {_pct(r['pass_at_k'].get('1'))} | {r['mean_calls']:.1f} | "
+                     f"{r['mean_output_tokens']:.0f} |")
+    lines += ["", "## By task", "", "| task | samples | passed | pass@1 |", "|---|---|---|---|"]
+    for t, r in report["by_task"].items():
+        lines.append(f"| {t} | {r['samples']} | {r['passed']} | {_pct(r['pass_at_k'].get('1'))} |")
+    if report["failures"]:
+        lines += ["", "## Infrastructure failures (not counted as samples)", ""]
+        lines += [f"- {f['task']} / {f['harness']}: **{f['outcome']}** — {f['reason']}" for f in report["failures"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(store, run_dir: Path, console: Console | None = None) -> dict[str, Any]:
+    report = build_report(store)
+    (run_dir / "report.json").write_text(json.dumps(report, indent=2))
+    (run_dir / "report.md").write_text(report_markdown(report))
+    if console is not None:
+        console.print(report_table(report))
+    return report
+
+
+def report_table(report: dict[str, Any]) -> Table:
+    table = Table(title=f"{report['episodes']} episodes ({report['graded']} graded)")
+    table.add_column("harness")
+    ks = list(report["pass_at_k"])
+    for k in ks:
+        table.add_column(f"pass@{k}", justify="right")
+    for k in ks:
+        table.add_column(f"pass^{k}", justify="right")
+    table.add_column("mean calls", justify="right")
+    rows = [("all", report)] + list(report["by_harness"].items())
+    for name, r in rows:
+        table.add_row(name, *[_pct(r["pass_at_k"].get(k)) for k in ks], *[_pct(r["pass_hat_k"].get(k)) for k in ks],
+                      "-" if r.get("mean_calls") is None else f"{r['mean_calls']:.1f}")
+    outcomes = ", ".join(f"{o}={n}" for o, n in report["outcomes"].items() if n)
+    table.caption = f"outcomes: {outcomes}"
+    return table

@@ -1,0 +1,54 @@
+"""What a rollout run is: tasks × harnesses × samples, where, with which model, and how to retry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+
+class RolloutConfig(BaseModel):
+    """`openforge rollout` / `openforge eval` options (also usable from YAML).
+
+    - `tasks`: task directories or roots holding them (Harbor layout); `split` keeps one split only.
+    - `harnesses`: harness names (`react`, `claude-code`, `codex`, `openclaw`); several are mixed in one run.
+    - `samples`: episodes per (task, harness); `concurrency`: episodes at once.
+    - `max_attempts`: tries per episode slot; only infrastructure failures are retried.
+    - `agent_timeout_s`: overrides every task's `[agent] timeout_sec` (wall clock of the harness).
+    - `image_map`: base images that cannot be pulled here → local ones (`{"debian:bookworm-slim": ...}`).
+    - `harness_options`: per-harness adapter options, e.g. `{"react": {"max_steps": 4}}`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: list[Path] = Field(min_length=1)
+    harnesses: list[str] = Field(default_factory=lambda: ["react"], min_length=1)
+    sandbox: Literal["docker", "local"] = "docker"
+    samples: int = Field(default=1, ge=1)
+    concurrency: int = Field(default=4, ge=1)
+    model: Path
+    backend: str = "embedded"
+    run: Path
+    split: Literal["train", "heldout"] | None = None
+    task_ids: list[str] | None = None
+    max_attempts: int = Field(default=3, ge=1)
+    agent_timeout_s: float | None = Field(default=None, gt=0)
+    image_map: dict[str, str] = Field(default_factory=dict)
+    harness_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    harness_bundle: Path | None = None
+    temperature: float | None = Field(default=None, ge=0)
+    max_new_tokens: int = Field(default=1024, ge=1)
+    resume: bool = False
+    step: int = 0  # training step the episodes belong to (GRPO groups are (step, task, harness))
+
+    @field_validator("harnesses")
+    @classmethod
+    def _known_harnesses(cls, v: list[str]) -> list[str]:
+        from openforge.harness import ADAPTERS
+
+        unknown = [h for h in v if h not in ADAPTERS]
+        if unknown:
+            raise ValueError(f"unknown harness(es) {', '.join(unknown)}; known: {', '.join(sorted(ADAPTERS))}")
+        return list(dict.fromkeys(v))

@@ -1,0 +1,186 @@
+"""One attempt of one harness at one task, in its own sandbox, graded after the harness exits.
+
+Outcome classes (DESIGN.md invariant 5): `passed` / `failed` are the agent's doing; everything else is an
+infrastructure failure, kept out of training and never counted as reward 0, with the reason:
+
+- `sandbox_error`: the sandbox could not be created, died, or its main process was OOM-killed;
+- `timeout`: the harness ran past its wall-clock limit;
+- `proxy_error`: a model call failed in the proxy or backend (recorded with `call_error`);
+- `harness_crash`: the harness exited non-zero (or never called the model) for another reason;
+- `verifier_error`: the tests wrote no valid reward, crashed, or timed out.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from openforge.core import Outcome
+from openforge.harness import get_adapter
+from openforge.harness.base import HarnessAdapter
+from openforge.rollout.config import RolloutConfig
+from openforge.sandbox import Mount, SandboxError, sandbox_name
+from openforge.tasks import Task
+from openforge.tasks.grading import grade, tail
+from openforge.tasks.images import ImageMap
+from openforge.tasks.local import LocalEmulationError
+from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
+
+BUNDLE_TARGET = "/opt/openforge/harnesses"  # where the harness bundle is mounted, read-only
+HOME = "/tmp/openforge-home"  # the harness's fresh HOME inside the sandbox
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One (task, harness, sample) to fill with a graded episode."""
+
+    task: Task
+    harness: str
+    sample: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.task.id}|{self.harness}|{self.sample}"
+
+
+@dataclass
+class AttemptResult:
+    episode_id: str
+    outcome: Outcome
+    reward: float | None = None
+    reason: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    transcript: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def infrastructure_failure(self) -> bool:
+        return self.outcome.is_infrastructure_failure
+
+
+class EpisodeRunner:
+    """Runs attempts against a proxy running in this process (`openforge.proxy.server.RunningProxy`)."""
+
+    def __init__(self, proxy, provider, config: RolloutConfig, image_map: ImageMap, run_label: str,
+                 bundle_dir: Path | None):
+        self.proxy = proxy
+        self.provider = provider
+        self.config = config
+        self.image_map = image_map
+        self.run_label = run_label
+        self.bundle_dir = bundle_dir
+        self.registry = proxy.service.registry
+
+    def adapter(self, harness: str) -> HarnessAdapter:
+        return get_adapter(harness, **self.config.harness_options.get(harness, {}))
+
+    async def run(self, slot: Slot, attempt: int) -> AttemptResult:
+        adapter = self.adapter(slot.harness)
+        task = slot.task
+        payload = {
+            "id": task.id,
+            "instruction": task.instruction,
+            "split": task.split,
+            "family": task.family,
+            # for the oracle teacher: the reference solution and the harness's own shell tool
+            "solution": task.solve_script.read_text() if task.solve_script else None,
+            "shell_tool": list(adapter.shell_tool) if adapter.shell_tool else None,
+        }
+        metadata = {
+            "slot": slot.key,
+            "attempt": attempt,
+            "sample": slot.sample,
+            "step": self.config.step,
+            "harness_version": self._version(adapter),
+        }
+        episode = self.registry.create(task=payload, harness=slot.harness, metadata=metadata)
+        result = AttemptResult(episode.id, Outcome.sandbox_error)
+        t0 = time.monotonic()
+        sb = None
+        try:
+            with tempfile.TemporaryDirectory(prefix="openforge-episode-") as scratch:
+                spec = make_sandbox_spec(
+                    task, self.image_map, Path(scratch) / "context",
+                    name=sandbox_name(self.run_label, episode.id[:16]), run=self.run_label,
+                    proxy_uds=self.proxy.uds, mounts=self._mounts(adapter),
+                    memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
+                )
+                sb = await self.provider.create(spec)
+                await setup_environment(task, sb, self.provider)
+                result.timings["setup_s"] = time.monotonic() - t0
+                failure = await self._act(adapter, slot, episode, sb, Path(scratch), result)
+            if failure is not None:
+                result.outcome, result.reason = failure
+            else:
+                t1 = time.monotonic()
+                graded = await grade(task, sb)
+                result.timings["verify_s"] = time.monotonic() - t1
+                if graded.error:
+                    result.outcome, result.reason = Outcome.verifier_error, graded.error
+                else:
+                    result.reward = graded.reward
+                    result.outcome = Outcome.passed if graded.reward >= 1.0 else Outcome.failed
+        except (SandboxError, LocalEmulationError) as e:
+            result.outcome, result.reason = Outcome.sandbox_error, str(e)
+        finally:
+            self.registry.end(episode.id)
+            self.proxy.service.forget(episode.id)
+            if sb is not None:
+                try:
+                    await sb.destroy()
+                except Exception as e:  # noqa: BLE001 - a leak is reported, the run goes on
+                    result.reason = (result.reason or "") + f" (destroying the sandbox failed: {e})"
+            result.timings["total_s"] = time.monotonic() - t0
+        return result
+
+    async def _act(self, adapter: HarnessAdapter, slot: Slot, episode, sb, scratch: Path,
+                   result: AttemptResult) -> tuple[Outcome, str] | None:
+        """Run the harness; (outcome, reason) for an infrastructure failure, None when the episode is to be
+        graded."""
+        uid = (await sb.exec(["id", "-u"], timeout_s=30)).stdout.strip() or "0"
+        gid = (await sb.exec(["id", "-g"], timeout_s=30)).stdout.strip() or "0"
+        workdir = sb.spec.workdir or (await sb.exec(["pwd"], timeout_s=30)).stdout.strip() or "/"
+        launch = adapter.launch(
+            BUNDLE_TARGET, HOME, workdir, sb.proxy_url, episode.key, self.proxy.service.settings.served_model,
+            slot.task.instruction, manifest=self.bundle_dir if adapter.component else None,
+        )
+        host_home = scratch / "home"
+        launch.write_files(host_home=host_home)
+        await sb.copy_in(host_home, HOME, owner=f"{uid}:{gid}")
+        timeout = self.config.agent_timeout_s or slot.task.resources.agent_timeout_s
+        t = time.monotonic()
+        run = await sb.exec(launch.argv, timeout_s=timeout, env=launch.env, workdir=str(launch.cwd))
+        result.timings["agent_s"] = time.monotonic() - t
+        result.transcript = adapter.parse_transcript(run.stdout)
+        result.transcript["exit_code"] = run.exit_code
+        calls = self.registry.store.list_calls(episode.id)
+        failed_calls = [c for c in calls if c.call_error]
+        status = await sb.status()
+        if run.timed_out:
+            return Outcome.timeout, f"the harness ran past {timeout:g}s"
+        if not status.alive:
+            return Outcome.sandbox_error, f"the sandbox died: {status.reason}"
+        if status.oom_killed and run.exit_code != 0:
+            return Outcome.sandbox_error, f"out of memory (limit {sb.spec.memory_mb} MB): the harness exited {run.exit_code}"
+        if failed_calls:
+            return Outcome.proxy_error, f"model call failed: {failed_calls[-1].call_error}"
+        if run.exit_code != 0:
+            return Outcome.harness_crash, f"{adapter.name} exited {run.exit_code}: {tail(run.stderr or run.stdout, 800)}"
+        if not calls:
+            return Outcome.harness_crash, f"{adapter.name} never called the model"
+        return None
+
+    def _mounts(self, adapter: HarnessAdapter) -> list[Mount]:
+        if adapter.component is None:
+            return []
+        if self.bundle_dir is None or not (self.bundle_dir / "manifest.json").is_file():
+            raise SandboxError(f"harness {adapter.name!r} needs the harness bundle: run `openforge harness install`")
+        return [Mount(source=self.bundle_dir, target=BUNDLE_TARGET, read_only=True)]
+
+    def _version(self, adapter: HarnessAdapter) -> str | None:
+        try:
+            return adapter.version(self.bundle_dir) if adapter.component else adapter.version()
+        except Exception:  # noqa: BLE001 - a missing bundle is reported when the sandbox is made
+            return None

@@ -1,0 +1,160 @@
+"""The orchestrator: start a proxy, fill every (task, harness, sample) slot with a graded episode, retry
+infrastructure failures, show progress, survive Ctrl-C and crashes.
+
+- Each slot's final attempt is marked `final` in its episode's metadata; `--resume` skips slots whose final
+  attempt is stored, and redoes the rest (an attempt cut short by a crash has no outcome).
+- Ctrl-C cancels every episode; each destroys its own sandbox, and the run's leftovers are removed by label
+  (`provider.cleanup(run)`) before returning — also at the start, for leftovers of an earlier crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from openforge.core import Outcome
+from openforge.harness.bundle import default_bundle_dir
+from openforge.proxy.server import ProxyConfig, running_proxy
+from openforge.rollout.config import RolloutConfig
+from openforge.rollout.episode import AttemptResult, EpisodeRunner, Slot
+from openforge.sandbox import get_provider
+from openforge.tasks import ImageMap, Task, load_tasks
+
+
+class RolloutError(RuntimeError):
+    """The run cannot start (no tasks, a run directory in use, ...); the message says what to do."""
+
+
+@dataclass
+class RolloutSummary:
+    run: Path
+    slots: int
+    done: int = 0
+    skipped: int = 0  # finished in an earlier run (--resume)
+    outcomes: dict[str, int] = field(default_factory=dict)
+    interrupted: bool = False
+
+
+def plan(tasks: list[Task], harnesses: list[str], samples: int) -> list[Slot]:
+    return [Slot(t, h, s) for t in tasks for h in harnesses for s in range(samples)]
+
+
+def run_label(run: Path) -> str:
+    """A short, stable label for the run's sandboxes (so leftovers can be found after a crash)."""
+    resolved = str(run.resolve())
+    return f"{run.name[:20]}-{hashlib.sha256(resolved.encode()).hexdigest()[:8]}"
+
+
+def finished_slots(store) -> set[str]:
+    return {e.metadata["slot"] for e in store.list_episodes() if e.metadata.get("final") and "slot" in e.metadata}
+
+
+def select_tasks(config: RolloutConfig) -> list[Task]:
+    tasks = load_tasks(config.tasks, split=config.split)
+    if config.task_ids is not None:
+        wanted = set(config.task_ids)
+        tasks = [t for t in tasks if t.id in wanted]
+        missing = wanted - {t.id for t in tasks}
+        if missing:
+            raise RolloutError(f"no such task(s) in {', '.join(map(str, config.tasks))}: {', '.join(sorted(missing))}")
+    if not tasks:
+        raise RolloutError(f"no tasks found in {', '.join(map(str, config.tasks))}"
+                           + (f" (split {config.split})" if config.split else ""))
+    return tasks
+
+
+async def run_rollouts(config: RolloutConfig, console: Console | None = None) -> RolloutSummary:
+    console = console or Console()
+    tasks = select_tasks(config)
+    slots = plan(tasks, config.harnesses, config.samples)
+    label = run_label(config.run)
+    socket_dir = Path(tempfile.mkdtemp(prefix="openforge-proxy-"))  # a short path: AF_UNIX allows ~107 bytes
+    proxy_config = ProxyConfig(
+        model=config.model, backend=config.backend, run=config.run, listen="127.0.0.1:0",
+        uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0", temperature=config.temperature,
+        max_new_tokens=config.max_new_tokens,
+    )
+    provider = get_provider(config.sandbox)
+    summary = RolloutSummary(config.run, len(slots))
+    try:
+        async with running_proxy(proxy_config) as proxy:
+            store = proxy.store
+            done = finished_slots(store)
+            if done and not config.resume:
+                raise RolloutError(f"{config.run} already holds finished episodes: pass --resume to continue "
+                                   "that run, or choose a new --run directory")
+            todo = [s for s in slots if s.key not in done]
+            summary.skipped = len(slots) - len(todo)
+            store.set_run_info({"rollout": config.model_dump(mode="json")})
+            removed = await provider.cleanup(label)
+            if removed:
+                console.print(f"removed {removed} sandbox(es) left over by an earlier run")
+            bundle = config.harness_bundle or default_bundle_dir()
+            runner = EpisodeRunner(proxy, provider, config, ImageMap.from_config(config.image_map), label, bundle)
+            await _run_slots(runner, todo, config, summary, console)
+    finally:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+        try:
+            await asyncio.shield(provider.cleanup(label))
+        finally:
+            await provider.close()
+    return summary
+
+
+async def _run_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutConfig, summary: RolloutSummary,
+                     console: Console) -> None:
+    store = runner.registry.store
+    limit = asyncio.Semaphore(config.concurrency)
+    columns = (TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[tally]}"))
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("rollouts", total=len(slots), tally="")
+
+        def tally() -> str:
+            return " ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
+
+        async def fill(slot: Slot) -> None:
+            async with limit:
+                for attempt in range(config.max_attempts):
+                    result = await runner.run(slot, attempt)
+                    final = not result.infrastructure_failure or attempt == config.max_attempts - 1
+                    _store_result(store, result, final)
+                    if final:
+                        break
+                    console.print(f"[yellow]retrying[/] {slot.key} after {result.outcome.value}: {result.reason}")
+            summary.done += 1
+            summary.outcomes[result.outcome.value] = summary.outcomes.get(result.outcome.value, 0) + 1
+            progress.update(bar, advance=1, tally=tally())
+
+        jobs = [asyncio.create_task(fill(s)) for s in slots]
+        try:
+            await asyncio.gather(*jobs)
+        except asyncio.CancelledError:
+            summary.interrupted = True
+            for job in jobs:
+                job.cancel()
+            await asyncio.gather(*jobs, return_exceptions=True)  # each destroys its sandbox on the way out
+            console.print("[yellow]interrupted[/]: finished episodes are kept; continue with --resume")
+        except BaseException:
+            for job in jobs:
+                job.cancel()
+            await asyncio.gather(*jobs, return_exceptions=True)
+            raise
+
+
+def _store_result(store, result: AttemptResult, final: bool) -> None:
+    episode = store.get_episode(result.episode_id)
+    metadata = {**episode.metadata, "final": final, "timings": result.timings,
+                "transcript": {k: v for k, v in result.transcript.items() if k != "events"}}
+    store.update_episode(result.episode_id, outcome=result.outcome, outcome_reason=result.reason,
+                         metadata=metadata)
+    if result.reward is not None or result.outcome is Outcome.verifier_error:
+        store.record_verifier_result(result.episode_id, result.reward, {"outcome": result.outcome.value,
+                                                                         "reason": result.reason})
