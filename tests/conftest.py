@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -18,3 +22,52 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir) -> ModelDir:
     return ModelDir(tiny_model_dir)
+
+
+REPO = Path(__file__).resolve().parents[1]
+BASE_IMAGE = "openforge-base:bookworm"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(reason: str) -> None:
+    """A missing prerequisite: with CI=true the test fails (never skipped silently); locally it skips."""
+    if IN_CI:
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def managed_containers() -> list[str]:
+    out = subprocess.run(["docker", "ps", "-a", "--filter", "label=openforge.managed=1", "--format", "{{.Names}}"],
+                         capture_output=True, text=True)
+    return [n for n in out.stdout.split() if n]
+
+
+@pytest.fixture(scope="session")
+def docker_ready():
+    """dockerd running, cgroup limits supported, the offline base image present. After the session, no
+    container of ours may be left (`docker ps -a` shows nothing of ours)."""
+    from openforge.sandbox import docker_available
+
+    if shutil.which("docker") is None and os.geteuid() != 0:
+        unavailable("docker is not installed (run scripts/start-docker.sh as root)")
+    r = subprocess.run(["bash", str(REPO / "scripts/start-docker.sh")], capture_output=True, text=True)
+    ok, why = docker_available()
+    if not ok:
+        unavailable(f"no Docker daemon: {why}\n{r.stderr[-800:]}")
+    info = subprocess.run(["docker", "info", "--format",
+                           "{{.MemoryLimit}} {{.SwapLimit}} {{.PidsLimit}} {{.CPUCfsQuota}}"],
+                          capture_output=True, text=True).stdout.split()
+    if info != ["true"] * 4:
+        unavailable(f"the Docker daemon lacks cgroup controllers (memory, swap, pids, cpu cfs): {info}")
+    t0 = time.monotonic()
+    b = subprocess.run(["bash", str(REPO / "scripts/build-base-image.sh")], capture_output=True, text=True)
+    if b.returncode != 0:
+        unavailable(f"cannot build the base image {BASE_IMAGE}: {b.stderr[-2000:]}")
+    if time.monotonic() - t0 > 5:
+        print(f"\nbase image built in {time.monotonic() - t0:.0f}s")
+    before = set(managed_containers())
+    yield
+    left = sorted(set(managed_containers()) - before)
+    if left:
+        subprocess.run(["docker", "rm", "-f", *left], capture_output=True)
+    assert not left, f"containers left behind by the suite: {left}"

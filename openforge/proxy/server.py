@@ -7,6 +7,7 @@ picks a free one), its pid and the admin token, so an orchestrator on the same m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -81,7 +82,9 @@ def _uvicorn(app, address: str | None = None, uds: Path | None = None) -> uvicor
     kwargs = {"uds": str(uds)} if uds else {"host": address.rpartition(":")[0], "port": int(address.rpartition(":")[2])}
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75, **kwargs)
     server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None  # the owner of the loop decides what a signal does
+    # The owner of the event loop decides what a signal does (the CLI stops the proxy; the orchestrator
+    # cancels its episodes first and needs the proxy until they are cleaned up): uvicorn must not take them.
+    server.capture_signals = contextlib.nullcontext
     return server
 
 

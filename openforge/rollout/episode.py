@@ -12,6 +12,7 @@ infrastructure failure, kept out of training and never counted as reward 0, with
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -107,7 +108,7 @@ class EpisodeRunner:
                     proxy_uds=self.proxy.uds, mounts=self._mounts(adapter),
                     memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
                 )
-                sb = await self.provider.create(spec)
+                sb = await self._create(spec)
                 await setup_environment(task, sb, self.provider)
                 result.timings["setup_s"] = time.monotonic() - t0
                 failure = await self._act(adapter, slot, episode, sb, Path(scratch), result)
@@ -134,6 +135,20 @@ class EpisodeRunner:
                     result.reason = (result.reason or "") + f" (destroying the sandbox failed: {e})"
             result.timings["total_s"] = time.monotonic() - t0
         return result
+
+    async def _create(self, spec):
+        """Create a sandbox; if cancelled meanwhile (Ctrl-C), wait for the creation under way in the
+        provider's thread and destroy what it made, so nothing is left behind."""
+        creating = asyncio.ensure_future(self.provider.create(spec))
+        try:
+            return await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            try:
+                made = await creating
+            except Exception:  # noqa: BLE001 - nothing was made
+                raise asyncio.CancelledError from None
+            await made.destroy()
+            raise
 
     async def _act(self, adapter: HarnessAdapter, slot: Slot, episode, sb, scratch: Path,
                    result: AttemptResult) -> tuple[Outcome, str] | None:
@@ -170,6 +185,8 @@ class EpisodeRunner:
             return Outcome.harness_crash, f"{adapter.name} exited {run.exit_code}: {tail(run.stderr or run.stdout, 800)}"
         if not calls:
             return Outcome.harness_crash, f"{adapter.name} never called the model"
+        if status.oom_killed:  # the agent's own command hit the memory limit; the harness went on
+            result.transcript["oom_killed"] = True
         return None
 
     def _mounts(self, adapter: HarnessAdapter) -> list[Mount]:

@@ -138,9 +138,9 @@ async def _run_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutCo
             await asyncio.gather(*jobs)
         except asyncio.CancelledError:
             summary.interrupted = True
-            for job in jobs:
-                job.cancel()
-            await asyncio.gather(*jobs, return_exceptions=True)  # each destroys its sandbox on the way out
+            # gather already passed the cancellation to every job; a second cancel would interrupt their
+            # clean-up (destroying sandboxes), so only wait for them
+            await asyncio.gather(*jobs, return_exceptions=True)
             console.print("[yellow]interrupted[/]: finished episodes are kept; continue with --resume")
         except BaseException:
             for job in jobs:

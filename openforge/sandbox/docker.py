@@ -246,6 +246,8 @@ class DockerSandbox(Sandbox):
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
             cancel.set()  # the worker kills the command and returns promptly
+            # nobody awaits it any more: retrieve its outcome so asyncio does not log it as lost
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
             raise
 
     def _exec_blocking(self, argv: list[str], timeout_s: float, env: dict[str, str] | None, workdir: str | None,
