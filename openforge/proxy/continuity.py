@@ -112,6 +112,7 @@ class RenderedPrompt:
     tools_fp: str
     message_fps: list[str]
     last_message_role: str | None = None
+    extends_call: int | None = None  # the call whose prompt + output this prompt starts with
 
 
 class ContinuityRenderer:
@@ -147,9 +148,8 @@ class ContinuityRenderer:
             for thread in reversed(state.threads):
                 extended = self._try_extend(thread, conversation, system_fp, tools_fp, fps)
                 if extended is not None:
-                    return RenderedPrompt(
-                        extended, thread.segment, None, len(thread.token_ids), system_fp, tools_fp, fps, last_role
-                    )
+                    return RenderedPrompt(extended, thread.segment, None, len(thread.token_ids), system_fp, tools_fp,
+                                          fps, last_role, thread.last_call_index)
 
         reason = self._break_reason(state, system_fp, tools_fp, fps, side_call)
         prompt = self.model.render(conversation)

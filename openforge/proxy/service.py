@@ -157,7 +157,9 @@ class ProxyService:
             conversation=conversation,
             task=self.registry.task_payload(episode),
         )
-        record = CallRecord(
+        # model_construct: the ids are ours, already checked; validating a 100k-id list would cost more
+        # than the rest of the call (DESIGN: per-call cost grows with the new tokens, not the context)
+        record = CallRecord.model_construct(
             episode_id=episode.id,
             index=index,
             prompt_ids=rendered.prompt_ids,
@@ -168,7 +170,7 @@ class ProxyService:
             segment=rendered.segment,
             break_reason=rendered.break_reason,
             request_body=body,
-            metadata={"reused_prompt_tokens": rendered.reused_tokens},
+            metadata={"reused_prompt_tokens": rendered.reused_tokens, "extends_call": rendered.extends_call},
         )
         try:
             result = await asyncio.wait_for(

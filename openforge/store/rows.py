@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from openforge.core import CallRecord, Episode, SamplingParams
+from openforge.store.bodies import encode_body
 from openforge.store.codec import bytes_to_ids, bytes_to_logprobs, ids_array, logprobs_to_bytes, pack, unpack
 from openforge.store.prompts import EncodedPrompt
 
@@ -53,12 +54,20 @@ class EncodedCall:
     """The parts of a call that can be encoded before taking the write lock (everything but the prompt,
     whose encoding depends on the calls stored before it)."""
 
-    __slots__ = ("record", "prompt", "output", "columns")
+    __slots__ = ("record", "prompt", "output", "columns", "body_depth")
 
-    def __init__(self, record: CallRecord):
+    def __init__(self, record: CallRecord, body_ref: tuple[int, bytes, int] | None = None,
+                 prompt_base: np.ndarray | None = None):
+        """`body_ref`: (index, request body, depth) of an earlier call of the episode to store the request
+        body as a delta of. `prompt_base`: ids the prompt is known to start with (an earlier call's prompt +
+        output, `len(prompt_base)` of them), so only the rest is converted."""
         self.record = record
-        self.prompt = ids_array(record.prompt_ids)
+        if prompt_base is not None:
+            self.prompt = np.concatenate([prompt_base, ids_array(record.prompt_ids[len(prompt_base):])])
+        else:
+            self.prompt = ids_array(record.prompt_ids)
         self.output = ids_array(record.output_ids)
+        request_body, self.body_depth = encode_body(record.request_body, body_ref)
         self.columns = {
             "output_len": len(record.output_ids),
             "output_ids": pack(self.output.tobytes()),
@@ -75,7 +84,7 @@ class EncodedCall:
             "break_reason": record.break_reason,
             "call_error": record.call_error,
             "parse_error": record.parse_error,
-            "request_body": pack(record.request_body),
+            "request_body": request_body,
             "response_body": pack(record.response_body),
             "metadata": to_json(record.metadata, "call metadata"),
         }
@@ -99,8 +108,8 @@ class EncodedCall:
         return tuple(values[c] for c in CALL_COLUMNS)
 
 
-def row_to_call(row: sqlite3.Row | tuple, prompt: np.ndarray, output: np.ndarray) -> CallRecord:
-    """Build a CallRecord from a `calls` row whose prompt and output ids have been decoded."""
+def row_to_call(row: sqlite3.Row | tuple, prompt: np.ndarray, output: np.ndarray, request_body: bytes) -> CallRecord:
+    """Build a CallRecord from a `calls` row whose prompt, output ids and request body have been decoded."""
     v = dict(zip(CALL_COLUMNS, row))
     return CallRecord(
         episode_id=v["episode_id"],
@@ -120,7 +129,7 @@ def row_to_call(row: sqlite3.Row | tuple, prompt: np.ndarray, output: np.ndarray
         break_reason=v["break_reason"],
         call_error=v["call_error"],
         parse_error=v["parse_error"],
-        request_body=unpack(v["request_body"]),
+        request_body=request_body,
         response_body=unpack(v["response_body"]),
         metadata=json.loads(v["metadata"]),
     )

@@ -98,6 +98,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
 )
 
+MIGRATIONS += (
+    # No table changes: request bodies may now be stored as deltas of an earlier call's body (blob tag 2,
+    # see bodies.py). The version bump makes older OpenForge versions refuse files they could not read.
+    Migration(3, "request bodies as deltas of the previous call's body", ()),
+)
+
 LATEST_VERSION = MIGRATIONS[-1].version
 
 

@@ -35,6 +35,7 @@ from openforge.store.errors import (
     DuplicateEpisodeError,
     EpisodeNotFoundError,
 )
+from openforge.store.bodies import BodyCache, body_reference, decode_body
 from openforge.store.prompts import CANDIDATE_CALLS, Candidate, SequenceCache, decode_prompt, encode_prompt
 from openforge.store.rows import (
     CALL_COLUMNS,
@@ -69,6 +70,7 @@ class TrajectoryStore:
         self.path = Path(pool.path)
         self._pool = pool
         self._sequences = SequenceCache()
+        self._bodies = BodyCache()
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -235,7 +237,9 @@ class TrajectoryStore:
 
     def add_calls(self, records: Iterable[CallRecord]) -> None:
         """Store several calls in one transaction: all are stored, or (on error) none."""
-        encoded = [EncodedCall(r) for r in records]
+        # compression happens here, outside the write lock
+        encoded = [EncodedCall(r, self._bodies.latest_before(r.episode_id, r.index), self._prompt_base(r))
+                   for r in records]
         if not encoded:
             return
         conn = self._conn()
@@ -259,10 +263,24 @@ class TrajectoryStore:
                     if "UNIQUE" in str(exc):
                         raise DuplicateCallError(call.record.episode_id, call.record.index) from exc
                     raise
-        # Only committed calls may enter the cache.
+        # Only committed calls may enter the caches.
         for episode_id, calls in batch.items():
             for cand in calls.values():
                 self._sequences.put(episode_id, cand.index, cand.sequence)
+        for call in encoded:
+            self._bodies.put(call.record.episode_id, call.record.index, call.record.request_body, call.body_depth)
+
+    def _prompt_base(self, record: CallRecord) -> np.ndarray | None:
+        """The ids `record`'s prompt is declared to start with (the proxy's continuity hint in its metadata:
+        `extends_call` k and `reused_prompt_tokens` n = call k's prompt + output), when cached and consistent;
+        then only the new tail of the prompt needs converting."""
+        k, n = record.metadata.get("extends_call"), record.metadata.get("reused_prompt_tokens")
+        if not isinstance(k, int) or not isinstance(n, int) or n <= 0 or n > len(record.prompt_ids):
+            return None
+        base = self._sequences.get(record.episode_id, k)
+        if base is None or len(base) != n or base[0] != record.prompt_ids[0] or base[-1] != record.prompt_ids[n - 1]:
+            return None
+        return base
 
     def _candidates(
         self, conn: sqlite3.Connection, episode_id: str, index: int, in_batch: dict[int, Candidate]
@@ -317,7 +335,7 @@ class TrajectoryStore:
             return None
         ref = row[_COL["prompt_ref"]]
         base = self._sequence(conn, episode_id, ref) if ref is not None else None
-        return self._decode_row(row, base)[0]
+        return self._decode_row(row, base, self._request_body(conn, episode_id, row[_COL["request_body"]]))[0]
 
     def list_calls(self, episode_id: str) -> list[CallRecord]:
         """Every call of the episode, ordered by index."""
@@ -325,6 +343,7 @@ class TrajectoryStore:
             f"{_CALL_SELECT} WHERE episode_id = ? ORDER BY call_index", (episode_id,)
         ).fetchall()
         sequences: dict[int, np.ndarray] = {}  # a prompt only references a lower index: already decoded
+        bodies: dict[int, bytes] = {}  # likewise request bodies
         calls = []
         for row in rows:
             ref = row[_COL["prompt_ref"]]
@@ -334,11 +353,32 @@ class TrajectoryStore:
                 if base is None:
                     index = row[_COL["call_index"]]
                     raise CorruptRecordError(f"call {index} of episode {episode_id!r} references missing call {ref}")
-            call, sequences[row[_COL["call_index"]]] = self._decode_row(row, base)
+            blob = row[_COL["request_body"]]
+            body_ref = body_reference(blob)
+            if body_ref is not None and body_ref not in bodies:
+                raise CorruptRecordError(f"call {row[_COL['call_index']]} of episode {episode_id!r} "
+                                         f"references the missing body of call {body_ref}")
+            body = decode_body(blob, bodies.get(body_ref) if body_ref is not None else None)
+            call, sequences[row[_COL["call_index"]]] = self._decode_row(row, base, body)
+            bodies[call.index] = body
             calls.append(call)
         return calls
 
-    def _decode_row(self, row: tuple, base: np.ndarray | None) -> tuple[CallRecord, np.ndarray]:
+    def _request_body(self, conn: sqlite3.Connection, episode_id: str, blob: bytes) -> bytes:
+        """A request body, following delta references back through earlier calls as needed."""
+        ref = body_reference(blob)
+        if ref is None:
+            return decode_body(blob, None)
+        cached = self._bodies.get(episode_id, ref)
+        if cached is not None:
+            return decode_body(blob, cached[0])
+        row = conn.execute("SELECT request_body FROM calls WHERE episode_id = ? AND call_index = ?",
+                           (episode_id, ref)).fetchone()
+        if row is None:
+            raise CorruptRecordError(f"a request body of episode {episode_id!r} references missing call {ref}")
+        return decode_body(blob, self._request_body(conn, episode_id, row[0]))
+
+    def _decode_row(self, row: tuple, base: np.ndarray | None, request_body: bytes) -> tuple[CallRecord, np.ndarray]:
         """The call of a `calls` row, and its prompt + output sequence. `base` is the sequence of the call
         its prompt references (None when the prompt is stored whole)."""
         prompt = decode_prompt(base, row[_COL["prompt_prefix_len"]], row[_COL["prompt_tail"]])
@@ -348,7 +388,7 @@ class TrajectoryStore:
                 f"{len(prompt)} tokens, {row[_COL['prompt_len']]} were stored"
             )
         output = decode_output(row[_COL["output_ids"]])
-        return row_to_call(row, prompt, output), np.concatenate([prompt, output])
+        return row_to_call(row, prompt, output, request_body), np.concatenate([prompt, output])
 
     def iter_calls(self) -> Iterator[CallRecord]:
         """Every call of the run: episode by episode (oldest first), each ordered by index. One episode is in
