@@ -140,15 +140,14 @@ def _assert_acknowledged_survived(run_dir: Path, worker: int, acknowledged: list
         assert store.integrity_check() == "ok"
         for n in acknowledged:
             assert store.get_call(f"w{worker}-e{n // CALLS_PER_EPISODE}", n % CALLS_PER_EPISODE) == make_call(worker, n)
-        # Anything else present is whole too (the interrupted write either committed or vanished), and the
-        # writer wrote in order, so what survived has no gaps. (How many calls the child wrote after the last
-        # one the parent read depends on scheduling, so it is not bounded here.)
-        stored = []
+        # Anything else present is whole too: the interrupted writes either committed or vanished. (How many
+        # calls the child wrote after the last one the parent read depends on scheduling: not bounded here.)
+        stored = 0
         for call in store.iter_calls():
             n = int(call.episode_id.split("-e")[1]) * CALLS_PER_EPISODE + call.index
             assert call == make_call(worker, n)
-            stored.append(n)
-        assert sorted(stored) == list(range(len(stored))) and len(stored) >= len(acknowledged)
+            stored += 1
+        assert stored >= len(acknowledged)
 
 
 @pytest.mark.parametrize("child", ["child_write_forever", "child_async_write_forever"])
