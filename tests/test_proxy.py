@@ -220,3 +220,19 @@ async def test_weights_swap_bumps_policy_version(tmp_path, tiny_model_dir):
         await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "y"}])
         versions = [c.policy_version for c in proxy.store.list_calls(episode_id)]
         assert versions == [0, 1]
+
+
+@pytest.mark.parametrize("sampled,expected", [('{"title": "x"}', {"title": "x"}), ("A plain title", "A plain title")])
+async def test_json_output_format_is_answered_with_valid_json(tmp_path, tiny_model_dir, sampled, expected):
+    script = tmp_path / "turns.json"
+    script.write_text(json.dumps({"turns": [sampled], "side": sampled}))
+    async with in_process_proxy(tmp_path / "run", tiny_model_dir, backend=f"scripted:{script}") as proxy:
+        episode_id, key = await proxy.new_episode()
+        schema = {"type": "object", "properties": {"title": {"type": "string"}}}
+        reply = await proxy.anthropic(key).messages.create(
+            model="m", max_tokens=100, messages=[{"role": "user", "content": "title?"}],
+            extra_body={"output_config": {"format": {"type": "json_schema", "schema": schema}}},
+        )
+        assert json.loads(reply.content[0].text) == expected
+        (call,) = proxy.store.list_calls(episode_id)
+        assert (call.parse_error is None) == isinstance(expected, dict)

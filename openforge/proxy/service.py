@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from openforge.core import CallRecord, Episode, FinishReason, SamplingParams
+from openforge.core import CallRecord, Episode, FinishReason, ParsedOutput, SamplingParams
 from openforge.inference import Backend, BackendError, GenerationContext, InvalidRequestError, PromptTooLongError
 from openforge.models import ModelDir
 from openforge.proxy.continuity import ContinuityRenderer
@@ -53,6 +53,19 @@ class CallResponse:
         if self.chunks is not None:
             return b"".join(self.chunks)
         return json.dumps(self.body).encode()
+
+
+def as_json_reply(parsed: ParsedOutput) -> ParsedOutput:
+    """A JSON output format was requested (Anthropic `output_config`, OpenAI `response_format`): the reply
+    text must be valid JSON. The policy's own JSON is returned as sampled; anything else is returned as a JSON
+    string (valid JSON, the text kept) and flagged, since nothing here constrains decoding."""
+    try:
+        json.loads(parsed.content)
+        return parsed
+    except ValueError:
+        note = "the requested JSON output format was not followed; the text was returned as a JSON string"
+        error = f"{parsed.parse_error}; {note}" if parsed.parse_error else note
+        return parsed.model_copy(update={"content": json.dumps(parsed.content), "parse_error": error})
 
 
 class PauseGate:
@@ -204,6 +217,8 @@ class ProxyService:
             tools=conversation.tools,
             id_prefix="toolu_" if dialect.name == "anthropic" else "call_",
         )
+        if conversation.response_format is not None:
+            parsed = as_json_reply(parsed)
         reply = Reply(
             id=new_call_id("msg_" if dialect.name == "anthropic" else "resp_" if dialect.name == "responses" else "chatcmpl-"),
             model=request.model or self.settings.served_model,
