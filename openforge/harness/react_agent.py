@@ -69,14 +69,19 @@ def chat(base_url: str, key: str, model: str, messages: list, max_tokens: int, r
     raise ModelAPIError("unreachable")
 
 
+def format_output(stdout: str, stderr: str, returncode: int) -> str:
+    """What the model sees of a command: its output (tail), or "(no output)", and a failing exit code."""
+    out = (stdout + stderr)[-OUTPUT_CAP:]
+    return (out if out.strip() else "(no output)") + ("" if returncode == 0 else f"\n[exit code {returncode}]")
+
+
 def run_tool(name: str, arguments: dict) -> tuple[str, bool]:
     """(output for the model, whether the agent submitted)."""
     try:
         if name == "bash":
             done = subprocess.run(["bash", "-c", str(arguments.get("command", ""))], capture_output=True,
                                   text=True, errors="replace", timeout=COMMAND_TIMEOUT_S)
-            out = (done.stdout + done.stderr)[-OUTPUT_CAP:]
-            return (out if out.strip() else "(no output)") + ("" if done.returncode == 0 else f"\n[exit code {done.returncode}]"), False
+            return format_output(done.stdout, done.stderr, done.returncode), False
         if name == "read":
             with open(str(arguments.get("path", "")), errors="replace") as f:
                 return f.read()[:OUTPUT_CAP] or "(empty file)", False
@@ -96,6 +101,41 @@ def run_tool(name: str, arguments: dict) -> tuple[str, bool]:
         return f"[error: {e}]", False
 
 
+def run_agent(base_url: str, key: str, model: str, instruction: str, *, max_steps: int = 8,
+              max_tokens: int = 512, tool_runner=run_tool, emit=emit) -> dict:
+    """The ReAct loop; returns the result event. `tool_runner(name, arguments) -> (output, submitted)` runs
+    the tools (the default runs them here, in the current directory). Raises ModelAPIError when the model API
+    fails."""
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": instruction}]
+    tool_calls = 0
+    final = None
+    steps = 0
+    for steps in range(1, max_steps + 1):
+        reply = chat(base_url, key, model, messages, max_tokens)
+        calls = reply.get("tool_calls") or []
+        messages.append({"role": "assistant", "content": reply.get("content"), "tool_calls": calls or None})
+        if reply.get("content"):
+            final = reply["content"]
+        emit({"type": "step", "step": steps, "content": reply.get("content"), "tool_calls": len(calls)})
+        if not calls:
+            break
+        submitted = False
+        for call in calls:
+            function = call.get("function") or {}
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except ValueError:
+                arguments = {}
+            output, done = tool_runner(function.get("name", ""), arguments if isinstance(arguments, dict) else {})
+            tool_calls += 1
+            submitted = submitted or done
+            messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": output})
+        if submitted:
+            final = final or "submitted"
+            break
+    return {"type": "result", "ok": True, "final": final, "turns": steps, "tool_calls": tool_calls}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", required=True)
@@ -104,42 +144,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=512)
     args = parser.parse_args(argv)
-    key = os.environ.get("OPENFORGE_API_KEY", "")
     with open(args.instruction_file) as f:
         instruction = f.read()
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": instruction}]
-    tool_calls = 0
-    final = None
-    steps = 0
     try:
-        for steps in range(1, args.max_steps + 1):
-            reply = chat(args.base_url, key, args.model, messages, args.max_tokens)
-            calls = reply.get("tool_calls") or []
-            messages.append({"role": "assistant", "content": reply.get("content"), "tool_calls": calls or None})
-            if reply.get("content"):
-                final = reply["content"]
-            emit({"type": "step", "step": steps, "content": reply.get("content"), "tool_calls": len(calls)})
-            if not calls:
-                break
-            submitted = False
-            for call in calls:
-                function = call.get("function") or {}
-                try:
-                    arguments = json.loads(function.get("arguments") or "{}")
-                except ValueError:
-                    arguments = {}
-                output, done = run_tool(function.get("name", ""), arguments if isinstance(arguments, dict) else {})
-                tool_calls += 1
-                submitted = submitted or done
-                messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": output})
-            if submitted:
-                final = final or "submitted"
-                break
+        result = run_agent(args.base_url, os.environ.get("OPENFORGE_API_KEY", ""), args.model, instruction,
+                           max_steps=args.max_steps, max_tokens=args.max_tokens)
     except ModelAPIError as e:
-        emit({"type": "result", "ok": False, "error": str(e), "turns": steps, "tool_calls": tool_calls})
+        emit({"type": "result", "ok": False, "error": str(e)})
         print(f"react: {e}", file=sys.stderr)
         return 3
-    emit({"type": "result", "ok": True, "final": final, "turns": steps, "tool_calls": tool_calls})
+    emit(result)
     return 0
 
 

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -34,6 +35,7 @@ class ProxyConfig(BaseModel):
 
     model: Path
     backend: str = "embedded"
+    backend_options: dict[str, Any] = Field(default_factory=dict)  # e.g. {"max_batch": 128} for embedded
     run: Path
     listen: str | None = "127.0.0.1:8100"
     uds: Path | None = None
@@ -66,7 +68,7 @@ class ProxyConfig(BaseModel):
 
 def build_service(config: ProxyConfig) -> tuple[ProxyService, TrajectoryStore, AsyncCallWriter]:
     model = ModelDir(config.model)
-    backend = make_backend(config.backend, config.model)
+    backend = make_backend(config.backend, config.model, **config.backend_options)
     store = TrajectoryStore.open(config.run)
     writer = AsyncCallWriter(store)
     settings = ProxySettings(

@@ -1,0 +1,77 @@
+"""Fast episodes on generated task families: the react loop in process, commands jailed, graded in memory."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from openforge.core import Outcome
+from openforge.proxy.server import ProxyConfig, running_proxy
+from openforge.rollout.family import run_family_episodes
+from openforge.rollout.jail import JailError, jail_available, prepare_workdir, run_jailed
+from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler
+from conftest import unavailable
+
+
+@pytest.fixture(autouse=True)
+def _jail():
+    ok, why = jail_available()
+    if not ok:
+        unavailable(f"the jail cannot run here: {why}")
+
+
+def test_jail_confines_a_command(tmp_path):
+    with pytest.raises(JailError, match="traversable"):
+        prepare_workdir(tmp_path / "w", {})  # pytest's tmp_path is private (0700)
+    tmp_path.chmod(0o711)
+    tmp_path.parent.chmod(0o711)
+    tmp_path.parent.parent.chmod(0o711)
+    work = tmp_path / "w"
+    prepare_workdir(work, {"a.txt": "x\n"})
+    out, err, code = run_jailed(work, "id -un; echo made > b.txt; ls /sys/class/net 2>&1 | head -1; "
+                                      "touch /usr/evil 2>&1; cat /etc/shadow 2>&1 | head -1")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "nobody"
+    assert (work / "b.txt").read_text() == "made\n"
+    assert "Read-only file system" in out and "Permission denied" in out
+    assert not Path("/usr/evil").exists()
+    t = time.monotonic()
+    _, err, code = run_jailed(work, "sleep 30", timeout_s=1)
+    assert code == 124 and "timed out" in err and time.monotonic() - t < 10
+
+
+async def test_oracle_passes_every_instance_and_records_calls(tmp_path, tiny_model_dir):
+    config = ProxyConfig(model=tiny_model_dir, backend="oracle", run=tmp_path / "run", listen="127.0.0.1:0",
+                         admin_listen="127.0.0.1:0")
+    instances = InstanceSampler("train", seed=3, families=QUICKSTART_FAMILIES).sample(12)
+    async with running_proxy(config) as proxy:
+        episodes = await run_family_episodes(proxy, instances, samples=2, step=5)
+        assert len(episodes) == 24
+        assert all(e.outcome == Outcome.passed and e.reward == 1.0 for e in episodes), [
+            (e.instance.instruction, e.transcript) for e in episodes if e.reward != 1.0]
+        stored = proxy.store.list_episodes()
+        assert len(stored) == 24 and all(e.metadata["step"] == 5 and e.metadata["final"] for e in stored)
+        calls = proxy.store.list_calls(stored[0].id)
+        assert len(calls) == 2 and calls[1].break_reason is None  # the second call continues the first
+
+
+async def test_wrong_commands_fail(tmp_path, tiny_model_dir):
+    instances = InstanceSampler("heldout", seed=4, families=QUICKSTART_FAMILIES).sample(6)
+    policy = tmp_path / "wrong.py"
+    policy.write_text(
+        "import json\n"
+        "WRONG = " + repr({i.instruction: i.wrong_command for i in instances}) + "\n"
+        "def respond(conversation, call_index):\n"
+        "    if any(m.role == 'tool' for m in conversation.messages):\n"
+        "        return 'Done.'\n"
+        "    command = WRONG[conversation.messages[-1].content]\n"
+        "    return '<tool_call>\\n' + json.dumps({'name': 'bash', 'arguments': {'command': command}}) + '\\n</tool_call>'\n"
+    )
+    config = ProxyConfig(model=tiny_model_dir, backend=f"scripted:{policy}", run=tmp_path / "run",
+                         listen="127.0.0.1:0", admin_listen="127.0.0.1:0")
+    async with running_proxy(config) as proxy:
+        episodes = await run_family_episodes(proxy, instances)
+    assert all(e.outcome == Outcome.failed and e.reward == 0.0 for e in episodes)
