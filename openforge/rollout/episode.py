@@ -61,6 +61,16 @@ class AttemptResult:
         return self.outcome.is_infrastructure_failure
 
 
+def solution_command(task: Task) -> str | None:
+    """The reference solution as a shell command: solve.sh without its shebang line."""
+    if task.solve_script is None:
+        return None
+    text = task.solve_script.read_text()
+    if text.startswith("#!"):
+        text = text.partition("\n")[2]
+    return text.strip() or None
+
+
 class EpisodeRunner:
     """Runs attempts against a proxy running in this process (`openforge.proxy.server.RunningProxy`)."""
 
@@ -86,7 +96,7 @@ class EpisodeRunner:
             "split": task.split,
             "family": task.family,
             # for the oracle teacher: the reference solution and the harness's own shell tool
-            "solution": task.solve_script.read_text() if task.solve_script else None,
+            "solution": solution_command(task),
             "shell_tool": list(adapter.shell_tool) if adapter.shell_tool else None,
         }
         metadata = {
