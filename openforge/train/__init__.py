@@ -13,3 +13,26 @@ __all__ = [
     "assemble_episode",
     "assemble_run",
 ]
+
+# The trainers import torch (seconds); importing the assembler should not. Resolved on first use.
+_TRAINER_EXPORTS = {
+    "TrainBatch": "batching", "collate": "batching", "micro_batches": "batching",
+    "group_advantages": "advantages", "groups_with_signal": "advantages",
+    "PolicyLoss": "losses", "clipped_policy_loss": "losses", "sft_loss": "losses", "token_logprobs": "losses",
+    "SFTConfig": "sft", "SFTTrainer": "sft", "sft_step": "sft",
+    "GRPOConfig": "grpo", "GRPOMetrics": "grpo", "GRPOTrainer": "grpo",
+    "CheckpointError": "checkpoint", "TrainerState": "checkpoint", "load_checkpoint": "checkpoint",
+    "read_trainer_state": "checkpoint", "restore_rng": "checkpoint", "save_checkpoint": "checkpoint",
+    "WeightSyncError": "weights_sync", "apush_weights": "weights_sync", "push_weights": "weights_sync",
+    "push_weights_in_process": "weights_sync",
+}
+__all__ += list(_TRAINER_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _TRAINER_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'openforge.train' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"openforge.train.{module}"), name)

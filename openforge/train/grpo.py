@@ -1,0 +1,128 @@
+"""GRPO on CPU: one policy-gradient update per batch of rollout samples.
+
+A step: keep the groups whose rewards differ (the others carry no signal), compute each sample's advantage
+against its group, recompute the trained tokens' logprobs with a forward pass at the temperature they were
+sampled at, and minimise the clipped surrogate against the rollout (behaviour) logprobs recorded at sampling
+time, token-mean over every trained token of the batch. No KL term, no reference model.
+
+Settings that worked on 2 cores (QUICKSTART-NOTES.md): 16 prompts × group 8, temperature 1.0, lr 2e-4,
+clip 0.2, advantages normalised by the group's std.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from openforge.core.records import Sample
+from openforge.train.advantages import group_advantages, group_indices, groups_with_signal
+from openforge.train.batching import collate, micro_batches
+from openforge.train.losses import clipped_policy_loss, token_logprobs
+
+
+class GRPOConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lr: float = Field(default=2e-4, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    clip_low: float = Field(default=0.2, ge=0)
+    clip_high: float = Field(default=0.2, ge=0)
+    clip_ratio_c: float | None = Field(default=3.0, gt=1)  # veRL's dual-clip bound; None = off
+    norm_by_std: bool = True
+    eps: float = Field(default=1e-6, gt=0)
+    # Used when a sample's metadata names no temperature: the temperature the rollouts were sampled at.
+    temperature: float = Field(default=1.0, gt=0)
+    max_grad_norm: float | None = Field(default=1.0, gt=0)
+    max_tokens_per_micro_batch: int | None = Field(default=None, ge=1)
+
+
+class GRPOMetrics(BaseModel):
+    """What one step did. Fractions and KL are token-means over the trained tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    updated: bool  # False when no group had signal: nothing to learn, no optimizer step
+    loss: float = 0.0
+    clip_fraction: float = 0.0
+    clip_fraction_lower: float = 0.0
+    approx_kl: float = 0.0
+    mean_advantage: float = 0.0  # over the trained samples (≈ 0 by construction; a check, not a goal)
+    mean_reward: float = 0.0  # over all samples given, signal or not
+    groups_with_signal: int = 0
+    groups_total: int = 0
+    samples: int = 0  # trained (in groups with signal)
+    tokens: int = 0  # trained tokens
+    grad_norm: float = 0.0
+    seconds: float = 0.0
+
+
+class GRPOTrainer:
+    """`step(samples)` → `GRPOMetrics`. The optimizer is AdamW unless one is given (e.g. restored from a
+    checkpoint: pass the optimizer whose state you loaded and `step_count`)."""
+
+    def __init__(self, model, config: GRPOConfig | None = None, pad_id: int = 0,
+                 optimizer: torch.optim.Optimizer | None = None, step_count: int = 0):
+        self.model = model
+        self.config = config or GRPOConfig()
+        self.pad_id = pad_id
+        self.optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=self.config.lr,
+                                                        weight_decay=self.config.weight_decay)
+        self.step_count = step_count
+
+    def step(self, samples: Sequence[Sample]) -> GRPOMetrics:
+        started = time.perf_counter()
+        cfg = self.config
+        if not samples:
+            raise ValueError("GRPO step on an empty list of samples")
+        missing = [s.episode_id for s in samples if s.metadata.get("logprobs_missing")]
+        if missing:
+            raise ValueError(f"{len(missing)} samples have calls recorded without logprobs (e.g. episode "
+                             f"{missing[0]}); GRPO needs the behaviour logprobs from sampling time")
+        rewards = [s.reward for s in samples]
+        group_ids = [s.group_id for s in samples]
+        signal = groups_with_signal(rewards, group_ids)
+        metrics = GRPOMetrics(step=self.step_count, updated=False, groups_total=len(group_indices(group_ids)),
+                              groups_with_signal=len(signal), mean_reward=sum(rewards) / len(rewards))
+        kept = [s for s in samples if s.group_id in signal and any(s.loss_mask)]
+        if not kept:
+            metrics.seconds = time.perf_counter() - started
+            return metrics
+
+        advantages = group_advantages([s.reward for s in kept], [s.group_id for s in kept], cfg.norm_by_std, cfg.eps)
+        batch = collate(kept, pad_id=self.pad_id, advantages=advantages.tolist(), default_temperature=cfg.temperature)
+        total = batch.num_tokens
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = clip_sum = lower_sum = kl_sum = 0.0
+        for rows in micro_batches(batch.attention_mask.sum(dim=1).tolist(), cfg.max_tokens_per_micro_batch):
+            mask = batch.loss_mask[rows]
+            new_logprobs = token_logprobs(self.model, batch, rows)
+            result = clipped_policy_loss(new_logprobs, batch.old_logprobs[rows], batch.advantages[rows], mask,
+                                         cfg.clip_low, cfg.clip_high, cfg.clip_ratio_c, num_tokens=total)
+            result.loss.backward()
+            # Diagnostics are means over this micro-batch's tokens: weight them back into batch means.
+            share = float(mask.sum()) / total
+            loss_sum += float(result.loss.detach())
+            clip_sum += result.clip_fraction * share
+            lower_sum += result.clip_fraction_lower * share
+            kl_sum += result.approx_kl * share
+        max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        self.optimizer.step()
+        self.step_count += 1
+
+        metrics.updated = True
+        metrics.loss = loss_sum
+        metrics.clip_fraction = clip_sum
+        metrics.clip_fraction_lower = lower_sum
+        metrics.approx_kl = kl_sum
+        metrics.mean_advantage = float(advantages.mean())
+        metrics.samples = len(kept)
+        metrics.tokens = total
+        metrics.grad_norm = float(grad_norm)
+        metrics.seconds = time.perf_counter() - started
+        return metrics

@@ -1,0 +1,115 @@
+"""Losses on padded (batch, time) tensors: per-token logprobs from a forward pass, masked cross-entropy (SFT)
+and the clipped policy-gradient surrogate (GRPO).
+
+Every loss is a *token mean* over the tokens whose mask is 1 — veRL's `loss_agg_mode="token-mean"`: each
+trained token weighs the same, however long its sample. `num_tokens` lets a caller that splits a batch into
+micro-batches divide every micro-batch by the whole batch's token count, so the summed gradients equal those
+of one pass over the whole batch.
+
+`clipped_policy_loss` is veRL 0.9.1's `compute_policy_loss_vanilla` (verl/trainer/ppo/core_algos.py), term for
+term: log-ratio clamped to ±20, PPO clip with separate low/high ranges, and dual-clip (a bound of
+`clip_ratio_c` × |A| on the loss of negative-advantage tokens). tests/test_train_verl_agreement.py holds them
+equal on the same batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from openforge.train.batching import TrainBatch
+
+
+def token_logprobs(model, batch: TrainBatch, rows: list[int] | None = None) -> torch.Tensor:
+    """log p(token t | tokens < t) under `model` at each sample's temperature, aligned with `input_ids`
+    (column 0, which nothing predicts, is 0). Shape (B, T), float32, with grad if the model has it.
+
+    The temperature matters: the embedded backend records log_softmax(logits / temperature) at the sampled
+    token, so the new logprobs must be computed the same way or every ratio is off from the first step."""
+    input_ids, attention_mask, temperatures = batch.input_ids, batch.attention_mask, batch.temperatures
+    if rows is not None:
+        input_ids, attention_mask, temperatures = input_ids[rows], attention_mask[rows], temperatures[rows]
+    width = int(attention_mask.sum(dim=1).max().item())
+    input_ids, attention_mask = input_ids[:, :width], attention_mask[:, :width]
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+    logits = logits[:, :-1].float() / temperatures[:, None, None]
+    targets = input_ids[:, 1:]
+    picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    out = torch.nn.functional.pad(picked, (1, batch.input_ids.shape[1] - width))  # zero column 0 and the pad tail
+    return out
+
+
+def masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    # where(), not values * mask: a NaN or inf on a masked-out position must not leak into the sum.
+    return torch.where(mask.bool(), values, torch.zeros_like(values)).sum()
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over mask-1 positions; 0 when the mask is empty (veRL's masked_mean: the same 1e-8 guard)."""
+    return masked_sum(values, mask) / (mask.sum() + 1e-8)
+
+
+def token_mean(values: torch.Tensor, mask: torch.Tensor, num_tokens: int | float | None = None) -> torch.Tensor:
+    """Sum over mask-1 positions divided by `num_tokens` (default: this mask's count)."""
+    denominator = mask.sum() if num_tokens is None else torch.as_tensor(float(num_tokens))
+    if float(denominator) <= 0:
+        raise ValueError("token-mean over a batch with no trained tokens (every loss mask is 0)")
+    return masked_sum(values, mask) / denominator
+
+
+def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor, num_tokens: int | float | None = None) -> torch.Tensor:
+    """Cross-entropy on the trained tokens: the token-mean of -log p(token)."""
+    return token_mean(-logprobs, mask, num_tokens)
+
+
+@dataclass
+class PolicyLoss:
+    """The surrogate loss (to call .backward() on) and its diagnostics, each a masked mean over this call's
+    tokens: `clip_fraction` (the clipped term was the larger loss: veRL's `actor/pg_clipfrac`),
+    `clip_fraction_lower` (dual-clip bound applied: `actor/pg_clipfrac_lower`), `approx_kl` (mean of
+    old − new logprob: `actor/ppo_kl`)."""
+
+    loss: torch.Tensor
+    clip_fraction: float
+    clip_fraction_lower: float
+    approx_kl: float
+
+
+def clipped_policy_loss(
+    new_logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    clip_ratio_c: float | None = 3.0,
+    num_tokens: int | float | None = None,
+) -> PolicyLoss:
+    """PPO's clipped surrogate, token-mean over `mask`:
+
+        ratio = exp(clamp(new − old, −20, 20))
+        loss_t = max(−A·ratio, −A·clip(ratio, 1 − clip_low, 1 + clip_high))
+        if A < 0 (dual clip): loss_t = min(loss_t, −A·clip_ratio_c)
+
+    All arguments (B, T). `clip_ratio_c=None` turns dual clip off."""
+    log_ratio = torch.clamp(new_logprobs - old_logprobs, min=-20.0, max=20.0)  # exp() of a wild ratio overflows
+    ratio = torch.exp(log_ratio)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    losses = torch.maximum(unclipped, clipped)
+    clip_fraction = masked_mean(torch.gt(clipped, unclipped).float(), mask)
+    lower_fraction = torch.zeros(())
+    if clip_ratio_c is not None:
+        if clip_ratio_c <= 1.0:
+            raise ValueError(f"clip_ratio_c (dual-clip bound) must be > 1, got {clip_ratio_c}")
+        bound = -advantages * clip_ratio_c
+        lower_fraction = masked_mean(torch.gt(losses, bound).float() * (advantages < 0).float(), mask)
+        # Dual clip: a token with A < 0 whose ratio exploded cannot dominate the batch.
+        losses = torch.where(advantages < 0, torch.minimum(bound, losses), losses)
+    return PolicyLoss(
+        loss=token_mean(losses, mask, num_tokens),
+        clip_fraction=float(clip_fraction),
+        clip_fraction_lower=float(lower_fraction),
+        approx_kl=float(masked_mean(-log_ratio.detach(), mask)),
+    )

@@ -1,0 +1,114 @@
+"""Supervised fine-tuning on recorded trajectories: cross-entropy only on the tokens the policy produced
+(loss mask 1) — the system prompt, the user's words and tool results are context, never targets.
+
+    losses = SFTTrainer(model, SFTConfig(lr=1e-3, epochs=3, batch_size=16)).train(samples)
+
+`sft_step` is one optimizer step on one batch; the trainer loops it over shuffled batches.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from openforge.core.records import Sample
+from openforge.train.batching import collate, micro_batches
+from openforge.train.losses import sft_loss, token_logprobs
+
+
+class SFTConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lr: float = Field(default=1e-3, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    batch_size: int = Field(default=16, ge=1)
+    epochs: int | None = Field(default=None, ge=1)  # passes over the samples ...
+    steps: int | None = Field(default=None, ge=1)  # ... or a number of optimizer steps (exactly one of them)
+    max_grad_norm: float | None = Field(default=1.0, gt=0)
+    max_tokens_per_micro_batch: int | None = Field(default=None, ge=1)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_length(self) -> "SFTConfig":
+        if (self.epochs is None) == (self.steps is None):
+            raise ValueError("set exactly one of epochs and steps")
+        return self
+
+
+def sft_step(
+    model,
+    optimizer: torch.optim.Optimizer,
+    samples: Sequence[Sample],
+    pad_id: int = 0,
+    max_grad_norm: float | None = 1.0,
+    max_tokens_per_micro_batch: int | None = None,
+) -> float:
+    """One optimizer step of masked cross-entropy on `samples`; returns the loss (token-mean over the batch's
+    trained tokens) before the step. Micro-batches change memory, not the result: each is divided by the
+    whole batch's token count, so their gradients add up to the full batch's."""
+    batch = collate(samples, pad_id=pad_id, sampling_temperatures=False)  # cross-entropy at temperature 1
+    total = batch.num_tokens
+    if total == 0:
+        raise ValueError("SFT batch has no trained tokens (every loss mask is 0)")
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum = 0.0
+    for rows in micro_batches(batch.attention_mask.sum(dim=1).tolist(), max_tokens_per_micro_batch):
+        logprobs = token_logprobs(model, batch, rows)
+        loss = sft_loss(logprobs, batch.loss_mask[rows], num_tokens=total)
+        loss.backward()
+        loss_sum += float(loss.detach())
+    if max_grad_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss_sum
+
+
+class SFTTrainer:
+    """AdamW over shuffled batches of samples. `losses` is the curve, one value per step."""
+
+    def __init__(self, model, config: SFTConfig, pad_id: int = 0, optimizer: torch.optim.Optimizer | None = None):
+        self.model = model
+        self.config = config
+        self.pad_id = pad_id
+        self.optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.step_count = 0
+        self.losses: list[float] = []
+        self.step_seconds: list[float] = []
+
+    def batches(self, samples: Sequence[Sample]):
+        """Shuffled batches: `epochs` passes, or batches until `steps` (reshuffling after each pass)."""
+        rng = random.Random(self.config.seed)
+        size = self.config.batch_size
+        produced, epoch = 0, 0
+        while True:
+            order = list(range(len(samples)))
+            rng.shuffle(order)
+            for start in range(0, len(order), size):
+                if self.config.steps is not None and produced >= self.config.steps:
+                    return
+                yield [samples[i] for i in order[start : start + size]]
+                produced += 1
+            epoch += 1
+            if self.config.epochs is not None and epoch >= self.config.epochs:
+                return
+
+    def train(self, samples: Sequence[Sample], on_step=None) -> list[float]:
+        """Train and return the loss curve. `on_step(step, loss)` is called after each step (progress bars)."""
+        trainable = [s for s in samples if any(s.loss_mask)]
+        if not trainable:
+            raise ValueError(f"none of the {len(samples)} samples has a trained token")
+        for batch in self.batches(trainable):
+            started = time.perf_counter()
+            loss = sft_step(self.model, self.optimizer, batch, self.pad_id, self.config.max_grad_norm,
+                            self.config.max_tokens_per_micro_batch)
+            self.step_seconds.append(time.perf_counter() - started)
+            self.step_count += 1
+            self.losses.append(loss)
+            if on_step is not None:
+                on_step(self.step_count, loss)
+        return self.losses

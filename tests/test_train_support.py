@@ -1,0 +1,47 @@
+"""Helpers for the trainer tests (no tests here): synthetic samples shaped like the assembler's, behaviour
+logprobs from a forward pass, and per-sample logprob sums."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from openforge.core.records import Sample
+from openforge.train.batching import collate
+from openforge.train.losses import token_logprobs
+
+
+def make_sample(rng: random.Random, group: str, reward: float, length: int = 24, prompt: int = 8,
+                tool_turn: tuple[int, int] | None = None, vocab: tuple[int, int] = (10, 900),
+                temperature: float | None = None) -> Sample:
+    """A sample of `length` random tokens: `prompt` context tokens (mask 0), then sampled ones (mask 1), with
+    an optional tool-result span [a, b) in mask 0 (a multi-turn sample)."""
+    ids = [rng.randrange(*vocab) for _ in range(length)]
+    mask = [0] * prompt + [1] * (length - prompt)
+    if tool_turn is not None:
+        for t in range(*tool_turn):
+            mask[t] = 0
+    metadata = {"temperature": temperature} if temperature is not None else {}
+    return Sample(token_ids=ids, loss_mask=mask, logprobs=[0.0] * length, reward=reward, group_id=group,
+                  episode_id=f"ep-{group}-{rng.randrange(10**9)}", prompt_length=prompt, metadata=metadata)
+
+
+def with_behaviour_logprobs(model, samples: list[Sample], temperature: float = 1.0) -> list[Sample]:
+    """The samples with `logprobs` = what a backend sampling from `model` would have recorded (at each
+    sample's temperature: metadata's, else `temperature`), 0.0 where the mask is 0."""
+    batch = collate(samples, default_temperature=temperature)
+    with torch.no_grad():
+        lp = token_logprobs(model, batch)
+    out = []
+    for row, s in enumerate(samples):
+        values = lp[row, : len(s.token_ids)].tolist()
+        out.append(s.model_copy(update={"logprobs": [v if m else 0.0 for v, m in zip(values, s.loss_mask)]}))
+    return out
+
+
+def trained_logprob_sums(model, samples: list[Sample], temperature: float = 1.0) -> torch.Tensor:
+    """Per sample: the sum of log p over its trained tokens under `model`."""
+    batch = collate(samples, default_temperature=temperature)
+    with torch.no_grad():
+        return (token_logprobs(model, batch) * batch.loss_mask).sum(dim=1)
