@@ -336,12 +336,23 @@ def export(
 @app.command()
 def quickstart(
     run: Path = typer.Option(Path("runs/quickstart"), "--run", help="Run directory."),
-    seed: int = typer.Option(0, help="Seed for the model and sampling."),
+    seed: int = typer.Option(0, help="Seed for the model, tasks and sampling."),
+    config: Optional[Path] = typer.Option(None, help="YAML with QuickstartConfig fields (sizes, budgets)."),
+    smoke: bool = typer.Option(False, help="A reduced run (minutes): checks the pipeline, not the learning."),
 ) -> None:
-    """The main job on the embedded defaults (for now: build the tiny model, serve it, make one recorded call)."""
-    from openforge.quickstart import run_quickstart
+    """The main job: tiny model → teacher trajectories through the react harness → SFT → GRPO → held-out
+    evaluation of base, SFT and SFT+RL, with a report."""
+    from openforge.config import ConfigError, load_config
+    from openforge.quickstart import QuickstartConfig, run_quickstart
 
-    run_quickstart(run, seed=seed, console=console)
+    try:
+        settings = load_config(config, QuickstartConfig) if config else QuickstartConfig(seed=seed)
+    except ConfigError as e:
+        fail(str(e))
+    if smoke:
+        settings = settings.model_copy(update={"demos": 24, "sft_epochs": 3, "rl_seconds": 20, "rl_prompts": 4,
+                                               "rl_group": 4, "eval_instances": 24})
+    run_quickstart(run, settings, console=console)
 
 
 if __name__ == "__main__":

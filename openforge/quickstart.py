@@ -1,115 +1,291 @@
-"""`openforge quickstart`, the README's main job.
+"""`openforge quickstart`, the README's main job: the paper's whole pipeline on a laptop-class CPU.
 
-For now it exercises the foundation end to end on the embedded defaults: build the tiny model, serve it
-with `serve-model`, make one chat call through the `vllm` client (token ids in, ids + logprobs out), record
-the call in the run's trajectory store, and print it. The full pipeline (teacher trajectories through a
-real harness, SFT, GRPO, held-out evaluation) replaces this as later milestones land.
+1. build the tiny model (random init, local tokenizer);
+2. record the oracle teacher's trajectories through the proxy and the `react` harness, one sandbox per
+   episode (Docker when a daemon can be started, else the local sandbox), on generated training tasks;
+3. SFT on the teacher's successful trajectories (merged samples: loss on the sampled tokens only);
+4. GRPO: every step draws fresh training instances, runs a group of episodes per instance through the
+   proxy and the react harness (in-process episodes, commands jailed, graded in memory), assembles the
+   recorded calls into samples, updates the policy and pushes the new weights into the proxy;
+5. evaluate the base, SFT and SFT+RL policies greedily on held-out instances (unseen parameter values and
+   unseen template/directory/extension combinations), and write `report.json`, `report.md` and plots.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
+import json
 import time
-import uuid
 from pathlib import Path
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from openforge.core import CallRecord, Conversation, Episode, EpisodeState, Message, SamplingParams, ToolSpec
-from openforge.inference import GenerationContext
-from openforge.models import ModelDir, build_tiny_model
+IMAGE_MAP = {"debian:bookworm-slim": "openforge-base:bookworm"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class QuickstartConfig(BaseModel):
+    """Sizes measured to fit the pipeline in under 15 minutes on 2 cores (see shared/QUICKSTART-NOTES.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int = 0
+    sandbox: str = "auto"  # docker | local | auto (docker when a daemon can be started)
+    demos: int = Field(default=100, ge=1)  # teacher episodes; few enough that SFT leaves headroom for RL
+    sft_epochs: int = Field(default=30, ge=1)
+    sft_lr: float = Field(default=1e-3, gt=0)
+    sft_batch: int = Field(default=16, ge=1)
+    rl_seconds: float = Field(default=240.0, ge=0)  # wall-clock budget of the GRPO phase
+    rl_max_steps: int = Field(default=1000, ge=0)
+    rl_prompts: int = Field(default=16, ge=1)  # fresh instances per step
+    rl_group: int = Field(default=8, ge=2)  # episodes per instance (GRPO group)
+    rl_lr: float = Field(default=2e-4, gt=0)
+    rl_temperature: float = Field(default=1.0, gt=0)
+    eval_instances: int = Field(default=200, ge=1)
+    max_new_tokens: int = Field(default=64, ge=8)
+    react_max_steps: int = Field(default=2, ge=1)
 
 
-class _BackgroundServer:
-    """serve-model's app on a loopback port, in a thread, for the length of a `with` block."""
+class Phase:
+    """Times one phase of the pipeline and reports it."""
 
-    def __init__(self, model_dir: Path, seed: int):
-        import uvicorn
+    def __init__(self, name: str, console: Console, timings: dict[str, float]):
+        self.name, self.console, self.timings = name, console, timings
 
-        from openforge.inference.embedded import EmbeddedBackend
-        from openforge.inference.serve import create_app
-
-        self.port = _free_port()
-        app = create_app(EmbeddedBackend(model_dir, seed=seed))
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("serve-model did not start")
-            time.sleep(0.05)
-        return f"http://127.0.0.1:{self.port}"
+    def __enter__(self) -> "Phase":
+        self.started = time.monotonic()
+        self.console.rule(f"[bold]{self.name}")
+        return self
 
     def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
+        self.timings[self.name] = round(time.monotonic() - self.started, 1)
 
 
-def run_quickstart(run_dir: Path, seed: int = 0, console: Console | None = None) -> CallRecord:
-    from openforge.inference.vllm import VLLMBackend
-    from openforge.store import TrajectoryStore
+def _proxy_config(model: Path, run: Path, temperature: float, config: QuickstartConfig):
+    from openforge.proxy.server import ProxyConfig
 
-    console = console or Console()
-    run_dir = Path(run_dir)
-    model_path = run_dir / "model"
-    with console.status("building the tiny model"):
-        if not (model_path / "config.json").is_file():
-            build_tiny_model(model_path, seed=seed)
-        model = ModelDir(model_path)
-    console.print(f"[green]✓[/] tiny model at {model_path} (vocab {model.vocab_size}, context {model.max_context})")
+    return ProxyConfig(model=model, backend="embedded", run=run, listen="127.0.0.1:0", admin_listen="127.0.0.1:0",
+                       temperature=temperature, max_new_tokens=config.max_new_tokens,
+                       backend_options={"seed": config.seed, "max_batch": 128, "prefix_cache_entries": 512})
 
-    conversation = Conversation(
-        system="You are a shell agent.",
-        tools=[ToolSpec(name="bash", description="Run a shell command.",
-                        parameters={"type": "object", "properties": {"command": {"type": "string"}}})],
-        messages=[Message(role="user", content="Create notes/a7.txt containing 'blue 42'.")],
-        sampling=SamplingParams(temperature=1.0, max_tokens=48, seed=seed),
+
+async def evaluate(model: Path, run: Path, instances, config: QuickstartConfig, label: str, console: Console) -> float:
+    """Greedy held-out pass@1 of the policy in `model`, through the proxy and the react harness."""
+    from openforge.proxy.server import running_proxy
+    from openforge.rollout.family import run_family_episodes
+
+    async with running_proxy(_proxy_config(model, run, 0.0, config)) as proxy:
+        episodes = await run_family_episodes(proxy, instances, samples=1, max_steps=config.react_max_steps,
+                                             max_tokens=config.max_new_tokens)
+    graded = [e for e in episodes if e.reward is not None]
+    score = sum(e.reward for e in graded) / max(1, len(graded))
+    console.print(f"{label}: held-out pass@1 = [bold]{100 * score:.1f}%[/] ({len(graded)} graded episodes)")
+    return score
+
+
+def record_teacher(run_dir: Path, instances, sandbox: str, config: QuickstartConfig, console: Console):
+    """Oracle trajectories through the proxy and the react harness, one sandbox per episode."""
+    from openforge.rollout import RolloutConfig, run_rollouts
+    from openforge.tasks.generator import write_task
+
+    tasks = run_dir / "tasks" / "teacher"
+    for instance in instances:
+        write_task(instance, tasks / instance.task_id())
+    rollout = RolloutConfig(
+        tasks=[tasks], harnesses=["react"], sandbox=sandbox, samples=1, concurrency=4, model=run_dir / "model",
+        backend="oracle", run=run_dir / "teacher", image_map=IMAGE_MAP, max_new_tokens=config.max_new_tokens,
+        harness_options={"react": {"max_steps": config.react_max_steps, "max_tokens": config.max_new_tokens}},
+        resume=(run_dir / "teacher" / "trajectories.db").exists(),
     )
-    prompt_ids = model.render(conversation)
+    return asyncio.run(run_rollouts(rollout, console))
 
-    with _BackgroundServer(model_path, seed) as url, TrajectoryStore.open(run_dir) as store:
-        console.print(f"[green]✓[/] serve-model listening at {url}")
-        episode = store.create_episode(Episode(id=uuid.uuid4().hex, key=uuid.uuid4().hex, task="quickstart-demo",
-                                               harness="none", state=EpisodeState.running))
 
-        async def one_call():
-            backend = VLLMBackend(url)
-            try:
-                await backend.connect()
-                return await backend.generate(prompt_ids, conversation.sampling,
-                                              GenerationContext(episode_id=episode.id, conversation=conversation))
-            finally:
-                await backend.close()
+def choose_sandbox(requested: str, console: Console) -> str:
+    if requested != "auto":
+        return requested
+    import subprocess
 
-        started = time.time()
-        result = asyncio.run(one_call())
-        record = CallRecord(
-            episode_id=episode.id, index=0, prompt_ids=prompt_ids, output_ids=result.output_ids,
-            output_logprobs=result.logprobs, sampling=conversation.sampling, finish_reason=result.finish_reason,
-            policy_version=result.policy_version, started_at=started, finished_at=time.time(),
-            dialect="vllm_completions",
-        )
-        store.add_call(record)
-        store.update_episode(episode.id, state=EpisodeState.ended, ended_at=time.time())
+    from openforge.sandbox import docker_available
 
-    table = Table(title="one recorded call", show_header=False)
-    table.add_row("prompt tokens", str(len(prompt_ids)))
-    table.add_row("sampled tokens", str(len(result.output_ids)))
-    table.add_row("finish reason", result.finish_reason.value)
-    table.add_row("mean logprob", f"{sum(result.logprobs) / max(1, len(result.logprobs)):.3f}")
-    table.add_row("sampled text (untrained model)", repr(model.decode(result.output_ids))[:120])
-    table.add_row("store", str(run_dir / "trajectories.db"))
+    ok, _ = docker_available()
+    if not ok:
+        script = Path(__file__).resolve().parents[1] / "scripts" / "start-docker.sh"
+        if script.is_file():
+            subprocess.run(["bash", str(script)], capture_output=True)
+        ok, _ = docker_available()
+    if ok:
+        base = Path(__file__).resolve().parents[1] / "scripts" / "build-base-image.sh"
+        if base.is_file() and subprocess.run(["bash", str(base)], capture_output=True).returncode == 0:
+            return "docker"
+    console.print("[yellow]no Docker daemon could be started: using the local (bubblewrap) sandbox[/]")
+    return "local"
+
+
+def run_quickstart(run_dir: Path, config: QuickstartConfig | None = None, console: Console | None = None) -> dict:
+    import torch
+
+    from openforge.models import ModelDir, build_tiny_model
+    from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler, check_split_disjoint
+    from openforge.train.assemble import assemble_run
+    from openforge.train.checkpoint import save_checkpoint
+    from openforge.train.sft import SFTConfig, SFTTrainer
+
+    config = config or QuickstartConfig()
+    console = console or Console()
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    torch.manual_seed(config.seed)
+    model_path = run_dir / "model"
+    families = QUICKSTART_FAMILIES
+    teacher_instances = InstanceSampler("train", seed=config.seed, families=families).sample(config.demos)
+    heldout = InstanceSampler("heldout", seed=10_000 + config.seed, families=families).sample(config.eval_instances)
+    rl_sampler = InstanceSampler("train", seed=20_000 + config.seed, families=families)
+
+    with Phase("1. tiny model", console, timings):
+        if not (model_path / "model.safetensors").is_file():
+            build_tiny_model(model_path, seed=config.seed)
+        model_dir = ModelDir(model_path)
+        console.print(f"tiny model at {model_path} (vocab {model_dir.vocab_size})")
+
+    with Phase("2. teacher trajectories", console, timings):
+        sandbox = choose_sandbox(config.sandbox, console)
+        summary = record_teacher(run_dir, teacher_instances, sandbox, config, console)
+        console.print(f"{summary.done + summary.skipped} teacher episodes in the {sandbox} sandbox")
+
+    with Phase("3. SFT", console, timings):
+        samples, metrics = assemble_run(run_dir / "teacher")
+        demos = [s for s in samples if s.reward >= 1.0]
+        model = model_dir.load_model()
+        trainer = SFTTrainer(model, SFTConfig(lr=config.sft_lr, batch_size=config.sft_batch, epochs=config.sft_epochs,
+                                              seed=config.seed), pad_id=model_dir.pad_token_id)
+        total = -(-len(demos) // config.sft_batch) * config.sft_epochs
+        with _progress(console) as progress:
+            bar = progress.add_task("SFT", total=total, info="")
+            trainer.train(demos, on_step=lambda step, loss: progress.update(bar, advance=1, info=f"loss {loss:.3f}"))
+        sft_path = save_checkpoint(model, model_path, run_dir / "checkpoints" / "sft", trainer.optimizer,
+                                   trainer.step_count)
+        console.print(f"SFT on {len(demos)} successful teacher samples ({metrics.training_tokens['merged']} trained "
+                      f"tokens): loss {trainer.losses[0]:.3f} → {trainer.losses[-1]:.3f}")
+
+    with Phase("4. GRPO", console, timings):
+        rl_path, steps = asyncio.run(_grpo(run_dir, model, model_path, sft_path, rl_sampler, config, console))
+        train_keys = [i for i in teacher_instances] + [i for s in steps for i in s.pop("instances")]
+
+    with Phase("5. held-out evaluation", console, timings):
+        leaks = check_split_disjoint(train_keys, heldout)
+        if leaks:
+            raise RuntimeError(f"held-out instances appeared in training: {leaks[:3]}")
+        scores = {}
+        for label, path in (("base", model_path), ("sft", sft_path), ("rl", rl_path)):
+            scores[label] = asyncio.run(evaluate(path, run_dir / f"eval-{label}", heldout, config, label, console))
+
+    report = {
+        "heldout_pass_at_1": scores,
+        "heldout_instances": len(heldout),
+        "teacher_episodes": len(teacher_instances),
+        "sft": {"samples": len(demos), "steps": trainer.step_count, "first_loss": trainer.losses[0],
+                "last_loss": trainer.losses[-1]},
+        "rl_steps": steps,
+        "timings_s": timings,
+        "sandbox": sandbox,
+        "config": config.model_dump(),
+    }
+    write_report(run_dir, report, console)
+    return report
+
+
+async def _grpo(run_dir: Path, model, model_path: Path, sft_path: Path, sampler, config: QuickstartConfig,
+                console: Console) -> tuple[Path, list[dict[str, Any]]]:
+    from openforge.proxy.server import running_proxy
+    from openforge.rollout.family import run_family_episodes
+    from openforge.train.assemble import assemble_run
+    from openforge.train.checkpoint import save_checkpoint
+    from openforge.train.grpo import GRPOConfig, GRPOTrainer
+    from openforge.train.weights_sync import push_weights_in_process
+
+    trainer = GRPOTrainer(model, GRPOConfig(lr=config.rl_lr, temperature=config.rl_temperature),
+                          pad_id=config_pad(model_path))
+    rl_path = run_dir / "checkpoints" / "rl"
+    steps: list[dict[str, Any]] = []
+    started = time.monotonic()
+    async with running_proxy(_proxy_config(sft_path, run_dir / "rl", config.rl_temperature, config)) as proxy:
+        with _progress(console) as progress:
+            bar = progress.add_task("GRPO", total=config.rl_seconds, info="")
+            while len(steps) < config.rl_max_steps and time.monotonic() - started < config.rl_seconds:
+                step = len(steps)
+                instances = sampler.sample(config.rl_prompts)
+                episodes = await run_family_episodes(proxy, instances, samples=config.rl_group, step=step,
+                                                     max_steps=config.react_max_steps, max_tokens=config.max_new_tokens)
+                samples, metrics = assemble_run(proxy.store, episodes=[e.episode_id for e in episodes], step=step)
+                result = await asyncio.to_thread(trainer.step, samples)
+                save_checkpoint(model, model_path, rl_path, trainer.optimizer, trainer.step_count)
+                version = await push_weights_in_process(proxy, rl_path)
+                rewards = [e.reward for e in episodes if e.reward is not None]
+                record = {
+                    "step": step, "reward": sum(rewards) / max(1, len(rewards)),
+                    "groups_with_signal": result.groups_with_signal, "groups": result.groups_total,
+                    "loss": result.loss, "clip_fraction": result.clip_fraction, "tokens": result.tokens,
+                    "merge_rate": metrics.merge_rate, "policy_version": version,
+                    "seconds": round(time.monotonic() - started, 1), "instances": instances,
+                }
+                steps.append(record)
+                progress.update(bar, completed=min(config.rl_seconds, time.monotonic() - started),
+                                info=f"step {step} reward {record['reward']:.2f} signal "
+                                     f"{result.groups_with_signal}/{result.groups_total}")
+    if not steps:  # no RL budget: the RL policy is the SFT policy
+        return sft_path, steps
+    return rl_path, steps
+
+
+def config_pad(model_path: Path) -> int:
+    from openforge.models import ModelDir
+
+    return ModelDir(model_path).pad_token_id
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.fields[info]}"), console=console)
+
+
+def write_report(run_dir: Path, report: dict[str, Any], console: Console) -> None:
+    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    scores = report["heldout_pass_at_1"]
+    lines = ["# Quickstart report", "", f"Held-out pass@1 on {report['heldout_instances']} instances (greedy):", "",
+             "| policy | pass@1 |", "|---|---|"]
+    lines += [f"| {k} | {100 * v:.1f}% |" for k, v in scores.items()]
+    lines += ["", "| phase | seconds |", "|---|---|"] + [f"| {k} | {v} |" for k, v in report["timings_s"].items()]
+    lines += ["", "![held-out pass@1 and RL reward](report.png)"]
+    (run_dir / "report.md").write_text("\n".join(lines) + "\n")
+    _plot(run_dir / "report.png", report)
+    table = Table(title="held-out pass@1")
+    for k in scores:
+        table.add_column(k, justify="right")
+    table.add_row(*[f"{100 * v:.1f}%" for v in scores.values()])
     console.print(table)
-    return record
+    console.print(f"report: {run_dir / 'report.md'}, {run_dir / 'report.json'}, {run_dir / 'report.png'}")
+
+
+def _plot(path: Path, report: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    scores = report["heldout_pass_at_1"]
+    left.bar(list(scores), [100 * v for v in scores.values()], color=["#999", "#69c", "#c63"])
+    left.set_ylabel("held-out pass@1 (%)")
+    left.set_title("base → SFT → SFT+RL")
+    steps = report["rl_steps"]
+    right.plot([s["step"] for s in steps], [s["reward"] for s in steps], marker=".")
+    right.set_xlabel("GRPO step")
+    right.set_ylabel("mean training reward")
+    right.set_title("reward per step (fresh instances)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

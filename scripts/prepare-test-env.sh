@@ -30,5 +30,14 @@ if ! command -v npm >/dev/null; then
   fi
 fi
 
+# veRL's core functions (advantages, policy losses, DataProto) run on CPU; a plain `pip install verl==0.9.1`
+# would downgrade transformers (veRL pins <5.11), so install it without its dependencies plus the four its
+# core modules import.
+if ! .venv/bin/python -c "import verl.trainer.ppo.core_algos" 2>/dev/null; then
+  say "veRL 0.9.1 (core functions only)"
+  .venv/bin/pip install -q --no-deps verl==0.9.1
+  .venv/bin/pip install -q "ray>=2.41.0" "tensordict>=0.8.0,<=0.10.0,!=0.9.0" omegaconf codetiming
+fi
+
 say "harness bundle"
 .venv/bin/openforge harness install

@@ -1,0 +1,23 @@
+"""A reduced, single-seed quickstart: the whole pipeline completes and writes its report (a smoke test of the
+main job; the learning itself is measured by benchmarks/quickstart.py)."""
+
+from __future__ import annotations
+
+import json
+
+from openforge.quickstart import QuickstartConfig, run_quickstart
+
+
+def test_quickstart_smoke(docker_ready, tmp_path):
+    config = QuickstartConfig(seed=0, sandbox="docker", demos=8, sft_epochs=2, rl_seconds=10, rl_max_steps=2,
+                              rl_prompts=2, rl_group=2, eval_instances=8)
+    report = run_quickstart(tmp_path / "run", config)
+    saved = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert set(saved["heldout_pass_at_1"]) == {"base", "sft", "rl"}
+    assert all(0.0 <= v <= 1.0 for v in saved["heldout_pass_at_1"].values())
+    assert saved["teacher_episodes"] == 8 and saved["sft"]["samples"] == 8
+    assert 1 <= len(saved["rl_steps"]) <= 2
+    assert saved["rl_steps"][-1]["policy_version"] == len(saved["rl_steps"])  # each step's weights were served
+    assert (tmp_path / "run" / "report.png").stat().st_size > 1000
+    assert (tmp_path / "run" / "report.md").read_text().startswith("# Quickstart report")
+    assert report["heldout_pass_at_1"] == saved["heldout_pass_at_1"]
