@@ -1,0 +1,74 @@
+"""The full quickstart over several seeds: held-out pass@1 of base, SFT and SFT+RL (mean and spread) and each
+phase's wall time. Target: SFT+RL beats SFT by at least 10 points on the mean.
+
+    python benchmarks/quickstart.py                 # 3 seeds, about 40 minutes on 2 cores
+    python benchmarks/quickstart.py --seeds 0 --out runs/bench-quickstart
+
+Each seed runs `openforge quickstart --seed S --run OUT/seed-S` in its own process (a fresh interpreter per
+seed, so one seed's memory and threads never slow the next) and the figures are read from its report.json.
+Not a test: no assertions, only figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--out", type=Path, default=Path("runs/bench-quickstart"))
+    parser.add_argument("--config", type=Path, default=None, help="QuickstartConfig YAML for every seed")
+    args = parser.parse_args()
+    console = Console()
+    reports = []
+    for seed in args.seeds:
+        run = args.out / f"seed-{seed}"
+        argv = [sys.executable, "-m", "openforge.cli", "quickstart", "--seed", str(seed), "--run", str(run)]
+        if args.config:
+            argv += ["--config", str(args.config)]
+        started = time.monotonic()
+        console.rule(f"seed {seed}")
+        subprocess.run(argv, check=True)
+        report = json.loads((run / "report.json").read_text())
+        report["wall_s"] = round(time.monotonic() - started, 1)
+        reports.append(report)
+
+    table = Table(title=f"held-out pass@1 over {len(reports)} seed(s)")
+    table.add_column("policy")
+    for seed in args.seeds:
+        table.add_column(f"seed {seed}", justify="right")
+    table.add_column("mean", justify="right")
+    table.add_column("spread (sd)", justify="right")
+    for policy in ("base", "sft", "rl"):
+        values = [100 * r["heldout_pass_at_1"][policy] for r in reports]
+        sd = statistics.stdev(values) if len(values) > 1 else 0.0
+        table.add_row(policy, *[f"{v:.1f}" for v in values], f"{statistics.mean(values):.1f}", f"{sd:.1f}")
+    gains = [100 * (r["heldout_pass_at_1"]["rl"] - r["heldout_pass_at_1"]["sft"]) for r in reports]
+    sd = statistics.stdev(gains) if len(gains) > 1 else 0.0
+    table.add_row("RL − SFT", *[f"{g:+.1f}" for g in gains], f"{statistics.mean(gains):+.1f}", f"{sd:.1f}")
+    console.print(table)
+
+    phases = Table(title="wall time per phase (s)")
+    phases.add_column("phase")
+    for seed in args.seeds:
+        phases.add_column(f"seed {seed}", justify="right")
+    for name in reports[0]["timings_s"]:
+        phases.add_row(name, *[str(r["timings_s"].get(name, "-")) for r in reports])
+    phases.add_row("whole quickstart", *[str(r["wall_s"]) for r in reports])
+    phases.add_row("GRPO steps", *[str(len(r["rl_steps"])) for r in reports])
+    console.print(phases)
+    console.print(f"target: SFT+RL beats SFT by >= 10 points on the mean; measured {statistics.mean(gains):+.1f}")
+
+
+if __name__ == "__main__":
+    main()
