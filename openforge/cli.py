@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -194,61 +194,50 @@ def _run_rollouts(config, report: bool) -> None:
         raise typer.Exit(130)
 
 
-_ROLLOUT_HELP = {
-    "tasks": "Task directories, or roots holding them (Harbor layout).",
-    "harness": "Harness(es), comma-separated: react, claude-code, codex, openclaw.",
-    "sandbox": "docker or local.",
-}
+# Options shared by `rollout` and `eval` (eval is rollout + a report).
+TasksOpt = Annotated[list[Path], typer.Option("--tasks", help="Task directories, or roots holding them (Harbor layout).")]
+HarnessOpt = Annotated[str, typer.Option(help="Harness(es), comma-separated: react, claude-code, codex, openclaw.")]
+SandboxOpt = Annotated[str, typer.Option(help="docker or local.")]
+SamplesOpt = Annotated[int, typer.Option(help="Episodes per (task, harness); eval reports pass@k and pass^k up to it.")]
+ConcurrencyOpt = Annotated[int, typer.Option(help="Episodes at once.")]
+ModelOpt = Annotated[Path, typer.Option(help="Model directory (tokenizer, chat template, weights).")]
+BackendOpt = Annotated[str, typer.Option(help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle")]
+RunOpt = Annotated[Path, typer.Option("--run", help="Run directory (eval writes report.md and report.json there).")]
+SplitOpt = Annotated[Optional[str], typer.Option(help="Only tasks of this split (train or heldout).")]
+ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="FROM=TO: use local image TO for FROM (repeatable).")]
+AttemptsOpt = Annotated[int, typer.Option(help="Tries per episode; only infrastructure failures are retried.")]
+TimeoutOpt = Annotated[Optional[float], typer.Option(help="Harness wall-clock limit in seconds (default: each task's).")]
+ResumeOpt = Annotated[bool, typer.Option(help="Continue a run: skip episodes already finished.")]
+
+
+def _rollouts(report: bool, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
+              max_attempts, agent_timeout, resume) -> None:
+    config = _rollout_config(
+        tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
+        samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
+        image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout, resume=resume,
+    )
+    _run_rollouts(config, report=report)
 
 
 @app.command()
-def rollout(
-    tasks: list[Path] = typer.Option(..., "--tasks", help=_ROLLOUT_HELP["tasks"]),
-    harness: str = typer.Option("react", help=_ROLLOUT_HELP["harness"]),
-    sandbox: str = typer.Option("docker", help=_ROLLOUT_HELP["sandbox"]),
-    samples: int = typer.Option(1, help="Episodes per (task, harness)."),
-    concurrency: int = typer.Option(4, help="Episodes at once."),
-    model: Path = typer.Option(..., help="Model directory (tokenizer, chat template, weights)."),
-    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle"),
-    run: Path = typer.Option(..., "--run", help="Run directory."),
-    split: Optional[str] = typer.Option(None, help="Only tasks of this split (train or heldout)."),
-    image_map: Optional[list[str]] = typer.Option(None, "--image-map", help="FROM=TO: use local image TO for FROM (repeatable)."),
-    max_attempts: int = typer.Option(3, help="Tries per episode; only infrastructure failures are retried."),
-    agent_timeout: Optional[float] = typer.Option(None, help="Harness wall-clock limit in seconds (default: each task's)."),
-    resume: bool = typer.Option(False, help="Continue a run: skip episodes already finished."),
-) -> None:
+def rollout(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react", sandbox: SandboxOpt = "docker",
+            samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
+            split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = 3,
+            agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False) -> None:
     """Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden tests."""
-    config = _rollout_config(
-        tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
-        samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
-        image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout, resume=resume,
-    )
-    _run_rollouts(config, report=False)
+    _rollouts(False, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
+              max_attempts, agent_timeout, resume)
 
 
 @app.command("eval")
-def eval_cmd(
-    tasks: list[Path] = typer.Option(..., "--tasks", help=_ROLLOUT_HELP["tasks"]),
-    harness: str = typer.Option("react", help=_ROLLOUT_HELP["harness"]),
-    sandbox: str = typer.Option("docker", help=_ROLLOUT_HELP["sandbox"]),
-    samples: int = typer.Option(1, help="Episodes per (task, harness): pass@k and pass^k for every k up to it."),
-    concurrency: int = typer.Option(4, help="Episodes at once."),
-    model: Path = typer.Option(..., help="Model directory."),
-    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle"),
-    run: Path = typer.Option(..., "--run", help="Run directory; report.md and report.json are written there."),
-    split: Optional[str] = typer.Option(None, help="Only tasks of this split (train or heldout)."),
-    image_map: Optional[list[str]] = typer.Option(None, "--image-map", help="FROM=TO (repeatable)."),
-    max_attempts: int = typer.Option(3, help="Tries per episode; only infrastructure failures are retried."),
-    agent_timeout: Optional[float] = typer.Option(None, help="Harness wall-clock limit in seconds."),
-    resume: bool = typer.Option(False, help="Continue a run: skip episodes already finished."),
-) -> None:
+def eval_cmd(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react", sandbox: SandboxOpt = "docker",
+             samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
+             split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = 3,
+             agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False) -> None:
     """Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome classes."""
-    config = _rollout_config(
-        tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
-        samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
-        image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout, resume=resume,
-    )
-    _run_rollouts(config, report=True)
+    _rollouts(True, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
+              max_attempts, agent_timeout, resume)
 
 
 @tasks_app.command("validate")
