@@ -106,7 +106,9 @@ def run_agent(base_url: str, key: str, model: str, instruction: str, *, max_step
     """The ReAct loop; returns the result event. `tool_runner(name, arguments) -> (output, submitted)` runs
     the tools (the default runs them here, in the current directory). Raises ModelAPIError when the model API
     fails."""
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": instruction}]
+    # stripped: an instruction.md's trailing newline must not make its prompt differ from the same task's
+    # prompt given as a string (a tiny model notices)
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": instruction.strip()}]
     tool_calls = 0
     final = None
     steps = 0
