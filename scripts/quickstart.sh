@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/prepare-sandboxes.sh --docker-optional
 exec .venv/bin/openforge quickstart "$@"
