@@ -221,7 +221,7 @@ def admin_api(service: ProxyService, admin_token: str) -> Starlette:
             {
                 "paused": service.gate.paused,
                 "policy_version": service.backend.policy_version,
-                "model": settings_model(service),
+                "model": service.settings.served_model,
                 "calls": service.registry.store.count_calls(),
             }
         )
@@ -237,10 +237,6 @@ def admin_api(service: ProxyService, admin_token: str) -> Starlette:
             Route("/admin/status", admin(status), methods=["GET"]),
         ]
     )
-
-
-def settings_model(service: ProxyService) -> str:
-    return service.settings.served_model
 
 
 def combined_api(service: ProxyService, admin_token: str) -> Starlette:
