@@ -17,8 +17,9 @@ from openforge.harness.base import HarnessAdapter, Launch, api_root, json_lines,
 
 @dataclass
 class ReactAdapter(HarnessAdapter):
-    """Options: `max_steps` (model calls per episode), `max_tokens` (per call), `python` (interpreter inside
-    the sandbox), `extra_env`."""
+    """Options: `max_steps` (model calls per episode), `max_tokens` (per call), `tools` (a subset of bash,
+    read, write, submit to offer; all by default — a tiny model learns faster with a shorter prompt),
+    `python` (interpreter inside the sandbox), `extra_env`."""
 
     name = "react"
     dialect = "chat_completions"
@@ -27,6 +28,7 @@ class ReactAdapter(HarnessAdapter):
 
     max_steps: int = 8
     max_tokens: int = 512
+    tools: tuple[str, ...] = ()
     python: str = "python3"
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -40,6 +42,8 @@ class ReactAdapter(HarnessAdapter):
         argv = [self.python, str(agent), "--base-url", api_root(base_url), "--model", model,
                 "--instruction-file", str(instruction_file), "--max-steps", str(self.max_steps),
                 "--max-tokens", str(self.max_tokens)]
+        if self.tools:
+            argv += ["--tools", ",".join(self.tools)]
         files = {agent: agent_source(), instruction_file: instruction}
         return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=cwd, home=home_p,
                       dirs=(home_p, home_p / ".tmp"))

@@ -48,8 +48,20 @@ def emit(event: dict) -> None:
     print(json.dumps(event), flush=True)
 
 
-def chat(base_url: str, key: str, model: str, messages: list, max_tokens: int, retries: int = 2) -> dict:
-    body = json.dumps({"model": model, "messages": messages, "tools": TOOLS, "max_tokens": max_tokens}).encode()
+def select_tools(names: list[str] | None) -> list[dict]:
+    """The tool definitions to offer, by name (all four by default)."""
+    if not names:
+        return TOOLS
+    known = {t["function"]["name"]: t for t in TOOLS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown tool(s) {unknown}; known: {sorted(known)}")
+    return [known[n] for n in names]
+
+
+def chat(base_url: str, key: str, model: str, messages: list, max_tokens: int, retries: int = 2,
+         tools: list[dict] | None = None) -> dict:
+    body = json.dumps({"model": model, "messages": messages, "tools": tools or TOOLS, "max_tokens": max_tokens}).encode()
     request = urllib.request.Request(
         base_url.rstrip("/") + "/v1/chat/completions", data=body, method="POST",
         headers={"content-type": "application/json", "authorization": f"Bearer {key}"},
@@ -102,18 +114,19 @@ def run_tool(name: str, arguments: dict) -> tuple[str, bool]:
 
 
 def run_agent(base_url: str, key: str, model: str, instruction: str, *, max_steps: int = 8,
-              max_tokens: int = 512, tool_runner=run_tool, emit=emit) -> dict:
+              max_tokens: int = 512, tool_runner=run_tool, emit=emit, tools: list[str] | None = None) -> dict:
     """The ReAct loop; returns the result event. `tool_runner(name, arguments) -> (output, submitted)` runs
     the tools (the default runs them here, in the current directory). Raises ModelAPIError when the model API
     fails."""
     # stripped: an instruction.md's trailing newline must not make its prompt differ from the same task's
     # prompt given as a string (a tiny model notices)
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": instruction.strip()}]
+    offered = select_tools(tools)
     tool_calls = 0
     final = None
     steps = 0
     for steps in range(1, max_steps + 1):
-        reply = chat(base_url, key, model, messages, max_tokens)
+        reply = chat(base_url, key, model, messages, max_tokens, tools=offered)
         calls = reply.get("tool_calls") or []
         messages.append({"role": "assistant", "content": reply.get("content"), "tool_calls": calls or None})
         if reply.get("content"):
@@ -145,12 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instruction-file", required=True)
     parser.add_argument("--max-steps", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--tools", default="", help="comma-separated subset of bash,read,write,submit")
     args = parser.parse_args(argv)
     with open(args.instruction_file) as f:
         instruction = f.read()
     try:
         result = run_agent(args.base_url, os.environ.get("OPENFORGE_API_KEY", ""), args.model, instruction,
-                           max_steps=args.max_steps, max_tokens=args.max_tokens)
+                           max_steps=args.max_steps, max_tokens=args.max_tokens,
+                           tools=[t for t in args.tools.split(",") if t] or None)
     except ModelAPIError as e:
         emit({"type": "result", "ok": False, "error": str(e)})
         print(f"react: {e}", file=sys.stderr)

@@ -94,6 +94,7 @@ async def run_family_episodes(
     max_steps: int = 2,
     max_tokens: int = 96,
     concurrency: int = 128,
+    tools: list[str] | None = None,
 ) -> list[FamilyEpisode]:
     """`samples` episodes of every instance, concurrently; each recorded by the proxy and graded."""
     registry = proxy.service.registry
@@ -114,7 +115,7 @@ async def run_family_episodes(
                 transcript = await loop.run_in_executor(
                     executor, lambda: run_agent(proxy.url, episode.key, model, instance.instruction,
                                                 max_steps=max_steps, max_tokens=max_tokens,
-                                                tool_runner=jailed_tools(workdir), emit=_silent))
+                                                tool_runner=jailed_tools(workdir), emit=_silent, tools=tools))
                 files = state_check.read_state(str(workdir))
                 reward = 1.0 if instance.check(files) else 0.0
                 outcome, reason = (Outcome.passed if reward == 1.0 else Outcome.failed), None

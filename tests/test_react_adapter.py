@@ -1,0 +1,21 @@
+"""The built-in react harness's options."""
+
+from __future__ import annotations
+
+import pytest
+
+from openforge.harness import get_adapter
+from openforge.harness.react_agent import TOOLS, select_tools
+
+
+def test_tool_subset_reaches_the_agent_command_line():
+    launch = get_adapter("react", tools=("bash",)).launch("/b", "/h", "/w", "http://127.0.0.1:1", "k", "m", "do it")
+    assert launch.argv[launch.argv.index("--tools") + 1] == "bash"
+    assert "--tools" not in get_adapter("react").launch("/b", "/h", "/w", "http://127.0.0.1:1", "k", "m", "x").argv
+
+
+def test_select_tools():
+    assert select_tools(None) == TOOLS
+    assert [t["function"]["name"] for t in select_tools(["submit", "bash"])] == ["submit", "bash"]
+    with pytest.raises(ValueError, match="unknown tool"):
+        select_tools(["rm"])
