@@ -19,13 +19,12 @@ from typing import Any
 
 from openforge.core import FinishReason, SamplingParams
 from openforge.inference.base import (
-    Backend,
     BackendError,
     GenerationContext,
     GenerationResult,
     clamp_max_tokens,
 )
-from openforge.inference.jsonhttp import JSONClient
+from openforge.inference.remote import RemoteBackend
 
 _FINISH = {"stop": FinishReason.stop, "length": FinishReason.length}
 
@@ -81,9 +80,11 @@ def parse_generate(body: Any) -> tuple[list[int], list[float], FinishReason]:
     return ids, logprobs, _FINISH[kind]
 
 
-class SGLangBackend(Backend):
+class SGLangBackend(RemoteBackend):
     """`base_url`: the server root (e.g. http://gpu-node:30000). `max_context`: the served context length
     (default: `context_length` / `max_total_num_tokens` from GET /get_model_info or /get_server_info)."""
+
+    server_name = "SGLang"
 
     def __init__(
         self,
@@ -94,21 +95,8 @@ class SGLangBackend(Backend):
         connect_timeout: float = 10.0,
         api_key: str | None = None,
     ):
-        self.http = JSONClient(
-            base_url, server="SGLang", timeout=timeout, connect_timeout=connect_timeout, api_key=api_key
-        )
-        self._max_context = max_context
-        self._server_checked = False
-
-    @property
-    def base_url(self) -> str:
-        return self.http.base_url
-
-    @property
-    def max_context(self) -> int:
-        if self._max_context is None:
-            raise BackendError("SGLang's context length is unknown until the server is reached; pass max_context")
-        return self._max_context
+        super().__init__(base_url, max_context=max_context, timeout=timeout, connect_timeout=connect_timeout,
+                         api_key=api_key)
 
     async def connect(self) -> None:
         if self._server_checked:

@@ -28,13 +28,12 @@ from typing import Any
 
 from openforge.core import FinishReason, SamplingParams
 from openforge.inference.base import (
-    Backend,
     BackendError,
     GenerationContext,
     GenerationResult,
     clamp_max_tokens,
 )
-from openforge.inference.jsonhttp import JSONClient
+from openforge.inference.remote import RemoteBackend
 
 _FINISH = {"stop": FinishReason.stop, "length": FinishReason.length}
 
@@ -99,12 +98,14 @@ def _ids_from_tokens(tokens: list[str] | None) -> list[int]:
     return [int(t[len(prefix) :]) for t in tokens]
 
 
-class VLLMBackend(Backend):
+class VLLMBackend(RemoteBackend):
     """`base_url`: the server root (e.g. http://gpu-node:8000), without /v1.
 
     `model`: the served model name (default: the first of GET /v1/models). `max_context`: the served context
     length (default: `max_model_len` from GET /v1/models, else this value until the server is reached).
     """
+
+    server_name = "vLLM"
 
     def __init__(
         self,
@@ -116,22 +117,9 @@ class VLLMBackend(Backend):
         connect_timeout: float = 10.0,
         api_key: str | None = None,
     ):
-        self.http = JSONClient(
-            base_url, server="vLLM", timeout=timeout, connect_timeout=connect_timeout, api_key=api_key
-        )
+        super().__init__(base_url, max_context=max_context, timeout=timeout, connect_timeout=connect_timeout,
+                         api_key=api_key)
         self.model = model
-        self._max_context = max_context
-        self._server_checked = False
-
-    @property
-    def base_url(self) -> str:
-        return self.http.base_url
-
-    @property
-    def max_context(self) -> int:
-        if self._max_context is None:
-            raise BackendError("vLLM's context length is unknown until the server is reached; pass max_context")
-        return self._max_context
 
     async def connect(self) -> None:
         """Ask the server for its model name and context length (done once, before the first call)."""
