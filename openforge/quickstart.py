@@ -172,7 +172,7 @@ def run_quickstart(run_dir: Path, config: QuickstartConfig | None = None, consol
                       f"tokens): loss {trainer.losses[0]:.3f} → {trainer.losses[-1]:.3f}")
 
     with Phase("4. GRPO", console, timings):
-        rl_path, steps = asyncio.run(_grpo(run_dir, model, model_path, sft_path, rl_sampler, config, console))
+        rl_path, steps = asyncio.run(_grpo(run_dir, model, model_dir, sft_path, rl_sampler, config, console))
         train_keys = [i for i in teacher_instances] + [i for s in steps for i in s.pop("instances")]
 
     with Phase("5. held-out evaluation", console, timings):
@@ -198,7 +198,7 @@ def run_quickstart(run_dir: Path, config: QuickstartConfig | None = None, consol
     return report
 
 
-async def _grpo(run_dir: Path, model, model_path: Path, sft_path: Path, sampler, config: QuickstartConfig,
+async def _grpo(run_dir: Path, model, model_dir, sft_path: Path, sampler, config: QuickstartConfig,
                 console: Console) -> tuple[Path, list[dict[str, Any]]]:
     from openforge.proxy.server import running_proxy
     from openforge.rollout.family import run_family_episodes
@@ -207,8 +207,9 @@ async def _grpo(run_dir: Path, model, model_path: Path, sft_path: Path, sampler,
     from openforge.train.grpo import GRPOConfig, GRPOTrainer
     from openforge.train.weights_sync import push_weights_in_process
 
+    model_path = model_dir.path
     trainer = GRPOTrainer(model, GRPOConfig(lr=config.rl_lr, temperature=config.rl_temperature),
-                          pad_id=config_pad(model_path))
+                          pad_id=model_dir.pad_token_id)
     rl_path = run_dir / "checkpoints" / "rl"
     steps: list[dict[str, Any]] = []
     started = time.monotonic()
@@ -239,12 +240,6 @@ async def _grpo(run_dir: Path, model, model_path: Path, sft_path: Path, sampler,
     if not steps:  # no RL budget: the RL policy is the SFT policy
         return sft_path, steps
     return rl_path, steps
-
-
-def config_pad(model_path: Path) -> int:
-    from openforge.models import ModelDir
-
-    return ModelDir(model_path).pad_token_id
 
 
 def _progress(console: Console) -> Progress:

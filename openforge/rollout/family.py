@@ -127,7 +127,7 @@ async def run_family_episodes(
                 shutil.rmtree(workdir, ignore_errors=True)
             registry.store.update_episode(
                 episode.id, outcome=outcome, outcome_reason=reason, reward=reward,
-                metadata={**registry.store.get_episode(episode.id).metadata, "final": True, "transcript": transcript})
+                metadata={**episode.metadata, "final": True, "transcript": transcript})
             return FamilyEpisode(instance, sample, episode.id, outcome, reward, transcript)
 
     try:
