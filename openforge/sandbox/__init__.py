@@ -12,8 +12,9 @@
 
 Backends: `docker` (`openforge.sandbox.docker`, the real isolation: one container per rollout, no network
 but a bridge to the proxy's model socket) and `local` (`openforge.sandbox.local`, bubblewrap + an unprivileged
-user, for machines without Docker; its docstring says what it does not isolate). A Kubernetes backend (#7)
-implements the same `SandboxProvider` / `Sandbox` interface (`openforge.sandbox.base`).
+user, for machines without Docker; its docstring says what it does not isolate) and `kubernetes`
+(`openforge.sandbox.kubernetes`, one pod per rollout through the official client; optional extra
+`openforge[kubernetes]`), all behind the same `SandboxProvider` / `Sandbox` interface (`openforge.sandbox.base`).
 """
 
 from __future__ import annotations
@@ -56,11 +57,12 @@ __all__ = [
     "sandbox_name",
 ]
 
-PROVIDERS = ("docker", "local")
+PROVIDERS = ("docker", "local", "kubernetes")
 
 
 def get_provider(name: str, **options: Any) -> SandboxProvider:
-    """A sandbox backend by name: "docker" (options: see `DockerProvider`) or "local" (see `LocalProvider`).
+    """A sandbox backend by name: "docker" (options: see `DockerProvider`), "local" (see `LocalProvider`) or
+    "kubernetes" (see `KubernetesProvider`).
     Creating a provider contacts nothing; the first `create()` does."""
     if name == "docker":
         from .docker import DockerProvider
@@ -70,8 +72,11 @@ def get_provider(name: str, **options: Any) -> SandboxProvider:
         from .local import LocalProvider
 
         return LocalProvider(**options)
-    raise ValueError(f"unknown sandbox backend {name!r}; choose one of: {', '.join(PROVIDERS)}"
-                     + (" (kubernetes is not implemented yet, see issue #7)" if name in ("k8s", "kubernetes") else ""))
+    if name in ("kubernetes", "k8s"):
+        from .kubernetes import KubernetesProvider
+
+        return KubernetesProvider(**options)
+    raise ValueError(f"unknown sandbox backend {name!r}; choose one of: {', '.join(PROVIDERS)}")
 
 
 def docker_available(base_url: str | None = None) -> tuple[bool, str]:

@@ -1,0 +1,290 @@
+"""Kubernetes manifests as plain dicts, one small function per object.
+
+`openforge k8s manifests` prints `run_manifests(...)`; the `kubernetes` sandbox backend creates the objects of
+`sandbox_pod` and `run_network_policy` through the API. Nothing here talks to a cluster.
+
+Isolation (DESIGN.md invariant 4) in Kubernetes terms:
+
+- a sandbox pod runs as root in its own container (so `exec` can switch to the agent's user), with
+  `automountServiceAccountToken: false` (the agent gets no API credentials), `enableServiceLinks: false`,
+  CPU/memory requests equal to limits, and `activeDeadlineSeconds` so the kubelet reaps it on its own;
+- the run's NetworkPolicy selects the run's sandbox pods and allows **no ingress** and **egress only to the
+  proxy's pods on the model API port** (never the admin port), plus DNS to kube-dns (port 53) because the pod
+  reaches the proxy by its Service DNS name;
+- the proxy's own NetworkPolicy admits the model port from sandbox pods and the orchestrator, and the admin
+  port only from pods labelled `openforge.role: orchestrator`;
+- harness binaries come from the harness bundle image: an init container copies them into an emptyDir that
+  the sandbox container mounts read-only (an init container works on every cluster; image volumes need
+  Kubernetes >= 1.33 with a feature gate and a recent container runtime).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openforge.sandbox.base import LABEL_MANAGED, LABEL_RUN, label_value, sandbox_name
+
+__all__ = [
+    "ADMIN_PORT",
+    "MODEL_PORT",
+    "PROXY_LABELS",
+    "ROLE_LABEL",
+    "harness_init_container",
+    "namespace",
+    "network_policy_name",
+    "orchestrator_rbac",
+    "proxy_deployment",
+    "proxy_network_policy",
+    "proxy_service",
+    "run_manifests",
+    "run_network_policy",
+    "sandbox_pod",
+    "to_yaml",
+]
+
+MODEL_PORT = 8100  # the proxy's model API (what harnesses call)
+ADMIN_PORT = 8101  # the proxy's admin API (episodes, keys, pause): never reachable from a sandbox
+ROLE_LABEL = "openforge.role"
+PROXY_LABELS = {"app.kubernetes.io/name": "openforge-proxy", ROLE_LABEL: "proxy"}
+ORCHESTRATOR_LABELS = {ROLE_LABEL: "orchestrator"}
+PROXY_NAME = "openforge-proxy"
+ORCHESTRATOR_SA = "openforge-orchestrator"
+HARNESS_VOLUME = "openforge-harnesses"
+HARNESS_IMAGE_DIR = "/opt/openforge/harness-bundle"  # where `openforge harness image` puts the bundle
+EXPIRES_ANNOTATION = "openforge.io/expires-at"
+RUN_ANNOTATION = "openforge.io/run"
+# Keeps PID 1 alive whatever the image: `sleep infinity` where supported, else a loop (as the docker backend).
+KEEPALIVE = ["/bin/sh", "-c", "exec sleep infinity 2>/dev/null; while :; do sleep 3600; done"]
+
+
+def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None,
+          annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if labels:
+        meta["labels"] = dict(labels)
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+def network_policy_name(run_label: str) -> str:
+    """The run's NetworkPolicy name: a DNS-1123 label derived from the run label (deterministic)."""
+    return sandbox_name(run_label, "egress", prefix="of-np")
+
+
+# -- sandbox pods --------------------------------------------------------------------------------------------
+
+def harness_init_container(image: str, *, pull_policy: str = "IfNotPresent") -> dict[str, Any]:
+    """Copies the harness bundle out of `image` (built by `openforge harness image`) into the shared emptyDir.
+    The bundle image is FROM the base image, so it has `cp`."""
+    return {
+        "name": "harness-bundle",
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": ["/bin/sh", "-c", f"cp -a {HARNESS_IMAGE_DIR}/. /bundle/"],
+        "volumeMounts": [{"name": HARNESS_VOLUME, "mountPath": "/bundle"}],
+        "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
+                      "requests": {"cpu": "500m", "memory": "256Mi"}},
+    }
+
+
+def sandbox_pod(*, name: str, namespace: str, image: str, labels: dict[str, str], cpus: float, memory_mb: int,
+                env: dict[str, str] | None = None, workdir: str | None = None,
+                active_deadline_s: int | None = None, annotations: dict[str, str] | None = None,
+                harness_image: str | None = None, harness_target: str | None = None,
+                pull_policy: str = "IfNotPresent", node_selector: dict[str, str] | None = None,
+                tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One rollout's pod: a bare Pod with `restartPolicy: Never` (a dead sandbox is never silently
+    restarted: the episode fails as `sandbox_error` and the orchestrator retries it in a new pod)."""
+    cpu = f"{max(1, round(cpus * 1000))}m"
+    mem = f"{memory_mb}Mi"
+    container: dict[str, Any] = {
+        "name": "sandbox",
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": KEEPALIVE[:1],
+        "args": KEEPALIVE[1:],
+        "resources": {"limits": {"cpu": cpu, "memory": mem}, "requests": {"cpu": cpu, "memory": mem}},
+        "securityContext": {"runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    if workdir:
+        container["workingDir"] = workdir
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 1,
+        "containers": [container],
+    }
+    if active_deadline_s is not None:
+        spec["activeDeadlineSeconds"] = int(active_deadline_s)
+    if harness_image is not None:
+        if harness_target is None:
+            raise ValueError("harness_target (where the bundle appears in the sandbox) is needed with harness_image")
+        spec["initContainers"] = [harness_init_container(harness_image, pull_policy=pull_policy)]
+        spec["volumes"] = [{"name": HARNESS_VOLUME, "emptyDir": {}}]
+        container["volumeMounts"] = [{"name": HARNESS_VOLUME, "mountPath": harness_target, "readOnly": True}]
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(name, namespace, labels, annotations), "spec": spec}
+
+
+def run_network_policy(run_label: str, namespace: str, *, proxy_port: int = MODEL_PORT,
+                       proxy_labels: dict[str, str] | None = None, allow_dns: bool = True) -> dict[str, Any]:
+    """Deny all ingress to the run's sandbox pods; allow egress only to the proxy's pods on the model port
+    (and to kube-dns on port 53 when `allow_dns`, since the proxy URL is its Service DNS name)."""
+    egress: list[dict[str, Any]] = [{
+        "to": [{"podSelector": {"matchLabels": dict(proxy_labels or PROXY_LABELS)}}],
+        "ports": [{"protocol": "TCP", "port": int(proxy_port)}],
+    }]
+    if allow_dns:
+        egress.append({
+            "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+        })
+    selector = {LABEL_MANAGED: "1", LABEL_RUN: label_value(run_label)}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(network_policy_name(run_label), namespace, selector),
+        "spec": {"podSelector": {"matchLabels": selector}, "policyTypes": ["Ingress", "Egress"],
+                 "ingress": [], "egress": egress},
+    }
+
+
+# -- what a run needs besides its pods -----------------------------------------------------------------------
+
+def namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels={LABEL_MANAGED: "1"})}
+
+
+def proxy_deployment(run: str, namespace: str, image: str, *, model_path: str = "/models/policy",
+                     backend: str = "embedded", model_pvc: str | None = None, runs_pvc: str | None = None,
+                     admin_token_secret: str | None = None, cpus: float = 2, memory_mb: int = 8192) -> dict[str, Any]:
+    """The recording proxy (`openforge proxy`): model API on MODEL_PORT, admin API on ADMIN_PORT. Its run
+    directory (trajectories.db) is on `runs_pvc` when given, else an emptyDir (lost with the pod)."""
+    run_dir = f"/runs/{run}"
+    args = ["proxy", "--model", model_path, "--backend", backend, "--run", run_dir,
+            "--listen", f"0.0.0.0:{MODEL_PORT}", "--admin-listen", f"0.0.0.0:{ADMIN_PORT}"]
+    cpu = f"{max(1, round(cpus * 1000))}m"
+    container: dict[str, Any] = {
+        "name": "proxy",
+        "image": image,
+        "command": ["openforge"],
+        "args": args,
+        "ports": [{"name": "model", "containerPort": MODEL_PORT, "protocol": "TCP"},
+                  {"name": "admin", "containerPort": ADMIN_PORT, "protocol": "TCP"}],
+        "resources": {"requests": {"cpu": cpu, "memory": f"{memory_mb}Mi"},
+                      "limits": {"cpu": cpu, "memory": f"{memory_mb}Mi"}},
+        "readinessProbe": {"tcpSocket": {"port": MODEL_PORT}, "periodSeconds": 5},
+        "volumeMounts": [{"name": "runs", "mountPath": "/runs"}],
+    }
+    volumes: list[dict[str, Any]] = [
+        {"name": "runs", **({"persistentVolumeClaim": {"claimName": runs_pvc}} if runs_pvc else {"emptyDir": {}})}]
+    if model_pvc:
+        volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": model_pvc, "readOnly": True}})
+        container["volumeMounts"].append({"name": "model", "mountPath": model_path, "readOnly": True})
+    if admin_token_secret:
+        container["env"] = [{"name": "OPENFORGE_ADMIN_TOKEN", "valueFrom": {
+            "secretKeyRef": {"name": admin_token_secret, "key": "token"}}}]
+    labels = {**PROXY_LABELS, LABEL_RUN: label_value(run)}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(PROXY_NAME, namespace, labels),
+        "spec": {
+            "replicas": 1,  # one proxy per run: it owns the run's trajectory store
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": dict(PROXY_LABELS)},
+            "template": {"metadata": {"labels": labels},
+                         "spec": {"automountServiceAccountToken": False, "containers": [container],
+                                  "volumes": volumes}},
+        },
+    }
+
+
+def proxy_service(namespace: str) -> dict[str, Any]:
+    """`openforge-proxy.<namespace>.svc`: the model port (what sandboxes call) and the admin port, separately."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(PROXY_NAME, namespace, PROXY_LABELS),
+        "spec": {"selector": dict(PROXY_LABELS),
+                 "ports": [{"name": "model", "port": MODEL_PORT, "targetPort": MODEL_PORT, "protocol": "TCP"},
+                           {"name": "admin", "port": ADMIN_PORT, "targetPort": ADMIN_PORT, "protocol": "TCP"}]},
+    }
+
+
+def proxy_network_policy(namespace: str) -> dict[str, Any]:
+    """Who may reach the proxy: sandbox pods and the orchestrator on the model port; only the orchestrator on
+    the admin port."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta("openforge-proxy-ingress", namespace, PROXY_LABELS),
+        "spec": {
+            "podSelector": {"matchLabels": dict(PROXY_LABELS)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"podSelector": {"matchLabels": {LABEL_MANAGED: "1"}}},
+                          {"podSelector": {"matchLabels": dict(ORCHESTRATOR_LABELS)}}],
+                 "ports": [{"protocol": "TCP", "port": MODEL_PORT}]},
+                {"from": [{"podSelector": {"matchLabels": dict(ORCHESTRATOR_LABELS)}}],
+                 "ports": [{"protocol": "TCP", "port": ADMIN_PORT}]},
+            ],
+        },
+    }
+
+
+def orchestrator_rbac(namespace: str) -> list[dict[str, Any]]:
+    """ServiceAccount + Role + RoleBinding: what the `kubernetes` sandbox backend calls, in one namespace."""
+    rules = [
+        {"apiGroups": [""], "resources": ["pods"],
+         "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"]},
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+         "verbs": ["create", "get", "list", "delete", "patch"]},
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(ORCHESTRATOR_SA, namespace)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": _meta(ORCHESTRATOR_SA, namespace), "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": _meta(ORCHESTRATOR_SA, namespace),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ORCHESTRATOR_SA},
+         "subjects": [{"kind": "ServiceAccount", "name": ORCHESTRATOR_SA, "namespace": namespace}]},
+    ]
+
+
+def run_manifests(run: str, *, namespace_name: str = "openforge", proxy_image: str = "openforge:0.1.0",
+                  backend: str = "embedded", model_pvc: str | None = None, runs_pvc: str | None = None,
+                  admin_token_secret: str | None = None, allow_dns: bool = True,
+                  run_label: str | None = None) -> list[dict[str, Any]]:
+    """Everything a run needs before its first sandbox: Namespace, proxy Deployment + Service + ingress policy,
+    the orchestrator's RBAC, and the run's sandbox NetworkPolicy (`run_label` defaults to `run`)."""
+    return [
+        namespace(namespace_name),
+        *orchestrator_rbac(namespace_name),
+        proxy_deployment(run, namespace_name, proxy_image, backend=backend, model_pvc=model_pvc, runs_pvc=runs_pvc,
+                         admin_token_secret=admin_token_secret),
+        proxy_service(namespace_name),
+        proxy_network_policy(namespace_name),
+        run_network_policy(run_label or run, namespace_name, allow_dns=allow_dns),
+    ]
+
+
+def to_yaml(objects: list[dict[str, Any]]) -> str:
+    """Multi-document YAML (`kubectl apply -f -` reads it)."""
+    import yaml
+
+    return "".join("---\n" + yaml.safe_dump(o, sort_keys=False) for o in objects)
+
