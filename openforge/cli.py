@@ -25,6 +25,8 @@ tasks_app = typer.Typer(help="Validate and generate Harbor-format tasks.", no_ar
 app.add_typer(tasks_app, name="tasks")
 harness_app = typer.Typer(help="Install and check the real harnesses (Claude Code, Codex CLI, OpenClaw).", no_args_is_help=True)
 app.add_typer(harness_app, name="harness")
+k8s_app = typer.Typer(help="Kubernetes: the manifests a run needs, and cleanup of a run's pods.", no_args_is_help=True)
+app.add_typer(k8s_app, name="k8s")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -103,6 +105,77 @@ def harness_list(bundle: Optional[Path] = typer.Option(None, help="Bundle direct
         pinned = pinned_by_component.get(adapter.component, "-") if adapter.component else "built in"
         table.add_row(name, adapter.dialect, str(pinned), str(status.get(name) or "-") if adapter.component else "built in")
     console.print(table)
+
+
+@harness_app.command("image")
+def harness_image(
+    bundle: Optional[Path] = typer.Option(None, help="Bundle directory (default: $OPENFORGE_HOME/harnesses)."),
+    base: str = typer.Option("openforge-base:bookworm", help="Local base image (needs `cp`; never pulled)."),
+    tag: Optional[str] = typer.Option(None, help="Local tag (default: openforge-harnesses:<manifest hash>)."),
+    push: Optional[str] = typer.Option(None, "--push", help="REGISTRY[/PATH] to tag and push the image to."),
+) -> None:
+    """Build the harness bundle image for Kubernetes sandboxes (an init container copies the bundle from it)."""
+    from openforge.harness import BundleError, default_bundle_dir
+    from openforge.harness.image import build_harness_image
+
+    try:
+        built = build_harness_image(bundle or default_bundle_dir(), base=base, tag=tag, push=push)
+    except BundleError as e:
+        fail(str(e))
+    console.print(f"built [bold]{built.tag}[/]")
+    for ref in built.pushed:
+        console.print(f"pushed [bold]{ref}[/]: use it with --sandbox-option harness_image={ref}")
+
+
+@k8s_app.command("manifests")
+def k8s_manifests(
+    run: str = typer.Option(..., "--run", help="Run name (labels the run's NetworkPolicy and the proxy)."),
+    namespace: str = typer.Option("openforge", help="Namespace of the proxy, the orchestrator and the sandboxes."),
+    proxy_image: str = typer.Option("openforge:0.1.0", help="Image with openforge installed, for the proxy."),
+    backend: str = typer.Option("embedded", help="The proxy's inference backend (embedded | vllm:URL | sglang:URL)."),
+    model_pvc: Optional[str] = typer.Option(None, help="PersistentVolumeClaim holding the model directory."),
+    runs_pvc: Optional[str] = typer.Option(None, help="PersistentVolumeClaim for run directories (default: emptyDir)."),
+    admin_token_secret: Optional[str] = typer.Option(None, help="Secret (key `token`) with the proxy's admin token."),
+    run_label: Optional[str] = typer.Option(None, help="Sandbox label of the run, if not the run name (see `rollout`)."),
+    dns: bool = typer.Option(True, help="Let sandboxes resolve the proxy's Service name (egress to kube-dns :53)."),
+) -> None:
+    """Print (multi-document YAML) everything a run needs: Namespace, proxy Deployment + Service, RBAC for the
+    orchestrator, NetworkPolicies. Apply with `kubectl apply -f -`."""
+    from openforge.k8s.manifests import run_manifests, to_yaml
+
+    objects = run_manifests(run, namespace_name=namespace, proxy_image=proxy_image, backend=backend,
+                            model_pvc=model_pvc, runs_pvc=runs_pvc, admin_token_secret=admin_token_secret,
+                            allow_dns=dns, run_label=run_label)
+    typer.echo(to_yaml(objects), nl=False)
+
+
+@k8s_app.command("cleanup")
+def k8s_cleanup(
+    run: str = typer.Option(..., "--run", help="Run directory, or the run's sandbox label."),
+    namespace: str = typer.Option("openforge", help="Namespace of the sandboxes."),
+    kubeconfig: Optional[str] = typer.Option(None, help="kubeconfig file (default: in-cluster, else ~/.kube/config)."),
+    context: Optional[str] = typer.Option(None, help="kubeconfig context."),
+) -> None:
+    """Delete every leftover pod of a run (label openforge.run) and its NetworkPolicy, e.g. after a crash."""
+    import asyncio
+
+    from openforge.rollout.orchestrator import run_label
+    from openforge.sandbox import SandboxError, get_provider
+
+    label = run_label(Path(run)) if Path(run).is_dir() else run
+
+    async def clean() -> int:
+        provider = get_provider("kubernetes", namespace=namespace, kubeconfig=kubeconfig, context=context)
+        try:
+            return await provider.cleanup(label)
+        finally:
+            await provider.close()
+
+    try:
+        removed = asyncio.run(clean())
+    except SandboxError as e:
+        fail(str(e))
+    console.print(f"removed {removed} pod(s) of run {label} in namespace {namespace}")
 
 
 @app.command("serve-model")
@@ -197,7 +270,10 @@ def _run_rollouts(config, report: bool) -> None:
 # Options shared by `rollout` and `eval` (eval is rollout + a report).
 TasksOpt = Annotated[list[Path], typer.Option("--tasks", help="Task directories, or roots holding them (Harbor layout).")]
 HarnessOpt = Annotated[str, typer.Option(help="Harness(es), comma-separated: react, claude-code, codex, openclaw.")]
-SandboxOpt = Annotated[str, typer.Option(help="docker or local.")]
+SandboxOpt = Annotated[str, typer.Option(help="docker, local or kubernetes.")]
+SandboxOptionOpt = Annotated[Optional[list[str]], typer.Option(
+    "--sandbox-option", help="KEY=VALUE option of the sandbox backend (repeatable), e.g. namespace=openforge.")]
+ProxyListenOpt = Annotated[str, typer.Option(help="HOST:PORT of the run's proxy (model API); in-cluster 0.0.0.0:8100.")]
 SamplesOpt = Annotated[int, typer.Option(help="Episodes per (task, harness); eval reports pass@k and pass^k up to it.")]
 ConcurrencyOpt = Annotated[int, typer.Option(help="Episodes at once.")]
 ModelOpt = Annotated[Path, typer.Option(help="Model directory (tokenizer, chat template, weights).")]
@@ -210,10 +286,24 @@ TimeoutOpt = Annotated[Optional[float], typer.Option(help="Harness wall-clock li
 ResumeOpt = Annotated[bool, typer.Option(help="Continue a run: skip episodes already finished.")]
 
 
+def _key_values(pairs: list[str] | None, what: str) -> dict:
+    """KEY=VALUE pairs; each VALUE is read as YAML (numbers and booleans become numbers and booleans)."""
+    import yaml
+
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            fail(f"{what} {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+    return out
+
+
 def _rollouts(report: bool, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume) -> None:
+              max_attempts, agent_timeout, resume, sandbox_option=None, proxy_listen="127.0.0.1:0") -> None:
     config = _rollout_config(
         tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
+        sandbox_options=_key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
         samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
         image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout, resume=resume,
     )
@@ -224,20 +314,22 @@ def _rollouts(report: bool, tasks, harness, sandbox, samples, concurrency, model
 def rollout(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react", sandbox: SandboxOpt = "docker",
             samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
             split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = 3,
-            agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False) -> None:
+            agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False, sandbox_option: SandboxOptionOpt = None,
+            proxy_listen: ProxyListenOpt = "127.0.0.1:0") -> None:
     """Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden tests."""
     _rollouts(False, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume)
+              max_attempts, agent_timeout, resume, sandbox_option, proxy_listen)
 
 
 @app.command("eval")
 def eval_cmd(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react", sandbox: SandboxOpt = "docker",
              samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
              split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = 3,
-             agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False) -> None:
+             agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False, sandbox_option: SandboxOptionOpt = None,
+             proxy_listen: ProxyListenOpt = "127.0.0.1:0") -> None:
     """Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome classes."""
     _rollouts(True, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume)
+              max_attempts, agent_timeout, resume, sandbox_option, proxy_listen)
 
 
 @tasks_app.command("validate")

@@ -19,13 +19,19 @@ class RolloutConfig(BaseModel):
     - `agent_timeout_s`: overrides every task's `[agent] timeout_sec` (wall clock of the harness).
     - `image_map`: base images that cannot be pulled here → local ones (`{"debian:bookworm-slim": ...}`).
     - `harness_options`: per-harness adapter options, e.g. `{"react": {"max_steps": 4}}`.
+    - `sandbox_options`: options of the sandbox backend, e.g. for `kubernetes`
+      `{"namespace": "openforge", "harness_image": "registry/openforge-harnesses:TAG"}`.
+    - `proxy_listen`: where the run's proxy serves the model API over TCP (`127.0.0.1:0`: any free loopback
+      port). Kubernetes pods reach it through a Service: in-cluster, `0.0.0.0:8100`.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     tasks: list[Path] = Field(min_length=1)
     harnesses: list[str] = Field(default_factory=lambda: ["react"], min_length=1)
-    sandbox: Literal["docker", "local"] = "docker"
+    sandbox: Literal["docker", "local", "kubernetes"] = "docker"
+    sandbox_options: dict[str, Any] = Field(default_factory=dict)
+    proxy_listen: str = "127.0.0.1:0"
     samples: int = Field(default=1, ge=1)
     concurrency: int = Field(default=4, ge=1)
     model: Path

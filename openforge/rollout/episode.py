@@ -117,6 +117,7 @@ class EpisodeRunner:
                     name=sandbox_name(self.run_label, episode.id[:16]), run=self.run_label,
                     proxy_uds=self.proxy.uds, mounts=self._mounts(adapter),
                     memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
+                    timeout_s=self._lifetime(task),
                 )
                 sb = await self._create(spec)
                 await setup_environment(task, sb, self.provider)
@@ -198,6 +199,12 @@ class EpisodeRunner:
         if status.oom_killed:  # the agent's own command hit the memory limit; the harness went on
             result.transcript["oom_killed"] = True
         return None
+
+    def _lifetime(self, task: Task) -> float:
+        """The longest a sandbox may live (Kubernetes reaps it after that on its own): setup, the harness and
+        the verifier, with a margin; an exec still running then ends `timed_out`."""
+        agent = self.config.agent_timeout_s or task.resources.agent_timeout_s
+        return agent + task.resources.verifier_timeout_s + task.resources.build_timeout_s + 300
 
     def _mounts(self, adapter: HarnessAdapter) -> list[Mount]:
         if adapter.component is None:

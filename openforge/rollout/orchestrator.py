@@ -77,11 +77,11 @@ async def run_rollouts(config: RolloutConfig, console: Console | None = None) ->
     label = run_label(config.run)
     socket_dir = Path(tempfile.mkdtemp(prefix="openforge-proxy-"))  # a short path: AF_UNIX allows ~107 bytes
     proxy_config = ProxyConfig(
-        model=config.model, backend=config.backend, run=config.run, listen="127.0.0.1:0",
+        model=config.model, backend=config.backend, run=config.run, listen=config.proxy_listen,
         uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0", temperature=config.temperature,
         max_new_tokens=config.max_new_tokens,
     )
-    provider = get_provider(config.sandbox)
+    provider = get_provider(config.sandbox, **config.sandbox_options)
     summary = RolloutSummary(config.run, len(slots))
     try:
         async with running_proxy(proxy_config) as proxy:
