@@ -91,6 +91,10 @@ class FakeKubernetesAPI:
         self.created_bodies: list[dict] = []
         self.events: list[tuple[int, str, str, dict]] = []  # (rv, kind, type, object)
         self.exec_count = 0
+        self.pod_gets = 0  # GETs of single pods (a backend that polled would make many)
+        self.watches = 0
+        #: called with (pod name, argv) at each exec; a number = evict the pod that many seconds later
+        self.on_exec: Callable[[str, list[str]], float | None] = lambda name, argv: None
         self._rv = 1
         self._local = LocalProvider(root=self.root / "pods", cgroups=False)
         self._sandboxes: dict[str, Any] = {}
@@ -289,6 +293,7 @@ class FakeKubernetesAPI:
             asyncio.create_task(self._lifecycle(name))
             return JSONResponse(body, status_code=201)
         if q.get("watch") in ("true", "1"):
+            self.watches += 1
             return StreamingResponse(self._watch("pods", q), media_type="application/json")
         items = [p for p in self.pods.values()
                  if _labels_match(p, q.get("labelSelector")) and _fields_match(p, q.get("fieldSelector"))]
@@ -325,6 +330,7 @@ class FakeKubernetesAPI:
             if pod is None:
                 return _status(404, "NotFound", f'pods "{name}" not found')
             return JSONResponse(pod)
+        self.pod_gets += 1
         pod = self.pods.get(name)
         if pod is None:
             return _status(404, "NotFound", f'pods "{name}" not found')
@@ -373,6 +379,12 @@ class FakeKubernetesAPI:
         await ws.accept(subprotocol=V4)
         self.exec_count += 1
         argv = q.getlist("command")
+        evict_after = self.on_exec(name, argv)
+        if evict_after is not None:
+            async def evict_later() -> None:
+                await asyncio.sleep(evict_after)
+                await self._fail_pod(name, "Evicted", "The node was low on resource: memory.")
+            self._timers.setdefault(name, []).append(asyncio.create_task(evict_later()))
         want_stdin = q.get("stdin") in ("true", "1")
         container = pod["spec"]["containers"][0]
         env = {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8",
