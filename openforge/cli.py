@@ -112,7 +112,7 @@ def harness_image(
     bundle: Optional[Path] = typer.Option(None, help="Bundle directory (default: $OPENFORGE_HOME/harnesses)."),
     base: str = typer.Option("openforge-base:bookworm", help="Local base image (needs `cp`; never pulled)."),
     tag: Optional[str] = typer.Option(None, help="Local tag (default: openforge-harnesses:<manifest hash>)."),
-    push: Optional[str] = typer.Option(None, "--push", help="REGISTRY[/PATH] to tag and push the image to."),
+    push: Optional[str] = typer.Option(None, "--push", help="Registry (host, optionally /path) to tag and push the image to, e.g. registry.example/team."),
 ) -> None:
     """Build the harness bundle image for Kubernetes sandboxes (an init container copies the bundle from it)."""
     from openforge.harness import BundleError, default_bundle_dir

@@ -29,18 +29,29 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import (
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from openforge.sandbox import SandboxSpec
-from openforge.sandbox.local import BASE_PATH, LocalProvider, _Cgroup, _remove_sandbox_dir
+from openforge.sandbox.local import (
+    BASE_PATH,
+    LocalProvider,
+    _Cgroup,
+    _remove_sandbox_dir,
+)
 
 V4 = "v4.channel.k8s.io"
 
@@ -108,11 +119,11 @@ class FakeKubernetesAPI:
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
-    def __enter__(self) -> "FakeKubernetesAPI":
+    def __enter__(self) -> FakeKubernetesAPI:  # noqa: PYI034
         self.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def start(self) -> None:
@@ -320,7 +331,7 @@ class FakeKubernetesAPI:
             async with self._cond:
                 try:
                     await asyncio.wait_for(self._cond.wait(), left)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
     async def _pod(self, request: Request) -> Response:
@@ -427,7 +438,7 @@ class FakeKubernetesAPI:
                           "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
             await ws.send_bytes(b"\x03" + json.dumps(status).encode())
             await ws.close()
-        except Exception:  # noqa: BLE001 - the client disconnected mid-stream
+        except Exception:  # noqa: BLE001, S110 - the client disconnected mid-stream
             pass
         finally:
             receiver.cancel()

@@ -12,7 +12,13 @@ import yaml
 from typer.testing import CliRunner
 
 from openforge.cli import app
-from openforge.k8s.manifests import ADMIN_PORT, MODEL_PORT, PROXY_LABELS, run_network_policy, sandbox_pod
+from openforge.k8s.manifests import (
+    ADMIN_PORT,
+    MODEL_PORT,
+    PROXY_LABELS,
+    run_network_policy,
+    sandbox_pod,
+)
 from openforge.sandbox import SandboxSpec
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -59,10 +65,10 @@ def test_validation_is_not_vacuous():
 
 @pytest.mark.parametrize("optional", [False, True])
 def test_sandbox_pod_with_and_without_optional_fields(optional):
-    extra = dict(env={"A": "1"}, workdir="/app", active_deadline_s=900, annotations={"openforge.io/run": "r"},
-                 harness_image="reg/openforge-harnesses:abc", harness_target="/opt/openforge/harnesses",
-                 node_selector={"pool": "rollouts"},
-                 tolerations=[{"key": "rollouts", "operator": "Exists", "effect": "NoSchedule"}]) if optional else {}
+    extra = {"env": {"A": "1"}, "workdir": "/app", "active_deadline_s": 900, "annotations": {"openforge.io/run": "r"},
+             "harness_image": "reg/openforge-harnesses:abc", "harness_target": "/opt/openforge/harnesses",
+             "node_selector": {"pool": "rollouts"},
+             "tolerations": [{"key": "rollouts", "operator": "Exists", "effect": "NoSchedule"}]} if optional else {}
     pod = sandbox_pod(name="of-run-ep", namespace="openforge", image="debian:bookworm-slim",
                       labels={"openforge.managed": "1"}, cpus=4, memory_mb=4096, **extra)
     validate(pod)

@@ -28,7 +28,7 @@ from openforge.store import TrajectoryStore
 
 pytest.importorskip("kubernetes")
 
-from k8s_fake import FakeKubernetesAPI  # noqa: E402
+from k8s_fake import FakeKubernetesAPI
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -5,17 +5,27 @@ bubblewrap sandbox. Nothing here ran on a real cluster."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
 
-from openforge.sandbox import LABEL_MANAGED, LABEL_NAME, LABEL_RUN, Mount, SandboxError, SandboxSpec, get_provider
-from openforge.sandbox import local_available, sandbox_name
+from openforge.sandbox import (
+    LABEL_MANAGED,
+    LABEL_NAME,
+    LABEL_RUN,
+    Mount,
+    SandboxError,
+    SandboxSpec,
+    get_provider,
+    local_available,
+    sandbox_name,
+)
 
 pytest.importorskip("kubernetes")
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
-from k8s_fake import FakeKubernetesAPI  # noqa: E402
+from k8s_fake import FakeKubernetesAPI
 
 K8S_VERSION = "1.31.0"
 NS = "openforge"
@@ -161,7 +171,7 @@ async def test_creation_is_rate_limited(fake_api):
     try:
         sandboxes = await asyncio.gather(*(p.create(spec("rate", f"e{i}")) for i in range(4)))
         times = sorted(fake_api.create_times[sb.name] for sb in sandboxes)
-        gaps = [b - a for a, b in zip(times, times[1:])]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert all(g >= 0.4 for g in gaps), gaps  # 2 per second, one at a time
     finally:
         await p.cleanup("rate")

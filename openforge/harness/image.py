@@ -48,7 +48,7 @@ def dockerfile(base: str = DEFAULT_BASE) -> str:
 
 def build_context(bundle: Path, base: str = DEFAULT_BASE) -> IO[bytes]:
     """A tar build context: the Dockerfile and the bundle under `bundle/` (symlinks kept as links)."""
-    tmp = tempfile.SpooledTemporaryFile(max_size=64 << 20)
+    tmp = tempfile.SpooledTemporaryFile(max_size=64 << 20)  # noqa: SIM115 - returned open, the caller closes it
     with tarfile.open(fileobj=tmp, mode="w", format=tarfile.PAX_FORMAT) as tf:
         data = dockerfile(base).encode()
         info = tarfile.TarInfo("Dockerfile")
@@ -71,7 +71,7 @@ def build_harness_image(bundle: Path, *, base: str = DEFAULT_BASE, tag: str | No
         try:
             client = docker.from_env()
             client.ping()
-        except Exception as e:  # noqa: BLE001 - any failure to reach the daemon reads the same to the user
+        except Exception as e:
             raise BundleError(f"cannot reach the Docker daemon ({e}); start it (scripts/start-docker.sh)") from e
     api = client.api
     log: list[str] = []

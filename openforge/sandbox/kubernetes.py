@@ -47,11 +47,12 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Callable, TypeVar
+from typing import IO, Any, TypeVar
 
 from ._archive import extract_archive, make_tar
 from .base import (
@@ -269,7 +270,7 @@ class _StartWait:
 # -- the sandbox ---------------------------------------------------------------------------------------------
 
 class KubernetesSandbox(Sandbox):
-    def __init__(self, provider: "KubernetesProvider", spec: SandboxSpec, uid: str, proxy_url: str | None):
+    def __init__(self, provider: KubernetesProvider, spec: SandboxSpec, uid: str, proxy_url: str | None):
         self._p = provider
         self.spec = spec
         self.name = spec.name
@@ -372,7 +373,7 @@ class KubernetesSandbox(Sandbox):
         finally:
             try:
                 ws.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - already closed
                 pass
         raw.code = _exit_code(status if isinstance(status, bytes) else str(status).encode())
         raw.duration = time.monotonic() - start
@@ -395,7 +396,7 @@ class KubernetesSandbox(Sandbox):
             ws = self._open_stream(["/bin/sh", "-c", _KILL_SCRIPT, "sh", f"{EXEC_MARKER}={marker}"], False)
             ws.run_forever(timeout=10)
             ws.close()
-        except Exception:  # noqa: BLE001 - best effort: closing the stream and the pod's deadline remain
+        except Exception:  # noqa: BLE001, S110 - best effort: closing the stream and the pod's deadline remain
             pass
 
     async def _script(self, script: str, *, stdin: bytes | None = None, timeout_s: float = 300,
@@ -609,7 +610,7 @@ class KubernetesProvider(SandboxProvider):
             self._connect()
         return self._net
 
-    def _submit(self, fn: Callable[..., T], *args: Any) -> "asyncio.Future[T]":
+    def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         return asyncio.get_running_loop().run_in_executor(self._executor, partial(fn, *args))
 
     async def close(self) -> None:
@@ -617,7 +618,7 @@ class KubernetesProvider(SandboxProvider):
         if self._api is not None:
             try:
                 self._api.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - closing anyway
                 pass
 
     def _api_error(self, what: str, e: BaseException) -> SandboxError:
@@ -705,10 +706,14 @@ class KubernetesProvider(SandboxProvider):
         return target
 
     def pod_manifest(self, spec: SandboxSpec, image: str, harness_target: str | None) -> dict[str, Any]:
-        from openforge.k8s.manifests import EXPIRES_ANNOTATION, RUN_ANNOTATION, sandbox_pod
+        from openforge.k8s.manifests import (
+            EXPIRES_ANNOTATION,
+            RUN_ANNOTATION,
+            sandbox_pod,
+        )
 
         deadline = math.ceil(spec.timeout_s if spec.timeout_s is not None else self.default_deadline_s)
-        expires = datetime.now(timezone.utc) + timedelta(seconds=deadline)
+        expires = datetime.now(UTC) + timedelta(seconds=deadline)
         env = dict(spec.env)
         if self._wants_proxy(spec):
             env["OPENFORGE_PROXY_URL"] = self.proxy_url
@@ -770,7 +775,7 @@ class KubernetesProvider(SandboxProvider):
 
         w = watch.Watch()
         kwargs: dict[str, Any] = {"field_selector": f"metadata.name={name}",
-                                  "timeout_seconds": max(1, int(math.ceil(timeout_s))), "deserialize": False}
+                                  "timeout_seconds": max(1, math.ceil(timeout_s)), "deserialize": False}
         if resource_version:
             kwargs["resource_version"] = resource_version
         try:
