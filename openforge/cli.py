@@ -309,7 +309,7 @@ def export(
     format: str = typer.Option("jsonl", "--format", help="jsonl or parquet (one record per call), or verl (a DataProto)."),
     out: Path = typer.Option(..., help="File to write."),
     mode: str = typer.Option("merged", help="verl only: merged (one sample per continuity segment) or per-call."),
-    pad_token_id: Optional[int] = typer.Option(None, help="verl only: default, the pad id of the run's model."),
+    pad_token_id: int | None = typer.Option(None, help="verl only: default, the pad id of the run's model."),
 ) -> None:
     """Export a run: every recorded call (jsonl, parquet), or its assembled samples as a veRL DataProto (verl)."""
     from openforge.store import TrajectoryStore
@@ -327,7 +327,7 @@ def export(
     console.print(f"wrote {n} calls to [bold]{out}[/]")
 
 
-def _export_verl(run_dir: Path, out: Path, mode: str, pad_token_id: Optional[int]) -> None:
+def _export_verl(run_dir: Path, out: Path, mode: str, pad_token_id: int | None) -> None:
     if mode not in ("merged", "per-call"):
         fail(f"--mode {mode!r} is not supported; use merged or per-call")
     try:
@@ -352,7 +352,7 @@ def verl_dataset(
     tasks: list[Path] = typer.Option(..., "--tasks", help="Task directories or roots holding them (repeatable)."),
     harness: str = typer.Option("react", help="Harness name(s), comma-separated: one row per task per harness."),
     out: Path = typer.Option(..., help="Parquet file to write."),
-    split: Optional[str] = typer.Option(None, help="Keep one split only: train or heldout."),
+    split: str | None = typer.Option(None, help="Keep one split only: train or heldout."),
 ) -> None:
     """Write veRL's training parquet: one row per (task, harness), agent loop `openforge`."""
     from openforge.tasks.loader import TaskLoadError

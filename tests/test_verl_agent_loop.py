@@ -206,7 +206,7 @@ def test_verl_v1_postprocess_grpo_and_loss_agree_with_the_embedded_trainer(merge
     new = old + (torch.rand(old.shape, generator=torch.Generator().manual_seed(0)) - 0.5) * mask
     config = ActorConfig(strategy="fsdp", rollout_n=SESSIONS, ppo_micro_batch_size_per_gpu=1, clip_ratio=0.2,
                          clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=3.0, loss_agg_mode="token-mean")
-    theirs, metrics = core_algos.get_policy_loss_fn("vanilla")(
+    theirs, _ = core_algos.get_policy_loss_fn("vanilla")(
         old_log_prob=old, log_prob=new, advantages=data.batch["advantages"], response_mask=mask,
         loss_agg_mode="token-mean", config=config)
     mine = clipped_policy_loss(new, old, expected, mask, clip_low=0.2, clip_high=0.2, clip_ratio_c=3.0)
@@ -235,3 +235,45 @@ def test_legacy_trainer_is_refused_with_the_reason(tmp_path, tiny_model_dir, hf_
 
     with pytest.raises(InstantiationException, match="use_v1=true"):  # hydra wraps the loop's ValueError
         instantiate_loop(config, client, hf_tokenizer, loop_yaml(tmp_path, tiny_model_dir, "merged"))
+
+
+# ---- the run the loop recorded, exported offline as a DataProto ------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["merged", "per-call"])
+def test_exported_run_round_trips_and_gives_the_embedded_trainers_advantages(merged, tmp_path, mode):
+    from typer.testing import CliRunner
+    from verl.protocol import DataProto
+    from verl.trainer.ppo import core_algos
+
+    from openforge.cli import app
+    from openforge.train.assemble import assemble_run
+    from openforge.train.verl.batch import samples_to_dataproto
+
+    out = tmp_path / f"{mode}.dataproto"
+    result = CliRunner().invoke(app, ["export", str(merged["run_dir"]), "--format", "verl", "--mode", mode,
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "1 dropped" in result.output  # the broken verifier's episode
+    loaded = DataProto.load_from_disk(str(out))
+
+    samples, _ = assemble_run(merged["run_dir"], mode=mode)
+    assert len(loaded) == len(samples) == (SESSIONS if mode == "merged" else 6)  # 2 solving × 2 calls + 2 idle
+    again = samples_to_dataproto(samples, pad_token_id=_pad_id(merged["run_dir"]))
+    for key in again.batch.keys():  # noqa: SIM118 - iterating a TensorDict yields rows, not keys
+        assert torch.equal(loaded.batch[key], again.batch[key]), key
+    assert list(loaded.non_tensor_batch["uid"]) == [s.group_id for s in samples]
+
+    theirs, _ = core_algos.compute_grpo_outcome_advantage(
+        token_level_rewards=loaded.batch["token_level_scores"], response_mask=loaded.batch["response_mask"].float(),
+        index=loaded.non_tensor_batch["uid"], epsilon=1e-6, norm_adv_by_std_in_grpo=True)
+    ours = group_advantages([s.reward for s in samples], [s.group_id for s in samples])
+    assert (theirs - ours[:, None] * loaded.batch["response_mask"]).abs().max() < 1e-6
+    assert ours.abs().max() > 0.5
+
+
+def _pad_id(run_dir: Path) -> int:
+    from openforge.models import ModelDir
+
+    with TrajectoryStore.open(run_dir) as store:
+        return ModelDir(store.get_run_info()["model"]).pad_token_id

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import pytest
-
 from conftest import unavailable
 
 VERL_CONFIG = "verl/trainer/config/_generated_ppo_trainer.yaml"
@@ -20,7 +19,7 @@ IDLE = "I will not do anything."
 def require_verl():
     try:
         import hydra  # noqa: F401
-        import verl.experimental.agent_loop  # noqa: F401
+        import verl.experimental.agent_loop
         import verl.trainer.ppo.v1  # noqa: F401
     except ImportError as e:
         unavailable(f"veRL's agent loop is not importable ({e}): run scripts/prepare-test-env.sh")
@@ -45,8 +44,8 @@ class CpuServerClientStandIn:
         self._turn: dict[str, int] = {}
 
     async def generate(self, request_id, *, prompt_ids: list[int], sampling_params: dict[str, Any],
-                       image_data: Optional[list[Any]] = None, video_data: Optional[list[Any]] = None,
-                       audio_data: Optional[list[Any]] = None, mm_processor_kwargs: Optional[dict[str, Any]] = None,
+                       image_data: list[Any] | None = None, video_data: list[Any] | None = None,
+                       audio_data: list[Any] | None = None, mm_processor_kwargs: dict[str, Any] | None = None,
                        **kwargs: Any):
         from verl.workers.rollout.replica import TokenOutput
 
@@ -83,7 +82,11 @@ def instantiate_loop(config, client, tokenizer, agent_loop_yaml: Path):
     `hydra.utils.instantiate` with the worker's arguments (agent_loop.py, `_run_agent_loop`)."""
     import hydra
     from omegaconf import OmegaConf
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
+    from verl.experimental.agent_loop.agent_loop import (
+        DictConfigWrap,
+        ToolListWrap,
+        _agent_loop_registry,
+    )
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     for entry in OmegaConf.load(agent_loop_yaml):
@@ -129,7 +132,6 @@ def v1_advantages(queue: CapturingTransferQueue, n_sessions: int):
     from verl.protocol import DataProto
     from verl.trainer.ppo import core_algos
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
-
     from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
     fields = list_of_dict_to_tensordict(queue.fields)

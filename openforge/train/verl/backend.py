@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from openforge.core import FinishReason, SamplingParams
-from openforge.inference.base import Backend, BackendError, GenerationContext, GenerationResult, clamp_max_tokens
+from openforge.inference.base import (
+    Backend,
+    BackendError,
+    GenerationContext,
+    GenerationResult,
+    clamp_max_tokens,
+)
 
 #: the keys of veRL's per-rollout sampling params this backend forwards (AgentLoopWorker.generate_sequences)
 VERL_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "repetition_penalty")
@@ -76,7 +82,7 @@ class VerlServerBackend(Backend):
         params = self.request_params(binding, sampling, max_tokens)
         try:
             out = await binding.client.generate(ctx.episode_id, prompt_ids=list(prompt_ids), sampling_params=params)
-        except Exception as e:  # noqa: BLE001 - any server failure is a failed call, recorded by the proxy
+        except Exception as e:
             raise BackendError(f"veRL server: {type(e).__name__}: {e}") from e
         return self._result(out, max_tokens, set(params["stop_token_ids"]))
 

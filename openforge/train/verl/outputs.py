@@ -25,7 +25,10 @@ class Converted:
 def sample_to_output(sample: Sample, limits: Limits, metrics: dict[str, Any], extra: dict[str, Any]):
     """One `AgentLoopOutput`, or None when the prompt is longer than `limits.prompt_length` (veRL would cut
     its start, and the trained tokens would be conditioned on a context they were not sampled in)."""
-    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+    from verl.experimental.agent_loop.agent_loop import (
+        AgentLoopMetrics,
+        AgentLoopOutput,
+    )
 
     p = sample.prompt_length
     if p > limits.prompt_length:
