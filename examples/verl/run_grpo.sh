@@ -41,7 +41,7 @@ python3 -m verl.trainer.main_ppo \
   actor_rollout_ref.rollout.response_length=16384 \
   actor_rollout_ref.rollout.agent.num_workers=8 \
   actor_rollout_ref.rollout.agent.default_agent_loop=openforge \
-  actor_rollout_ref.rollout.agent.agent_loop_config_path=examples/verl/agent_loop.yaml \
+  actor_rollout_ref.rollout.agent.agent_loop_config_path="$PWD/examples/verl/agent_loop.yaml" \
   trainer.use_v1=true \
   trainer.n_gpus_per_node="$NGPUS" \
   trainer.nnodes=1 \
