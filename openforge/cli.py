@@ -398,20 +398,66 @@ def tasks_generate(
 @app.command()
 def export(
     run_dir: Path = typer.Argument(..., help="Run directory holding trajectories.db."),
-    format: str = typer.Option("jsonl", "--format", help="jsonl or parquet."),
+    format: str = typer.Option("jsonl", "--format", help="jsonl or parquet (one record per call), or verl (a DataProto)."),
     out: Path = typer.Option(..., help="File to write."),
+    mode: str = typer.Option("merged", help="verl only: merged (one sample per continuity segment) or per-call."),
+    pad_token_id: int | None = typer.Option(None, help="verl only: default, the pad id of the run's model."),
 ) -> None:
-    """Export every recorded call of a run, one record per call."""
+    """Export a run: every recorded call (jsonl, parquet), or its assembled samples as a veRL DataProto (verl)."""
     from openforge.store import TrajectoryStore
     from openforge.store.export import export_calls
 
-    if format not in ("jsonl", "parquet"):
-        fail(f"--format {format!r} is not supported; use jsonl or parquet")
+    if format not in ("jsonl", "parquet", "verl"):
+        fail(f"--format {format!r} is not supported; use jsonl, parquet or verl")
     if not (run_dir / "trajectories.db").is_file():
         fail(f"{run_dir} holds no trajectories.db: is it a run directory?")
+    if format == "verl":
+        _export_verl(run_dir, out, mode, pad_token_id)
+        return
     with TrajectoryStore.open(run_dir) as store:
         n = export_calls(store, out, format=format)
     console.print(f"wrote {n} calls to [bold]{out}[/]")
+
+
+def _export_verl(run_dir: Path, out: Path, mode: str, pad_token_id: int | None) -> None:
+    if mode not in ("merged", "per-call"):
+        fail(f"--mode {mode!r} is not supported; use merged or per-call")
+    try:
+        from openforge.train.verl.batch import export_run_dataproto
+
+        rows, metrics = export_run_dataproto(run_dir, out, mode=mode, pad_token_id=pad_token_id)
+    except ImportError as e:
+        fail(f"--format verl needs veRL ({e}): pip install 'openforge[verl]'")
+    except ValueError as e:
+        fail(str(e))
+    dropped = sum(metrics["episodes_dropped"].values())
+    console.print(f"wrote {rows} {mode} samples of {metrics['episodes_used']} episodes ({dropped} dropped) "
+                  f"to [bold]{out}[/] (DataProto.load_from_disk)")
+
+
+verl_app = typer.Typer(help="veRL integration: datasets for veRL's trainer.", no_args_is_help=True)
+app.add_typer(verl_app, name="verl")
+
+
+@verl_app.command("dataset")
+def verl_dataset(
+    tasks: list[Path] = typer.Option(..., "--tasks", help="Task directories or roots holding them (repeatable)."),
+    harness: str = typer.Option("react", help="Harness name(s), comma-separated: one row per task per harness."),
+    out: Path = typer.Option(..., help="Parquet file to write."),
+    split: str | None = typer.Option(None, help="Keep one split only: train or heldout."),
+) -> None:
+    """Write veRL's training parquet: one row per (task, harness), agent loop `openforge`."""
+    from openforge.tasks.loader import TaskLoadError
+    from openforge.train.verl.dataset import write_dataset
+
+    if split not in (None, "train", "heldout"):
+        fail(f"--split {split!r} is not supported; use train or heldout")
+    harnesses = [h.strip() for h in harness.split(",") if h.strip()]
+    try:
+        rows = write_dataset(tasks, harnesses, out, split=split)
+    except (TaskLoadError, ValueError) as e:
+        fail(str(e))
+    console.print(f"wrote {rows} rows ({len(harnesses)} harness(es)) to [bold]{out}[/]")
 
 
 @app.command()

@@ -21,7 +21,7 @@ from typing import Any
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from openforge.inference import make_backend
+from openforge.inference import Backend, make_backend
 from openforge.models import ModelDir
 from openforge.proxy.app import admin_api, combined_api, model_api
 from openforge.proxy.episodes import EpisodeRegistry
@@ -66,9 +66,12 @@ class ProxyConfig(BaseModel):
         return v
 
 
-def build_service(config: ProxyConfig) -> tuple[ProxyService, TrajectoryStore, AsyncCallWriter]:
+def build_service(config: ProxyConfig, backend: Backend | None = None) -> tuple[ProxyService, TrajectoryStore, AsyncCallWriter]:
+    """`backend`: an already built one (e.g. veRL's server client, which no spec string can name); else
+    `config.backend` is made with `make_backend`."""
     model = ModelDir(config.model)
-    backend = make_backend(config.backend, config.model, **config.backend_options)
+    if backend is None:
+        backend = make_backend(config.backend, config.model, **config.backend_options)
     store = TrajectoryStore.open(config.run)
     writer = AsyncCallWriter(store)
     settings = ProxySettings(
@@ -120,13 +123,13 @@ class RunningProxy:
 
 
 @asynccontextmanager
-async def running_proxy(config: ProxyConfig) -> AsyncIterator[RunningProxy]:
+async def running_proxy(config: ProxyConfig, backend: Backend | None = None) -> AsyncIterator[RunningProxy]:
     """Start the proxy's listeners in this event loop; stop them and close the store on exit.
 
     The model API listens on `listen` (TCP) and/or `uds`; the admin API on `admin_listen` or `admin_uds`, or on
     the model API's TCP listener when `admin_listen == listen`."""
     admin_token = config.admin_token or os.environ.get("OPENFORGE_ADMIN_TOKEN") or secrets.token_urlsafe(32)
-    service, store, writer = build_service(config)
+    service, store, writer = build_service(config, backend)
     servers: list[uvicorn.Server] = []
     tasks: list[asyncio.Task] = []
     try:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforge.core import Outcome
+from openforge.core import Episode, Outcome
 from openforge.harness import get_adapter
 from openforge.harness.base import HarnessAdapter
 from openforge.rollout.config import RolloutConfig
@@ -87,7 +88,9 @@ class EpisodeRunner:
     def adapter(self, harness: str) -> HarnessAdapter:
         return get_adapter(harness, **self.config.harness_options.get(harness, {}))
 
-    async def run(self, slot: Slot, attempt: int) -> AttemptResult:
+    async def run(self, slot: Slot, attempt: int, on_created: Callable[[Episode], None] | None = None) -> AttemptResult:
+        """`on_created(episode)` runs once the episode exists, before the harness starts (the veRL agent loop
+        binds its server client to the episode there)."""
         adapter = self.adapter(slot.harness)
         task = slot.task
         payload = {
@@ -107,6 +110,8 @@ class EpisodeRunner:
             "harness_version": self._version(adapter),
         }
         episode = self.registry.create(task=payload, harness=slot.harness, metadata=metadata)
+        if on_created is not None:
+            on_created(episode)
         result = AttemptResult(episode.id, Outcome.sandbox_error)
         t0 = time.monotonic()
         sb = None

@@ -125,7 +125,7 @@ async def _run_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutCo
                 for attempt in range(config.max_attempts):
                     result = await runner.run(slot, attempt)
                     final = not result.infrastructure_failure or attempt == config.max_attempts - 1
-                    _store_result(store, result, final)
+                    store_result(store, result, final)
                     if final:
                         break
                     console.print(f"[yellow]retrying[/] {slot.key} after {result.outcome.value}: {result.reason}")
@@ -149,7 +149,7 @@ async def _run_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutCo
             raise
 
 
-def _store_result(store, result: AttemptResult, final: bool) -> None:
+def store_result(store, result: AttemptResult, final: bool) -> None:
     episode = store.get_episode(result.episode_id)
     metadata = {**episode.metadata, "final": final, "timings": result.timings,
                 "transcript": {k: v for k, v in result.transcript.items() if k != "events"}}
