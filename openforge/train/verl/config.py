@@ -22,7 +22,7 @@ class VerlLoopConfig(BaseModel):
     """- `run_dir`: where each worker keeps its trajectory store (`RUN_DIR/worker-<host>-<pid>`).
     - `model`: the model directory the proxy renders prompts with (chat template, tokenizer); default veRL's
       `actor_rollout_ref.model.path` (it must be a local directory).
-    - `sandbox`: sandbox provider (`docker`, `local`; `kubernetes` once issue #7 lands); `sandbox_options` go to
+    - `sandbox`: sandbox provider (`docker`, `local`, `kubernetes`); `sandbox_options` go to
       its constructor.
     - `tasks`: task roots on the worker; a row's task is found there by id. Default: the row's `task_path`.
     - `mode`: how an episode becomes samples (#5's assembler): `merged` (one per continuity segment) or
