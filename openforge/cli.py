@@ -477,7 +477,7 @@ def quickstart(
     except ConfigError as e:
         fail(str(e))
     if smoke:
-        settings = settings.model_copy(update={"demos": 24, "sft_epochs": 3, "rl_seconds": 20, "rl_prompts": 4,
+        settings = settings.model_copy(update={"demos": 24, "sft_steps": 6, "sft_warmup": 2, "rl_seconds": 20, "rl_prompts": 4,
                                                "rl_group": 4, "eval_instances": 24})
     run_quickstart(run, settings, console=console)
 

@@ -35,8 +35,9 @@ class QuickstartConfig(BaseModel):
     seed: int = 0
     sandbox: str = "auto"  # docker | local | auto (docker when a daemon can be started)
     demos: int = Field(default=100, ge=1)  # teacher episodes; few enough that SFT leaves headroom for RL
-    sft_epochs: int = Field(default=30, ge=1)
+    sft_steps: int = Field(default=600, ge=1)
     sft_lr: float = Field(default=1e-3, gt=0)
+    sft_warmup: int = Field(default=30, ge=0)
     sft_batch: int = Field(default=16, ge=1)
     rl_seconds: float = Field(default=240.0, ge=0)  # wall-clock budget of the GRPO phase
     rl_max_steps: int = Field(default=1000, ge=0)
@@ -46,7 +47,10 @@ class QuickstartConfig(BaseModel):
     rl_temperature: float = Field(default=1.0, gt=0)
     eval_instances: int = Field(default=200, ge=1)
     max_new_tokens: int = Field(default=64, ge=8)
-    react_max_steps: int = Field(default=2, ge=1)
+    # One model call per episode (every family is one command), and only the bash tool: the tool schemas are
+    # most of the prompt, and a long constant prefix slows both the tiny model's steps and its learning to copy.
+    react_max_steps: int = Field(default=1, ge=1)
+    react_tools: list[str] = Field(default_factory=lambda: ["bash"])
 
 
 class Phase:
@@ -79,7 +83,7 @@ async def evaluate(model: Path, run: Path, instances, config: QuickstartConfig, 
 
     async with running_proxy(_proxy_config(model, run, 0.0, config)) as proxy:
         episodes = await run_family_episodes(proxy, instances, samples=1, max_steps=config.react_max_steps,
-                                             max_tokens=config.max_new_tokens)
+                                             max_tokens=config.max_new_tokens, tools=config.react_tools)
     graded = [e for e in episodes if e.reward is not None]
     score = sum(e.reward for e in graded) / max(1, len(graded))
     console.print(f"{label}: held-out pass@1 = [bold]{100 * score:.1f}%[/] ({len(graded)} graded episodes)")
@@ -97,7 +101,8 @@ def record_teacher(run_dir: Path, instances, sandbox: str, config: QuickstartCon
     rollout = RolloutConfig(
         tasks=[tasks], harnesses=["react"], sandbox=sandbox, samples=1, concurrency=4, model=run_dir / "model",
         backend="oracle", run=run_dir / "teacher", image_map=IMAGE_MAP, max_new_tokens=config.max_new_tokens,
-        harness_options={"react": {"max_steps": config.react_max_steps, "max_tokens": config.max_new_tokens}},
+        harness_options={"react": {"max_steps": config.react_max_steps, "max_tokens": config.max_new_tokens,
+                                   "tools": config.react_tools}},
         resume=(run_dir / "teacher" / "trajectories.db").exists(),
     )
     return asyncio.run(run_rollouts(rollout, console))
@@ -160,9 +165,10 @@ def run_quickstart(run_dir: Path, config: QuickstartConfig | None = None, consol
         samples, metrics = assemble_run(run_dir / "teacher")
         demos = [s for s in samples if s.reward >= 1.0]
         model = model_dir.load_model()
-        trainer = SFTTrainer(model, SFTConfig(lr=config.sft_lr, batch_size=config.sft_batch, epochs=config.sft_epochs,
-                                              seed=config.seed), pad_id=model_dir.pad_token_id)
-        total = -(-len(demos) // config.sft_batch) * config.sft_epochs
+        trainer = SFTTrainer(model, SFTConfig(lr=config.sft_lr, batch_size=config.sft_batch, steps=config.sft_steps,
+                                              warmup_steps=config.sft_warmup, schedule="cosine", seed=config.seed),
+                             pad_id=model_dir.pad_token_id)
+        total = config.sft_steps
         with _progress(console) as progress:
             bar = progress.add_task("SFT", total=total, info="")
             trainer.train(demos, on_step=lambda step, loss: progress.update(bar, advance=1, info=f"loss {loss:.3f}"))
@@ -220,7 +226,8 @@ async def _grpo(run_dir: Path, model, model_dir, sft_path: Path, sampler, config
                 step = len(steps)
                 instances = sampler.sample(config.rl_prompts)
                 episodes = await run_family_episodes(proxy, instances, samples=config.rl_group, step=step,
-                                                     max_steps=config.react_max_steps, max_tokens=config.max_new_tokens)
+                                                     max_steps=config.react_max_steps, max_tokens=config.max_new_tokens,
+                                                     tools=config.react_tools)
                 samples, metrics = assemble_run(proxy.store, episodes=[e.episode_id for e in episodes], step=step)
                 result = await asyncio.to_thread(trainer.step, samples)
                 save_checkpoint(model, model_path, rl_path, trainer.optimizer, trainer.step_count)

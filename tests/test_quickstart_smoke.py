@@ -9,7 +9,7 @@ from openforge.quickstart import QuickstartConfig, run_quickstart
 
 
 def test_quickstart_smoke(docker_ready, tmp_path):
-    config = QuickstartConfig(seed=0, sandbox="docker", demos=8, sft_epochs=2, rl_seconds=10, rl_max_steps=2,
+    config = QuickstartConfig(seed=0, sandbox="docker", demos=8, sft_steps=2, sft_warmup=1, rl_seconds=10, rl_max_steps=2,
                               rl_prompts=2, rl_group=2, eval_instances=8)
     report = run_quickstart(tmp_path / "run", config)
     saved = json.loads((tmp_path / "run" / "report.json").read_text())

@@ -123,3 +123,16 @@ def test_sft_loss_falls(model):
     losses = trainer.train(samples)
     assert len(losses) == 20 and trainer.step_count == 20
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_learning_rate_warms_up_then_decays_to_zero_on_a_cosine(model):
+    rng = random.Random(6)
+    samples = [make_sample(rng, "g", 1.0, length=16, prompt=4) for _ in range(4)]
+    trainer = SFTTrainer(model, SFTConfig(lr=1e-3, steps=10, batch_size=4, warmup_steps=4, schedule="cosine"))
+    seen: list[float] = []
+    trainer.train(samples, on_step=lambda step, loss: seen.append(trainer.optimizer.param_groups[0]["lr"]))
+    assert seen[:4] == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3])
+    assert seen[4] == pytest.approx(1e-3) and all(a > b for a, b in zip(seen[4:], seen[5:]))  # then decays
+    assert seen[-1] < 0.1e-3 and trainer.lr_at(10, 10) == pytest.approx(0.0)
+    constant = SFTTrainer(model, SFTConfig(lr=1e-3, steps=3, batch_size=4))
+    assert [constant.lr_at(s, 3) for s in range(3)] == [1e-3] * 3

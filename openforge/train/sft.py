@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -30,6 +32,10 @@ class SFTConfig(BaseModel):
     steps: int | None = Field(default=None, ge=1)  # ... or a number of optimizer steps (exactly one of them)
     max_grad_norm: float | None = Field(default=1.0, gt=0)
     max_tokens_per_micro_batch: int | None = Field(default=None, ge=1)
+    # Learning-rate schedule: linear warm-up over `warmup_steps`, then constant or cosine decay to 0. A tiny
+    # random-init model forms its copy (induction) circuits only with warm-up and decay (QUICKSTART-NOTES).
+    warmup_steps: int = Field(default=0, ge=0)
+    schedule: Literal["constant", "cosine"] = "constant"
     seed: int = 0
 
     @model_validator(mode="after")
@@ -80,6 +86,21 @@ class SFTTrainer:
         self.losses: list[float] = []
         self.step_seconds: list[float] = []
 
+    def total_steps(self, num_samples: int) -> int:
+        if self.config.steps is not None:
+            return self.config.steps
+        return -(-num_samples // self.config.batch_size) * self.config.epochs
+
+    def lr_at(self, step: int, total: int) -> float:
+        """The learning rate of optimizer step `step` (0-based) of `total`."""
+        warmup = self.config.warmup_steps
+        if step < warmup:
+            return self.config.lr * (step + 1) / warmup
+        if self.config.schedule == "cosine":
+            progress = (step - warmup) / max(1, total - warmup)
+            return self.config.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return self.config.lr
+
     def batches(self, samples: Sequence[Sample]):
         """Shuffled batches: `epochs` passes, or batches until `steps` (reshuffling after each pass)."""
         rng = random.Random(self.config.seed)
@@ -102,8 +123,11 @@ class SFTTrainer:
         trainable = [s for s in samples if any(s.loss_mask)]
         if not trainable:
             raise ValueError(f"none of the {len(samples)} samples has a trained token")
+        total = self.total_steps(len(trainable))
         for batch in self.batches(trainable):
             started = time.perf_counter()
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.lr_at(self.step_count, total)
             loss = sft_step(self.model, self.optimizer, batch, self.pad_id, self.config.max_grad_norm,
                             self.config.max_tokens_per_micro_batch)
             self.step_seconds.append(time.perf_counter() - started)
