@@ -461,6 +461,26 @@ def verl_dataset(
 
 
 @app.command()
+def train(
+    config: Path = typer.Option(..., "--config", help="YAML: run, model, backend, tasks (dirs or families), "
+                                "harnesses, sandbox, sft, rl. See examples/train/."),
+    run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the config's `run`)."),
+    resume: bool = typer.Option(False, help="Continue from the last RL checkpoint and steps.jsonl."),
+) -> None:
+    """SFT (optional) and GRPO through the real harnesses: a progress bar, one summary line per step
+    (reward, pass rate, tokens, merge rate), and RUN/report.{json,md,png} (reward and held-out pass@1)."""
+    from openforge.config import ConfigError, load_config
+    from openforge.train.config import TrainConfig
+    from openforge.train.run import TrainError, run_training
+
+    try:
+        settings = load_config(config, TrainConfig)
+        run_training(settings, run_dir=run, resume=resume, console=console)
+    except (ConfigError, TrainError) as e:
+        fail(str(e))
+
+
+@app.command()
 def quickstart(
     run: Path = typer.Option(Path("runs/quickstart"), "--run", help="Run directory."),
     seed: int = typer.Option(0, help="Seed for the model, tasks and sampling."),

@@ -96,9 +96,7 @@ async def run_rollouts(config: RolloutConfig, console: Console | None = None) ->
             removed = await provider.cleanup(label)
             if removed:
                 console.print(f"removed {removed} sandbox(es) left over by an earlier run")
-            bundle = config.harness_bundle or default_bundle_dir()
-            runner = EpisodeRunner(proxy, provider, config, ImageMap.from_config(config.image_map), label, bundle)
-            await _run_slots(runner, todo, config, summary, console)
+            await run_slots(proxy, provider, config, todo, label, console, summary)
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
         try:
@@ -108,45 +106,71 @@ async def run_rollouts(config: RolloutConfig, console: Console | None = None) ->
     return summary
 
 
+async def run_slots(proxy, provider, config: RolloutConfig, slots: list[Slot], label: str, console: Console,
+                    summary: RolloutSummary | None = None, progress: Progress | None = None) -> RolloutSummary:
+    """Fill `slots` with graded episodes against a proxy and a sandbox provider that are already running (the
+    training loop keeps one proxy for all its steps: no second proxy is started). `config.step` is written on
+    every episode (GRPO groups are (step, task, harness)). `progress`: show a bar in that live display instead
+    of opening one (rich allows one live display at a time)."""
+    summary = summary or RolloutSummary(config.run, len(slots))
+    bundle = config.harness_bundle or default_bundle_dir()
+    runner = EpisodeRunner(proxy, provider, config, ImageMap.from_config(config.image_map), label, bundle)
+    await _run_slots(runner, slots, config, summary, console, progress)
+    return summary
+
+
 async def _run_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutConfig, summary: RolloutSummary,
-                     console: Console) -> None:
+                     console: Console, progress: Progress | None = None) -> None:
+    if progress is None:
+        columns = (TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[tally]}"))
+        with Progress(*columns, console=console, transient=False) as own:
+            await _fill_slots(runner, slots, config, summary, console, own)
+        return
+    bar = progress.add_task("rollouts", total=len(slots), tally="", info="")
+    try:
+        await _fill_slots(runner, slots, config, summary, console, progress, bar)
+    finally:
+        progress.remove_task(bar)  # a caller's display keeps only its own bars between batches
+
+
+async def _fill_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutConfig, summary: RolloutSummary,
+                      console: Console, progress: Progress, bar=None) -> None:
     store = runner.registry.store
     limit = asyncio.Semaphore(config.concurrency)
-    columns = (TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[tally]}"))
-    with Progress(*columns, console=console, transient=False) as progress:
+    if bar is None:
         bar = progress.add_task("rollouts", total=len(slots), tally="")
 
-        def tally() -> str:
-            return " ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
+    def tally() -> str:
+        return " ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
 
-        async def fill(slot: Slot) -> None:
-            async with limit:
-                for attempt in range(config.max_attempts):
-                    result = await runner.run(slot, attempt)
-                    final = not result.infrastructure_failure or attempt == config.max_attempts - 1
-                    store_result(store, result, final)
-                    if final:
-                        break
-                    console.print(f"[yellow]retrying[/] {slot.key} after {result.outcome.value}: {result.reason}")
-            summary.done += 1
-            summary.outcomes[result.outcome.value] = summary.outcomes.get(result.outcome.value, 0) + 1
-            progress.update(bar, advance=1, tally=tally())
+    async def fill(slot: Slot) -> None:
+        async with limit:
+            for attempt in range(config.max_attempts):
+                result = await runner.run(slot, attempt)
+                final = not result.infrastructure_failure or attempt == config.max_attempts - 1
+                store_result(store, result, final)
+                if final:
+                    break
+                console.print(f"[yellow]retrying[/] {slot.key} after {result.outcome.value}: {result.reason}")
+        summary.done += 1
+        summary.outcomes[result.outcome.value] = summary.outcomes.get(result.outcome.value, 0) + 1
+        progress.update(bar, advance=1, tally=tally(), info=tally())
 
-        jobs = [asyncio.create_task(fill(s)) for s in slots]
-        try:
-            await asyncio.gather(*jobs)
-        except asyncio.CancelledError:
-            summary.interrupted = True
-            # gather already passed the cancellation to every job; a second cancel would interrupt their
-            # clean-up (destroying sandboxes), so only wait for them
-            await asyncio.gather(*jobs, return_exceptions=True)
-            console.print("[yellow]interrupted[/]: finished episodes are kept; continue with --resume")
-        except BaseException:
-            for job in jobs:
-                job.cancel()
-            await asyncio.gather(*jobs, return_exceptions=True)
-            raise
+    jobs = [asyncio.create_task(fill(s)) for s in slots]
+    try:
+        await asyncio.gather(*jobs)
+    except asyncio.CancelledError:
+        summary.interrupted = True
+        # gather already passed the cancellation to every job; a second cancel would interrupt their
+        # clean-up (destroying sandboxes), so only wait for them
+        await asyncio.gather(*jobs, return_exceptions=True)
+        console.print("[yellow]interrupted[/]: finished episodes are kept; continue with --resume")
+    except BaseException:
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+        raise
 
 
 def store_result(store, result: AttemptResult, final: bool) -> None:

@@ -1,0 +1,137 @@
+"""`openforge train --config FILE`: what a training run is (YAML, validated; errors name the field and the fix).
+
+    run: runs/my-run
+    model: tiny                       # or a model directory (tokenizer, chat template, weights)
+    backend: embedded                 # the RL stage pushes weights into the proxy in process
+    tasks: {families: [create_file, append_line]}     # or {dirs: [examples/tasks]}
+    harnesses: [react]                # several are mixed in one run: GRPO groups are (step, task, harness)
+    sandbox: docker                   # docker | local | kubernetes
+    sft: {teacher: oracle, demos: 32, steps: 100}     # optional
+    rl: {steps: 20, prompts: 8, group: 4, eval_every: 5}
+
+See `examples/train/*.yaml` and the README section "openforge train".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class TaskSource(BaseModel):
+    """Exactly one of `dirs` (Harbor task directories or roots: the `train` split trains, `heldout` evaluates)
+    or `families` (generated: fresh training instances every RL step, held-out instances from the generator's
+    held-out split)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dirs: list[Path] | None = None
+    families: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TaskSource:
+        if (self.dirs is None) == (self.families is None):
+            raise ValueError("give exactly one of tasks.dirs (task directories) or tasks.families (generated)")
+        if self.dirs is not None and not self.dirs:
+            raise ValueError("tasks.dirs is empty: list task directories or roots holding them")
+        if self.families is not None:
+            from openforge.tasks.generator import get_families
+
+            get_families(self.families)  # unknown names raise ValueError listing the known ones
+        return self
+
+
+class SFTSettings(BaseModel):
+    """The first stage: record a teacher through the proxy and the run's harnesses, SFT on its successes.
+    `demos`: with families, generated teacher instances; with dirs, episodes per (train task, harness)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    teacher: str = "oracle"  # any backend spec: oracle | embedded | vllm:URL | sglang:URL | scripted:FILE
+    teacher_model: Path | None = None  # the teacher's model directory (default: the run's model)
+    demos: int = Field(default=32, ge=1)
+    steps: int = Field(default=100, ge=1)
+    lr: float = Field(default=1e-3, gt=0)
+    warmup_steps: int = Field(default=10, ge=0)
+    schedule: Literal["constant", "cosine"] = "cosine"
+    batch_size: int = Field(default=16, ge=1)
+
+
+class RLSettings(BaseModel):
+    """GRPO. Each step: `prompts` training tasks (fresh instances with families) × every harness × `group`
+    episodes, one update, a checkpoint, the new weights pushed into the proxy. `seconds`: stop starting steps
+    after this wall-clock budget. `eval_every`: greedy held-out pass@1 every so many steps (and before the
+    first and after the last); `eval_instances`: held-out instances (families) or at most so many held-out
+    tasks (dirs)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(default=10, ge=0)
+    seconds: float | None = Field(default=None, gt=0)
+    prompts: int = Field(default=8, ge=1)
+    group: int = Field(default=4, ge=2)
+    lr: float = Field(default=2e-4, gt=0)
+    temperature: float = Field(default=1.0, gt=0)
+    max_new_tokens: int = Field(default=64, ge=1)
+    eval_every: int = Field(default=5, ge=1)
+    eval_instances: int = Field(default=32, ge=1)
+    concurrency: int = Field(default=4, ge=1)  # sandboxed episodes at once (the in-process path runs all)
+
+
+class TrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run: Path = Path("runs/train")
+    seed: int = 0
+    model: str = "tiny"
+    backend: str = "embedded"
+    tasks: TaskSource
+    harnesses: list[str] = Field(default_factory=lambda: ["react"], min_length=1)
+    sandbox: Literal["docker", "local", "kubernetes"] = "docker"
+    sandbox_options: dict[str, Any] = Field(default_factory=dict)
+    proxy_listen: str = "127.0.0.1:0"  # the proxy's model API over TCP; in-cluster (kubernetes) 0.0.0.0:8100
+    image_map: dict[str, str] = Field(default_factory=lambda: {"debian:bookworm-slim": "openforge-base:bookworm"})
+    harness_options: dict[str, dict[str, Any]] = Field(
+        default_factory=lambda: {"react": {"max_steps": 1, "tools": ["bash"]}})
+    max_attempts: int = Field(default=2, ge=1)
+    sft: SFTSettings | None = None
+    rl: RLSettings = Field(default_factory=RLSettings)
+
+    @field_validator("backend")
+    @classmethod
+    def _embedded_only(cls, v: str) -> str:
+        if v != "embedded":
+            raise ValueError(
+                f"backend {v!r} cannot train here: the RL stage updates the weights in this process and pushes them "
+                "into the embedded backend, so use `backend: embedded`. To train with vLLM or SGLang, use veRL "
+                "(README: 'Training with veRL'). A teacher on another backend goes in `sft.teacher`.")
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _model_dir(cls, v: str) -> str:
+        if v != "tiny" and not (Path(v) / "config.json").is_file():
+            raise ValueError(f"{v!r} is not a model directory (no config.json): give a model directory, or `tiny` "
+                             "to build the tiny model into RUN/model")
+        return v
+
+    @field_validator("harnesses")
+    @classmethod
+    def _known_harnesses(cls, v: list[str]) -> list[str]:
+        from openforge.harness import ADAPTERS
+
+        unknown = [h for h in v if h not in ADAPTERS]
+        if unknown:
+            raise ValueError(f"unknown harness(es) {', '.join(unknown)}; known: {', '.join(sorted(ADAPTERS))}")
+        return list(dict.fromkeys(v))
+
+    @property
+    def in_process(self) -> bool:
+        """Generated families with only the react harness run in this process (`run_family_episodes`); all
+        else runs through the orchestrator in sandboxes."""
+        return self.tasks.families is not None and self.harnesses == ["react"]
+
+    def react_option(self, name: str, default: Any) -> Any:
+        return self.harness_options.get("react", {}).get(name, default)
