@@ -55,6 +55,7 @@ class EmbeddedBackend(Backend):
     - `max_batch`: jobs decoded together; later ones wait in arrival order.
     - `prefill_chunk`: prompt tokens read per engine turn, between decode steps of the other jobs.
     - `prefix_cache_entries` / `prefix_cache_bytes`: the last cache of that many recent episodes is kept.
+    - `batched_prefill`: False restores the former one-prompt-per-turn schedule (for benchmarks/engine.py).
     """
 
     def __init__(
@@ -67,8 +68,10 @@ class EmbeddedBackend(Backend):
         prefill_chunk: int = 1024,
         prefix_cache_entries: int = 16,
         prefix_cache_bytes: int = 1 << 30,
+        batched_prefill: bool = True,
     ):
-        from openforge.models import ModelDir  # models may import inference later; keep the edge one-way
+        # models may import inference later; keep the edge one-way
+        from openforge.models import ModelDir
 
         self.model_dir = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
         torch.set_num_threads(num_threads or default_num_threads())
@@ -79,7 +82,9 @@ class EmbeddedBackend(Backend):
         self._seeds = random.Random(seed) if seed is not None else random.SystemRandom()
         self.prefix_cache = kvlib.PrefixCache(prefix_cache_entries, prefix_cache_bytes)
         self._request_numbers = itertools.count()
-        self._engine = Engine(model, self.prefix_cache, max_batch=max_batch, prefill_chunk=prefill_chunk)
+        self._engine = Engine(
+            model, self.prefix_cache, max_batch=max_batch, prefill_chunk=prefill_chunk, batched_prefill=batched_prefill
+        )
 
     @property
     def max_context(self) -> int:

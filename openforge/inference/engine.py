@@ -4,11 +4,16 @@ Why one thread: torch work must stay off the event loop, and a single owner need
 the caches or a weight swap. Scheduling, per loop turn:
 
 1. admit waiting jobs in arrival order, up to `max_batch` at a time;
-2. run one prefill chunk (at most `prefill_chunk` prompt tokens) of the oldest job still reading its prompt,
-   starting from the longest cached prefix (`PrefixCache`);
+2. prefill: each job starts from the longest cached prefix (`PrefixCache`: its own episode's last call, or any
+   other entry, e.g. the system prompt every episode shares). The admitted jobs whose remaining prompt is short
+   are read *together*, in one forward pass over a right-padded batch (at most `prefill_chunk` tokens,
+   padding included), oldest first; and one chunk (`prefill_chunk` tokens) of the oldest long prompt is read;
 3. run one decode step for *all* jobs past their prompt, batched in one forward pass over a left-padded cache.
+   The jobs that finished reading their prompt join it together (one rebuild of the batch cache per turn).
 
 Long prompts are thus read in slices between decode steps, so a 30k-token prompt does not stall the others.
+A prompt's cache is kept (`PrefixCache`, under the job's key) as soon as the prompt is read, so the jobs admitted
+with it but read in a later turn reuse what they share with it; prompt + output are kept when the call ends.
 A weight swap lets the jobs queued before it run to the end (drain), applies, bumps the policy version and
 empties the prefix cache; jobs that arrive meanwhile wait and then run under the new weights. Every job runs entirely
 under one policy version, the one its result reports.
@@ -54,7 +59,8 @@ class Job:
     logprobs: list[float] = field(default_factory=list)
     policy_version: int = 0
     # prefill progress
-    cache: Any = None  # DynamicCache while reading the prompt
+    cache: Any = None  # DynamicCache while reading a long prompt in chunks
+    prefix_kv: Any = None  # the cached prefix found for a short prompt, until it is read
     prompt_done: int = 0
     reused: int = 0
     # timings (perf_counter seconds)
@@ -94,20 +100,20 @@ class DecodeBatch:
     def __len__(self) -> int:
         return len(self.jobs)
 
-    def add(self, job: Job, job_kv: kvlib.KV) -> None:
-        new_len = kvlib.kv_length(job_kv)
-        if not self.jobs:
-            merged = job_kv
-        else:
-            current = kvlib.from_dynamic_cache(self.cache)
-            width = kvlib.kv_length(current)
-            target = max(width, new_len)
-            merged = kvlib.concat_rows(
-                kvlib.left_pad(current, target - width), kvlib.left_pad(job_kv, target - new_len)
-            )
+    def add(self, arrivals: list[tuple[Job, kvlib.KV]]) -> None:
+        """Add jobs with their own (unpadded, one-row) caches: one rebuild of the batch cache for all of them."""
+        if not arrivals:
+            return
+        new_lengths = [kvlib.kv_length(job_kv) for _, job_kv in arrivals]
+        current = kvlib.from_dynamic_cache(self.cache) if self.jobs else None
+        width = kvlib.kv_length(current) if current else 0
+        target = max(width, *new_lengths)
+        merged = kvlib.stack_left_padded([job_kv for _, job_kv in arrivals], target)
+        if current:
+            merged = kvlib.concat_rows(kvlib.left_pad(current, target - width), merged)
         self.cache = kvlib.to_dynamic_cache(merged, self.config)
-        self.jobs.append(job)
-        self.lengths.append(new_len)
+        self.jobs.extend(job for job, _ in arrivals)
+        self.lengths.extend(new_lengths)
 
     def remove(self, leaving: list[Job]) -> list[tuple[Job, kvlib.KV]]:
         """Take jobs out; returns each with its own unpadded cache (for the prefix cache)."""
@@ -157,12 +163,17 @@ class Engine:
         prefix_cache: kvlib.PrefixCache,
         max_batch: int = 16,
         prefill_chunk: int = 1024,
+        batched_prefill: bool = True,
     ):
+        """`batched_prefill=False`: the former schedule, for comparison (benchmarks/engine.py): one prompt
+        chunk per turn, oldest job first, each job joining the decode batch on its own, caches kept only when
+        a call ends."""
         self.model = model
         self.config = model.config
         self.prefix_cache = prefix_cache
         self.max_batch = max_batch
         self.prefill_chunk = prefill_chunk
+        self.batched_prefill = batched_prefill
         self.policy_version = 0
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._waiting: deque[Job] = deque()
@@ -205,7 +216,11 @@ class Engine:
                 if self._swaps and not self._prefilling and not self._batch and not self._waiting_before_swap():
                     self._apply_swaps()
                 if self._prefilling:
-                    self._guarded(self._prefill_step, [self._prefilling[0]])
+                    group, long_job = self._plan_prefill()
+                    if group:
+                        self._guarded(self._prefill_together, group, group)
+                    if long_job is not None:
+                        self._guarded(self._prefill_chunk, [long_job], long_job)
                 if self._batch:
                     self._guarded(self._decode_step, list(self._batch.jobs))
         self._fail_all(BackendError("the embedded backend was closed"))
@@ -253,9 +268,9 @@ class Engine:
             job.policy_version = self.policy_version
             self._prefilling.append(job)
 
-    def _guarded(self, step, jobs: list[Job]) -> None:
+    def _guarded(self, step, jobs: list[Job], *args) -> None:
         try:
-            step()
+            step(*args)
         except Exception as exc:  # a failed forward pass fails its jobs, not the engine
             log.exception("embedded backend step failed")
             error = BackendError(f"embedded backend failed: {type(exc).__name__}: {exc}")
@@ -266,12 +281,82 @@ class Engine:
             if any(job in self._batch.jobs for job in jobs):
                 self._batch.clear()
 
-    def _prefill_step(self) -> None:
-        job = self._prefilling[0]
+    def _plan_prefill(self) -> tuple[list[Job], Job | None]:
+        """The short prompts to read together this turn (oldest first, `prefill_chunk` tokens at most, padding
+        included), and the oldest long prompt (read one chunk per turn)."""
+        if not self.batched_prefill:
+            return [], self._prefilling[0]
+        group: list[Job] = []
+        longest = 0  # the group's widest remaining prompt: each row is padded to it
+        long_job = None
+        open_group = True
+        for job in self._prefilling:
+            if job.cache is not None:  # a long prompt already being read in chunks
+                long_job = long_job or job
+                continue
+            if not open_group:
+                continue
+            # Looked up again each turn until read: the prompts read in the meantime may share more.
+            job.reused, job.prefix_kv = self.prefix_cache.longest_prefix(job.cache_key, job.prompt)
+            job.prompt_done = job.reused
+            remaining = len(job.prompt) - job.reused
+            if remaining > self.prefill_chunk:
+                long_job = long_job or job
+            elif (len(group) + 1) * max(longest, remaining) <= self.prefill_chunk:
+                group.append(job)
+                longest = max(longest, remaining)
+            else:
+                open_group = False  # keep arrival order: the rest wait for the next turn
+        return group, long_job
+
+    def _prefill_together(self, jobs: list[Job]) -> None:
+        """Read the rest of several short prompts in one forward pass.
+
+        Row i holds its cached prefix left-padded to the widest prefix (as cache), then its remaining prompt
+        tokens right-padded to the longest: [pad | prefix_i | rest_i | pad]. The attention mask hides the
+        padding, the position ids are each row's own, and the logits are those of each row's last prompt token.
+        Right padding (not left) keeps every query attending to at least one real token.
+        """
+        prefixes = [job.reused for job in jobs]
+        rests = [job.prompt[job.reused :] for job in jobs]
+        width, length = max(prefixes), max(len(rest) for rest in rests)
+        prefix_kvs = [job.prefix_kv for job in jobs]
+        cache = kvlib.to_dynamic_cache(kvlib.stack_left_padded(prefix_kvs, width) if width else None, self.config)
+        input_ids = torch.zeros((len(jobs), length), dtype=torch.long)
+        for i, rest in enumerate(rests):
+            input_ids[i, : len(rest)] = torch.tensor(rest, dtype=torch.long)
+        position_ids = torch.tensor(prefixes, dtype=torch.long).unsqueeze(1) + torch.arange(length).unsqueeze(0)
+        kwargs: dict[str, Any] = {cache_argument(self.model): cache}
+        if any(n != width for n in prefixes) or any(len(rest) != length for rest in rests):
+            columns = torch.arange(width + length).unsqueeze(0)
+            starts = torch.tensor([width - n for n in prefixes]).unsqueeze(1)
+            ends = torch.tensor([width + len(rest) for rest in rests]).unsqueeze(1)
+            kwargs["attention_mask"] = ((columns >= starts) & (columns < ends)).long()
+        last = sorted({len(rest) - 1 for rest in rests})  # the positions whose logits are needed
+        keep: int | torch.Tensor = 1 if last == [length - 1] else torch.tensor(last, dtype=torch.long)
+        out = self.model(input_ids=input_ids, position_ids=position_ids, use_cache=True, logits_to_keep=keep, **kwargs)
+        batch_kv = kvlib.from_dynamic_cache(cache)
+        done = set(jobs)
+        self._prefilling = deque(j for j in self._prefilling if j not in done)
+        arrivals = []
+        for i, job in enumerate(jobs):
+            job_kv = kvlib.row(batch_kv, i, width - prefixes[i], width + len(rests[i]))
+            logits = out.logits[i, -1 if isinstance(keep, int) else last.index(len(rests[i]) - 1)]
+            job.prefix_kv = None
+            finish = self._prompt_read(job, job_kv, logits)
+            if finish is None:
+                arrivals.append((job, job_kv))
+            else:
+                self._finish(job, finish, job_kv)
+        self._batch.add(arrivals)
+
+    def _prefill_chunk(self, job: Job) -> None:
+        """Read the next `prefill_chunk` tokens of one prompt."""
         if job.cache is None:
             job.reused, prefix_kv = self.prefix_cache.longest_prefix(job.cache_key, job.prompt)
             job.cache = kvlib.to_dynamic_cache(prefix_kv, self.config)
             job.prompt_done = job.reused
+            job.prefix_kv = None
         start = job.prompt_done
         end = min(start + self.prefill_chunk, len(job.prompt))
         out = self.model(
@@ -284,15 +369,21 @@ class Engine:
         job.prompt_done = end
         if end < len(job.prompt):
             return
-        self._prefilling.popleft()
-        job.first_token = time.perf_counter()
+        self._prefilling.remove(job)
         job_kv = kvlib.from_dynamic_cache(job.cache)
         job.cache = None
-        finish = self._append_token(job, out.logits[0, -1, :].float())
+        finish = self._prompt_read(job, job_kv, out.logits[0, -1, :])
         if finish is None:
-            self._batch.add(job, job_kv)
+            self._batch.add([(job, job_kv)])
         else:
             self._finish(job, finish, job_kv)
+
+    def _prompt_read(self, job: Job, job_kv: kvlib.KV, logits: torch.Tensor) -> FinishReason | None:
+        """The prompt is in `job_kv`: keep it for the jobs that share it, and sample the first token."""
+        job.first_token = time.perf_counter()
+        if self.batched_prefill:
+            self.prefix_cache.put(job.cache_key, job.prompt, job_kv)
+        return self._append_token(job, logits.float())
 
     def _decode_step(self) -> None:
         logits = self._batch.step(self.model)
@@ -335,7 +426,7 @@ class Engine:
         for swap in self._swaps:
             try:
                 self.model.load_state_dict(swap.state_dict, strict=False)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure is the caller's answer, not the engine's end
                 swap.deliver(BackendError(f"loading weights failed: {exc}"))
                 continue
             self.policy_version += 1

@@ -65,48 +65,104 @@ def select_rows(kv: KV, rows: list[int], drop_left: int = 0) -> KV:
     return [(k.index_select(0, index)[..., drop_left:, :], v.index_select(0, index)[..., drop_left:, :]) for k, v in kv]
 
 
-def row(kv: KV, i: int, start: int) -> KV:
-    """One sequence out of a batch, without its left padding; copied so the batch's memory can be freed."""
-    return [(k[i : i + 1, :, start:, :].clone(), v[i : i + 1, :, start:, :].clone()) for k, v in kv]
+def row(kv: KV, i: int, start: int, end: int | None = None) -> KV:
+    """Tokens [start, end) of one sequence out of a batch (without its padding); copied so the batch's memory
+    can be freed."""
+    return [(k[i : i + 1, :, start:end, :].clone(), v[i : i + 1, :, start:end, :].clone()) for k, v in kv]
+
+
+def stack_left_padded(kvs: list[KV | None], width: int) -> KV:
+    """One batch from single-row caches (None: no tokens), each left-padded with zeros to `width` tokens."""
+    template = next(kv for kv in kvs if kv)
+    layers = []
+    for layer, (k0, v0) in enumerate(template):
+        pair = []
+        for part, t0 in enumerate((k0, v0)):
+            out = t0.new_zeros((len(kvs), t0.shape[1], width, t0.shape[3]))
+            for i, kv in enumerate(kvs):
+                t = kv[layer][part] if kv else None
+                if t is not None and t.shape[-2]:
+                    out[i, :, width - t.shape[-2] :] = t[0]
+            pair.append(out)
+        layers.append((pair[0], pair[1]))
+    return layers
 
 
 def kv_bytes(kv: KV) -> int:
     return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
 
 
+BLOCK = 16  # prefix lookups index whole blocks of this many tokens
+
+
+def block_hashes(tokens: list[int]) -> list[int]:
+    """Chained hashes of the whole BLOCK-token blocks: hash i stands for tokens[: (i + 1) * BLOCK]."""
+    hashes, h = [], 0
+    for end in range(BLOCK, len(tokens) + 1, BLOCK):
+        h = hash((h, *tokens[end - BLOCK : end]))
+        hashes.append(h)
+    return hashes
+
+
 @dataclass
 class CachedPrefix:
-    tokens: torch.Tensor  # int64, the tokens whose keys/values `kv` holds
+    tokens: list[int]  # the tokens whose keys/values `kv` holds
     kv: KV
+    nbytes: int
+    blocks: list[int]  # block_hashes(tokens)
 
 
 class PrefixCache:
-    """The last cache of each recent episode, to skip re-reading the prompt prefix the next call shares.
+    """Caches of recent calls, to skip re-reading the prompt prefix a new call shares with one of them.
 
-    Harness prompts grow by appending, so the next call of an episode usually starts with the previous call's
-    prompt + output. The lookup also considers other episodes' entries: the calls of a GRPO group start with
-    the same prompt. Bounded by entries and bytes; least recently used goes first. Thread-safe.
+    One entry per key (an episode, or a side line of one): the engine puts a call's prompt cache as soon as the
+    prompt is read, and prompt + output when the call ends. Harness prompts grow by appending, so the next call
+    of an episode usually starts with the previous call's prompt + output. The lookup considers every entry:
+    the calls of a GRPO group, and all episodes of a run, start with the same system prompt. An index of
+    block-aligned prefix hashes finds the entries sharing the longest prefix without scanning them all; the
+    match is then measured token by token (exact). Bounded by entries and bytes; least recently used goes first.
+    Thread-safe.
     """
+
+    RECENT = 4  # the most recent entries are always compared too (prefixes shorter than a block)
+    PER_BLOCK = 4  # entries compared among those sharing the deepest indexed block
 
     def __init__(self, max_entries: int = 16, max_bytes: int = 1 << 30):
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, CachedPrefix] = OrderedDict()
+        self._by_block: dict[int, dict[str, None]] = {}  # block hash -> keys of the entries holding that prefix
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def put(self, key: str, tokens: list[int], kv: KV) -> None:
-        if not key or self.max_entries <= 0 or kv_bytes(kv) > self.max_bytes:
+        nbytes = kv_bytes(kv)
+        if not key or self.max_entries <= 0 or nbytes > self.max_bytes:
             return
+        entry = CachedPrefix(list(tokens), kv, nbytes, block_hashes(tokens))
         with self._lock:
-            self._entries.pop(key, None)
-            self._entries[key] = CachedPrefix(torch.tensor(tokens, dtype=torch.long), kv)
-            total = sum(kv_bytes(e.kv) for e in self._entries.values())
-            while len(self._entries) > self.max_entries or total > self.max_bytes:
-                _, evicted = self._entries.popitem(last=False)
-                total -= kv_bytes(evicted.kv)
+            self._remove(key)
+            self._entries[key] = entry
+            self._bytes += nbytes
+            for h in entry.blocks:
+                self._by_block.setdefault(h, {})[key] = None
+            while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
+                self._remove(next(iter(self._entries)))
+
+    def _remove(self, key: str) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        self._bytes -= entry.nbytes
+        for h in entry.blocks:
+            keys = self._by_block.get(h)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self._by_block[h]
 
     def longest_prefix(self, key: str, prompt: list[int]) -> tuple[int, KV | None]:
         """(n, kv of the first n prompt tokens) for the entry sharing the longest prefix with `prompt`.
@@ -115,13 +171,19 @@ class PrefixCache:
         """
         if not prompt:
             return 0, None
-        query = torch.tensor(prompt, dtype=torch.long)
+        hashes = block_hashes(prompt)
         best_len, best_key = 0, None
         with self._lock:
             # The episode's own entry first: on a tie it wins, and it is the one made most recently useful.
-            keys = ([key] if key in self._entries else []) + [k for k in self._entries if k != key]
-            for k in keys:
-                n = _common_prefix(self._entries[k].tokens, query)
+            candidates = [key] if key in self._entries else []
+            depth = 0
+            while depth < len(hashes) and hashes[depth] in self._by_block:
+                depth += 1
+            if depth:
+                candidates += list(self._by_block[hashes[depth - 1]])[-self.PER_BLOCK :]
+            candidates += list(reversed(self._entries))[: self.RECENT] if self._entries else []
+            for k in dict.fromkeys(candidates):
+                n = common_prefix(self._entries[k].tokens, prompt)
                 if n > best_len:
                     best_len, best_key = n, k
             if best_key is None:
@@ -134,11 +196,19 @@ class PrefixCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._by_block.clear()
+            self._bytes = 0
 
 
-def _common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
-    n = min(a.shape[0], b.shape[0])
-    if n == 0:
-        return 0
-    differs = torch.nonzero(a[:n] != b[:n])
-    return int(differs[0]) if differs.numel() else n
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading tokens `a` and `b` share (slices compared in C, a block at a time)."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n:
+        j = min(i + 256, n)
+        if a[i:j] != b[i:j]:
+            while a[i] == b[i]:
+                i += 1
+            return i
+        i = j
+    return n
