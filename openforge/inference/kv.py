@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import islice
 
 import torch
 from transformers import DynamicCache
@@ -120,12 +121,13 @@ class PrefixCache:
     of an episode usually starts with the previous call's prompt + output. The lookup considers every entry:
     the calls of a GRPO group, and all episodes of a run, start with the same system prompt. An index of
     block-aligned prefix hashes finds the entries sharing the longest prefix without scanning them all; the
-    match is then measured token by token (exact). Bounded by entries and bytes; least recently used goes first.
+    match is then measured token by token (exact). Where many entries share the deepest block, only the newest
+    PER_BLOCK of them are measured past it, so the match may stop short of the best by less than a block. Bounded by entries and bytes; least recently used goes first.
     Thread-safe.
     """
 
     RECENT = 4  # the most recent entries are always compared too (prefixes shorter than a block)
-    PER_BLOCK = 4  # entries compared among those sharing the deepest indexed block
+    PER_BLOCK = 16  # entries compared among those sharing the deepest indexed block
 
     def __init__(self, max_entries: int = 16, max_bytes: int = 1 << 30):
         self.max_entries = max_entries
@@ -181,7 +183,7 @@ class PrefixCache:
                 depth += 1
             if depth:
                 candidates += list(self._by_block[hashes[depth - 1]])[-self.PER_BLOCK :]
-            candidates += list(reversed(self._entries))[: self.RECENT] if self._entries else []
+            candidates += islice(reversed(self._entries), self.RECENT)
             for k in dict.fromkeys(candidates):
                 n = common_prefix(self._entries[k].tokens, prompt)
                 if n > best_len:
