@@ -303,6 +303,7 @@ async def rl_stage(ctx: Ctx, start: Path, resume: bool) -> tuple[list[dict], lis
         if provider is not None:
             await provider.cleanup(label)
         async with serving(ctx, state.serve, ctx.run / "rl", c.rl.temperature) as proxy:
+            proxy.store.set_run_info({"train": c.model_dump(mode="json")})
             with _progress(console) as progress:
                 bar = progress.add_task("GRPO", total=c.rl.steps, completed=state.next_step, info="")
                 env = StepEnv(ctx, proxy, provider, label, progress)
@@ -571,8 +572,11 @@ def plot(path: Path, report: dict[str, Any]) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for ax in (left, right):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     steps = report["steps"]
     left.plot([s["step"] for s in steps], [s["reward"] for s in steps], marker=".", label="mean reward")
     left.plot([s["step"] for s in steps], [s["pass_rate"] for s in steps], marker=".", alpha=0.6, label="pass rate")
