@@ -99,7 +99,7 @@ def record_teacher(run_dir: Path, instances, sandbox: str, config: QuickstartCon
     for instance in instances:
         write_task(instance, tasks / instance.task_id())
     rollout = RolloutConfig(
-        tasks=[tasks], harnesses=["react"], sandbox=sandbox, samples=1, concurrency=4, model=run_dir / "model",
+        tasks=[tasks], harnesses=["react"], sandbox=sandbox, samples=1, concurrency=8, model=run_dir / "model",
         backend="oracle", run=run_dir / "teacher", image_map=IMAGE_MAP, max_new_tokens=config.max_new_tokens,
         harness_options={"react": {"max_steps": config.react_max_steps, "max_tokens": config.max_new_tokens,
                                    "tools": config.react_tools}},
