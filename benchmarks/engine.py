@@ -9,25 +9,36 @@ The engines, side by side, each on a fresh backend
 (`make_backend("embedded", model_dir, max_batch=128, prefix_cache_entries=512, seed=0)`):
 
   batched   the current engine: short prompts read together in one forward pass, the shared prefix reused
-            across episodes as soon as one prompt holding it has been read, one decode-batch rebuild per turn
+            across episodes as soon as one prompt holding it has been read, a decode batch whose cache grows
+            in place (no copy of the whole cache per step, per job joining or per job leaving)
   former    the same with `batched_prefill=False`: one prompt per engine turn (each interleaved with a decode
             step), each job joining the decode batch on its own, caches kept only when a call ends (the
-            schedule before batched prefill)
+            former schedule, on the current decode batch and prefix cache)
+  old       the engine as it was before this work (`--old-rev`, extracted with `git archive` into a temporary
+            directory and imported from there; nothing in the working tree changes): the former schedule, and a
+            decode batch whose cache is copied whole at every step and rebuilt for every job joining or leaving
 
 Printed per N: wall seconds of `asyncio.gather` over the N `backend.generate` calls (backend construction not
 counted), the process's CPU seconds meanwhile (all threads), generated tokens per second (by wall time), and
-the former/batched ratios of wall and CPU time. The rounds interleave the engines (a
-warm-up of both first, not counted) and the median wall time is reported: the machine may be shared and noisy,
-so read the ratios, not the absolute figures.
+the ratios of wall and CPU time to the batched engine's. Every measurement runs in a fresh process (a warm-up
+of 4 requests first, not counted). The rounds interleave the engines and the medians are
+reported: the machine may be shared and noisy, so read the ratios, not the absolute figures. On a machine shared
+with other CPU-heavy work, torch's OpenMP threads spin-waiting for each other can make every run many times
+slower and erratic; `--threads 1` or `OMP_WAIT_POLICY=PASSIVE` in the environment avoids that.
 
-    .venv/bin/python benchmarks/engine.py [--sizes 16 64 128] [--rounds 1] [--no-former] [--threads T]
+    .venv/bin/python benchmarks/engine.py [--sizes 16 64 128] [--rounds 1] [--threads T]
+                                          [--engines batched former old] [--old-rev REV]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +48,9 @@ from openforge.inference import make_backend
 from openforge.inference.base import GenerationContext
 from openforge.models import ModelDir, build_tiny_model
 
+REPO = Path(__file__).resolve().parents[1]
+ENGINES = ["batched", "former", "old"]
+OLD_REV = "287e7c5"  # the engine before batched prefill (one prompt per turn, a batch rebuild per job)
 PREFIX_TOKENS = 100
 SUFFIX_TOKENS = 20
 MAX_TOKENS = 48
@@ -61,13 +75,12 @@ def workload(model: ModelDir, n: int) -> list[list[int]]:
 
 
 async def run_once(
-    model: ModelDir, prompts: list[list[int]], batched: bool, threads: int | None
+    model: ModelDir, prompts: list[list[int]], threads: int | None, **options
 ) -> tuple[float, float, int, float]:
     """(wall seconds, CPU seconds, generated tokens, mean prompt tokens reused) for all prompts at once, on a
     fresh backend."""
     backend = make_backend(
-        "embedded", model, max_batch=128, prefix_cache_entries=512, seed=0, num_threads=threads,
-        batched_prefill=batched,
+        "embedded", model, max_batch=128, prefix_cache_entries=512, seed=0, num_threads=threads, **options
     )
     try:
         sampling = SamplingParams(temperature=1.0, max_tokens=MAX_TOKENS)
@@ -83,44 +96,70 @@ async def run_once(
     return wall, cpu, tokens, reused
 
 
+def worker(engine: str, n: int, threads: int | None) -> None:
+    """One measurement in this process (a warm-up run first); prints it as JSON."""
+    model = ModelDir(build_tiny_model(Path(tempfile.mkdtemp(prefix="openforge-bench-engine-")) / "tiny", seed=0))
+    options = {} if engine == "old" else {"batched_prefill": engine == "batched"}  # the old code lacks the flag
+    asyncio.run(run_once(model, workload(model, 4), threads, **options))
+    wall, cpu, tokens, reused = asyncio.run(run_once(model, workload(model, n), threads, **options))
+    print(json.dumps({"wall": wall, "cpu": cpu, "tokens": tokens, "reused": reused}))
+
+
+def measure(engine: str, n: int, threads: int | None, old_tree: Path | None) -> dict:
+    """Each measurement in a fresh process; `old` imports openforge from the extracted old revision."""
+    env = dict(os.environ)
+    if engine == "old":
+        env["PYTHONPATH"] = str(old_tree)
+    command = [sys.executable, __file__, "--worker", engine, str(n)] + (["--threads", str(threads)] if threads else [])
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def extract(rev: str) -> Path:
+    """`openforge/` of git revision `rev` in a temporary directory (no checkout, no stash)."""
+    tree = Path(tempfile.mkdtemp(prefix="openforge-bench-old-"))
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "openforge"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 128])
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--no-former", action="store_true", help="measure the batched engine only")
+    parser.add_argument("--engines", nargs="+", default=ENGINES, choices=ENGINES)
+    parser.add_argument("--old-rev", default=OLD_REV, help="git revision of the old engine (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the usable CPUs)")
+    parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        worker(args.worker[0], int(args.worker[1]), args.threads)
+        return
 
-    model = ModelDir(build_tiny_model(Path(tempfile.mkdtemp(prefix="openforge-bench-engine-")) / "tiny", seed=0))
-    engines = ["batched"] if args.no_former else ["batched", "former"]
-    warm = workload(model, 4)
-    for name in engines:  # warm-up: first-call costs (threads, kernels) not counted
-        asyncio.run(run_once(model, warm, name == "batched", args.threads))
-
+    engines = args.engines
+    old_tree = extract(args.old_rev) if "old" in engines else None
     print(f"{'N':>4} {'engine':>8} {'wall s':>8} {'cpu s':>8} {'tokens':>7} {'tok/s':>8} {'reused/req':>10}")
     for n in args.sizes:
-        prompts = workload(model, n)
-        walls: dict[str, list[float]] = {name: [] for name in engines}
-        cpus: dict[str, list[float]] = {name: [] for name in engines}
-        figures: dict[str, tuple[int, float]] = {}
+        runs: dict[str, list[dict]] = {name: [] for name in engines}
         for r in range(args.rounds):
-            order = engines if r % 2 == 0 else engines[::-1]
-            for name in order:
-                wall, cpu, tokens, reused = asyncio.run(run_once(model, prompts, name == "batched", args.threads))
-                walls[name].append(wall)
-                cpus[name].append(cpu)
-                figures[name] = (tokens, reused)
+            for name in engines if r % 2 == 0 else engines[::-1]:
+                runs[name].append(measure(name, n, args.threads, old_tree))
+        wall = {name: statistics.median(x["wall"] for x in runs[name]) for name in engines}
+        cpu = {name: statistics.median(x["cpu"] for x in runs[name]) for name in engines}
         for name in engines:
-            wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
-            tokens, reused = figures[name]
+            last = runs[name][-1]
             print(
-                f"{n:>4} {name:>8} {wall:>8.2f} {cpu:>8.2f} {tokens:>7} {tokens / wall:>8.1f} {reused:>10.1f}",
+                f"{n:>4} {name:>8} {wall[name]:>8.2f} {cpu[name]:>8.2f} {last['tokens']:>7} "
+                f"{last['tokens'] / wall[name]:>8.1f} {last['reused']:>10.1f}",
                 flush=True,
             )
-        if "former" in walls:
-            ratio = statistics.median(walls["former"]) / statistics.median(walls["batched"])
-            cpu_ratio = statistics.median(cpus["former"]) / statistics.median(cpus["batched"])
-            print(f"{n:>4} {'ratio':>8} {ratio:>7.1f}x {cpu_ratio:>7.1f}x  (former / batched)", flush=True)
+        for name in engines:
+            if name != "batched" and "batched" in engines:
+                print(
+                    f"{n:>4} {'ratio':>8} {wall[name] / wall['batched']:>7.1f}x {cpu[name] / cpu['batched']:>7.1f}x"
+                    f"  ({name} / batched)",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

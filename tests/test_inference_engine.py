@@ -236,3 +236,50 @@ async def test_the_former_schedule_reads_one_prompt_per_turn(texts):
             assert max_abs_diff(result.logprobs, expected) < 1e-4
     finally:
         await backend.close()
+
+
+def test_the_decode_batch_keeps_rows_exact_as_jobs_join_in_free_rows_and_leave():
+    from openforge.inference import kv as kvlib
+    from openforge.inference.engine import DecodeBatch, Job
+    from openforge.models import ModelDir
+
+    model = ModelDir(tiny_model_dir()).load_model(dtype=torch.float32)
+    generator = torch.Generator().manual_seed(0)
+    sequences: dict[Job, list[int]] = {}
+
+    def job_with_cache(n: int) -> tuple[Job, kvlib.KV]:
+        tokens = torch.randint(10, 900, (n + 1,), generator=generator).tolist()
+        job = Job(prompt=tokens[:n], sampling=None, stopper=None, generator=None, cache_key="", deliver=None)
+        job.output = [tokens[n]]
+        sequences[job] = tokens
+        with torch.inference_mode():
+            cache = model(input_ids=torch.tensor([tokens[:n]]), use_cache=True).past_key_values
+        return job, kvlib.from_dynamic_cache(cache)
+
+    def step_and_check(batch: DecodeBatch) -> None:
+        with torch.inference_mode():
+            logits = batch.step(model)
+            for i, job in enumerate(batch.jobs):
+                expected = model(input_ids=torch.tensor([sequences[job]])).logits[0, -1]
+                assert (logits[i] - expected).abs().max() < 1e-4
+                token = int(torch.argmax(logits[i]))
+                job.output.append(token)
+                sequences[job].append(token)
+
+    batch = DecodeBatch(model.config)
+    batch.add([job_with_cache(n) for n in (30, 12, 25, 7, 18)])
+    step_and_check(batch)
+    buffer = batch.cache.layers[0].key_buffer
+    batch.remove([batch.jobs[0], batch.jobs[2]])  # holes filled from the last rows, no copy of the whole cache
+    assert len(batch) == 3 and batch.cache.layers[0].key_buffer is buffer
+    step_and_check(batch)
+    batch.add([job_with_cache(n) for n in (5, 20)])  # shorter than the width: in free rows, in place
+    assert len(batch) == 5 and batch.cache.layers[0].key_buffer is buffer
+    for _ in range(3):
+        step_and_check(batch)
+    batch.add([job_with_cache(60)])  # longer than the width: the batch is rebuilt wider
+    assert batch.width == 60
+    step_and_check(batch)
+    batch.remove([job for job in batch.jobs if len(sequences[job]) > 40])  # most of the width is padding now
+    assert batch.width < 40
+    step_and_check(batch)

@@ -1,5 +1,5 @@
 """The prefix cache on its own: longest shared prefix among many entries (block index), exact lengths, LRU and
-byte bounds; and the batch helpers."""
+byte bounds; and the decode batch's growing buffers."""
 
 from __future__ import annotations
 
@@ -63,9 +63,15 @@ def test_entries_are_evicted_by_count_and_bytes_and_leave_the_index():
     assert len(cache) == 0 and cache._bytes == 0
 
 
-def test_stack_left_padded():
-    kvs = [fake_kv([1, 2, 3]), None, fake_kv([4])]
-    batch = kvlib.stack_left_padded(kvs, 4)
-    keys = batch[0][0][:, 0, :, 0].tolist()
-    assert keys == [[0, 1, 2, 3], [0, 0, 0, 0], [0, 0, 0, 4]]
-    assert batch[1][1].shape == (3, 2, 4, 3)
+def test_buffered_cache_left_pads_rows_and_grows_in_place():
+    cache = kvlib.buffered_cache([fake_kv([1, 2, 3]), None, fake_kv([4])], 4, None, spare_columns=1)
+    keys = [layer.keys[:, 0, :, 0].tolist() for layer in cache.layers]
+    assert keys[0] == [[0, 1, 2, 3], [0, 0, 0, 0], [0, 0, 0, 4]] and len(cache.layers) == 2
+    layer = cache.layers[0]
+    buffer = layer.key_buffer
+    new = torch.full((3, 2, 1, 3), 9.0)
+    layer.update(new, -new)  # fits the spare column: written in place
+    assert layer.key_buffer is buffer and layer.keys[:, 0, :, 0].tolist()[1] == [0, 0, 0, 0, 9]
+    layer.update(new, -new)  # no room left: widened, contents kept
+    assert layer.key_buffer is not buffer and layer.keys[:, 0, :, 0].tolist()[2] == [0, 0, 0, 4, 9, 9]
+    assert layer.values[:, 0, :, 0].tolist()[0] == [0, -1, -2, -3, -9, -9]

@@ -89,29 +89,52 @@ def cache_argument(model) -> str:
 
 
 class DecodeBatch:
-    """The jobs past their prompt, decoded together. Row i's cache is left-padded to the batch width."""
+    """The jobs past their prompt, decoded together. Row i's cache is left-padded to the batch width.
+
+    The cache lives in buffers with spare rows and columns (`kv.BufferedLayer`): a decode step writes its column
+    in place, jobs join in free rows when their caches fit the width, and a job leaving hands its row to one of
+    the last rows. The whole cache is copied only when it must be widened for a longer newcomer, when it runs
+    out of rows, or when most of its width has become padding.
+    """
+
+    SPARE_COLUMNS = 64  # room for this many decode steps before the buffers are widened
 
     def __init__(self, config):
         self.config = config
         self.jobs: list[Job] = []
         self.lengths: list[int] = []  # real (unpadded) tokens in each row's cache
-        self.cache = None  # DynamicCache for the whole batch, kept across steps while the rows stay the same
+        self.cache = None  # DynamicCache of BufferedLayers, kept across steps
 
     def __len__(self) -> int:
         return len(self.jobs)
 
+    @property
+    def width(self) -> int:
+        return self.cache.layers[0].length if self.cache is not None else 0
+
     def add(self, arrivals: list[tuple[Job, kvlib.KV]]) -> None:
-        """Add jobs with their own (unpadded, one-row) caches: one rebuild of the batch cache for all of them."""
+        """Add jobs with their own (unpadded, one-row) caches."""
         if not arrivals:
             return
         new_lengths = [kvlib.kv_length(job_kv) for _, job_kv in arrivals]
-        current = kvlib.from_dynamic_cache(self.cache) if self.jobs else None
-        width = kvlib.kv_length(current) if current else 0
-        target = max(width, *new_lengths)
-        merged = kvlib.stack_left_padded([job_kv for _, job_kv in arrivals], target)
-        if current:
-            merged = kvlib.concat_rows(kvlib.left_pad(current, target - width), merged)
-        self.cache = kvlib.to_dynamic_cache(merged, self.config)
+        rows, width = len(self.jobs), self.width
+        layers = self.cache.layers if self.cache is not None else []
+        if layers and max(new_lengths) <= width and rows + len(arrivals) <= layers[0].key_buffer.shape[0]:
+            for i, layer in enumerate(layers):
+                for r, ((_, job_kv), n) in enumerate(zip(arrivals, new_lengths), start=rows):
+                    for buffer, t in ((layer.key_buffer, job_kv[i][0]), (layer.value_buffer, job_kv[i][1])):
+                        buffer[r, :, : width - n] = 0
+                        buffer[r, :, width - n : width] = t[0]
+                layer.view(rows + len(arrivals), width)
+        else:
+            current = [[(layer.keys, layer.values) for layer in layers]] if layers else []
+            self.cache = kvlib.buffered_cache(
+                current + [job_kv for _, job_kv in arrivals],
+                max(width, *new_lengths),
+                self.config,
+                spare_rows=(rows + len(arrivals)) // 4,
+                spare_columns=self.SPARE_COLUMNS,
+            )
         self.jobs.extend(job for job, _ in arrivals)
         self.lengths.extend(new_lengths)
 
@@ -119,21 +142,31 @@ class DecodeBatch:
         """Take jobs out; returns each with its own unpadded cache (for the prefix cache)."""
         if not leaving:
             return []
-        current = kvlib.from_dynamic_cache(self.cache)
-        width = kvlib.kv_length(current)
-        out, keep = [], []
-        for i, job in enumerate(self.jobs):
-            if job in leaving:
-                out.append((job, kvlib.row(current, i, width - self.lengths[i])))
-            else:
-                keep.append(i)
-        if keep:
-            drop = width - max(self.lengths[i] for i in keep)  # padding columns no remaining row needs
-            self.cache = kvlib.to_dynamic_cache(kvlib.select_rows(current, keep, drop), self.config)
-        else:
-            self.cache = None
-        self.jobs = [self.jobs[i] for i in keep]
-        self.lengths = [self.lengths[i] for i in keep]
+        layers, width = self.cache.layers, self.width
+        current = [(layer.keys, layer.values) for layer in layers]
+        gone = [i for i, job in enumerate(self.jobs) if job in leaving]
+        out = [(self.jobs[i], kvlib.row(current, i, width - self.lengths[i])) for i in gone]
+        rows = len(self.jobs) - len(gone)
+        if rows == 0:
+            self.clear()
+            return out
+        # The last rows that stay move into the holes that the leaving jobs leave among the first `rows`.
+        holes = [i for i in gone if i < rows]
+        movers = [i for i in range(rows, len(self.jobs)) if i not in set(gone)]
+        if holes:
+            dst, src = torch.tensor(holes), torch.tensor(movers)
+            for layer in layers:
+                for buffer in (layer.key_buffer, layer.value_buffer):
+                    buffer[dst, :, :width] = buffer[src, :, :width]
+        for d, m in zip(holes, movers):
+            self.jobs[d], self.lengths[d] = self.jobs[m], self.lengths[m]
+        del self.jobs[rows:], self.lengths[rows:]
+        for layer in layers:
+            layer.view(rows, width)
+        unused = width - max(self.lengths)  # padding columns no remaining row needs
+        if unused > width // 2:
+            kept = [(k[:, :, unused:], v[:, :, unused:]) for k, v in kvlib.from_dynamic_cache(self.cache)]
+            self.cache = kvlib.buffered_cache([kept], width - unused, self.config, spare_columns=self.SPARE_COLUMNS)
         return out
 
     def clear(self) -> list[Job]:
@@ -142,7 +175,7 @@ class DecodeBatch:
 
     def step(self, model) -> torch.Tensor:
         """Feed each row's newest token; returns next-token logits, shape (rows, vocab), float32."""
-        width = kvlib.kv_length(kvlib.from_dynamic_cache(self.cache))
+        width = self.width
         lengths = torch.tensor(self.lengths, dtype=torch.long)
         input_ids = torch.tensor([[job.output[-1]] for job in self.jobs], dtype=torch.long)
         position_ids = lengths.unsqueeze(1)  # the new token's position in its own (unpadded) sequence
@@ -320,8 +353,10 @@ class Engine:
         prefixes = [job.reused for job in jobs]
         rests = [job.prompt[job.reused :] for job in jobs]
         width, length = max(prefixes), max(len(rest) for rest in rests)
-        prefix_kvs = [job.prefix_kv for job in jobs]
-        cache = kvlib.to_dynamic_cache(kvlib.stack_left_padded(prefix_kvs, width) if width else None, self.config)
+        if width:
+            cache = kvlib.buffered_cache([job.prefix_kv for job in jobs], width, self.config, spare_columns=length)
+        else:
+            cache = kvlib.to_dynamic_cache(None, self.config)
         input_ids = torch.zeros((len(jobs), length), dtype=torch.long)
         for i, rest in enumerate(rests):
             input_ids[i, : len(rest)] = torch.tensor(rest, dtype=torch.long)

@@ -1,8 +1,8 @@
 """Key/value caches as plain tensors: one sequence's cache, a left-padded batch of them, and a prefix LRU.
 
 A cache is a list with one (keys, values) pair per layer, each shaped (batch, kv_heads, tokens, head_dim).
-Transformers' `DynamicCache` is built from these only for the forward pass, so that batching, splitting and
-storing caches does not depend on the cache class's internals.
+Transformers' `DynamicCache` is built from these for the forward pass; a decode batch's is made of
+`BufferedLayer`s (a DynamicLayer that writes new tokens into spare room instead of concatenating).
 """
 
 from __future__ import annotations
@@ -50,43 +50,71 @@ def crop(kv: KV, length: int) -> KV:
     return [(k[..., :length, :], v[..., :length, :]) for k, v in kv]
 
 
-def left_pad(kv: KV, pad: int) -> KV:
-    if pad == 0:
-        return kv
-    return [(torch.nn.functional.pad(k, (0, 0, pad, 0)), torch.nn.functional.pad(v, (0, 0, pad, 0))) for k, v in kv]
-
-
-def concat_rows(a: KV, b: KV) -> KV:
-    return [(torch.cat([ka, kb]), torch.cat([va, vb])) for (ka, va), (kb, vb) in zip(a, b)]
-
-
-def select_rows(kv: KV, rows: list[int], drop_left: int = 0) -> KV:
-    """Keep `rows` of a batch, dropping `drop_left` columns of padding that no kept row needs."""
-    index = torch.tensor(rows, dtype=torch.long)
-    return [(k.index_select(0, index)[..., drop_left:, :], v.index_select(0, index)[..., drop_left:, :]) for k, v in kv]
-
-
 def row(kv: KV, i: int, start: int, end: int | None = None) -> KV:
     """Tokens [start, end) of one sequence out of a batch (without its padding); copied so the batch's memory
     can be freed."""
     return [(k[i : i + 1, :, start:end, :].clone(), v[i : i + 1, :, start:end, :].clone()) for k, v in kv]
 
 
-def stack_left_padded(kvs: list[KV | None], width: int) -> KV:
-    """One batch from single-row caches (None: no tokens), each left-padded with zeros to `width` tokens."""
-    template = next(kv for kv in kvs if kv)
+class BufferedLayer(DynamicLayer):
+    """A cache layer in buffers with room to grow: `keys`/`values` are views of their first `rows` rows and
+    `length` columns, and a forward pass writes its new columns in place. (DynamicLayer concatenates, copying the
+    whole cache at every decode step: for a large batch, most of the step's time.)"""
+
+    _layer_type = None  # never registered as the class transformers builds for a layer type
+
+    def __init__(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, rows: int, length: int):
+        super().__init__()
+        self.key_buffer, self.value_buffer = key_buffer, value_buffer
+        self.device, self.is_initialized = key_buffer.device, True
+        self.view(rows, length)
+
+    def view(self, rows: int, length: int) -> None:
+        self.rows, self.length = rows, length
+        self.keys = self.key_buffer[:rows, :, :length]
+        self.values = self.value_buffer[:rows, :, :length]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        end = self.length + key_states.shape[-2]
+        if end > self.key_buffer.shape[-2]:  # out of room: half as much again
+            self.key_buffer = _widened(self.key_buffer, end + end // 2)
+            self.value_buffer = _widened(self.value_buffer, end + end // 2)
+        self.key_buffer[: self.rows, :, self.length : end] = key_states
+        self.value_buffer[: self.rows, :, self.length : end] = value_states
+        self.view(self.rows, end)
+        return self.keys, self.values
+
+
+def _widened(buffer: torch.Tensor, columns: int) -> torch.Tensor:
+    out = buffer.new_zeros((*buffer.shape[:2], columns, buffer.shape[3]))
+    out[:, :, : buffer.shape[2]] = buffer
+    return out
+
+
+def buffered_cache(
+    blocks: list[KV | None], width: int, config, spare_rows: int = 0, spare_columns: int = 0
+) -> DynamicCache:
+    """A cache of BufferedLayers holding `blocks` (caches of one or more rows each; None: one row without
+    tokens) one under the other, every row left-padded with zeros to `width` columns; with room for
+    `spare_rows` more rows and `spare_columns` more columns. One copy of the data."""
+    template = next(b for b in blocks if b)
+    rows = sum(b[0][0].shape[0] if b else 1 for b in blocks)
     layers = []
     for layer, (k0, v0) in enumerate(template):
-        pair = []
+        buffers = []
         for part, t0 in enumerate((k0, v0)):
-            out = t0.new_zeros((len(kvs), t0.shape[1], width, t0.shape[3]))
-            for i, kv in enumerate(kvs):
-                t = kv[layer][part] if kv else None
-                if t is not None and t.shape[-2]:
-                    out[i, :, width - t.shape[-2] :] = t[0]
-            pair.append(out)
-        layers.append((pair[0], pair[1]))
-    return layers
+            buffer = t0.new_zeros((rows + spare_rows, t0.shape[1], width + spare_columns, t0.shape[3]))
+            r = 0
+            for block in blocks:
+                if block:
+                    t = block[layer][part]
+                    buffer[r : r + t.shape[0], :, width - t.shape[2] : width] = t
+                r += block[0][0].shape[0] if block else 1
+            buffers.append(buffer)
+        layers.append(BufferedLayer(buffers[0], buffers[1], rows, width))
+    cache = DynamicCache(config=config)
+    cache.layers = layers
+    return cache
 
 
 def kv_bytes(kv: KV) -> int:
@@ -122,8 +150,8 @@ class PrefixCache:
     the calls of a GRPO group, and all episodes of a run, start with the same system prompt. An index of
     block-aligned prefix hashes finds the entries sharing the longest prefix without scanning them all; the
     match is then measured token by token (exact). Where many entries share the deepest block, only the newest
-    PER_BLOCK of them are measured past it, so the match may stop short of the best by less than a block. Bounded by entries and bytes; least recently used goes first.
-    Thread-safe.
+    PER_BLOCK of them are measured past it, so the match may stop short of the best by less than a block.
+    Bounded by entries and bytes; least recently used goes first. Thread-safe.
     """
 
     RECENT = 4  # the most recent entries are always compared too (prefixes shorter than a block)
