@@ -34,7 +34,7 @@ class QuickstartConfig(BaseModel):
 
     seed: int = 0
     sandbox: str = "auto"  # docker | local | auto (docker when a daemon can be started)
-    demos: int = Field(default=100, ge=1)  # teacher episodes; few enough that SFT leaves headroom for RL
+    demos: int = Field(default=400, ge=1)  # teacher episodes: fewer, and SFT memorises them without learning to copy
     sft_steps: int = Field(default=600, ge=1)
     sft_lr: float = Field(default=1e-3, gt=0)
     sft_warmup: int = Field(default=30, ge=0)
