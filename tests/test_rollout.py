@@ -185,7 +185,10 @@ def test_ctrl_c_leaves_nothing_and_resume_finishes(docker_ready, tmp_path, tiny_
             "--sandbox", "docker", "--concurrency", "2", "--model", str(tiny_model_dir), "--backend",
             f"scripted:{POLICIES / 'slow_then_done.py'}", "--run", str(run),
             "--image-map", "debian:bookworm-slim=openforge-base:bookworm"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # A terminal's Ctrl-C: SIGINT at its default in the child, whatever an earlier test left in this process
+    # (an ignored SIGINT is inherited across exec, and Python then never turns it into KeyboardInterrupt)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         time.sleep(0.5)
