@@ -174,6 +174,14 @@ async def test_run_directory_in_use_needs_resume(docker_ready, tmp_path, tiny_mo
     assert summary.skipped == 1 and summary.done == 0
 
 
+def _default_sigint() -> None:
+    """A terminal's Ctrl-C for the child: SIGINT unblocked and at its default, whatever earlier tests left in
+    this process (an ignored or blocked SIGINT is inherited across exec, and the interrupt is then lost;
+    `multiprocess`'s resource tracker, used by veRL's dataset tests, ignores and blocks it)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_leaves_nothing_and_resume_finishes(docker_ready, tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks"
     # 12 slow episodes, 2 at a time (~20 s): room for the interrupt to land mid-run on a loaded machine (with 8,
@@ -185,10 +193,7 @@ def test_ctrl_c_leaves_nothing_and_resume_finishes(docker_ready, tmp_path, tiny_
             "--sandbox", "docker", "--concurrency", "2", "--model", str(tiny_model_dir), "--backend",
             f"scripted:{POLICIES / 'slow_then_done.py'}", "--run", str(run),
             "--image-map", "debian:bookworm-slim=openforge-base:bookworm"]
-    # A terminal's Ctrl-C: SIGINT at its default in the child, whatever an earlier test left in this process
-    # (an ignored SIGINT is inherited across exec, and Python then never turns it into KeyboardInterrupt)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         time.sleep(0.5)
