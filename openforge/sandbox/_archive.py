@@ -85,3 +85,20 @@ def extract_archive(tf: tarfile.TarFile, dest: Path, *, is_dir: bool) -> None:
             os.chmod(d, mode)
         except OSError:
             pass
+
+
+def copy_in_target(src: Path, dest: str, owner: str | None) -> tuple[Path, PurePosixPath, int, int, str | None]:
+    """Checks and parses `copy_in`'s arguments, shared by the backends that copy a tar in: (src, dest path,
+    uid, gid, owner name to chown to afterwards — None when `owner` is numeric or absent)."""
+    src = Path(src)
+    if not src.exists():
+        raise FileNotFoundError(src)
+    dest_p = PurePosixPath(dest)
+    if not dest_p.is_absolute() or dest_p == PurePosixPath("/"):
+        raise ValueError(f"copy_in destination must be an absolute path other than /, got {dest!r}")
+    if owner is None:
+        return src, dest_p, 0, 0, None
+    u, _, g = str(owner).partition(":")
+    if u.isdigit() and (not g or g.isdigit()):
+        return src, dest_p, int(u), int(g or u), None
+    return src, dest_p, 0, 0, str(owner)

@@ -50,7 +50,7 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, TypeVar
 
-from ._archive import extract_archive, make_tar
+from ._archive import copy_in_target, extract_archive, make_tar
 from .base import (
     DEFAULT_OUTPUT_CAP,
     LABEL_MANAGED,
@@ -454,20 +454,7 @@ class DockerSandbox(Sandbox):
 
     async def copy_in(self, src: Path, dest: str, *, owner: str | None = None) -> None:
         self._check()
-        src = Path(src)
-        if not src.exists():
-            raise FileNotFoundError(src)
-        dest_p = PurePosixPath(dest)
-        if not dest_p.is_absolute() or dest_p == PurePosixPath("/"):
-            raise ValueError(f"copy_in destination must be an absolute path other than /, got {dest!r}")
-        uid = gid = 0
-        chown_name: str | None = None
-        if owner is not None:
-            u, _, g = str(owner).partition(":")
-            if u.isdigit() and (not g or g.isdigit()):
-                uid, gid = int(u), int(g or u)
-            else:
-                chown_name = str(owner)
+        src, dest_p, uid, gid, chown_name = copy_in_target(src, dest, owner)
         await self._p._submit(self._copy_in_blocking, src, dest_p, uid, gid)
         if chown_name is not None:
             r = await self.exec(["chown", "-R", chown_name, str(dest_p)], timeout_s=60, user="0")

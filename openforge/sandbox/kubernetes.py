@@ -54,7 +54,7 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, TypeVar
 
-from ._archive import extract_archive, make_tar
+from ._archive import copy_in_target, extract_archive, make_tar
 from .base import (
     DEFAULT_OUTPUT_CAP,
     LABEL_MANAGED,
@@ -414,20 +414,7 @@ class KubernetesSandbox(Sandbox):
 
     async def copy_in(self, src: Path, dest: str, *, owner: str | None = None) -> None:
         self._check()
-        src = Path(src)
-        if not src.exists():
-            raise FileNotFoundError(src)
-        dest_p = PurePosixPath(dest)
-        if not dest_p.is_absolute() or dest_p == PurePosixPath("/"):
-            raise ValueError(f"copy_in destination must be an absolute path other than /, got {dest!r}")
-        uid = gid = 0
-        chown_name: str | None = None
-        if owner is not None:
-            u, _, g = str(owner).partition(":")
-            if u.isdigit() and (not g or g.isdigit()):
-                uid, gid = int(u), int(g or u)
-            else:
-                chown_name = str(owner)
+        src, dest_p, uid, gid, chown_name = copy_in_target(src, dest, owner)
         data = await asyncio.to_thread(make_tar, src, dest_p.name, uid, gid)
         q = shlex.quote
         parent = q(str(dest_p.parent))
