@@ -75,3 +75,25 @@ async def test_wrong_commands_fail(tmp_path, tiny_model_dir):
     async with running_proxy(config) as proxy:
         episodes = await run_family_episodes(proxy, instances)
     assert all(e.outcome == Outcome.failed and e.reward == 0.0 for e in episodes)
+
+
+async def test_system_prompt_and_tools_shape_the_recorded_prompt(tmp_path, tiny_model_dir):
+    """The quickstart's react options (one tool, no system prompt) reach the model as a short prompt: the tool as
+    one `name(params)` line, then the task; the default options send the system prompt and all four tools."""
+    from openforge.harness.react_agent import SYSTEM_PROMPT
+    from openforge.models import ModelDir
+
+    instance = InstanceSampler("train", seed=5, families=QUICKSTART_FAMILIES).sample(1)[0]
+    config = ProxyConfig(model=tiny_model_dir, backend="oracle", run=tmp_path / "run", listen="127.0.0.1:0",
+                         admin_listen="127.0.0.1:0")
+    model = ModelDir(tiny_model_dir)
+    async with running_proxy(config) as proxy:
+        short, = await run_family_episodes(proxy, [instance], max_steps=1, tools=["bash"], system_prompt="")
+        default, = await run_family_episodes(proxy, [instance], max_steps=1)
+        prompts = {e.episode_id: model.decode(proxy.store.list_calls(e.episode_id)[0].prompt_ids)
+                   for e in (short, default)}
+    assert short.reward == default.reward == 1.0
+    assert prompts[short.episode_id] == (f"<|im_start|>system\n# Tools\nbash(command)<|im_end|>\n"
+                                         f"<|im_start|>user\n{instance.instruction}<|im_end|>\n<|im_start|>assistant\n")
+    assert prompts[default.episode_id].startswith(f"<|im_start|>system\n{SYSTEM_PROMPT}\n\n# Tools\nbash(command)\n")
+    assert "submit(" in prompts[default.episode_id]

@@ -136,9 +136,7 @@ def test_chat_template_renders_tools_calls_results_and_reasoning(tiny_model):
         ],
     )
     expected = (
-        "<|im_start|>system\nYou are an agent.\n\n# Tools\n<tools>\n"
-        '{"name": "bash", "description": "Run a shell command.", "parameters": {"type": "object", '
-        '"properties": {"command": {"type": "string"}}, "required": ["command"]}}\n</tools><|im_end|>\n'
+        "<|im_start|>system\nYou are an agent.\n\n# Tools\nbash(command)<|im_end|>\n"
         "<|im_start|>user\nCreate a.txt<|im_end|>\n"
         "<|im_start|>assistant\n<think>\nI should use bash.\n</think>\nCreating it.\n"
         '<tool_call>\n{"name": "bash", "arguments": {"command": "echo hi > a.txt"}}\n</tool_call><|im_end|>\n'

@@ -19,3 +19,10 @@ def test_select_tools():
     assert [t["function"]["name"] for t in select_tools(["submit", "bash"])] == ["submit", "bash"]
     with pytest.raises(ValueError, match="unknown tool"):
         select_tools(["rm"])
+
+
+def test_system_prompt_option_reaches_the_agent_command_line():
+    launch = get_adapter("react", system_prompt="").launch("/b", "/h", "/w", "http://127.0.0.1:1", "k", "m", "do it")
+    assert launch.argv[launch.argv.index("--system-prompt") + 1] == ""
+    assert "--system-prompt" not in get_adapter("react").launch("/b", "/h", "/w", "http://127.0.0.1:1", "k", "m",
+                                                                  "x").argv

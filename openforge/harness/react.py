@@ -19,7 +19,8 @@ from openforge.harness.base import HarnessAdapter, Launch, api_root, json_lines,
 class ReactAdapter(HarnessAdapter):
     """Options: `max_steps` (model calls per episode), `max_tokens` (per call), `tools` (a subset of bash,
     read, write, submit to offer; all by default — a tiny model learns faster with a shorter prompt),
-    `python` (interpreter inside the sandbox), `extra_env`."""
+    `system_prompt` (replaces the default; "" sends no system message), `python` (interpreter inside the
+    sandbox), `extra_env`."""
 
     name = "react"
     dialect = "chat_completions"
@@ -29,6 +30,7 @@ class ReactAdapter(HarnessAdapter):
     max_steps: int = 8
     max_tokens: int = 512
     tools: tuple[str, ...] = ()
+    system_prompt: str | None = None
     python: str = "python3"
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -44,6 +46,8 @@ class ReactAdapter(HarnessAdapter):
                 "--max-tokens", str(self.max_tokens)]
         if self.tools:
             argv += ["--tools", ",".join(self.tools)]
+        if self.system_prompt is not None:
+            argv += ["--system-prompt", self.system_prompt]
         files = {agent: agent_source(), instruction_file: instruction}
         return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=cwd, home=home_p,
                       dirs=(home_p, home_p / ".tmp"))

@@ -114,13 +114,16 @@ def run_tool(name: str, arguments: dict) -> tuple[str, bool]:
 
 
 def run_agent(base_url: str, key: str, model: str, instruction: str, *, max_steps: int = 8,
-              max_tokens: int = 512, tool_runner=run_tool, emit=emit, tools: list[str] | None = None) -> dict:
+              max_tokens: int = 512, tool_runner=run_tool, emit=emit, tools: list[str] | None = None,
+              system_prompt: str | None = None) -> dict:
     """The ReAct loop; returns the result event. `tool_runner(name, arguments) -> (output, submitted)` runs
-    the tools (the default runs them here, in the current directory). Raises ModelAPIError when the model API
-    fails."""
+    the tools (the default runs them here, in the current directory). `system_prompt` replaces the default
+    one; "" sends no system message. Raises ModelAPIError when the model API fails."""
     # stripped: an instruction.md's trailing newline must not make its prompt differ from the same task's
     # prompt given as a string (a tiny model notices)
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": instruction.strip()}]
+    system = SYSTEM_PROMPT if system_prompt is None else system_prompt
+    messages = [{"role": "system", "content": system}] if system else []
+    messages.append({"role": "user", "content": instruction.strip()})
     offered = select_tools(tools)
     tool_calls = 0
     final = None
@@ -159,13 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--tools", default="", help="comma-separated subset of bash,read,write,submit")
+    parser.add_argument("--system-prompt", default=None, help="replaces the default system prompt; '' sends none")
     args = parser.parse_args(argv)
     with open(args.instruction_file) as f:
         instruction = f.read()
     try:
         result = run_agent(args.base_url, os.environ.get("OPENFORGE_API_KEY", ""), args.model, instruction,
                            max_steps=args.max_steps, max_tokens=args.max_tokens,
-                           tools=[t for t in args.tools.split(",") if t] or None)
+                           tools=[t for t in args.tools.split(",") if t] or None,
+                           system_prompt=args.system_prompt)
     except ModelAPIError as e:
         emit({"type": "result", "ok": False, "error": str(e)})
         print(f"react: {e}", file=sys.stderr)

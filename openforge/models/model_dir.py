@@ -214,14 +214,20 @@ class _Marks:
                 yield depth > 0, piece
 
 
-def _wrap_json(value: Any, wrap) -> Any:
+def _wrap_json(value: Any, wrap, keep_identifier_keys: bool = False) -> Any:
+    """Wrap every string in `value`. With `keep_identifier_keys`, keys that are plain identifiers (which can
+    never spell a control token) stay unwrapped, so a template can look up `parameters.properties`."""
     if isinstance(value, str):
         return wrap(value)
     if isinstance(value, dict):
-        return {wrap(k): _wrap_json(v, wrap) for k, v in value.items()}
+        return {(k if keep_identifier_keys and _IDENTIFIER.fullmatch(k) else wrap(k)):
+                _wrap_json(v, wrap, keep_identifier_keys) for k, v in value.items()}
     if isinstance(value, list):
-        return [_wrap_json(v, wrap) for v in value]
+        return [_wrap_json(v, wrap, keep_identifier_keys) for v in value]
     return value
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 
 def to_hf_messages(conversation: Conversation, wrap=lambda s: s) -> tuple[list[dict], list[dict]]:
@@ -237,7 +243,7 @@ def to_hf_messages(conversation: Conversation, wrap=lambda s: s) -> tuple[list[d
             "function": {
                 "name": wrap(t.name),
                 "description": wrap(t.description),
-                "parameters": _wrap_json(t.parameters, wrap),
+                "parameters": _wrap_json(t.parameters, wrap, keep_identifier_keys=True),
             },
         }
         for t in conversation.tools

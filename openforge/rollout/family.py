@@ -95,8 +95,10 @@ async def run_family_episodes(
     max_tokens: int = 96,
     concurrency: int = 128,
     tools: list[str] | None = None,
+    system_prompt: str | None = None,
 ) -> list[FamilyEpisode]:
-    """`samples` episodes of every instance, concurrently; each recorded by the proxy and graded."""
+    """`samples` episodes of every instance, concurrently; each recorded by the proxy and graded. `tools` and
+    `system_prompt` are the react harness's options of the same names."""
     registry = proxy.service.registry
     model = proxy.service.settings.served_model
     loop = asyncio.get_running_loop()
@@ -115,7 +117,8 @@ async def run_family_episodes(
                 transcript = await loop.run_in_executor(
                     executor, lambda: run_agent(proxy.url, episode.key, model, instance.instruction,
                                                 max_steps=max_steps, max_tokens=max_tokens,
-                                                tool_runner=jailed_tools(workdir), emit=_silent, tools=tools))
+                                                tool_runner=jailed_tools(workdir), emit=_silent, tools=tools,
+                                                system_prompt=system_prompt))
                 files = state_check.read_state(str(workdir))
                 reward = 1.0 if instance.check(files) else 0.0
                 outcome, reason = (Outcome.passed if reward == 1.0 else Outcome.failed), None

@@ -422,7 +422,8 @@ async def family_step(env: StepEnv, step: int) -> tuple[list[dict], list[str]]:
     episodes = await run_family_episodes(env.proxy, instances, samples=c.rl.group, step=step,
                                          max_steps=c.react_option("max_steps", 1),
                                          max_tokens=c.react_option("max_tokens", c.rl.max_new_tokens),
-                                         tools=c.react_option("tools", None))
+                                         tools=c.react_option("tools", None),
+                                         system_prompt=c.react_option("system_prompt", None))
     rows = [{"id": e.episode_id, "reward": e.reward, "harness": "react"} for e in episodes]
     return rows, [i.task_id() for i in instances]
 
@@ -484,7 +485,8 @@ async def family_eval(ctx: Ctx, policy: Path, run: Path) -> tuple[float, int]:
         episodes = await run_family_episodes(proxy, ctx.data.heldout_instances, samples=1,
                                              max_steps=c.react_option("max_steps", 1),
                                              max_tokens=c.react_option("max_tokens", c.rl.max_new_tokens),
-                                             tools=c.react_option("tools", None))
+                                             tools=c.react_option("tools", None),
+                                         system_prompt=c.react_option("system_prompt", None))
     graded = [e for e in episodes if e.reward is not None]
     return sum(e.reward for e in graded) / max(1, len(graded)), len(graded)
 
