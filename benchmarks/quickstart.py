@@ -3,6 +3,7 @@ phase's wall time. Target: SFT+RL beats SFT by at least 10 points on the mean.
 
     python benchmarks/quickstart.py                 # 3 seeds, about 40 minutes on 2 cores
     python benchmarks/quickstart.py --seeds 0 --out runs/bench-quickstart
+    python benchmarks/quickstart.py --control       # also the same-compute control: GRPO's time spent on SFT
 
 Each seed runs `openforge quickstart --seed S --run OUT/seed-S` in its own process (a fresh interpreter per
 seed, so one seed's memory and threads never slow the next) and the figures are read from its report.json.
@@ -30,6 +31,8 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=None, help="QuickstartConfig YAML for every seed")
     parser.add_argument("--reuse", action="store_true",
                         help="use OUT/seed-S/report.json where a finished run left one (wall time = its phases' sum)")
+    parser.add_argument("--control", action="store_true",
+                        help="also run the same-compute control (more SFT for GRPO's wall time) and report it")
     args = parser.parse_args()
     console = Console()
     reports = []
@@ -42,8 +45,8 @@ def main() -> None:
             console.print(f"seed {seed}: reusing {run / 'report.json'}")
             continue
         argv = [sys.executable, "-m", "openforge.cli", "quickstart", "--seed", str(seed), "--run", str(run)]
-        if args.config:
-            argv += ["--config", str(args.config)]
+        if args.config or args.control:
+            argv += ["--config", str(_seed_config(args.config, seed, args.control, run))]
         started = time.monotonic()
         console.rule(f"seed {seed}")
         subprocess.run(argv, check=True)
@@ -57,25 +60,43 @@ def main() -> None:
         table.add_column(f"seed {seed}", justify="right")
     table.add_column("mean", justify="right")
     table.add_column("spread (sd)", justify="right")
-    for policy in ("base", "sft", "rl"):
+    policies = ["base", "sft", "rl"] + (["sft_more"] if all("sft_more" in r["heldout_pass_at_1"] for r in reports) else [])
+    for policy in policies:
         values = [100 * r["heldout_pass_at_1"][policy] for r in reports]
         sd = statistics.stdev(values) if len(values) > 1 else 0.0
         table.add_row(policy, *[f"{v:.1f}" for v in values], f"{statistics.mean(values):.1f}", f"{sd:.1f}")
     gains = [100 * (r["heldout_pass_at_1"]["rl"] - r["heldout_pass_at_1"]["sft"]) for r in reports]
     sd = statistics.stdev(gains) if len(gains) > 1 else 0.0
     table.add_row("RL − SFT", *[f"{g:+.1f}" for g in gains], f"{statistics.mean(gains):+.1f}", f"{sd:.1f}")
+    if "sft_more" in policies:
+        more = [100 * (r["heldout_pass_at_1"]["sft_more"] - r["heldout_pass_at_1"]["sft"]) for r in reports]
+        sd_more = statistics.stdev(more) if len(more) > 1 else 0.0
+        table.add_row("more SFT − SFT", *[f"{g:+.1f}" for g in more], f"{statistics.mean(more):+.1f}", f"{sd_more:.1f}")
     console.print(table)
 
     phases = Table(title="wall time per phase (s)")
     phases.add_column("phase")
     for seed in args.seeds:
         phases.add_column(f"seed {seed}", justify="right")
-    for name in reports[0]["timings_s"]:
+    names = list(dict.fromkeys(name for r in reports for name in r["timings_s"]))
+    for name in names:
         phases.add_row(name, *[str(r["timings_s"].get(name, "-")) for r in reports])
     phases.add_row("whole quickstart", *[str(r["wall_s"]) for r in reports])
     phases.add_row("GRPO steps", *[str(len(r["rl_steps"])) for r in reports])
     console.print(phases)
     console.print(f"target: SFT+RL beats SFT by >= 10 points on the mean; measured {statistics.mean(gains):+.1f}")
+
+
+def _seed_config(path: Path | None, seed: int, control: bool, run: Path) -> Path:
+    """The YAML config of one seed: the given file's fields, this seed, and the control switch."""
+    import yaml
+
+    fields = yaml.safe_load(path.read_text()) if path else {}
+    fields = {**(fields or {}), "seed": seed, **({"sft_control": True} if control else {})}
+    run.mkdir(parents=True, exist_ok=True)
+    out = run / "benchmark-config.yaml"
+    out.write_text(yaml.safe_dump(fields))
+    return out
 
 
 if __name__ == "__main__":

@@ -483,7 +483,8 @@ def train(
 @app.command()
 def quickstart(
     run: Path = typer.Option(Path("runs/quickstart"), "--run", help="Run directory."),
-    seed: int = typer.Option(0, help="Seed for the model, tasks and sampling."),
+    seed: Optional[int] = typer.Option(None, help="Seed for the model, tasks and sampling (default 0, or the "
+                                       "config's `seed`)."),
     config: Optional[Path] = typer.Option(None, help="YAML with QuickstartConfig fields (sizes, budgets)."),
     smoke: bool = typer.Option(False, help="A reduced run (minutes): checks the pipeline, not the learning."),
 ) -> None:
@@ -493,9 +494,11 @@ def quickstart(
     from openforge.quickstart import QuickstartConfig, run_quickstart
 
     try:
-        settings = load_config(config, QuickstartConfig) if config else QuickstartConfig(seed=seed)
+        settings = load_config(config, QuickstartConfig) if config else QuickstartConfig()
     except ConfigError as e:
         fail(str(e))
+    if seed is not None:
+        settings = settings.model_copy(update={"seed": seed})
     if smoke:
         settings = settings.model_copy(update={"demos": 24, "sft_steps": 6, "sft_warmup": 2, "rl_seconds": 20, "rl_prompts": 4,
                                                "rl_group": 4, "eval_instances": 24})

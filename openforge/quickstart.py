@@ -42,6 +42,10 @@ class QuickstartConfig(BaseModel):
     sft_warmup: int = Field(default=30, ge=0)
     sft_batch: int = Field(default=16, ge=1)
     rl_seconds: float = Field(default=240.0, ge=0)  # wall-clock budget of the GRPO phase
+    # The control: spend GRPO's wall time on more SFT instead (continued from the SFT checkpoint, same demos and
+    # schedule) and evaluate it too, so a gain can be told apart from more training. Off by default (it adds
+    # GRPO's time again); `benchmarks/quickstart.py --control` turns it on.
+    sft_control: bool = False
     rl_max_steps: int = Field(default=1000, ge=0)
     rl_prompts: int = Field(default=16, ge=1)  # fresh instances per step
     rl_group: int = Field(default=8, ge=2)  # episodes per instance (GRPO group)
@@ -178,11 +182,13 @@ def run_quickstart(run_dir: Path, config: QuickstartConfig | None = None, consol
                                               warmup_steps=config.sft_warmup, schedule="cosine", seed=config.seed),
                              pad_id=model_dir.pad_token_id)
         total = config.sft_steps
+        sft_started = time.monotonic()
         with _progress(console) as progress:
             bar = progress.add_task("SFT", total=total, info="")
             trainer.train(demos, on_step=lambda step, loss: progress.update(bar, advance=1, info=f"loss {loss:.3f}"))
         sft_path = save_checkpoint(model, model_path, run_dir / "checkpoints" / "sft", trainer.optimizer,
                                    trainer.step_count)
+        sft_seconds_per_step = (time.monotonic() - sft_started) / max(1, trainer.step_count)
         console.print(f"SFT on {len(demos)} successful teacher samples ({metrics.training_tokens['merged']} trained "
                       f"tokens): loss {trainer.losses[0]:.3f} → {trainer.losses[-1]:.3f}")
 
@@ -190,12 +196,19 @@ def run_quickstart(run_dir: Path, config: QuickstartConfig | None = None, consol
         rl_path, steps = asyncio.run(_grpo(run_dir, model, model_dir, sft_path, rl_sampler, config, console))
         train_keys = [i for i in teacher_instances] + [i for s in steps for i in s.pop("instances")]
 
+    policies = {"base": model_path, "sft": sft_path, "rl": rl_path}
+    if config.sft_control:
+        with Phase("4b. control: more SFT instead of GRPO", console, timings):
+            policies["sft_more"] = _more_sft(run_dir, model_dir, sft_path, demos, config,
+                                             seconds=timings["4. GRPO"], seconds_per_step=sft_seconds_per_step,
+                                             console=console)
+
     with Phase("5. held-out evaluation", console, timings):
         leaks = check_split_disjoint(train_keys, heldout)
         if leaks:
             raise RuntimeError(f"held-out instances appeared in training: {leaks[:3]}")
         scores = {}
-        for label, path in (("base", model_path), ("sft", sft_path), ("rl", rl_path)):
+        for label, path in policies.items():
             scores[label] = asyncio.run(evaluate(path, run_dir / f"eval-{label}", heldout, config, label, console))
 
     report = {
@@ -211,6 +224,27 @@ def run_quickstart(run_dir: Path, config: QuickstartConfig | None = None, consol
     }
     write_report(run_dir, report, console)
     return report
+
+
+def _more_sft(run_dir: Path, model_dir, sft_path: Path, demos, config: QuickstartConfig, seconds: float,
+              seconds_per_step: float, console: Console) -> Path:
+    """The same-compute control: continue SFT from the SFT checkpoint for as many steps as fit in `seconds` at
+    the SFT phase's measured pace (same demos, same warm-up + cosine schedule)."""
+    from openforge.models import ModelDir
+    from openforge.train.checkpoint import save_checkpoint
+    from openforge.train.sft import SFTConfig, SFTTrainer
+
+    steps = max(1, round(seconds / max(seconds_per_step, 1e-6)))
+    model = ModelDir(sft_path).load_model()
+    trainer = SFTTrainer(model, SFTConfig(lr=config.sft_lr, batch_size=config.sft_batch, steps=steps,
+                                          warmup_steps=config.sft_warmup, schedule="cosine", seed=config.seed + 1),
+                         pad_id=model_dir.pad_token_id)
+    with _progress(console) as progress:
+        bar = progress.add_task("more SFT", total=steps, info="")
+        trainer.train(demos, on_step=lambda step, loss: progress.update(bar, advance=1, info=f"loss {loss:.3f}"))
+    console.print(f"{steps} more SFT steps (GRPO's {seconds:.0f} s at {seconds_per_step:.2f} s per SFT step)")
+    return save_checkpoint(model, model_dir.path, run_dir / "checkpoints" / "sft-more", trainer.optimizer,
+                           trainer.step_count)
 
 
 async def _grpo(run_dir: Path, model, model_dir, sft_path: Path, sampler, config: QuickstartConfig,
@@ -289,9 +323,11 @@ def _plot(path: Path, report: dict[str, Any]) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     scores = report["heldout_pass_at_1"]
-    left.bar(list(scores), [100 * v for v in scores.values()], color=["#999", "#69c", "#c63"])
+    colors = {"base": "#999", "sft": "#69c", "rl": "#c63", "sft_more": "#9bd"}
+    left.bar(list(scores), [100 * v for v in scores.values()], color=[colors.get(k, "#999") for k in scores])
     left.set_ylabel("held-out pass@1 (%)")
-    left.set_title("base → SFT → SFT+RL")
+    left.set_title("base → SFT → SFT+RL" + (" (sft_more: GRPO's time spent on SFT)" if "sft_more" in scores else ""),
+                   fontsize=9)
     steps = report["rl_steps"]
     right.plot([s["step"] for s in steps], [s["reward"] for s in steps], marker=".")
     right.set_xlabel("GRPO step")
