@@ -1,0 +1,125 @@
+"""How the constant prompt in front of the task changes whether SFT of the tiny model generalises.
+
+SFT on oracle demonstrations of the quickstart's families (the response is exactly the tool call the react
+harness would record), then greedy held-out pass@1, sampled pass@1 and best-of-8 straight from the model
+(transformers' generate; no proxy). Prompt variants, rendered by the tiny model's own chat template:
+
+    default     react's default system prompt + the bash tool
+    quickstart  the bash tool only, no system prompt (what the quickstart sends)
+    none        the task alone, no system turn
+
+    python benchmarks/sft_prompt.py --prompt quickstart --steps 800 --seed 0
+    python benchmarks/sft_prompt.py --prompt default --steps 400
+
+Not a test: no assertions, only figures. One variant takes 2–4 minutes on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+import tempfile
+import time
+
+import torch
+
+from openforge.core import Conversation, Message, ToolSpec
+from openforge.harness.react_agent import SYSTEM_PROMPT, select_tools
+from openforge.models import ModelDir, build_tiny_model
+from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompt", choices=["default", "quickstart", "none"], default="quickstart")
+    parser.add_argument("--demos", type=int, default=400)
+    parser.add_argument("--steps", type=int, default=800)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0, help="demonstrations and their order")
+    parser.add_argument("--model-seed", type=int, default=0)
+    parser.add_argument("--eval", type=int, default=200, help="held-out instances (greedy)")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+
+    md = ModelDir(build_tiny_model(tempfile.mkdtemp(prefix="openforge-sft-prompt-"), seed=args.model_seed))
+    model = md.load_model()
+    bash = select_tools(["bash"])[0]["function"]
+    tools = [] if args.prompt == "none" else [ToolSpec(name=bash["name"], description=bash["description"],
+                                                       parameters=bash["parameters"])]
+    system = SYSTEM_PROMPT if args.prompt == "default" else None
+
+    def prompt(instruction: str) -> list[int]:
+        return md.render(Conversation(system=system, tools=tools, messages=[Message(role="user", content=instruction)]))
+
+    def response(command: str) -> list[int]:
+        call = json.dumps({"name": "bash", "arguments": {"command": command}})
+        return md.encode_completion(f"<tool_call>\n{call}\n</tool_call><|im_end|>")
+
+    demos = InstanceSampler("train", seed=args.seed, families=QUICKSTART_FAMILIES).sample(args.demos)
+    data = [(prompt(x.instruction), response(x.solution_command)) for x in demos]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    started, order = time.monotonic(), []
+    for step in range(args.steps):
+        if len(order) < args.batch:
+            order += rng.sample(range(len(data)), len(data))
+        batch, order = [data[i] for i in order[:args.batch]], order[args.batch:]
+        scale = (step + 1) / args.warmup if step < args.warmup else \
+            0.5 * (1 + math.cos(math.pi * (step - args.warmup) / max(1, args.steps - args.warmup)))
+        for group in optimizer.param_groups:
+            group["lr"] = args.lr * scale
+        width = max(len(p) + len(r) for p, r in batch)
+        ids = torch.tensor([p + r + [md.pad_token_id] * (width - len(p) - len(r)) for p, r in batch])
+        mask = torch.tensor([[0] * len(p) + [1] * len(r) + [0] * (width - len(p) - len(r)) for p, r in batch])[:, 1:]
+        model.train()
+        logprobs = torch.log_softmax(model(input_ids=ids).logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
+        loss = -(logprobs * mask).sum() / mask.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if step % 100 == 0 or step == args.steps - 1:
+            print(f"step {step} loss {loss.item():.3f} ({time.monotonic() - started:.0f} s)", flush=True)
+    train_s = round(time.monotonic() - started)
+    model.eval()
+
+    def scores(instances, k: int = 1) -> list[float]:
+        out_scores = []
+        for i in range(0, len(instances), 50):
+            chunk = instances[i:i + 50]
+            ids = [prompt(x.instruction) for x in chunk]
+            width = max(map(len, ids))
+            inputs = torch.tensor([[md.pad_token_id] * (width - len(x)) + x for x in ids])
+            attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids])
+            with torch.no_grad():
+                out = model.generate(input_ids=inputs, attention_mask=attention, max_new_tokens=64, do_sample=k > 1,
+                                     temperature=1.0 if k > 1 else None, top_k=0 if k > 1 else None,
+                                     num_return_sequences=k, pad_token_id=md.pad_token_id, eos_token_id=md.eos_token_ids)
+            for instance, row in zip([x for x in chunk for _ in range(k)], out):
+                found = re.search(r'"command": "(.*?)"}}', md.decode(row[width:].tolist()))
+                try:
+                    command = json.loads(f'"{found.group(1)}"') if found else None
+                except ValueError:
+                    command = None
+                out_scores.append(instance.score(command) if command else 0.0)
+        return out_scores
+
+    heldout = InstanceSampler("heldout", seed=10_000, families=QUICKSTART_FAMILIES).sample(args.eval)
+    greedy = scores(heldout)
+    sampled = scores(heldout[:48], k=8)
+    best_of_8 = sum(max(sampled[i * 8:(i + 1) * 8]) for i in range(48)) / 48
+    print(json.dumps({"prompt": args.prompt, "prompt_tokens": len(prompt(heldout[0].instruction)), "demos": args.demos,
+                      "steps": args.steps, "seed": args.seed, "train_s": train_s,
+                      "final_loss": round(loss.item(), 4), "heldout_greedy": sum(greedy) / len(greedy),
+                      "heldout_sampled": sum(sampled) / len(sampled), "heldout_best_of_8": best_of_8}))
+
+
+if __name__ == "__main__":
+    main()
