@@ -62,6 +62,15 @@ def _discover() -> dict[str, type[HarnessAdapter]]:
 ADAPTERS: dict[str, type[HarnessAdapter]] = _discover()
 
 
+def check_harness_names(names: list[str]) -> list[str]:
+    """`names` without repeats, in order; ValueError naming the unknown ones and the known ones (for config
+    validators)."""
+    unknown = [h for h in names if h not in ADAPTERS]
+    if unknown:
+        raise ValueError(f"unknown harness(es) {', '.join(unknown)}; known: {', '.join(sorted(ADAPTERS))}")
+    return list(dict.fromkeys(names))
+
+
 def get_adapter(name: str, **options) -> HarnessAdapter:
     """An adapter instance for harness `name`, with `options` (its dataclass fields, e.g. `tools=...`)."""
     cls = ADAPTERS.get(name)
@@ -86,6 +95,7 @@ __all__ = [
     "LocalResult",
     "UnknownHarnessError",
     "bundle_status",
+    "check_harness_names",
     "default_bundle_dir",
     "get_adapter",
     "install_harnesses",

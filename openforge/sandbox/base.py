@@ -24,13 +24,17 @@ listed and removed with `provider.cleanup(run)`.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
+import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_OUTPUT_CAP",
@@ -218,6 +222,25 @@ class SandboxStatus(BaseModel):
     reason: str = ""
 
 
+def command_argv(cmd: list[str] | str) -> list[str]:
+    """`Sandbox.exec`'s command as argv: a string runs under `bash -lc`."""
+    argv = ["bash", "-lc", cmd] if isinstance(cmd, str) else list(cmd)
+    if not argv:
+        raise ValueError("empty command")
+    return argv
+
+
+async def await_worker(fut: "asyncio.Future[T]", cancel: threading.Event) -> T:
+    """Await a command running on a worker thread. When the caller is cancelled, `cancel` tells the worker to
+    kill the command and return promptly; its outcome is retrieved so asyncio does not log it as lost."""
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        cancel.set()
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+        raise
+
+
 class Sandbox(ABC):
     """One live sandbox. Create it with `SandboxProvider.create`; always `destroy()` it (idempotent)."""
 
@@ -260,6 +283,11 @@ class Sandbox(ABC):
     async def destroy(self) -> None:
         """Remove the sandbox and everything that belongs to it (container, forwarder process, temporary
         directories). Idempotent; never raises for a sandbox that is already gone."""
+
+    def _check(self) -> None:
+        """Refuse to act on a destroyed sandbox (backends set `_destroyed` in `destroy`)."""
+        if getattr(self, "_destroyed", False):
+            raise SandboxError(f"sandbox {self.name} was destroyed")
 
     async def __aenter__(self) -> "Sandbox":
         return self

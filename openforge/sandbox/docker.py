@@ -61,6 +61,8 @@ from .base import (
     SandboxProvider,
     SandboxSpec,
     SandboxStatus,
+    await_worker,
+    command_argv,
     label_value,
 )
 
@@ -226,29 +228,16 @@ class DockerSandbox(Sandbox):
     def forwarder_pid(self) -> int | None:
         return self._forwarder.pid if self._forwarder is not None else None
 
-    def _check(self) -> None:
-        if self._destroyed:
-            raise SandboxError(f"sandbox {self.name} was destroyed")
-
     # -- exec ----------------------------------------------------------------------------------------------
 
     async def exec(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
                    workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
                    output_cap: int = DEFAULT_OUTPUT_CAP) -> ExecResult:
         self._check()
-        argv = ["bash", "-lc", cmd] if isinstance(cmd, str) else list(cmd)
-        if not argv:
-            raise ValueError("empty command")
+        argv = command_argv(cmd)
         cancel = threading.Event()
-        fut = self._p._submit(self._exec_blocking, argv, float(timeout_s), env, workdir, user, stdin,
-                              int(output_cap), cancel)
-        try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            cancel.set()  # the worker kills the command and returns promptly
-            # nobody awaits it any more: retrieve its outcome so asyncio does not log it as lost
-            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
-            raise
+        return await await_worker(self._p._submit(self._exec_blocking, argv, float(timeout_s), env, workdir, user,
+                                                  stdin, int(output_cap), cancel), cancel)
 
     def _exec_blocking(self, argv: list[str], timeout_s: float, env: dict[str, str] | None, workdir: str | None,
                        user: str | None, stdin: bytes | None, output_cap: int, cancel: threading.Event) -> ExecResult:

@@ -65,6 +65,8 @@ from .base import (
     SandboxProvider,
     SandboxSpec,
     SandboxStatus,
+    await_worker,
+    command_argv,
     label_value,
 )
 from .ratelimit import TokenBucket
@@ -282,19 +284,13 @@ class KubernetesSandbox(Sandbox):
     def __repr__(self) -> str:
         return f"KubernetesSandbox(name={self.name!r}, namespace={self._p.namespace!r})"
 
-    def _check(self) -> None:
-        if self._destroyed:
-            raise SandboxError(f"sandbox {self.name} was destroyed")
-
     # -- exec ----------------------------------------------------------------------------------------------
 
     async def exec(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
                    workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
                    output_cap: int = DEFAULT_OUTPUT_CAP) -> ExecResult:
         self._check()
-        argv = ["bash", "-lc", cmd] if isinstance(cmd, str) else list(cmd)
-        if not argv:
-            raise ValueError("empty command")
+        argv = command_argv(cmd)
         marker = uuid.uuid4().hex
         script = exec_script(argv, marker=marker, env=env, workdir=workdir or self.spec.workdir,
                              user=user if user is not None else self.spec.user,
@@ -307,13 +303,8 @@ class KubernetesSandbox(Sandbox):
     async def _run(self, script: str, marker: str, stdin: bytes | None, timeout_s: float, output_cap: int,
                    sink: IO[bytes] | None = None) -> _Raw:
         cancel = threading.Event()
-        fut = self._p._submit(self._exec_blocking, script, marker, stdin, timeout_s, output_cap, cancel, sink)
-        try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            cancel.set()  # the worker kills the command and returns promptly
-            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
-            raise
+        return await await_worker(
+            self._p._submit(self._exec_blocking, script, marker, stdin, timeout_s, output_cap, cancel, sink), cancel)
 
     def _open_stream(self, argv: list[str], stdin: bool) -> Any:
         from kubernetes.client.rest import ApiException

@@ -71,6 +71,7 @@ from .base import (
     SandboxProvider,
     SandboxSpec,
     SandboxStatus,
+    command_argv,
     label_value,
 )
 
@@ -425,9 +426,7 @@ class LocalSandbox(Sandbox):
                    workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
                    output_cap: int = DEFAULT_OUTPUT_CAP) -> tuple[int, bytes, bytes, bool, bool, float]:
         self._check()
-        argv = ["bash", "-lc", cmd] if isinstance(cmd, str) else list(cmd)
-        if not argv:
-            raise ValueError("empty command")
+        argv = command_argv(cmd)
         uid, gid, home, uname = self._resolve_user(user)
         full_env = {"PATH": BASE_PATH, "LANG": "C.UTF-8", "HOME": home, "USER": uname, "LOGNAME": uname}
         full_env.update(self.spec.env)

@@ -120,12 +120,9 @@ class TrainConfig(BaseModel):
     @field_validator("harnesses")
     @classmethod
     def _known_harnesses(cls, v: list[str]) -> list[str]:
-        from openforge.harness import ADAPTERS
+        from openforge.harness import check_harness_names
 
-        unknown = [h for h in v if h not in ADAPTERS]
-        if unknown:
-            raise ValueError(f"unknown harness(es) {', '.join(unknown)}; known: {', '.join(sorted(ADAPTERS))}")
-        return list(dict.fromkeys(v))
+        return check_harness_names(v)
 
     @property
     def in_process(self) -> bool:
