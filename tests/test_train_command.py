@@ -105,6 +105,8 @@ def test_resume_continues_from_the_last_step(families_run):
     assert "reusing" in result.output  # the SFT checkpoint is not trained again
     steps = read_jsonl(root / "run" / "steps.jsonl")
     assert [s["step"] for s in steps] == [0, 1, 2]
+    # policy versions go on counting across the restart: each step pushed one new version
+    assert [s["policy_version"] for s in steps] == [1, 2, 3]
     with TrajectoryStore.open(root / "run" / "rl") as store:
         assert sorted({e.metadata["step"] for e in store.list_episodes()}) == [0, 1, 2]
     report = json.loads((root / "run" / "report.json").read_text())

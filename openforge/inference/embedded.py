@@ -56,6 +56,8 @@ class EmbeddedBackend(Backend):
     - `prefill_chunk`: prompt tokens read per engine turn, between decode steps of the other jobs.
     - `prefix_cache_entries` / `prefix_cache_bytes`: the last cache of that many recent episodes is kept.
     - `batched_prefill`: False restores the former one-prompt-per-turn schedule (for benchmarks/engine.py).
+    - `policy_version`: the version of the weights it starts with (a resumed training run's last one), so
+      recorded calls keep counting where the run left off.
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class EmbeddedBackend(Backend):
         prefix_cache_entries: int = 16,
         prefix_cache_bytes: int = 1 << 30,
         batched_prefill: bool = True,
+        policy_version: int = 0,
     ):
         # models may import inference later; keep the edge one-way
         from openforge.models import ModelDir
@@ -85,6 +88,9 @@ class EmbeddedBackend(Backend):
         self._engine = Engine(
             model, self.prefix_cache, max_batch=max_batch, prefill_chunk=prefill_chunk, batched_prefill=batched_prefill
         )
+        if policy_version < 0:
+            raise ValueError(f"policy_version must be >= 0, got {policy_version}")
+        self._engine.policy_version = int(policy_version)
 
     @property
     def max_context(self) -> int:

@@ -166,24 +166,25 @@ def rollout_config(ctx: Ctx, **overrides):
     return RolloutConfig(**{**fields, **overrides})
 
 
-def proxy_config(ctx: Ctx, model: Path, run: Path, temperature: float, socket_dir: Path):
+def proxy_config(ctx: Ctx, model: Path, run: Path, temperature: float, socket_dir: Path, policy_version: int = 0):
     from openforge.proxy.server import ProxyConfig
 
     return ProxyConfig(model=model, backend="embedded", run=run, listen=ctx.config.proxy_listen,
                        uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0", temperature=temperature,
                        max_new_tokens=ctx.config.rl.max_new_tokens,
-                       backend_options={"seed": ctx.config.seed, "max_batch": 128, "prefix_cache_entries": 512})
+                       backend_options={"seed": ctx.config.seed, "max_batch": 128, "prefix_cache_entries": 512,
+                                        "policy_version": policy_version})
 
 
 @asynccontextmanager
-async def serving(ctx: Ctx, model: Path, run: Path, temperature: float):
+async def serving(ctx: Ctx, model: Path, run: Path, temperature: float, policy_version: int = 0):
     """A proxy serving `model` with the embedded backend (TCP for in-process episodes, a Unix socket for
-    sandboxes; a short socket path: AF_UNIX allows ~107 bytes)."""
+    sandboxes; a short socket path: AF_UNIX allows ~107 bytes). `policy_version`: the version `model` is."""
     from openforge.proxy.server import running_proxy
 
     socket_dir = Path(tempfile.mkdtemp(prefix="openforge-train-"))
     try:
-        async with running_proxy(proxy_config(ctx, model, run, temperature, socket_dir)) as proxy:
+        async with running_proxy(proxy_config(ctx, model, run, temperature, socket_dir, policy_version)) as proxy:
             yield proxy
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
@@ -302,7 +303,9 @@ async def rl_stage(ctx: Ctx, start: Path, resume: bool) -> tuple[list[dict], lis
     try:
         if provider is not None:
             await provider.cleanup(label)
-        async with serving(ctx, state.serve, ctx.run / "rl", c.rl.temperature) as proxy:
+        # a resumed run goes on counting policy versions from its last pushed weights
+        version = state.steps[-1]["policy_version"] if state.steps else 0
+        async with serving(ctx, state.serve, ctx.run / "rl", c.rl.temperature, policy_version=version) as proxy:
             proxy.store.set_run_info({"train": c.model_dump(mode="json")})
             with _progress(console) as progress:
                 bar = progress.add_task("GRPO", total=c.rl.steps, completed=state.next_step, info="")
