@@ -491,6 +491,7 @@ def quickstart(
     """The main job: tiny model → teacher trajectories through the react harness → SFT → GRPO → held-out
     evaluation of base, SFT and SFT+RL, with a report."""
     from openforge.config import ConfigError, load_config
+    from openforge.core.runlock import RunDirBusy
     from openforge.quickstart import QuickstartConfig, run_quickstart
 
     try:
@@ -502,7 +503,10 @@ def quickstart(
     if smoke:
         settings = settings.model_copy(update={"demos": 24, "sft_steps": 6, "sft_warmup": 2, "rl_seconds": 20, "rl_prompts": 4,
                                                "rl_group": 4, "eval_instances": 24})
-    run_quickstart(run, settings, console=console)
+    try:
+        run_quickstart(run, settings, console=console)
+    except RunDirBusy as e:
+        fail(str(e))
 
 
 if __name__ == "__main__":

@@ -143,6 +143,14 @@ def choose_sandbox(requested: str, console: Console) -> str:
 
 
 def run_quickstart(run_dir: Path, config: QuickstartConfig | None = None, console: Console | None = None) -> dict:
+    """The whole pipeline in `run_dir` (RunDirBusy if another process holds it); returns the report."""
+    from openforge.core.runlock import locked_run_dir
+
+    with locked_run_dir(Path(run_dir).resolve()) as run:
+        return _run_quickstart(run, config or QuickstartConfig(), console or Console())
+
+
+def _run_quickstart(run_dir: Path, config: QuickstartConfig, console: Console) -> dict:
     import torch
 
     from openforge.models import ModelDir, build_tiny_model
@@ -151,10 +159,6 @@ def run_quickstart(run_dir: Path, config: QuickstartConfig | None = None, consol
     from openforge.train.checkpoint import save_checkpoint
     from openforge.train.sft import SFTConfig, SFTTrainer
 
-    config = config or QuickstartConfig()
-    console = console or Console()
-    run_dir = Path(run_dir).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     torch.manual_seed(config.seed)
     model_path = run_dir / "model"

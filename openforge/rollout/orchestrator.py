@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from openforge.core import Outcome
+from openforge.core.runlock import RunDirBusy, locked_run_dir
 from openforge.harness.bundle import default_bundle_dir
 from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.rollout.config import RolloutConfig
@@ -71,7 +72,16 @@ def select_tasks(config: RolloutConfig) -> list[Task]:
 
 
 async def run_rollouts(config: RolloutConfig, console: Console | None = None) -> RolloutSummary:
-    console = console or Console()
+    """Every (task, harness, sample) slot of `config` not yet finished in `config.run`, graded, in sandboxes.
+    RolloutError if another process holds the run directory (its sandboxes share this run's label)."""
+    try:
+        with locked_run_dir(config.run):
+            return await _run_rollouts(config, console or Console())
+    except RunDirBusy as e:
+        raise RolloutError(str(e)) from None
+
+
+async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSummary:
     tasks = select_tasks(config)
     slots = plan(tasks, config.harnesses, config.samples)
     label = run_label(config.run)

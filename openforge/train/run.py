@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from openforge.core.runlock import RunDirBusy, locked_run_dir
 from openforge.train.config import TrainConfig
 
 STEPS_FILE = "steps.jsonl"
@@ -67,13 +68,20 @@ class Ctx:
 
 def run_training(config: TrainConfig, run_dir: Path | None = None, resume: bool = False,
                  console: Console | None = None) -> dict[str, Any]:
+    """The whole run (SFT if configured, GRPO, report); TrainError if another process holds the run directory."""
+    run = Path(run_dir or config.run).resolve()
+    try:
+        with locked_run_dir(run):
+            return _run_training(config, run, resume, console or Console())
+    except RunDirBusy as e:
+        raise TrainError(str(e)) from None
+
+
+def _run_training(config: TrainConfig, run: Path, resume: bool, console: Console) -> dict[str, Any]:
     from openforge.quickstart import Phase
 
-    console = console or Console()
-    run = Path(run_dir or config.run).resolve()
     config = config.model_copy(update={"run": run})
     _check_run_dir(run, resume)
-    run.mkdir(parents=True, exist_ok=True)
     (run / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
     timings: dict[str, float] = {}
     with Phase("model", console, timings):
