@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,6 +20,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+def _terminate_like_ctrl_c(signum, frame) -> None:
+    """SIGTERM (kubectl delete, systemd, a CI runner's timeout) stops a command as Ctrl-C does: sandboxes are
+    destroyed and finished episodes kept, instead of the process dying with its containers left running."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)  # asyncio's (cancels the main task) or Python's default (KeyboardInterrupt)
+    else:
+        raise KeyboardInterrupt
+
+
+@app.callback()
+def _main() -> None:
+    signal.signal(signal.SIGTERM, _terminate_like_ctrl_c)
+
+
 model_app = typer.Typer(help="Build and inspect model directories.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
 tasks_app = typer.Typer(help="Validate and generate Harbor-format tasks.", no_args_is_help=True)

@@ -182,7 +182,8 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_leaves_nothing_and_resume_finishes(docker_ready, tmp_path, tiny_model_dir):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_leaves_nothing_and_resume_finishes(stop, docker_ready, tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks"
     # 12 slow episodes, 2 at a time (~20 s): room for the interrupt to land mid-run on a loaded machine (with 8,
     # a CI run under load once finished all of them before the signal arrived)
@@ -200,7 +201,7 @@ def test_ctrl_c_leaves_nothing_and_resume_finishes(docker_ready, tmp_path, tiny_
         if (run / "trajectories.db").exists() and len(finals(run)) >= 2:
             break
     assert proc.poll() is None, proc.stdout.read().decode()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)  # SIGTERM is handled as Ctrl-C
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out.decode()[-2000:]
     assert not [n for n in managed_containers() if run_label(run) in n]
