@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--model-seed", type=int, default=0)
     parser.add_argument("--eval", type=int, default=200, help="held-out instances (greedy)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--eval-every", type=int, default=0, help="also greedy held-out pass@1 every N steps")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -65,30 +66,6 @@ def main() -> None:
 
     demos = InstanceSampler("train", seed=args.seed, families=QUICKSTART_FAMILIES).sample(args.demos)
     data = [(prompt(x.instruction), response(x.solution_command)) for x in demos]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-    started, order = time.monotonic(), []
-    for step in range(args.steps):
-        if len(order) < args.batch:
-            order += rng.sample(range(len(data)), len(data))
-        batch, order = [data[i] for i in order[:args.batch]], order[args.batch:]
-        scale = (step + 1) / args.warmup if step < args.warmup else \
-            0.5 * (1 + math.cos(math.pi * (step - args.warmup) / max(1, args.steps - args.warmup)))
-        for group in optimizer.param_groups:
-            group["lr"] = args.lr * scale
-        width = max(len(p) + len(r) for p, r in batch)
-        ids = torch.tensor([p + r + [md.pad_token_id] * (width - len(p) - len(r)) for p, r in batch])
-        mask = torch.tensor([[0] * len(p) + [1] * len(r) + [0] * (width - len(p) - len(r)) for p, r in batch])[:, 1:]
-        model.train()
-        logprobs = torch.log_softmax(model(input_ids=ids).logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
-        loss = -(logprobs * mask).sum() / mask.sum()
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        if step % 100 == 0 or step == args.steps - 1:
-            print(f"step {step} loss {loss.item():.3f} ({time.monotonic() - started:.0f} s)", flush=True)
-    train_s = round(time.monotonic() - started)
-    model.eval()
 
     def scores(instances, k: int = 1) -> list[float]:
         out_scores = []
@@ -111,14 +88,43 @@ def main() -> None:
                 out_scores.append(instance.score(command) if command else 0.0)
         return out_scores
 
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     heldout = InstanceSampler("heldout", seed=10_000, families=QUICKSTART_FAMILIES).sample(args.eval)
+    started, order, curve = time.monotonic(), [], []
+    for step in range(args.steps):
+        if len(order) < args.batch:
+            order += rng.sample(range(len(data)), len(data))
+        batch, order = [data[i] for i in order[:args.batch]], order[args.batch:]
+        scale = (step + 1) / args.warmup if step < args.warmup else \
+            0.5 * (1 + math.cos(math.pi * (step - args.warmup) / max(1, args.steps - args.warmup)))
+        for group in optimizer.param_groups:
+            group["lr"] = args.lr * scale
+        width = max(len(p) + len(r) for p, r in batch)
+        ids = torch.tensor([p + r + [md.pad_token_id] * (width - len(p) - len(r)) for p, r in batch])
+        mask = torch.tensor([[0] * len(p) + [1] * len(r) + [0] * (width - len(p) - len(r)) for p, r in batch])[:, 1:]
+        model.train()
+        logprobs = torch.log_softmax(model(input_ids=ids).logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
+        loss = -(logprobs * mask).sum() / mask.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if step % 100 == 0 or step == args.steps - 1:
+            print(f"step {step} loss {loss.item():.3f} ({time.monotonic() - started:.0f} s)", flush=True)
+        if args.eval_every and (step + 1) % args.eval_every == 0 and step + 1 < args.steps:
+            model.eval()
+            curve.append((step + 1, sum(scores(heldout)) / len(heldout)))
+            print(f"step {step + 1}: held-out greedy {100 * curve[-1][1]:.1f}%", flush=True)
+    train_s = round(time.monotonic() - started)
+    model.eval()
+
     greedy = scores(heldout)
     sampled = scores(heldout[:48], k=8)
     best_of_8 = sum(max(sampled[i * 8:(i + 1) * 8]) for i in range(48)) / 48
     print(json.dumps({"prompt": args.prompt, "prompt_tokens": len(prompt(heldout[0].instruction)), "demos": args.demos,
                       "steps": args.steps, "seed": args.seed, "train_s": train_s,
                       "final_loss": round(loss.item(), 4), "heldout_greedy": sum(greedy) / len(greedy),
-                      "heldout_sampled": sum(sampled) / len(sampled), "heldout_best_of_8": best_of_8}))
+                      "heldout_sampled": sum(sampled) / len(sampled), "heldout_best_of_8": best_of_8, "curve": curve}))
 
 
 if __name__ == "__main__":
