@@ -96,15 +96,11 @@ def _proxy_config(model: Path, run: Path, temperature: float, config: Quickstart
 async def evaluate(model: Path, run: Path, instances, config: QuickstartConfig, label: str, console: Console) -> float:
     """Greedy held-out pass@1 of the policy in `model`, through the proxy and the react harness."""
     from openforge.proxy.server import running_proxy
-    from openforge.rollout.family import run_family_episodes
+    from openforge.rollout.family import pass_at_1
 
     async with running_proxy(_proxy_config(model, run, 0.0, config)) as proxy:
-        episodes = await run_family_episodes(proxy, instances, samples=1, max_steps=config.react_max_steps,
-                                             max_tokens=config.max_new_tokens, tools=config.react_tools,
-                                             system_prompt=config.react_system_prompt)
-    graded = [e for e in episodes if e.reward is not None]
-    score = sum(e.reward for e in graded) / max(1, len(graded))
-    console.print(f"{label}: held-out pass@1 = [bold]{100 * score:.1f}%[/] ({len(graded)} graded episodes)")
+        score, graded = await pass_at_1(proxy, instances, **config.react_options())
+    console.print(f"{label}: held-out pass@1 = [bold]{100 * score:.1f}%[/] ({graded} graded episodes)")
     return score
 
 
@@ -277,8 +273,7 @@ async def _grpo(run_dir: Path, model, model_dir, sft_path: Path, sampler, config
                 step = len(steps)
                 instances = sampler.sample(config.rl_prompts)
                 episodes = await run_family_episodes(proxy, instances, samples=config.rl_group, step=step,
-                                                     max_steps=config.react_max_steps, max_tokens=config.max_new_tokens,
-                                                     tools=config.react_tools, system_prompt=config.react_system_prompt)
+                                                     **config.react_options())
                 samples, metrics = assemble_run(proxy.store, episodes=[e.episode_id for e in episodes], step=step)
                 result = await asyncio.to_thread(trainer.step, samples)
                 save_checkpoint(model, model_path, rl_path, trainer.optimizer, trainer.step_count)

@@ -138,3 +138,11 @@ async def run_family_episodes(
     finally:
         executor.shutdown(wait=False, cancel_futures=True)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+async def pass_at_1(proxy, instances: list[FamilyInstance], **react_options) -> tuple[float, int]:
+    """One episode per instance (greedy when the proxy serves at temperature 0): the share that passed, and how
+    many were graded. Episodes whose model calls failed are left out, never counted as 0."""
+    episodes = await run_family_episodes(proxy, instances, samples=1, **react_options)
+    graded = [e.reward for e in episodes if e.reward is not None]
+    return sum(graded) / max(1, len(graded)), len(graded)

@@ -430,11 +430,7 @@ async def family_step(env: StepEnv, step: int) -> tuple[list[dict], list[str]]:
     c = env.ctx.config
     instances = step_instances(c, step)
     env.ctx.data.trained_instances += instances
-    episodes = await run_family_episodes(env.proxy, instances, samples=c.rl.group, step=step,
-                                         max_steps=c.react_option("max_steps", 1),
-                                         max_tokens=c.react_option("max_tokens", c.rl.max_new_tokens),
-                                         tools=c.react_option("tools", None),
-                                         system_prompt=c.react_option("system_prompt", None))
+    episodes = await run_family_episodes(env.proxy, instances, samples=c.rl.group, step=step, **react_options(c))
     rows = [{"id": e.episode_id, "reward": e.reward, "harness": "react"} for e in episodes]
     return rows, [i.task_id() for i in instances]
 
@@ -487,19 +483,18 @@ async def evaluate_now(env: StepEnv, state: RLState, policy: Path) -> None:
 
 
 async def family_eval(ctx: Ctx, policy: Path, run: Path) -> tuple[float, int]:
-    """Held-out instances, the react harness in process (as quickstart's `evaluate`, with this run's react
-    options)."""
-    from openforge.rollout.family import run_family_episodes
+    """Held-out instances, the react harness in process, greedy (as quickstart's `evaluate`)."""
+    from openforge.rollout.family import pass_at_1
 
-    c = ctx.config
     async with serving(ctx, policy, run, 0.0) as proxy:
-        episodes = await run_family_episodes(proxy, ctx.data.heldout_instances, samples=1,
-                                             max_steps=c.react_option("max_steps", 1),
-                                             max_tokens=c.react_option("max_tokens", c.rl.max_new_tokens),
-                                             tools=c.react_option("tools", None),
-                                         system_prompt=c.react_option("system_prompt", None))
-    graded = [e for e in episodes if e.reward is not None]
-    return sum(e.reward for e in graded) / max(1, len(graded)), len(graded)
+        return await pass_at_1(proxy, ctx.data.heldout_instances, **react_options(ctx.config))
+
+
+def react_options(c: TrainConfig) -> dict[str, Any]:
+    """The run's react options as the in-process episodes take them."""
+    return {"max_steps": c.react_option("max_steps", 1),
+            "max_tokens": c.react_option("max_tokens", c.rl.max_new_tokens),
+            "tools": c.react_option("tools", None), "system_prompt": c.react_option("system_prompt", None)}
 
 
 async def task_eval(env: StepEnv, policy: Path, run: Path, after: int) -> tuple[float | None, int]:
