@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import random
 import re
 import tempfile
 import time
 
 import torch
 
-from openforge.core import Conversation, Message, ToolSpec
+from openforge.core import Conversation, Message, Sample, ToolSpec
 from openforge.harness.react_agent import SYSTEM_PROMPT, select_tools
 from openforge.models import ModelDir, build_tiny_model
 from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler
+from openforge.train.sft import SFTConfig, SFTTrainer
 
 
 def main() -> None:
@@ -48,7 +47,6 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    rng = random.Random(args.seed)
 
     md = ModelDir(build_tiny_model(tempfile.mkdtemp(prefix="openforge-sft-prompt-"), seed=args.model_seed))
     model = md.load_model()
@@ -65,9 +63,16 @@ def main() -> None:
         return md.encode_completion(f"<tool_call>\n{call}\n</tool_call><|im_end|>")
 
     demos = InstanceSampler("train", seed=args.seed, families=QUICKSTART_FAMILIES).sample(args.demos)
-    data = [(prompt(x.instruction), response(x.solution_command)) for x in demos]
+    samples = []
+    for x in demos:  # the sample the assembler makes of a one-call teacher episode: loss on the response only
+        p, r = prompt(x.instruction), response(x.solution_command)
+        samples.append(Sample(token_ids=p + r, loss_mask=[0] * len(p) + [1] * len(r), logprobs=[0.0] * (len(p) + len(r)),
+                              reward=1.0, group_id="sft", episode_id=x.key, prompt_length=len(p)))
+    heldout = InstanceSampler("heldout", seed=10_000, families=QUICKSTART_FAMILIES).sample(args.eval)
+    curve: list[tuple[int, float]] = []
 
     def scores(instances, k: int = 1) -> list[float]:
+        model.eval()  # the trainer leaves it in train mode
         out_scores = []
         for i in range(0, len(instances), 50):
             chunk = instances[i:i + 50]
@@ -88,42 +93,28 @@ def main() -> None:
                 out_scores.append(instance.score(command) if command else 0.0)
         return out_scores
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-    heldout = InstanceSampler("heldout", seed=10_000, families=QUICKSTART_FAMILIES).sample(args.eval)
-    started, order, curve = time.monotonic(), [], []
-    for step in range(args.steps):
-        if len(order) < args.batch:
-            order += rng.sample(range(len(data)), len(data))
-        batch, order = [data[i] for i in order[:args.batch]], order[args.batch:]
-        scale = (step + 1) / args.warmup if step < args.warmup else \
-            0.5 * (1 + math.cos(math.pi * (step - args.warmup) / max(1, args.steps - args.warmup)))
-        for group in optimizer.param_groups:
-            group["lr"] = args.lr * scale
-        width = max(len(p) + len(r) for p, r in batch)
-        ids = torch.tensor([p + r + [md.pad_token_id] * (width - len(p) - len(r)) for p, r in batch])
-        mask = torch.tensor([[0] * len(p) + [1] * len(r) + [0] * (width - len(p) - len(r)) for p, r in batch])[:, 1:]
-        model.train()
-        logprobs = torch.log_softmax(model(input_ids=ids).logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
-        loss = -(logprobs * mask).sum() / mask.sum()
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        if step % 100 == 0 or step == args.steps - 1:
-            print(f"step {step} loss {loss.item():.3f} ({time.monotonic() - started:.0f} s)", flush=True)
-        if args.eval_every and (step + 1) % args.eval_every == 0 and step + 1 < args.steps:
-            model.eval()
-            curve.append((step + 1, sum(scores(heldout)) / len(heldout)))
-            print(f"step {step + 1}: held-out greedy {100 * curve[-1][1]:.1f}%", flush=True)
+    # the quickstart's SFT: the same trainer, schedule and batch
+    trainer = SFTTrainer(model, SFTConfig(lr=args.lr, batch_size=args.batch, steps=args.steps,
+                                          warmup_steps=args.warmup, schedule="cosine", seed=args.seed),
+                         pad_id=md.pad_token_id)
+
+    def on_step(step: int, loss: float) -> None:
+        if step % 100 == 1 or step == args.steps:
+            print(f"step {step} loss {loss:.3f} ({time.monotonic() - started:.0f} s)", flush=True)
+        if args.eval_every and step % args.eval_every == 0 and step < args.steps:
+            curve.append((step, sum(scores(heldout)) / len(heldout)))
+            print(f"step {step}: held-out greedy {100 * curve[-1][1]:.1f}%", flush=True)
+
+    started = time.monotonic()
+    trainer.train(samples, on_step=on_step)
     train_s = round(time.monotonic() - started)
-    model.eval()
 
     greedy = scores(heldout)
     sampled = scores(heldout[:48], k=8)
     best_of_8 = sum(max(sampled[i * 8:(i + 1) * 8]) for i in range(48)) / 48
     print(json.dumps({"prompt": args.prompt, "prompt_tokens": len(prompt(heldout[0].instruction)), "demos": args.demos,
                       "steps": args.steps, "seed": args.seed, "train_s": train_s,
-                      "final_loss": round(loss.item(), 4), "heldout_greedy": sum(greedy) / len(greedy),
+                      "final_loss": round(trainer.losses[-1], 4), "heldout_greedy": sum(greedy) / len(greedy),
                       "heldout_sampled": sum(sampled) / len(sampled), "heldout_best_of_8": best_of_8, "curve": curve}))
 
 

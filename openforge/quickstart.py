@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,6 @@ def _run_quickstart(run_dir: Path, config: QuickstartConfig, console: Console) -
     from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler, check_split_disjoint
     from openforge.train.assemble import assemble_run
     from openforge.train.checkpoint import save_checkpoint
-    from openforge.train.sft import SFTConfig, SFTTrainer
 
     timings: dict[str, float] = {}
     torch.manual_seed(config.seed)
@@ -182,17 +182,9 @@ def _run_quickstart(run_dir: Path, config: QuickstartConfig, console: Console) -
         samples, metrics = assemble_run(run_dir / "teacher")
         demos = [s for s in samples if s.reward >= 1.0]
         model = model_dir.load_model()
-        trainer = SFTTrainer(model, SFTConfig(lr=config.sft_lr, batch_size=config.sft_batch, steps=config.sft_steps,
-                                              warmup_steps=config.sft_warmup, schedule="cosine", seed=config.seed),
-                             pad_id=model_dir.pad_token_id)
-        total = config.sft_steps
-        sft_started = time.monotonic()
-        with _progress(console) as progress:
-            bar = progress.add_task("SFT", total=total, info="")
-            trainer.train(demos, on_step=lambda step, loss: progress.update(bar, advance=1, info=f"loss {loss:.3f}"))
+        trainer = _sft(model, model_dir, demos, config, config.sft_steps, config.seed, "SFT", console)
         sft_path = save_checkpoint(model, model_path, run_dir / "checkpoints" / "sft", trainer.optimizer,
                                    trainer.step_count)
-        sft_seconds_per_step = (time.monotonic() - sft_started) / max(1, trainer.step_count)
         console.print(f"SFT on {len(demos)} successful teacher samples ({metrics.training_tokens['merged']} trained "
                       f"tokens): loss {trainer.losses[0]:.3f} → {trainer.losses[-1]:.3f}")
 
@@ -203,9 +195,8 @@ def _run_quickstart(run_dir: Path, config: QuickstartConfig, console: Console) -
     policies = {"base": model_path, "sft": sft_path, "rl": rl_path}
     if config.sft_control:
         with Phase("4b. control: more SFT instead of GRPO", console, timings):
-            policies["sft_more"] = _more_sft(run_dir, model_dir, sft_path, demos, config,
-                                             seconds=timings["4. GRPO"], seconds_per_step=sft_seconds_per_step,
-                                             console=console)
+            policies["sft_more"] = _more_sft(run_dir, model_dir, sft_path, demos, config, seconds=timings["4. GRPO"],
+                                             seconds_per_step=statistics.mean(trainer.step_seconds), console=console)
 
     with Phase("5. held-out evaluation", console, timings):
         leaks = check_split_disjoint(train_keys, heldout)
@@ -230,22 +221,29 @@ def _run_quickstart(run_dir: Path, config: QuickstartConfig, console: Console) -
     return report
 
 
+def _sft(model, model_dir, demos, config: QuickstartConfig, steps: int, seed: int, label: str, console: Console):
+    """`steps` of SFT on `demos` (warm-up + cosine) with a progress bar; returns the trainer."""
+    from openforge.train.sft import SFTConfig, SFTTrainer
+
+    trainer = SFTTrainer(model, SFTConfig(lr=config.sft_lr, batch_size=config.sft_batch, steps=steps,
+                                          warmup_steps=config.sft_warmup, schedule="cosine", seed=seed),
+                         pad_id=model_dir.pad_token_id)
+    with _progress(console) as progress:
+        bar = progress.add_task(label, total=steps, info="")
+        trainer.train(demos, on_step=lambda step, loss: progress.update(bar, advance=1, info=f"loss {loss:.3f}"))
+    return trainer
+
+
 def _more_sft(run_dir: Path, model_dir, sft_path: Path, demos, config: QuickstartConfig, seconds: float,
               seconds_per_step: float, console: Console) -> Path:
     """The same-compute control: continue SFT from the SFT checkpoint for as many steps as fit in `seconds` at
     the SFT phase's measured pace (same demos, same warm-up + cosine schedule)."""
     from openforge.models import ModelDir
     from openforge.train.checkpoint import save_checkpoint
-    from openforge.train.sft import SFTConfig, SFTTrainer
 
     steps = max(1, round(seconds / max(seconds_per_step, 1e-6)))
     model = ModelDir(sft_path).load_model()
-    trainer = SFTTrainer(model, SFTConfig(lr=config.sft_lr, batch_size=config.sft_batch, steps=steps,
-                                          warmup_steps=config.sft_warmup, schedule="cosine", seed=config.seed + 1),
-                         pad_id=model_dir.pad_token_id)
-    with _progress(console) as progress:
-        bar = progress.add_task("more SFT", total=steps, info="")
-        trainer.train(demos, on_step=lambda step, loss: progress.update(bar, advance=1, info=f"loss {loss:.3f}"))
+    trainer = _sft(model, model_dir, demos, config, steps, config.seed + 1, "more SFT", console)
     console.print(f"{steps} more SFT steps (GRPO's {seconds:.0f} s at {seconds_per_step:.2f} s per SFT step)")
     return save_checkpoint(model, model_dir.path, run_dir / "checkpoints" / "sft-more", trainer.optimizer,
                            trainer.step_count)

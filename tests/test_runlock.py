@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -17,6 +18,7 @@ from openforge.rollout import RolloutConfig, RolloutError, run_rollouts
 from openforge.train.config import TrainConfig
 from openforge.train.run import TrainError, run_training
 
+REPO = Path(__file__).resolve().parents[1]
 HOLD = "import sys, time\nfrom openforge.core.runlock import locked_run_dir\n" \
        "with locked_run_dir(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n"
 
@@ -47,7 +49,7 @@ def test_a_busy_run_directory_is_refused_and_freed_when_its_holder_dies(held):
 
 async def test_rollout_on_a_busy_run_directory_fails_before_starting(held, tiny_model_dir):
     run, holder = held
-    config = RolloutConfig(tasks=["examples/tasks"], harnesses=["react"], sandbox="local", model=tiny_model_dir,
+    config = RolloutConfig(tasks=[REPO / "examples" / "tasks"], harnesses=["react"], sandbox="local", model=tiny_model_dir,
                            backend="oracle", run=run)
     with pytest.raises(RolloutError, match="in use by pid"):
         await run_rollouts(config)

@@ -76,6 +76,8 @@ class EmbeddedBackend(Backend):
         # models may import inference later; keep the edge one-way
         from openforge.models import ModelDir
 
+        if policy_version < 0:
+            raise ValueError(f"policy_version must be >= 0, got {policy_version}")
         self.model_dir = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
         torch.set_num_threads(num_threads or default_num_threads())
         model = self.model_dir.load_model(dtype=torch.float32)
@@ -86,11 +88,9 @@ class EmbeddedBackend(Backend):
         self.prefix_cache = kvlib.PrefixCache(prefix_cache_entries, prefix_cache_bytes)
         self._request_numbers = itertools.count()
         self._engine = Engine(
-            model, self.prefix_cache, max_batch=max_batch, prefill_chunk=prefill_chunk, batched_prefill=batched_prefill
+            model, self.prefix_cache, max_batch=max_batch, prefill_chunk=prefill_chunk,
+            batched_prefill=batched_prefill, policy_version=policy_version,
         )
-        if policy_version < 0:
-            raise ValueError(f"policy_version must be >= 0, got {policy_version}")
-        self._engine.policy_version = int(policy_version)
 
     @property
     def max_context(self) -> int:

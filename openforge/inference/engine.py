@@ -152,7 +152,8 @@ class DecodeBatch:
             return out
         # The last rows that stay move into the holes that the leaving jobs leave among the first `rows`.
         holes = [i for i in gone if i < rows]
-        movers = [i for i in range(rows, len(self.jobs)) if i not in set(gone)]
+        leaving_rows = set(gone)
+        movers = [i for i in range(rows, len(self.jobs)) if i not in leaving_rows]
         if holes:
             dst, src = torch.tensor(holes), torch.tensor(movers)
             for layer in layers:
@@ -197,17 +198,18 @@ class Engine:
         max_batch: int = 16,
         prefill_chunk: int = 1024,
         batched_prefill: bool = True,
+        policy_version: int = 0,
     ):
         """`batched_prefill=False`: the former schedule, for comparison (benchmarks/engine.py): one prompt
         chunk per turn, oldest job first, each job joining the decode batch on its own, caches kept only when
-        a call ends."""
+        a call ends. `policy_version`: the version of the weights it starts with."""
         self.model = model
         self.config = model.config
         self.prefix_cache = prefix_cache
         self.max_batch = max_batch
         self.prefill_chunk = prefill_chunk
         self.batched_prefill = batched_prefill
-        self.policy_version = 0
+        self.policy_version = policy_version
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._waiting: deque[Job] = deque()
         self._prefilling: deque[Job] = deque()

@@ -249,6 +249,7 @@ class Sandbox(ABC):
     spec: SandboxSpec
     #: The proxy's model API as the harness inside sees it (`http://127.0.0.1:8100`), None when not bridged.
     proxy_url: str | None
+    _destroyed: bool = False  # set by `destroy`
 
     @abstractmethod
     async def exec(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
@@ -285,8 +286,8 @@ class Sandbox(ABC):
         directories). Idempotent; never raises for a sandbox that is already gone."""
 
     def _check(self) -> None:
-        """Refuse to act on a destroyed sandbox (backends set `_destroyed` in `destroy`)."""
-        if getattr(self, "_destroyed", False):
+        """Refuse to act on a destroyed sandbox."""
+        if self._destroyed:
             raise SandboxError(f"sandbox {self.name} was destroyed")
 
     async def __aenter__(self) -> "Sandbox":

@@ -338,8 +338,7 @@ class LocalSandbox(Sandbox):
         return f"cgroup v{self._cg.version}" if self._cg.ok else "rlimit"
 
     def _check(self) -> None:
-        if self._destroyed:
-            raise SandboxError(f"sandbox {self.name} was destroyed")
+        super()._check()
         if not self.fs.is_dir():
             raise SandboxError(f"sandbox {self.name}: its directory {self.dir} is gone")
 
