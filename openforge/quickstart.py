@@ -35,10 +35,10 @@ class QuickstartConfig(BaseModel):
 
     seed: int = 0
     sandbox: str = "auto"  # docker | local | auto (docker when a daemon can be started)
-    # Teacher episodes. SFT's held-out plateau rises steeply with them (benchmarks/sft_prompt.py, seed 0: 200 →
-    # 35%, best-of-8 48%; 300 → 71%, best-of-8 71%). With 250 the quickstart's SFT reached 70.5% and RL had
-    # nothing to add; with 400, SFT stopped mid-rise (45%) and more SFT beat RL. 200 leaves SFT on its plateau
-    # with best-of-8 well above greedy: the gap RL turns into gains.
+    # Teacher episodes. SFT's held-out level rises steeply with them and depends on the batch order too
+    # (benchmarks/sft_prompt.py, seed 0, 1,600 steps: 200 → 14.5%, 300 → 50.5%; an earlier loop that only
+    # shuffled differently gave 35% and 71%). In the quickstart on seed 0, 250 gave SFT 70.5% and RL nothing to
+    # add; 400 stopped SFT mid-rise (45%) and more SFT beat RL; 200 left RL room on all 3 benchmark seeds.
     demos: int = Field(default=200, ge=1)
     # Copying parameters from the instruction forms late and abruptly in the tiny model: 400 steps generalised
     # on one demo seed and not on another (1.5% vs 69% held out), 800 on both; 800 reach the plateau.
