@@ -24,7 +24,7 @@ def tiny_model(tiny_model_dir) -> ModelDir:
     return ModelDir(tiny_model_dir)
 
 
-REPO = Path(__file__).resolve().parents[1]
+from support.paths import REPO
 BASE_IMAGE = "openforge-base:bookworm"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 

@@ -8,7 +8,7 @@ of one pass over the whole batch.
 
 `clipped_policy_loss` is veRL 0.9.1's `compute_policy_loss_vanilla` (verl/trainer/ppo/core_algos.py), term for
 term: log-ratio clamped to ±20, PPO clip with separate low/high ranges, and dual-clip (a bound of
-`clip_ratio_c` × |A| on the loss of negative-advantage tokens). tests/test_train_verl_agreement.py holds them
+`clip_ratio_c` × |A| on the loss of negative-advantage tokens). tests/train/test_verl_agreement.py holds them
 equal on the same batch.
 """
 

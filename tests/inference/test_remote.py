@@ -1,0 +1,282 @@
+"""The HTTP side: the vllm client against a real `serve-model` (uvicorn on loopback) and against recorded vLLM
+bodies; the sglang client against recorded SGLang bodies served by a small in-test server; serve-model's chat
+endpoint (JSON and SSE) and its errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from openforge.core import FinishReason, SamplingParams
+from openforge.inference import (
+    BackendError,
+    GenerationContext,
+    InvalidRequestError,
+    PromptTooLongError,
+    make_backend,
+)
+from openforge.inference.embedded import EmbeddedBackend
+from openforge.inference.serve import create_app
+from openforge.inference.sglang import SGLangBackend, generate_request, parse_generate
+from openforge.inference.vllm import VLLMBackend, completion_request, parse_completion
+
+from support.inference import ServerThread, free_port, max_abs_diff, reference_logprobs, tiny_model_dir
+
+from support.paths import FIXTURES
+CTX = GenerationContext()
+
+
+def fixture(name: str):
+    return json.loads((FIXTURES / name).read_text())
+
+
+@pytest.fixture(scope="module")
+def served():
+    """(embedded backend, server URL): the tiny model behind serve-model's app."""
+    backend = EmbeddedBackend(tiny_model_dir(), seed=0)
+    with ServerThread(create_app(backend, model_name="tiny")) as server:
+        yield backend, server.url
+
+
+# ---- the vllm client against serve-model --------------------------------------------------------------------
+
+
+async def test_vllm_client_against_serve_model(served):
+    backend, url = served
+    client = make_backend(f"vllm:{url}", tiny_model_dir())
+    assert isinstance(client, VLLMBackend)
+    prompt = backend.model_dir.encode_text("Served over HTTP, the same tokens come back.")
+    sampling = SamplingParams(temperature=0.7, max_tokens=20, seed=42)
+    result = await client.generate(prompt, sampling, CTX)
+    assert client.model == "tiny" and client.max_context == backend.max_context
+    assert len(result.output_ids) == len(result.logprobs) > 0
+    assert max_abs_diff(result.logprobs, reference_logprobs(backend.model, prompt, result.output_ids, 0.7)) < 1e-4
+    again = await client.generate(prompt, sampling, CTX)
+    assert again.output_ids == result.output_ids  # seeded, over HTTP too
+    in_process = await backend.generate(prompt, sampling, CTX)
+    assert in_process.output_ids == result.output_ids
+
+    stop_id = result.output_ids[2]
+    stopped = await client.generate(prompt, sampling.model_copy(update={"stop_token_ids": [stop_id]}), CTX)
+    assert stopped.finish_reason is FinishReason.stop and stopped.output_ids[-1] == stop_id
+    short = await client.generate(prompt, sampling.model_copy(update={"max_tokens": 3}), CTX)
+    assert short.finish_reason is FinishReason.length and len(short.output_ids) == 3
+
+    with pytest.raises(PromptTooLongError):
+        await client.generate([5] * backend.max_context, sampling, CTX)
+    with pytest.raises(NotImplementedError, match="weight"):
+        await client.load_weights(str(tiny_model_dir()))
+    await client.close()
+
+
+async def test_serve_model_answers_in_vllm_shape_and_refuses_bad_input(served):
+    backend, url = served
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        models = (await http.get("/v1/models")).json()
+        assert models["data"][0]["id"] == "tiny" and models["data"][0]["max_model_len"] == backend.max_context
+
+        body = {
+            "model": "tiny",
+            "prompt": [5, 6, 7, 8],
+            "max_tokens": 5,
+            "temperature": 1.0,
+            "seed": 1,
+            "logprobs": 1,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+        }
+        answer = (await http.post("/v1/completions", json=body)).json()
+        choice = answer["choices"][0]
+        assert (
+            len(choice["token_ids"])
+            == len(choice["logprobs"]["token_logprobs"])
+            == answer["usage"]["completion_tokens"]
+        )
+        assert choice["prompt_token_ids"] == [5, 6, 7, 8]
+        ids, logprobs, finish = parse_completion(answer)  # our own answer parses like vLLM's
+        assert ids == choice["token_ids"] and finish is FinishReason(choice["finish_reason"])
+
+        text_prompt = (await http.post("/v1/completions", json={"prompt": "hello", "max_tokens": 2})).json()
+        assert text_prompt["usage"]["prompt_tokens"] == len(backend.model_dir.encode_text("hello"))
+
+        for bad, words in [
+            ({"prompt": [5, 6], "temperature": -1}, "temperature"),
+            ({"prompt": [5, 6], "top_p": 0}, "top_p"),
+            ({"prompt": [], "max_tokens": 3}, "prompt"),
+            ({"prompt": [5] * backend.max_context}, "too long"),
+            ({"prompt": [5, 10**9]}, "vocabulary"),
+            ({"prompt": [5, 6], "n": 2}, "n"),
+            ({"max_tokens": 3}, "prompt"),
+        ]:
+            response = await http.post("/v1/completions", json=bad)
+            assert response.status_code == 400, bad
+            error = response.json()["error"]
+            assert error["type"] == "invalid_request_error" and error["code"] == 400
+            assert words in error["message"], (bad, error["message"])
+        not_json = await http.post("/v1/completions", content=b"{nope", headers={"content-type": "application/json"})
+        assert not_json.status_code == 400 and "JSON" in not_json.json()["error"]["message"]
+
+
+async def test_chat_completions_json_and_stream(served):
+    backend, url = served
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say something."}]
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        body = {"model": "tiny", "messages": messages, "max_tokens": 12, "temperature": 1.0, "seed": 3}
+        answer = (await http.post("/v1/chat/completions", json=body)).json()
+        message = answer["choices"][0]["message"]
+        assert message["role"] == "assistant" and isinstance(message["content"], str)
+        assert answer["usage"]["prompt_tokens"] > 0
+
+        events = []
+        async with http.stream(
+            "POST", "/v1/chat/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}}
+        ) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            async for line in response.aiter_lines():
+                if line.startswith("data: "):
+                    events.append(line[len("data: ") :])
+        assert events[-1] == "[DONE]"
+        chunks = [json.loads(e) for e in events[:-1]]
+        streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+        assert streamed == message["content"]  # same seed, same text, streamed or not
+        finishes = [
+            c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]
+        ]
+        assert finishes == [answer["choices"][0]["finish_reason"]]
+        assert chunks[-1]["usage"]["completion_tokens"] == answer["usage"]["completion_tokens"]
+
+        bad = await http.post("/v1/chat/completions", json={"messages": [{"role": "wizard", "content": "x"}]})
+        assert bad.status_code == 400 and "role" in bad.json()["error"]["message"]
+        empty = await http.post("/v1/chat/completions", json={"messages": []})
+        assert empty.status_code == 400
+
+
+async def test_openai_sdk_can_talk_to_serve_model(served):
+    openai = pytest.importorskip("openai")
+    _, url = served
+    client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused")
+    reply = await client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=5
+    )
+    assert reply.choices[0].finish_reason in ("stop", "length")
+    await client.close()
+
+
+# ---- the vllm client against recorded vLLM bodies -----------------------------------------------------------
+
+
+def test_vllm_parser_reads_recorded_bodies():
+    ids, logprobs, finish = parse_completion(fixture("vllm/completions_token_ids.json"))
+    assert ids == [12095, 13, 1084, 374, 7407, 304]
+    assert logprobs[0] == pytest.approx(-0.73046875) and finish is FinishReason.length
+
+    body = fixture("vllm/completions_stop_eos.json")
+    ids, logprobs, finish = parse_completion(body)
+    assert ids == [9707, 0, 151645] and finish is FinishReason.stop and len(logprobs) == 3
+    del body["choices"][0]["token_ids"]  # an older server: ids only as "token_id:<id>" strings
+    assert parse_completion(body)[0] == [9707, 0, 151645]
+
+
+def test_vllm_parser_refuses_bodies_without_token_ids():
+    # A real vLLM 0.16 answer to a text prompt with echo: no token_ids, and the echoed prompt has a null logprob.
+    with pytest.raises(BackendError, match="token_ids"):
+        parse_completion(fixture("vllm/completions_echo_logprobs_v0.16.json"))
+    aborted = fixture("vllm/completions_token_ids.json")
+    aborted["choices"][0]["finish_reason"] = "abort"
+    with pytest.raises(BackendError, match="abort"):
+        parse_completion(aborted)
+    with pytest.raises(BackendError, match="choices"):
+        parse_completion({"object": "error"})
+
+
+def test_vllm_request_body_asks_for_ids_and_neutral_sampling():
+    body = completion_request("m", [1, 2, 3], SamplingParams(temperature=0.5, top_p=0.9, seed=4, stop_token_ids=[9]), 7)
+    assert body["prompt"] == [1, 2, 3] and body["max_tokens"] == 7 and body["seed"] == 4
+    assert body["return_token_ids"] is True and body["logprobs"] == 1 and body["skip_special_tokens"] is False
+    assert body["top_k"] == -1 and body["repetition_penalty"] == 1.0 and body["stop_token_ids"] == [9]
+
+
+def recorded_server(routes: dict[str, tuple[int, object]], seen: list | None = None, delay: float = 0.0) -> FastAPI:
+    """A stand-in vLLM/SGLang server answering recorded bodies (path -> (status, body))."""
+    app = FastAPI()
+
+    @app.api_route("/{path:path}", methods=["GET", "POST"])
+    async def answer(path: str, request: Request):
+        if seen is not None and request.method == "POST":
+            seen.append((path, await request.json()))
+        await asyncio.sleep(delay)
+        status, body = routes[f"/{path}"]
+        return JSONResponse(body, status_code=status)
+
+    return app
+
+
+async def test_vllm_client_against_recorded_server_and_errors():
+    seen: list = []
+    routes = {
+        "/v1/models": (200, fixture("vllm/models.json")),
+        "/v1/completions": (200, fixture("vllm/completions_token_ids.json")),
+    }
+    with ServerThread(recorded_server(routes, seen)) as server:
+        client = VLLMBackend(server.url)
+        result = await client.generate([1782, 6722, 315, 9625, 374], SamplingParams(max_tokens=6), CTX)
+        assert result.output_ids == [12095, 13, 1084, 374, 7407, 304] and result.finish_reason is FinishReason.length
+        assert client.model == "Qwen/Qwen3-0.6B" and client.max_context == 2048
+        assert seen[0][1]["model"] == "Qwen/Qwen3-0.6B" and seen[0][1]["prompt"] == [1782, 6722, 315, 9625, 374]
+
+    refused = {
+        "/v1/models": (200, fixture("vllm/models.json")),
+        "/v1/completions": (400, fixture("vllm/error_context_length.json")),
+    }
+    with ServerThread(recorded_server(refused)) as server:
+        with pytest.raises(InvalidRequestError, match="maximum context length is 2048"):
+            await VLLMBackend(server.url).generate([1, 2], SamplingParams(max_tokens=2), CTX)
+
+    with ServerThread(recorded_server({"/v1/models": (200, fixture("vllm/models.json"))}, delay=2.0)) as server:
+        with pytest.raises(BackendError, match="did not answer within 0.3 s"):
+            await VLLMBackend(server.url, timeout=0.3).generate([1, 2], SamplingParams(), CTX)
+
+    with pytest.raises(BackendError, match="cannot connect to vLLM"):
+        await VLLMBackend(f"http://127.0.0.1:{free_port()}", connect_timeout=2).generate([1, 2], SamplingParams(), CTX)
+
+
+# ---- the sglang client against recorded SGLang bodies ----------------------------------------------------------
+
+
+def test_sglang_parser_reads_recorded_bodies():
+    ids, logprobs, finish = parse_generate(fixture("sglang/generate_logprobs_length.json"))
+    assert ids == [12095, 13, 1084, 374, 7407, 304] and finish is FinishReason.length
+    assert logprobs == pytest.approx([-0.73046875, -0.9765625, -1.3984375, -0.171875, -0.42578125, -0.060546875])
+    ids, _, finish = parse_generate(fixture("sglang/generate_stop_matched.json"))
+    assert ids == [9707, 0, 151645] and finish is FinishReason.stop
+    with pytest.raises(BackendError, match="abort"):
+        parse_generate(fixture("sglang/generate_abort.json"))
+    with pytest.raises(BackendError, match="meta_info"):
+        parse_generate({"text": "x"})
+
+
+async def test_sglang_client_against_recorded_server():
+    seen: list = []
+    routes = {
+        "/get_server_info": (200, fixture("sglang/server_info.json")),
+        "/generate": (200, fixture("sglang/generate_logprobs_length.json")),
+        "/update_weights_from_disk": (200, {"success": True, "message": "Succeeded to update model weights."}),
+    }
+    with ServerThread(recorded_server(routes, seen)) as server:
+        client = make_backend(f"sglang:{server.url}")
+        assert isinstance(client, SGLangBackend)
+        sampling = SamplingParams(temperature=0.6, max_tokens=6, seed=8, stop_token_ids=[151645])
+        result = await client.generate([785, 6722, 315, 9625, 374], sampling, CTX)
+        assert result.output_ids == [12095, 13, 1084, 374, 7407, 304] and client.max_context == 40960
+        path, body = seen[0]
+        assert path == "generate" and body == generate_request([785, 6722, 315, 9625, 374], sampling, 6)
+        assert body["return_logprob"] is True and body["sampling_params"]["stop_token_ids"] == [151645]
+        assert body["sampling_params"]["skip_special_tokens"] is False and body["sampling_params"]["sampling_seed"] == 8
+        assert await client.load_weights("/models/step-10") == 1 and seen[-1][1] == {"model_path": "/models/step-10"}
+        await client.close()
