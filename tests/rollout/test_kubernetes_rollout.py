@@ -1,5 +1,5 @@
 """The orchestrator with the `kubernetes` sandbox backend against `FakeKubernetesAPI` (a FAKE API server,
-tests/k8s_fake.py; no real cluster): the react harness + oracle policy solve a task in fake pods, a pod
+tests/support/k8s_fake.py; no real cluster): the react harness + oracle policy solve a task in fake pods, a pod
 evicted mid-episode is a `sandbox_error` that is retried, and after the orchestrator is SIGKILLed
 `openforge k8s cleanup` removes every pod of the run and its NetworkPolicy.
 

@@ -1,4 +1,4 @@
-"""The `kubernetes` sandbox backend against `FakeKubernetesAPI`, a FAKE API server (tests/k8s_fake.py): the
+"""The `kubernetes` sandbox backend against `FakeKubernetesAPI`, a FAKE API server (tests/support/k8s_fake.py): the
 official client talks HTTP and websockets to it, and its fake kubelet runs each exec for real in a local
 bubblewrap sandbox. Nothing here ran on a real cluster."""
 
