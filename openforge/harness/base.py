@@ -41,7 +41,7 @@ __all__ = [
     "transcript_summary",
 ]
 
-# The proxy dialect names (openforge.proxy.dialects.DIALECTS keys) a harness can speak.
+# The proxy dialect names (openforge.dialects.DIALECTS keys) a harness can speak.
 DIALECTS = ("anthropic", "responses", "chat_completions")
 
 # Largest instruction passed on the command line (Linux caps one argv string at 128 KiB).

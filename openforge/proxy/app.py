@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from openforge.proxy.dialects import DIALECTS, Dialect, DialectError
+from openforge.dialects import DIALECTS, Dialect, DialectError
 from openforge.proxy.service import CallResponse, ProxyService
 
 

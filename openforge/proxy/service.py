@@ -20,7 +20,7 @@ from openforge.core import CallRecord, Episode, FinishReason, ParsedOutput, Samp
 from openforge.inference import Backend, BackendError, GenerationContext, InvalidRequestError, PromptTooLongError
 from openforge.models import ModelDir
 from openforge.proxy.continuity import ContinuityRenderer
-from openforge.proxy.dialects import Dialect, DialectError, Reply
+from openforge.dialects import Dialect, DialectError, Reply
 from openforge.proxy.episodes import EpisodeRegistry
 from openforge.proxy.output_parser import new_call_id, parse_output
 from openforge.store.writer import AsyncCallWriter

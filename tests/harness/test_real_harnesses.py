@@ -17,7 +17,7 @@ import pytest
 from openforge.harness import get_adapter
 from openforge.harness.base import run_local
 from openforge.harness.bundle import bundle_status, default_bundle_dir
-from openforge.proxy.dialects import DIALECTS
+from openforge.dialects import DIALECTS
 from openforge.store import TrajectoryStore
 from support.proxy_process import start_proxy
 from support.paths import POLICIES

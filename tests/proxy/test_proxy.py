@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from openforge.core import Conversation, Message
-from openforge.proxy.dialects import DIALECTS
+from openforge.dialects import DIALECTS
 from support.proxy import in_process_proxy
 
 BASH = {"name": "bash", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}

@@ -113,7 +113,7 @@ async def test_sandbox_isolation_seen_from_inside(docker_ready, tmp_path, tiny_m
     (episode,) = finals(run)
     with TrajectoryStore.open(run) as store:
         last = store.list_calls(episode.id)[-1]
-    from openforge.proxy.dialects import DIALECTS
+    from openforge.dialects import DIALECTS
 
     seen = next(m.content for m in DIALECTS["chat_completions"].decode(last.request_body).conversation.messages
                 if m.role == "tool")

@@ -16,7 +16,7 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.lib.streaming.responses._responses import ResponseStreamState
 
 from openforge.core import FinishReason, ParsedOutput, ToolCall
-from openforge.proxy.dialects import DIALECTS, DecodedRequest, Reply
+from openforge.dialects import DIALECTS, DecodedRequest, Reply
 
 from support import paths
 

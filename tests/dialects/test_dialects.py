@@ -30,7 +30,7 @@ from support.dialects import (
 )
 
 from openforge.core import FinishReason, Message, ParsedOutput, ToolCall
-from openforge.proxy.dialects import (
+from openforge.dialects import (
     DIALECTS,
     ERROR_STATUS,
     ROUTES,
@@ -39,7 +39,7 @@ from openforge.proxy.dialects import (
     ToolRoute,
     dialect_for_path,
 )
-from openforge.proxy.dialects.base import BLOCK_SEPARATOR, IMAGE_PLACEHOLDER
+from openforge.dialects.base import BLOCK_SEPARATOR, IMAGE_PLACEHOLDER
 
 # ---- a tiny server: decode with the dialect, answer a canned reply ------------------------------------
 

@@ -10,8 +10,8 @@ and SSE framing they share; `history` the tool-call bookkeeping.
 
 from __future__ import annotations
 
-from openforge.proxy.dialects.anthropic import AnthropicMessages
-from openforge.proxy.dialects.base import (
+from openforge.dialects.anthropic import AnthropicMessages
+from openforge.dialects.base import (
     BLOCK_SEPARATOR,
     ERROR_STATUS,
     DecodedRequest,
@@ -20,8 +20,8 @@ from openforge.proxy.dialects.base import (
     Reply,
     ToolRoute,
 )
-from openforge.proxy.dialects.chat_completions import ChatCompletions
-from openforge.proxy.dialects.responses import OpenAIResponses
+from openforge.dialects.chat_completions import ChatCompletions
+from openforge.dialects.responses import OpenAIResponses
 
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (AnthropicMessages(), OpenAIResponses(), ChatCompletions())}
 

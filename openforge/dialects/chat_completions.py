@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from openforge.core import Conversation, Message, ToolCall, ToolSpec
-from openforge.proxy.dialects.base import (
+from openforge.dialects.base import (
     AUDIO_PLACEHOLDER,
     BLOCK_SEPARATOR,
     FILE_PLACEHOLDER,
@@ -31,9 +31,9 @@ from openforge.proxy.dialects.base import (
     Reply,
     stop_kind,
 )
-from openforge.proxy.dialects.history import ConversationBuilder
-from openforge.proxy.dialects.openai_errors import openai_error
-from openforge.proxy.dialects.wire import (
+from openforge.dialects.history import ConversationBuilder
+from openforge.dialects.openai_errors import openai_error
+from openforge.dialects.wire import (
     at,
     bad,
     check_depth,

@@ -25,7 +25,7 @@ import hashlib
 from typing import Any
 
 from openforge.core import Conversation, Message, ToolCall, ToolSpec
-from openforge.proxy.dialects.base import (
+from openforge.dialects.base import (
     BLOCK_SEPARATOR,
     FILE_PLACEHOLDER,
     IMAGE_PLACEHOLDER,
@@ -35,8 +35,8 @@ from openforge.proxy.dialects.base import (
     Reply,
     stop_kind,
 )
-from openforge.proxy.dialects.history import ConversationBuilder
-from openforge.proxy.dialects.wire import (
+from openforge.dialects.history import ConversationBuilder
+from openforge.dialects.wire import (
     at,
     bad,
     check_depth,

@@ -8,7 +8,7 @@ would otherwise render a result the model never asked for.
 from __future__ import annotations
 
 from openforge.core import Message, ToolCall
-from openforge.proxy.dialects.wire import bad
+from openforge.dialects.wire import bad
 
 
 class ConversationBuilder:

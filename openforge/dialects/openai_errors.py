@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openforge.proxy.dialects.base import DialectError
+from openforge.dialects.base import DialectError
 
 _OPENAI_ERRORS: dict[str, tuple[int, str, str | None]] = {
     "invalid_request": (400, "invalid_request_error", None),

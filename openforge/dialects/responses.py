@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openforge.core import Conversation, Message, ToolCall, ToolSpec
-from openforge.proxy.dialects.base import (
+from openforge.dialects.base import (
     AUDIO_PLACEHOLDER,
     BLOCK_SEPARATOR,
     FILE_PLACEHOLDER,
@@ -38,9 +38,9 @@ from openforge.proxy.dialects.base import (
     Reply,
     ToolRoute,
 )
-from openforge.proxy.dialects.history import ConversationBuilder
-from openforge.proxy.dialects.openai_errors import openai_error
-from openforge.proxy.dialects.wire import (
+from openforge.dialects.history import ConversationBuilder
+from openforge.dialects.openai_errors import openai_error
+from openforge.dialects.wire import (
     at,
     bad,
     check_depth,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from openforge.proxy.dialects import DIALECTS, DialectError
+from openforge.dialects import DIALECTS, DialectError
 
 A, R, C = "anthropic", "responses", "chat_completions"
 

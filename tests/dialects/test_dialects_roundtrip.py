@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from support.dialects import accumulate, project, validate_body
 
 from openforge.core import Conversation, FinishReason, Message, ParsedOutput, SamplingParams, ToolCall, ToolSpec
-from openforge.proxy.dialects import DIALECTS, Reply
+from openforge.dialects import DIALECTS, Reply
 
 A, R, C = "anthropic", "responses", "chat_completions"
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

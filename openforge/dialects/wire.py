@@ -12,7 +12,7 @@ import re
 from typing import Any, Iterator
 
 from openforge.core import SamplingParams
-from openforge.proxy.dialects.base import DialectError
+from openforge.dialects.base import DialectError
 
 # Deeper than this, tool arguments, schemas and response formats are refused: renderers walk them
 # recursively, and a 900-level argument object would otherwise fail there as a 500.
