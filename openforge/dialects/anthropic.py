@@ -24,39 +24,12 @@ import base64
 import hashlib
 from typing import Any
 
-from openforge.core import Conversation, Message, ToolCall, ToolSpec
-from openforge.dialects.base import (
-    BLOCK_SEPARATOR,
-    FILE_PLACEHOLDER,
-    IMAGE_PLACEHOLDER,
-    DecodedRequest,
-    Dialect,
-    DialectError,
-    Reply,
-    stop_kind,
-)
+from openforge.core import Conversation, Message, ParsedOutput, ToolCall, ToolSpec
+from openforge.dialects import wire
+from openforge.dialects.base import BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, DecodedRequest, Dialect, stop_kind
+from openforge.dialects.base import Reply, ReplyStart, StreamEncoder
+from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder
-from openforge.dialects.wire import (
-    at,
-    bad,
-    check_depth,
-    dumps,
-    need_object,
-    opt_bool,
-    opt_int,
-    opt_list,
-    opt_number,
-    opt_object,
-    opt_str,
-    parse_body,
-    pieces,
-    req_list,
-    req_str,
-    sampling_params,
-    sse,
-    str_list,
-    type_name,
-)
 
 # Blocks that only server-side tools produce; OpenForge never does, so in history they carry nothing
 # the policy said and are skipped.
@@ -92,54 +65,44 @@ _STOP_REASONS = {"length": "max_tokens", "tool_calls": "tool_use", "stop_sequenc
 class AnthropicMessages(Dialect):
     name = "anthropic"
     routes = ("/v1/messages",)
+    count_routes = ("/v1/messages/count_tokens",)
+    reply_id_prefix = "msg_"
+    call_id_prefix = "toolu_"
 
     # ---- request → canonical -----------------------------------------------------------------------
     def decode(self, body: bytes, *, for_count: bool = False) -> DecodedRequest:
-        data = parse_body(body)
-        model = req_str(data, "model", "", nonempty=True)
-        max_tokens = opt_int(data, "max_tokens", "", minimum=1)
+        data = wire.parse_body(body)
+        model = wire.req_str(data, "model", "", nonempty=True)
+        max_tokens = wire.opt_int(data, "max_tokens", "", minimum=1)
         if max_tokens is None and not for_count:
-            raise bad("max_tokens", "is required")
+            raise wire.bad("max_tokens", "is required")
 
         tools, dropped = self._tools(data)
         builder = ConversationBuilder()
-        messages = req_list(data, "messages", "")
+        messages = wire.req_list(data, "messages", "")
         if not messages:
-            raise bad("messages", "must contain at least one message")
+            raise wire.bad("messages", "must contain at least one message")
         for i, message in enumerate(messages):
-            self._message(builder, message, at("messages", i))
+            self._message(builder, message, wire.at("messages", i))
 
-        sampling = sampling_params(
+        sampling = wire.sampling_params(
             max_tokens=max_tokens,
-            temperature=opt_number(data, "temperature", "", minimum=0.0),
-            top_p=opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
-            top_k=opt_int(data, "top_k", "", minimum=0),
-            stop=str_list(opt_list(data, "stop_sequences", ""), "stop_sequences"),
+            temperature=wire.opt_number(data, "temperature", "", minimum=0.0),
+            top_p=wire.opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
+            top_k=wire.opt_int(data, "top_k", "", minimum=0),
+            stop=wire.str_list(wire.opt_list(data, "stop_sequences", ""), "stop_sequences"),
             names={"stop": "stop_sequences"},
         )
         tool_choice, forced = self._tool_choice(data, tools)
-        disable_parallel = (opt_object(data, "tool_choice", "") or {}).get("disable_parallel_tool_use") is True
+        disable_parallel = (wire.opt_object(data, "tool_choice", "") or {}).get("disable_parallel_tool_use") is True
         conversation = Conversation(
-            system=self._system(data.get("system")),
-            messages=builder.messages,
-            tools=tools,
-            sampling=sampling,
-            response_format=self._response_format(data),
-            model=model,
+            system=self._system(data.get("system")), messages=builder.messages, tools=tools, sampling=sampling,
+            response_format=self._response_format(data), model=model,
         )
-        return DecodedRequest(
-            conversation=conversation,
-            model=model,
-            dialect=self.name,
-            stream=opt_bool(data, "stream", ""),
-            side_call=not tools,
-            max_tokens_requested=max_tokens,
-            tool_choice=tool_choice,
-            forced_tool=forced,
-            parallel_tool_calls=not disable_parallel,
-            reasoning_requested=self._thinking(data),
+        return self._decoded(
+            data, conversation, model=model, max_tokens_requested=max_tokens, tool_choice=tool_choice,
+            forced_tool=forced, parallel_tool_calls=not disable_parallel, reasoning_requested=self._thinking(data),
             dropped_tools=dropped,
-            raw=data,
         )
 
     def _system(self, value: Any) -> str | None:
@@ -148,38 +111,38 @@ class AnthropicMessages(Dialect):
         if isinstance(value, str):
             return value
         if not isinstance(value, list):
-            raise bad("system", f"expected a string or an array of text blocks, got {type_name(value)}")
+            raise wire.bad("system", f"expected a string or an array of text blocks, got {wire.type_name(value)}")
         if not value:
             return None
-        return BLOCK_SEPARATOR.join(self._text_block(block, at("system", i)) for i, block in enumerate(value))
+        return BLOCK_SEPARATOR.join(self._text_block(block, wire.at("system", i)) for i, block in enumerate(value))
 
     def _text_block(self, block: Any, path: str) -> str:
-        block = need_object(block, path)
-        kind = req_str(block, "type", path)
+        block = wire.need_object(block, path)
+        kind = wire.req_str(block, "type", path)
         if kind != "text":
-            raise bad(at(path, "type"), f"expected a text block, got {kind!r}")
-        return req_str(block, "text", path)
+            raise wire.bad(wire.at(path, "type"), f"expected a text block, got {kind!r}")
+        return wire.req_str(block, "text", path)
 
     def _message(self, builder: ConversationBuilder, message: Any, path: str) -> None:
-        message = need_object(message, path)
-        role = req_str(message, "role", path)
+        message = wire.need_object(message, path)
+        role = wire.req_str(message, "role", path)
         if "content" not in message or message["content"] is None:
-            raise bad(at(path, "content"), "is required")
+            raise wire.bad(wire.at(path, "content"), "is required")
         content = message["content"]
         if not isinstance(content, (str, list)):
-            raise bad(at(path, "content"), f"expected a string or an array of content blocks, got {type_name(content)}")
+            raise wire.bad(wire.at(path, "content"), f"expected a string or an array of content blocks, got {wire.type_name(content)}")
         if role == "user":
-            self._user(builder, content, at(path, "content"))
+            self._user(builder, content, wire.at(path, "content"))
         elif role == "assistant":
-            self._assistant(builder, content, at(path, "content"))
+            self._assistant(builder, content, wire.at(path, "content"))
         elif role == "system":
             # Claude Code puts system reminders inside `messages`; they stay where they are.
             text = content if isinstance(content, str) else BLOCK_SEPARATOR.join(
-                self._text_block(block, at(at(path, "content"), i)) for i, block in enumerate(content)
+                self._text_block(block, wire.at(wire.at(path, "content"), i)) for i, block in enumerate(content)
             )
             builder.system(text)
         else:
-            raise bad(at(path, "role"), f"must be 'user', 'assistant' or 'system', got {role!r}")
+            raise wire.bad(wire.at(path, "role"), f"must be 'user', 'assistant' or 'system', got {role!r}")
 
     def _user(self, builder: ConversationBuilder, content: str | list, path: str) -> None:
         if isinstance(content, str):
@@ -193,15 +156,15 @@ class AnthropicMessages(Dialect):
                 texts.clear()
 
         for i, block in enumerate(content):
-            bpath = at(path, i)
-            block = need_object(block, bpath)
-            kind = req_str(block, "type", bpath)
+            bpath = wire.at(path, i)
+            block = wire.need_object(block, bpath)
+            kind = wire.req_str(block, "type", bpath)
             if kind == "tool_result":
                 flush()  # results and text keep their order
-                call_id = req_str(block, "tool_use_id", bpath, nonempty=True)
-                result = self._result_content(block.get("content"), at(bpath, "content"))
+                call_id = wire.req_str(block, "tool_use_id", bpath, nonempty=True)
+                result = self._result_content(block.get("content"), wire.at(bpath, "content"))
                 builder.tool_result(
-                    call_id, result, is_error=opt_bool(block, "is_error", bpath), param=at(bpath, "tool_use_id")
+                    call_id, result, is_error=wire.opt_bool(block, "is_error", bpath), param=wire.at(bpath, "tool_use_id")
                 )
             else:
                 texts.append(self._user_block_text(block, kind, bpath))
@@ -211,7 +174,7 @@ class AnthropicMessages(Dialect):
 
     def _user_block_text(self, block: dict, kind: str, path: str) -> str:
         if kind == "text":
-            return req_str(block, "text", path)
+            return wire.req_str(block, "text", path)
         if kind == "image":
             return IMAGE_PLACEHOLDER
         if kind == "document":
@@ -220,9 +183,9 @@ class AnthropicMessages(Dialect):
                 return source["data"]
             return FILE_PLACEHOLDER
         if kind == "search_result":
-            inner = opt_list(block, "content", path)
-            return BLOCK_SEPARATOR.join(self._text_block(b, at(at(path, "content"), i)) for i, b in enumerate(inner))
-        raise bad(at(path, "type"), f"unsupported content block type {kind!r} in a user message")
+            inner = wire.opt_list(block, "content", path)
+            return BLOCK_SEPARATOR.join(self._text_block(b, wire.at(wire.at(path, "content"), i)) for i, b in enumerate(inner))
+        raise wire.bad(wire.at(path, "type"), f"unsupported content block type {kind!r} in a user message")
 
     def _result_content(self, value: Any, path: str) -> str:
         if value is None:
@@ -230,12 +193,12 @@ class AnthropicMessages(Dialect):
         if isinstance(value, str):
             return value
         if not isinstance(value, list):
-            raise bad(path, f"expected a string or an array of content blocks, got {type_name(value)}")
+            raise wire.bad(path, f"expected a string or an array of content blocks, got {wire.type_name(value)}")
         parts = []
         for i, block in enumerate(value):
-            bpath = at(path, i)
-            block = need_object(block, bpath)
-            kind = req_str(block, "type", bpath)
+            bpath = wire.at(path, i)
+            block = wire.need_object(block, bpath)
+            kind = wire.req_str(block, "type", bpath)
             if kind in ("text", "image", "document", "search_result"):
                 parts.append(self._user_block_text(block, kind, bpath))
             else:
@@ -252,28 +215,28 @@ class AnthropicMessages(Dialect):
         thoughts: list[str] = []
         calls: list[tuple[ToolCall, str]] = []
         for i, block in enumerate(content):
-            bpath = at(path, i)
-            block = need_object(block, bpath)
-            kind = req_str(block, "type", bpath)
+            bpath = wire.at(path, i)
+            block = wire.need_object(block, bpath)
+            kind = wire.req_str(block, "type", bpath)
             if kind == "text":
-                texts.append(req_str(block, "text", bpath))
+                texts.append(wire.req_str(block, "text", bpath))
             elif kind == "thinking":
-                thoughts.append(req_str(block, "thinking", bpath))
+                thoughts.append(wire.req_str(block, "thinking", bpath))
             elif kind == "tool_use":
                 arguments = block.get("input", {})
                 if not isinstance(arguments, dict):
-                    raise bad(at(bpath, "input"), f"expected an object, got {type_name(arguments)}")
-                check_depth(arguments, at(bpath, "input"))
+                    raise wire.bad(wire.at(bpath, "input"), f"expected an object, got {wire.type_name(arguments)}")
+                wire.check_depth(arguments, wire.at(bpath, "input"))
                 call = ToolCall(
-                    id=req_str(block, "id", bpath, nonempty=True),
-                    name=req_str(block, "name", bpath, nonempty=True),
+                    id=wire.req_str(block, "id", bpath, nonempty=True),
+                    name=wire.req_str(block, "name", bpath, nonempty=True),
                     arguments=arguments,
                 )
-                calls.append((call, at(bpath, "id")))
+                calls.append((call, wire.at(bpath, "id")))
             elif kind == "redacted_thinking" or kind in _SERVER_BLOCKS:
                 continue  # opaque or server-side: nothing the policy wrote
             else:
-                raise bad(at(bpath, "type"), f"unsupported content block type {kind!r} in an assistant message")
+                raise wire.bad(wire.at(bpath, "type"), f"unsupported content block type {kind!r} in an assistant message")
         message = builder.assistant(
             content=BLOCK_SEPARATOR.join(texts),
             reasoning=BLOCK_SEPARATOR.join(thoughts) if thoughts else None,
@@ -286,30 +249,30 @@ class AnthropicMessages(Dialect):
         tools: list[ToolSpec] = []
         dropped: list[str] = []
         seen: set[str] = set()
-        for i, tool in enumerate(opt_list(data, "tools", "")):
-            path = at("tools", i)
-            tool = need_object(tool, path)
-            kind = opt_str(tool, "type", path)
+        for i, tool in enumerate(wire.opt_list(data, "tools", "")):
+            path = wire.at("tools", i)
+            tool = wire.need_object(tool, path)
+            kind = wire.opt_str(tool, "type", path)
             if kind not in (None, "custom"):
                 dropped.append(tool.get("name") if isinstance(tool.get("name"), str) else kind)
                 continue  # a server tool (web search, hosted bash, ...): nothing here can run it
-            name = req_str(tool, "name", path, nonempty=True)
+            name = wire.req_str(tool, "name", path, nonempty=True)
             if name in seen:
-                raise bad(at(path, "name"), f"tool name {name!r} is used more than once")
+                raise wire.bad(wire.at(path, "name"), f"tool name {name!r} is used more than once")
             seen.add(name)
             schema = tool.get("input_schema")
             if schema is None:
-                raise bad(at(path, "input_schema"), "is required")
-            schema = need_object(schema, at(path, "input_schema"))
-            check_depth(schema, at(path, "input_schema"))
-            tools.append(ToolSpec(name=name, description=opt_str(tool, "description", path) or "", parameters=schema))
+                raise wire.bad(wire.at(path, "input_schema"), "is required")
+            schema = wire.need_object(schema, wire.at(path, "input_schema"))
+            wire.check_depth(schema, wire.at(path, "input_schema"))
+            tools.append(ToolSpec(name=name, description=wire.opt_str(tool, "description", path) or "", parameters=schema))
         return tools, dropped
 
     def _tool_choice(self, data: dict, tools: list[ToolSpec]) -> tuple[str, str | None]:
-        choice = opt_object(data, "tool_choice", "")
+        choice = wire.opt_object(data, "tool_choice", "")
         if choice is None:
             return "auto", None
-        kind = req_str(choice, "type", "tool_choice")
+        kind = wire.req_str(choice, "type", "tool_choice")
         if kind == "auto":
             return "auto", None
         if kind == "any":
@@ -317,59 +280,43 @@ class AnthropicMessages(Dialect):
         if kind == "none":
             return "none", None
         if kind == "tool":
-            name = req_str(choice, "name", "tool_choice", nonempty=True)
+            name = wire.req_str(choice, "name", "tool_choice", nonempty=True)
             if name not in {t.name for t in tools}:
-                raise bad("tool_choice.name", f"names no tool in `tools`: {name!r}")
+                raise wire.bad("tool_choice.name", f"names no tool in `tools`: {name!r}")
             return "tool", name
-        raise bad("tool_choice.type", f"must be 'auto', 'any', 'tool' or 'none', got {kind!r}")
+        raise wire.bad("tool_choice.type", f"must be 'auto', 'any', 'tool' or 'none', got {kind!r}")
 
     def _thinking(self, data: dict) -> bool | None:
-        thinking = opt_object(data, "thinking", "")
+        thinking = wire.opt_object(data, "thinking", "")
         if thinking is None:
             return None
         return thinking.get("type") in ("enabled", "adaptive")
 
     def _response_format(self, data: dict) -> dict | None:
-        config = opt_object(data, "output_config", "")
+        config = wire.opt_object(data, "output_config", "")
         fmt, path = (config.get("format"), "output_config.format") if config else (None, "")
         if fmt is None and data.get("output_format") is not None:
             fmt, path = data["output_format"], "output_format"  # the structured-outputs beta's spelling
         if fmt is None:
             return None
-        fmt = need_object(fmt, path)
-        kind = req_str(fmt, "type", path)
+        fmt = wire.need_object(fmt, path)
+        kind = wire.req_str(fmt, "type", path)
         if kind != "json_schema":
-            raise bad(at(path, "type"), f"only 'json_schema' is supported, got {kind!r}")
-        schema = need_object(fmt.get("schema"), at(path, "schema"))
-        check_depth(schema, at(path, "schema"))
+            raise wire.bad(wire.at(path, "type"), f"only 'json_schema' is supported, got {kind!r}")
+        schema = wire.need_object(fmt.get("schema"), wire.at(path, "schema"))
+        wire.check_depth(schema, wire.at(path, "schema"))
         return schema
 
     # ---- canonical → response -----------------------------------------------------------------------
-    @staticmethod
-    def _signature(reply: Reply) -> str:
-        # Opaque to the harness; Claude Code only needs it present. Derived, so stream and body agree.
-        digest = hashlib.sha256(f"{reply.id}\0{reply.output.reasoning}".encode("utf-8", "replace")).digest()
-        return base64.b64encode(b"openforge:" + digest).decode()
-
     def _blocks(self, reply: Reply) -> list[dict[str, Any]]:
         out = reply.output
         blocks: list[dict[str, Any]] = []
         if out.reasoning is not None:
-            blocks.append({"type": "thinking", "thinking": out.reasoning, "signature": self._signature(reply)})
-        if out.content or (not out.tool_calls and out.reasoning is None):
+            blocks.append(_thinking_block(reply.id, out.reasoning))
+        if out.content or _needs_empty_text(out):
             blocks.append({"type": "text", "text": out.content})
-        for call in out.tool_calls:
-            blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+        blocks += [_tool_use_block(call) for call in out.tool_calls]
         return blocks
-
-    @staticmethod
-    def _usage(reply: Reply) -> dict[str, int]:
-        return {
-            "input_tokens": reply.prompt_tokens,
-            "output_tokens": reply.completion_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-        }
 
     def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
         return {
@@ -378,63 +325,17 @@ class AnthropicMessages(Dialect):
             "role": "assistant",
             "model": reply.model,
             "content": self._blocks(reply),
-            "stop_reason": _STOP_REASONS[stop_kind(reply)],
-            "stop_sequence": reply.stop_sequence if stop_kind(reply) == "stop_sequence" else None,
-            "usage": self._usage(reply),
+            **_stop(reply),
+            "usage": _usage(reply.prompt_tokens, reply.completion_tokens),
         }
 
-    def stream(self, reply: Reply, request: DecodedRequest, *, chunk_chars: int | None = None) -> list[bytes]:
-        start_usage = {**self._usage(reply), "output_tokens": 0}
-        message = {
-            "id": reply.id,
-            "type": "message",
-            "role": "assistant",
-            "model": reply.model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": start_usage,
-        }
-        events = [
-            sse({"type": "message_start", "message": message}, "message_start"),
-            sse({"type": "ping"}, "ping"),
-        ]
-        for index, block in enumerate(self._blocks(reply)):
-            events += self._block_events(index, block, chunk_chars)
-        kind = stop_kind(reply)
-        delta = {
-            "type": "message_delta",
-            "delta": {
-                "stop_reason": _STOP_REASONS[kind],
-                "stop_sequence": reply.stop_sequence if kind == "stop_sequence" else None,
-            },
-            "usage": self._usage(reply),
-        }
-        events.append(sse(delta, "message_delta"))
-        events.append(sse({"type": "message_stop"}, "message_stop"))
-        return events
+    def stream_encoder(
+        self, start: ReplyStart, request: DecodedRequest, *, chunk_chars: int | None = None
+    ) -> StreamEncoder:
+        return _MessageStream(start, request, chunk_chars)
 
-    @staticmethod
-    def _block_events(index: int, block: dict[str, Any], chunk_chars: int | None) -> list[bytes]:
-        def delta(payload: dict[str, Any]) -> bytes:
-            return sse({"type": "content_block_delta", "index": index, "delta": payload}, "content_block_delta")
-
-        kind = block["type"]
-        if kind == "thinking":
-            shell = {"type": "thinking", "thinking": "", "signature": ""}
-            deltas = [delta({"type": "thinking_delta", "thinking": p}) for p in pieces(block["thinking"], chunk_chars)]
-            deltas.append(delta({"type": "signature_delta", "signature": block["signature"]}))
-        elif kind == "text":
-            shell = {"type": "text", "text": ""}
-            deltas = [delta({"type": "text_delta", "text": p}) for p in pieces(block["text"], chunk_chars)]
-        else:
-            shell = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            deltas = [
-                delta({"type": "input_json_delta", "partial_json": p}) for p in pieces(dumps(block["input"]), chunk_chars)
-            ]
-        start = sse({"type": "content_block_start", "index": index, "content_block": shell}, "content_block_start")
-        stop = sse({"type": "content_block_stop", "index": index}, "content_block_stop")
-        return [start, *deltas, stop]
+    def encode_count(self, input_tokens: int) -> dict[str, Any]:
+        return {"input_tokens": input_tokens}
 
     def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
         status, kind = _ERROR_TYPES[err.kind]
@@ -442,7 +343,7 @@ class AnthropicMessages(Dialect):
 
     def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
         _, body = self.error(err)
-        return sse(body, "error")
+        return wire.sse(body, "error")
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
@@ -465,6 +366,112 @@ class AnthropicMessages(Dialect):
         if stream:
             body["stream"] = True
         return body
+
+
+def _needs_empty_text(out: ParsedOutput) -> bool:
+    """A reply with nothing else to say still has one (empty) text block."""
+    return not out.tool_calls and out.reasoning is None
+
+
+def _signature(reply_id: str, reasoning: str) -> str:
+    # Opaque to the harness; Claude Code only needs it present. Derived, so stream and body agree.
+    digest = hashlib.sha256(f"{reply_id}\0{reasoning}".encode("utf-8", "replace")).digest()
+    return base64.b64encode(b"openforge:" + digest).decode()
+
+
+def _thinking_block(reply_id: str, reasoning: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": reasoning, "signature": _signature(reply_id, reasoning)}
+
+
+def _tool_use_block(call: ToolCall) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "input_tokens": prompt_tokens,
+        "output_tokens": completion_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+
+
+def _stop(reply: Reply) -> dict[str, Any]:
+    kind = stop_kind(reply)
+    return {"stop_reason": _STOP_REASONS[kind], "stop_sequence": reply.stop_sequence if kind == "stop_sequence" else None}
+
+
+class _MessageStream(StreamEncoder):
+    """message_start, ping, then per block content_block_start / deltas / content_block_stop, then
+    message_delta (stop reason, usage) and message_stop."""
+
+    def __init__(self, start: ReplyStart, request: DecodedRequest, chunk_chars: int | None):
+        super().__init__(start, request, chunk_chars)
+        self.blocks = 0  # blocks started so far; the open one (if any) is the last
+        self.open: str | None = None  # "thinking" | "text"
+        self.reasoning_text = ""
+
+    def start(self) -> list[bytes]:
+        head = self.head
+        message = {
+            "id": head.id,
+            "type": "message",
+            "role": "assistant",
+            "model": head.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": _usage(head.prompt_tokens, 0),
+        }
+        return [
+            wire.sse({"type": "message_start", "message": message}, "message_start"),
+            wire.sse({"type": "ping"}, "ping"),
+        ]
+
+    def reasoning(self, delta: str) -> list[bytes]:
+        events = [] if self.open == "thinking" else self._begin("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+        self.reasoning_text += delta
+        return events + ([self._delta({"type": "thinking_delta", "thinking": delta})] if delta else [])
+
+    def text(self, delta: str) -> list[bytes]:
+        events = [] if self.open == "text" else self._begin("text", {"type": "text", "text": ""})
+        return events + ([self._delta({"type": "text_delta", "text": delta})] if delta else [])
+
+    def finish(self, reply: Reply) -> list[bytes]:
+        events = self._close()
+        if self.blocks == 0 and _needs_empty_text(reply.output):
+            events += self._begin("text", {"type": "text", "text": ""}) + self._close()
+        for call in reply.output.tool_calls:
+            block = _tool_use_block(call)
+            events += self._begin("tool_use", {**block, "input": {}})
+            events += [
+                self._delta({"type": "input_json_delta", "partial_json": p})
+                for p in wire.pieces(wire.dumps(block["input"]), self.chunk_chars)
+            ]
+            events += self._close()
+        delta = {"type": "message_delta", "delta": _stop(reply), "usage": _usage(reply.prompt_tokens, reply.completion_tokens)}
+        return events + [wire.sse(delta, "message_delta"), wire.sse({"type": "message_stop"}, "message_stop")]
+
+    def _begin(self, kind: str, shell: dict[str, Any]) -> list[bytes]:
+        events = self._close()
+        self.open = kind
+        self.blocks += 1
+        start = {"type": "content_block_start", "index": self.blocks - 1, "content_block": shell}
+        return events + [wire.sse(start, "content_block_start")]
+
+    def _delta(self, payload: dict[str, Any]) -> bytes:
+        event = {"type": "content_block_delta", "index": self.blocks - 1, "delta": payload}
+        return wire.sse(event, "content_block_delta")
+
+    def _close(self) -> list[bytes]:
+        if self.open is None:
+            return []
+        events = []
+        if self.open == "thinking":  # Claude Code drops a thinking turn without a signature
+            signature = _signature(self.head.id, self.reasoning_text)
+            events.append(self._delta({"type": "signature_delta", "signature": signature}))
+        self.open = None
+        return events + [wire.sse({"type": "content_block_stop", "index": self.blocks - 1}, "content_block_stop")]
 
 
 def _wire_messages(conversation: Conversation) -> list[dict[str, Any]]:

@@ -2,16 +2,22 @@
 
 A dialect turns a harness's request body into a `DecodedRequest` (a canonical `Conversation` plus the few
 wire facts the reply needs), and turns the proxy's `Reply` back into that harness's response body, SSE
-event stream, or error shape. The proxy app (routing, episodes, rendering, recording) sits on top.
+event stream, or error shape. Each dialect also declares what belongs to its wire format and nowhere else:
+the paths it is served on (`routes`, `count_routes`) and the prefixes of the ids it mints. The proxy
+(routing, episodes, rendering, recording), `openforge serve-model` and the harness tests' stub model API
+sit on top; this room depends on `openforge.core` only.
 """
 
 from __future__ import annotations
 
 import abc
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from openforge.core import Conversation, FinishReason, ParsedOutput
+from openforge.dialects.errors import DialectError
+from openforge.dialects import wire
 
 # How several text blocks / content parts of one wire message become one canonical `content` string.
 # One separator for every dialect, so the same conversation reads the same whichever API carried it.
@@ -23,47 +29,10 @@ IMAGE_PLACEHOLDER = "[image omitted: this model reads text only]"
 FILE_PLACEHOLDER = "[file omitted: this model reads text only]"
 AUDIO_PLACEHOLDER = "[audio omitted: this model reads text only]"
 
-# Canonical error kinds and the status each suggests; a dialect may map a kind to its own status
-# (OpenAI has no 529: "overloaded" is a 503 there).
-ERROR_STATUS: dict[str, int] = {
-    "invalid_request": 400,
-    "prompt_too_long": 400,
-    "authentication": 401,
-    "not_found": 404,
-    "request_too_large": 413,
-    "rate_limit": 429,
-    "api_error": 500,
-    "overloaded": 529,
-}
 
-
-class DialectError(Exception):
-    """A request the proxy refuses (or a failure it reports) in a dialect-neutral form.
-
-    `kind` is one of `ERROR_STATUS`'s keys; `param` names the offending request field (a path such as
-    `messages[2].content[0].tool_use_id`) when there is one. Dialects render it with `Dialect.error`.
-    """
-
-    def __init__(self, status: int, kind: str, message: str, param: str | None = None):
-        if kind not in ERROR_STATUS:
-            raise ValueError(f"unknown error kind {kind!r}; expected one of {sorted(ERROR_STATUS)}")
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
-        self.message = message
-        self.param = param
-
-    @classmethod
-    def invalid(cls, message: str, param: str | None = None) -> "DialectError":
-        return cls(400, "invalid_request", message, param)
-
-    @classmethod
-    def prompt_too_long(cls, prompt_tokens: int, max_tokens: int) -> "DialectError":
-        # Claude Code looks for exactly this phrase to decide to compact; OpenAI dialects add their code.
-        return cls(400, "prompt_too_long", f"prompt is too long: {prompt_tokens} tokens > {max_tokens} maximum")
-
-    def __repr__(self) -> str:
-        return f"DialectError({self.status}, {self.kind!r}, {self.message!r}, param={self.param!r})"
+def new_id(prefix: str) -> str:
+    """A fresh id in the API's style: the dialect's prefix and 24 random hex digits."""
+    return f"{prefix}{secrets.token_hex(12)}"
 
 
 @dataclass(frozen=True)
@@ -137,12 +106,64 @@ class Reply:
         """The turn ended because it ran out of tokens, not because the model finished it."""
         return self.finish_reason == FinishReason.length
 
+    @property
+    def start(self) -> "ReplyStart":
+        return ReplyStart(id=self.id, model=self.model, created=self.created, prompt_tokens=self.prompt_tokens)
+
+
+@dataclass(frozen=True)
+class ReplyStart:
+    """What a stream's opening events say about a reply, known before the model has written anything."""
+
+    id: str
+    model: str
+    created: int
+    prompt_tokens: int
+
+
+class StreamEncoder(abc.ABC):
+    """One reply's SSE events, written while the reply is produced.
+
+    Call `start()` once; then `reasoning(delta)` and `text(delta)` in the order the model wrote them
+    (reasoning first; an empty reasoning delta opens the reasoning part of a reply whose reasoning is empty);
+    then `finish(reply)` with the finished reply, whose output says what the deltas said: it adds the tool
+    calls, the stop reason, usage and the stream's terminator. Each call returns complete events.
+    """
+
+    def __init__(self, start: ReplyStart, request: DecodedRequest, chunk_chars: int | None):
+        self.head = start
+        self.request = request
+        self.chunk_chars = chunk_chars
+
+    @abc.abstractmethod
+    def start(self) -> list[bytes]: ...
+
+    @abc.abstractmethod
+    def reasoning(self, delta: str) -> list[bytes]: ...
+
+    @abc.abstractmethod
+    def text(self, delta: str) -> list[bytes]: ...
+
+    @abc.abstractmethod
+    def finish(self, reply: Reply) -> list[bytes]: ...
+
 
 class Dialect(abc.ABC):
     """One wire format. Instances are stateless; `DIALECTS` holds one of each."""
 
     name: ClassVar[str]
-    routes: ClassVar[tuple[str, ...]]  # request paths, without the optional `/e/{key}` prefix
+    # The paths this format is served on (one declaration: the proxy, serve-model and the stub read it).
+    # A server may mount them under a prefix (the proxy's `/e/{key}`).
+    routes: ClassVar[tuple[str, ...]]  # model calls
+    count_routes: ClassVar[tuple[str, ...]] = ()  # token counts (`encode_count` answers them)
+    reply_id_prefix: ClassVar[str]  # `msg_`, `resp_`, `chatcmpl-`
+    call_id_prefix: ClassVar[str]  # tool-call ids: `toolu_`, `call_`
+
+    def new_reply_id(self) -> str:
+        return new_id(self.reply_id_prefix)
+
+    def new_call_id(self) -> str:
+        return new_id(self.call_id_prefix)
 
     @abc.abstractmethod
     def decode(self, body: bytes, *, for_count: bool = False) -> DecodedRequest:
@@ -157,12 +178,27 @@ class Dialect(abc.ABC):
         """The non-streaming response body."""
 
     @abc.abstractmethod
+    def stream_encoder(
+        self, start: ReplyStart, request: DecodedRequest, *, chunk_chars: int | None = None
+    ) -> StreamEncoder:
+        """An encoder for one streamed reply. `chunk_chars` splits the tool arguments it writes into deltas of
+        at most that many characters (None: one delta each)."""
+
     def stream(self, reply: Reply, request: DecodedRequest, *, chunk_chars: int | None = None) -> list[bytes]:
-        """The complete SSE stream for a reply, terminator included, one event per item.
+        """The complete SSE stream for a finished reply, terminator included, one event per item.
 
         `chunk_chars` splits text, reasoning and tool arguments into deltas of at most that many
         characters (None: one delta each) — the content is the same either way.
         """
+        encoder = self.stream_encoder(reply.start, request, chunk_chars=chunk_chars)
+        events = encoder.start()
+        out = reply.output
+        if out.reasoning is not None:
+            for delta in list(wire.pieces(out.reasoning, chunk_chars)) or [""]:
+                events += encoder.reasoning(delta)
+        for delta in wire.pieces(out.content, chunk_chars):
+            events += encoder.text(delta)
+        return events + encoder.finish(reply)
 
     @abc.abstractmethod
     def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
@@ -173,9 +209,20 @@ class Dialect(abc.ABC):
         """An error as SSE, for a stream whose 200 status is already sent. `response_id` is used by
         dialects whose in-stream error carries a response object (Responses)."""
 
+    def encode_count(self, input_tokens: int) -> dict[str, Any]:
+        """The answer to a token-count request (served on `count_routes`)."""
+        raise NotImplementedError(f"the {self.name} dialect has no token-count endpoint")
+
     @abc.abstractmethod
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
         """The request body a client of this dialect would send for `conversation` (tests, teachers)."""
+
+    def _decoded(self, data: dict[str, Any], conversation: Conversation, **facts: Any) -> DecodedRequest:
+        """A `DecodedRequest` for `conversation`, with the facts every dialect reads the same way filled in."""
+        stream = wire.opt_bool(data, "stream", "")
+        return DecodedRequest(
+            conversation=conversation, dialect=self.name, stream=stream, side_call=not conversation.tools, raw=data, **facts
+        )
 
     def __repr__(self) -> str:
         return f"<dialect {self.name}>"

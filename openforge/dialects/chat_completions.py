@@ -20,41 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from openforge.core import Conversation, Message, ToolCall, ToolSpec
-from openforge.dialects.base import (
-    AUDIO_PLACEHOLDER,
-    BLOCK_SEPARATOR,
-    FILE_PLACEHOLDER,
-    IMAGE_PLACEHOLDER,
-    DecodedRequest,
-    Dialect,
-    DialectError,
-    Reply,
-    stop_kind,
-)
+from openforge.dialects import openai_common, wire
+from openforge.dialects.base import AUDIO_PLACEHOLDER, BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, stop_kind
+from openforge.dialects.base import DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
+from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder
-from openforge.dialects.openai_errors import openai_error
-from openforge.dialects.wire import (
-    at,
-    bad,
-    check_depth,
-    dumps,
-    need_object,
-    opt_bool,
-    opt_int,
-    opt_list,
-    opt_number,
-    opt_object,
-    opt_str,
-    parse_arguments,
-    parse_body,
-    pieces,
-    req_list,
-    req_str,
-    sampling_params,
-    sse,
-    str_list,
-    type_name,
-)
 
 _FINISH = {"length": "length", "tool_calls": "tool_calls", "stop_sequence": "stop", "stop": "stop"}
 
@@ -62,232 +32,192 @@ _FINISH = {"length": "length", "tool_calls": "tool_calls", "stop_sequence": "sto
 class ChatCompletions(Dialect):
     name = "chat_completions"
     routes = ("/v1/chat/completions", "/chat/completions")
+    reply_id_prefix = "chatcmpl-"
+    call_id_prefix = "call_"
 
     # ---- request → canonical -----------------------------------------------------------------------
     def decode(self, body: bytes, *, for_count: bool = False) -> DecodedRequest:
-        data = parse_body(body)
-        model = req_str(data, "model", "", nonempty=True)
+        data = wire.parse_body(body)
+        model = wire.req_str(data, "model", "", nonempty=True)
         for legacy in ("functions", "function_call"):
             if data.get(legacy) is not None:
-                raise bad(legacy, "legacy function calling is not supported; use `tools` and `tool_choice`")
-        n = opt_int(data, "n", "", minimum=1)
+                raise wire.bad(legacy, "legacy function calling is not supported; use `tools` and `tool_choice`")
+        n = wire.opt_int(data, "n", "", minimum=1)
         if n is not None and n > 1:
-            raise bad("n", f"only one choice per request is supported, got {n}")
+            raise wire.bad("n", f"only one choice per request is supported, got {n}")
 
         tools, dropped = self._tools(data)
-        messages = req_list(data, "messages", "")
+        messages = wire.req_list(data, "messages", "")
         if not messages:
-            raise bad("messages", "must contain at least one message")
+            raise wire.bad("messages", "must contain at least one message")
         builder = ConversationBuilder()
         for i, message in enumerate(messages):
-            self._message(builder, message, at("messages", i))
+            self._message(builder, message, wire.at("messages", i))
         system = None
         canonical = builder.messages
         if canonical[0].role == "system":
             # The leading system message is the system prompt; later ones stay where the harness put them.
             system, canonical = canonical[0].content, canonical[1:]
 
-        max_tokens = opt_int(data, "max_completion_tokens", "", minimum=1)
+        max_tokens = wire.opt_int(data, "max_completion_tokens", "", minimum=1)
         names = {"max_tokens": "max_completion_tokens"}
         if max_tokens is None:
-            max_tokens = opt_int(data, "max_tokens", "", minimum=1)
+            max_tokens = wire.opt_int(data, "max_tokens", "", minimum=1)
             names = {"max_tokens": "max_tokens"}
-        sampling = sampling_params(
+        sampling = wire.sampling_params(
             max_tokens=max_tokens,
-            temperature=opt_number(data, "temperature", "", minimum=0.0, maximum=2.0),
-            top_p=opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
+            temperature=wire.opt_number(data, "temperature", "", minimum=0.0, maximum=2.0),
+            top_p=wire.opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
             top_k=self._top_k(data),
-            stop=str_list(data.get("stop"), "stop"),
-            seed=opt_int(data, "seed", ""),
+            stop=wire.str_list(data.get("stop"), "stop"),
+            seed=wire.opt_int(data, "seed", ""),
             names=names,
         )
-        stream = opt_bool(data, "stream", "")
-        stream_options = opt_object(data, "stream_options", "") or {}
+        stream = wire.opt_bool(data, "stream", "")
+        stream_options = wire.opt_object(data, "stream_options", "") or {}
         tool_choice, forced = self._tool_choice(data, tools)
-        effort = opt_str(data, "reasoning_effort", "")
+        effort = wire.opt_str(data, "reasoning_effort", "")
         conversation = Conversation(
-            system=system,
-            messages=canonical,
-            tools=tools,
-            sampling=sampling,
-            response_format=self._response_format(data),
-            model=model,
+            system=system, messages=canonical, tools=tools, sampling=sampling,
+            response_format=self._response_format(data), model=model,
         )
-        return DecodedRequest(
-            conversation=conversation,
-            model=model,
-            dialect=self.name,
-            stream=stream,
-            include_usage=stream and opt_bool(stream_options, "include_usage", "stream_options"),
-            side_call=not tools,
-            max_tokens_requested=max_tokens,
-            tool_choice=tool_choice,
-            forced_tool=forced,
-            parallel_tool_calls=opt_bool(data, "parallel_tool_calls", "", default=True),
-            reasoning_requested=None if effort is None else effort != "none",
-            dropped_tools=dropped,
-            raw=data,
+        return self._decoded(
+            data, conversation, model=model, max_tokens_requested=max_tokens, tool_choice=tool_choice,
+            forced_tool=forced, include_usage=stream and wire.opt_bool(stream_options, "include_usage", "stream_options"),
+            parallel_tool_calls=wire.opt_bool(data, "parallel_tool_calls", "", default=True),
+            reasoning_requested=None if effort is None else effort != "none", dropped_tools=dropped,
         )
 
     @staticmethod
     def _top_k(data: dict) -> int | None:
         # vLLM's extension; -1 there means "no top-k", canonically 0.
-        value = opt_int(data, "top_k", "", minimum=-1)
+        value = wire.opt_int(data, "top_k", "", minimum=-1)
         return None if value is None else max(value, 0)
 
     def _message(self, builder: ConversationBuilder, message: Any, path: str) -> None:
-        message = need_object(message, path)
-        role = req_str(message, "role", path)
-        cpath = at(path, "content")
+        message = wire.need_object(message, path)
+        role = wire.req_str(message, "role", path)
+        cpath = wire.at(path, "content")
         if role in ("system", "developer"):
             builder.system(self._text(message.get("content"), cpath, required=True))
         elif role == "user":
             builder.user(self._text(message.get("content"), cpath, required=True))
         elif role == "assistant":
             if message.get("function_call") is not None:
-                raise bad(at(path, "function_call"), "legacy function calling is not supported; use `tool_calls`")
-            reasoning = opt_str(message, "reasoning_content", path)
+                raise wire.bad(wire.at(path, "function_call"), "legacy function calling is not supported; use `tool_calls`")
+            reasoning = wire.opt_str(message, "reasoning_content", path)
             if reasoning is None:
-                reasoning = opt_str(message, "reasoning", path)
+                reasoning = wire.opt_str(message, "reasoning", path)
             turn = builder.assistant(
                 content=self._text(message.get("content"), cpath, required=False), reasoning=reasoning, param=path
             )
-            for i, call in enumerate(opt_list(message, "tool_calls", path)):
-                cpath_i = at(at(path, "tool_calls"), i)
-                builder.add_call(turn, self._call(call, cpath_i), at(cpath_i, "id"))
+            for i, call in enumerate(wire.opt_list(message, "tool_calls", path)):
+                cpath_i = wire.at(wire.at(path, "tool_calls"), i)
+                builder.add_call(turn, self._call(call, cpath_i), wire.at(cpath_i, "id"))
         elif role == "tool":
-            call_id = req_str(message, "tool_call_id", path, nonempty=True)
+            call_id = wire.req_str(message, "tool_call_id", path, nonempty=True)
             builder.tool_result(
-                call_id, self._text(message.get("content"), cpath, required=True), param=at(path, "tool_call_id")
+                call_id, self._text(message.get("content"), cpath, required=True), param=wire.at(path, "tool_call_id")
             )
         elif role == "function":
-            raise bad(at(path, "role"), "legacy 'function' messages are not supported; use 'tool'")
+            raise wire.bad(wire.at(path, "role"), "legacy 'function' messages are not supported; use 'tool'")
         else:
-            raise bad(
-                at(path, "role"), f"must be 'system', 'developer', 'user', 'assistant' or 'tool', got {role!r}"
+            raise wire.bad(
+                wire.at(path, "role"), f"must be 'system', 'developer', 'user', 'assistant' or 'tool', got {role!r}"
             )
 
     def _call(self, call: Any, path: str) -> ToolCall:
-        call = need_object(call, path)
-        kind = opt_str(call, "type", path)
+        call = wire.need_object(call, path)
+        kind = wire.opt_str(call, "type", path)
         if kind not in (None, "function"):
-            raise bad(at(path, "type"), f"only 'function' tool calls are supported, got {kind!r}")
-        function = need_object(call.get("function"), at(path, "function"))
-        fpath = at(path, "function")
+            raise wire.bad(wire.at(path, "type"), f"only 'function' tool calls are supported, got {kind!r}")
+        function = wire.need_object(call.get("function"), wire.at(path, "function"))
+        fpath = wire.at(path, "function")
         arguments = function.get("arguments", "")
         if isinstance(arguments, dict):
-            check_depth(arguments, at(fpath, "arguments"))  # some clients send the object itself
+            wire.check_depth(arguments, wire.at(fpath, "arguments"))  # some clients send the object itself
         elif isinstance(arguments, str):
-            arguments = parse_arguments(arguments, at(fpath, "arguments"))
+            arguments = wire.parse_arguments(arguments, wire.at(fpath, "arguments"))
         else:
-            raise bad(at(fpath, "arguments"), f"expected a JSON string, got {type_name(arguments)}")
+            raise wire.bad(wire.at(fpath, "arguments"), f"expected a JSON string, got {wire.type_name(arguments)}")
         return ToolCall(
-            id=req_str(call, "id", path, nonempty=True),
-            name=req_str(function, "name", fpath, nonempty=True),
+            id=wire.req_str(call, "id", path, nonempty=True),
+            name=wire.req_str(function, "name", fpath, nonempty=True),
             arguments=arguments,
         )
 
     def _text(self, content: Any, path: str, *, required: bool) -> str:
         if content is None:
             if required:
-                raise bad(path, "is required")
+                raise wire.bad(path, "is required")
             return ""
         if isinstance(content, str):
             return content
         if not isinstance(content, list):
-            raise bad(path, f"expected a string or an array of content parts, got {type_name(content)}")
-        return BLOCK_SEPARATOR.join(self._part(part, at(path, i)) for i, part in enumerate(content))
+            raise wire.bad(path, f"expected a string or an array of content parts, got {wire.type_name(content)}")
+        return BLOCK_SEPARATOR.join(self._part(part, wire.at(path, i)) for i, part in enumerate(content))
 
     def _part(self, part: Any, path: str) -> str:
-        part = need_object(part, path)
-        kind = req_str(part, "type", path)
+        part = wire.need_object(part, path)
+        kind = wire.req_str(part, "type", path)
         if kind == "text":
-            return req_str(part, "text", path)
+            return wire.req_str(part, "text", path)
         if kind == "refusal":
-            return req_str(part, "refusal", path)
+            return wire.req_str(part, "refusal", path)
         if kind == "image_url":
             return IMAGE_PLACEHOLDER
         if kind == "input_audio":
             return AUDIO_PLACEHOLDER
         if kind == "file":
             return FILE_PLACEHOLDER
-        raise bad(at(path, "type"), f"unsupported content part type {kind!r}")
+        raise wire.bad(wire.at(path, "type"), f"unsupported content part type {kind!r}")
 
     def _tools(self, data: dict) -> tuple[list[ToolSpec], list[str]]:
         tools: list[ToolSpec] = []
         dropped: list[str] = []
         seen: set[str] = set()
-        for i, tool in enumerate(opt_list(data, "tools", "")):
-            path = at("tools", i)
-            tool = need_object(tool, path)
-            kind = req_str(tool, "type", path)
+        for i, tool in enumerate(wire.opt_list(data, "tools", "")):
+            path = wire.at("tools", i)
+            tool = wire.need_object(tool, path)
+            kind = wire.req_str(tool, "type", path)
             if kind != "function":
                 dropped.append(kind)
                 continue
-            fpath = at(path, "function")
-            function = need_object(tool.get("function"), fpath)
-            name = req_str(function, "name", fpath, nonempty=True)
+            fpath = wire.at(path, "function")
+            function = wire.need_object(tool.get("function"), fpath)
+            name = wire.req_str(function, "name", fpath, nonempty=True)
             if name in seen:
-                raise bad(at(fpath, "name"), f"tool name {name!r} is used more than once")
+                raise wire.bad(wire.at(fpath, "name"), f"tool name {name!r} is used more than once")
             seen.add(name)
-            parameters = opt_object(function, "parameters", fpath) or {"type": "object", "properties": {}}
-            check_depth(parameters, at(fpath, "parameters"))
+            parameters = wire.opt_object(function, "parameters", fpath) or {"type": "object", "properties": {}}
+            wire.check_depth(parameters, wire.at(fpath, "parameters"))
             tools.append(
-                ToolSpec(name=name, description=opt_str(function, "description", fpath) or "", parameters=parameters)
+                ToolSpec(name=name, description=wire.opt_str(function, "description", fpath) or "", parameters=parameters)
             )
         return tools, dropped
 
     def _tool_choice(self, data: dict, tools: list[ToolSpec]) -> tuple[str, str | None]:
-        choice = data.get("tool_choice")
-        if choice is None or choice == "auto":
-            return "auto", None
-        if choice in ("none", "required"):
-            return choice, None
+        choice = openai_common.tool_choice(data)
         if isinstance(choice, str):
-            raise bad("tool_choice", f"must be 'auto', 'none', 'required' or an object, got {choice!r}")
-        choice = need_object(choice, "tool_choice")
+            return choice, None
         if choice.get("type") == "allowed_tools":
             return "auto", None
-        function = need_object(choice.get("function"), "tool_choice.function")
-        name = req_str(function, "name", "tool_choice.function", nonempty=True)
+        function = wire.need_object(choice.get("function"), "tool_choice.function")
+        name = wire.req_str(function, "name", "tool_choice.function", nonempty=True)
         if name not in {t.name for t in tools}:
-            raise bad("tool_choice.function.name", f"names no tool in `tools`: {name!r}")
+            raise wire.bad("tool_choice.function.name", f"names no tool in `tools`: {name!r}")
         return "tool", name
 
     def _response_format(self, data: dict) -> dict | None:
-        fmt = opt_object(data, "response_format", "")
-        if fmt is None:
-            return None
-        kind = req_str(fmt, "type", "response_format")
-        if kind == "text":
-            return None
-        if kind == "json_object":
-            return {"type": "object"}
-        if kind == "json_schema":
-            spec = need_object(fmt.get("json_schema"), "response_format.json_schema")
-            schema = opt_object(spec, "schema", "response_format.json_schema") or {"type": "object"}
-            check_depth(schema, "response_format.json_schema.schema")
+        def json_schema(fmt: dict) -> dict:
+            spec = wire.need_object(fmt.get("json_schema"), "response_format.json_schema")
+            schema = wire.opt_object(spec, "schema", "response_format.json_schema") or {"type": "object"}
+            wire.check_depth(schema, "response_format.json_schema.schema")
             return schema
-        raise bad("response_format.type", f"must be 'text', 'json_object' or 'json_schema', got {kind!r}")
+
+        return openai_common.response_format(wire.opt_object(data, "response_format", ""), "response_format", json_schema)
 
     # ---- canonical → response -----------------------------------------------------------------------
-    @staticmethod
-    def _wire_calls(reply: Reply) -> list[dict[str, Any]]:
-        return [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": dumps(c.arguments)}}
-            for c in reply.output.tool_calls
-        ]
-
-    @staticmethod
-    def _usage(reply: Reply) -> dict[str, Any]:
-        return {
-            "prompt_tokens": reply.prompt_tokens,
-            "completion_tokens": reply.completion_tokens,
-            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-            "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
-            "prompt_tokens_details": {"cached_tokens": 0},
-        }
-
     def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
         out = reply.output
         message: dict[str, Any] = {
@@ -299,48 +229,29 @@ class ChatCompletions(Dialect):
         if out.reasoning is not None:
             message["reasoning_content"] = out.reasoning
         if out.tool_calls:
-            message["tool_calls"] = self._wire_calls(reply)
+            message["tool_calls"] = _wire_calls(out.tool_calls)
         return {
             "id": reply.id,
             "object": "chat.completion",
             "created": reply.created,
             "model": reply.model,
             "choices": [{"index": 0, "message": message, "finish_reason": _FINISH[stop_kind(reply)], "logprobs": None}],
-            "usage": self._usage(reply),
+            "usage": _usage(reply),
             "system_fingerprint": None,
         }
 
-    def stream(self, reply: Reply, request: DecodedRequest, *, chunk_chars: int | None = None) -> list[bytes]:
-        head = {"id": reply.id, "object": "chat.completion.chunk", "created": reply.created, "model": reply.model}
-
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
-            return sse({**head, "choices": [choice]})
-
-        out = reply.output
-        chunks = [chunk({"role": "assistant", "content": ""})]
-        if out.reasoning is not None:
-            # Empty reasoning still gets one delta, so the stream says what the body says.
-            chunks += [chunk({"reasoning_content": p}) for p in list(pieces(out.reasoning, chunk_chars)) or [""]]
-        chunks += [chunk({"content": p}) for p in pieces(out.content, chunk_chars)]
-        for index, call in enumerate(self._wire_calls(reply)):
-            first = {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
-            chunks.append(chunk({"tool_calls": [first]}))
-            for p in pieces(call["function"]["arguments"], chunk_chars):
-                chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}))
-        chunks.append(chunk({}, _FINISH[stop_kind(reply)]))
-        if request.include_usage:
-            chunks.append(sse({**head, "choices": [], "usage": self._usage(reply)}))
-        chunks.append(sse("[DONE]"))
-        return chunks
+    def stream_encoder(
+        self, start: ReplyStart, request: DecodedRequest, *, chunk_chars: int | None = None
+    ) -> StreamEncoder:
+        return _ChunkStream(start, request, chunk_chars)
 
     def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
-        return openai_error(err, context_param="messages")
+        return openai_common.openai_error(err, context_param="messages")
 
     def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
         # A data line carrying "error" is what the OpenAI SDKs (and LiteLLM) raise on mid-stream.
         _, body = self.error(err)
-        return sse(body)
+        return wire.sse(body)
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
@@ -380,12 +291,64 @@ def _wire_message(message: Message) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     if message.role != "assistant":
         return {"role": message.role, "content": message.content}
-    wire: dict[str, Any] = {"role": "assistant", "content": message.content if (message.content or not message.tool_calls) else None}
+    wire_message: dict[str, Any] = {
+        "role": "assistant", "content": message.content if (message.content or not message.tool_calls) else None
+    }
     if message.reasoning is not None:
-        wire["reasoning_content"] = message.reasoning
+        wire_message["reasoning_content"] = message.reasoning
     if message.tool_calls:
-        wire["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": dumps(c.arguments)}}
-            for c in message.tool_calls
-        ]
-    return wire
+        wire_message["tool_calls"] = _wire_calls(message.tool_calls)
+    return wire_message
+
+
+def _wire_calls(calls: list[ToolCall]) -> list[dict[str, Any]]:
+    return [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": wire.dumps(c.arguments)}}
+        for c in calls
+    ]
+
+
+def _usage(reply: Reply) -> dict[str, Any]:
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+
+
+class _ChunkStream(StreamEncoder):
+    """`chat.completion.chunk`s: the role, reasoning / content / tool-call deltas, the finish reason, usage
+    (with empty `choices`) when `include_usage` was asked for, then `data: [DONE]`."""
+
+    def start(self) -> list[bytes]:
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def reasoning(self, delta: str) -> list[bytes]:
+        # Empty reasoning still gets one delta, so the stream says what the body says.
+        return [self._chunk({"reasoning_content": delta})]
+
+    def text(self, delta: str) -> list[bytes]:
+        return [self._chunk({"content": delta})]
+
+    def finish(self, reply: Reply) -> list[bytes]:
+        chunks = []
+        for index, call in enumerate(_wire_calls(reply.output.tool_calls)):
+            function = call["function"]
+            first = {"index": index, "id": call["id"], "type": "function", "function": {"name": function["name"], "arguments": ""}}
+            chunks.append(self._chunk({"tool_calls": [first]}))
+            for p in wire.pieces(function["arguments"], self.chunk_chars):
+                chunks.append(self._chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}))
+        chunks.append(self._chunk({}, _FINISH[stop_kind(reply)]))
+        if self.request.include_usage:
+            chunks.append(wire.sse({**self._head(), "choices": [], "usage": _usage(reply)}))
+        chunks.append(wire.sse("[DONE]"))
+        return chunks
+
+    def _head(self) -> dict[str, Any]:
+        return {"id": self.head.id, "object": "chat.completion.chunk", "created": self.head.created, "model": self.head.model}
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return wire.sse({**self._head(), "choices": [choice]})

@@ -8,7 +8,7 @@ would otherwise render a result the model never asked for.
 from __future__ import annotations
 
 from openforge.core import Message, ToolCall
-from openforge.dialects.wire import bad
+from openforge.dialects import wire
 
 
 class ConversationBuilder:
@@ -35,15 +35,15 @@ class ConversationBuilder:
     def add_call(self, message: Message, call: ToolCall, param: str) -> None:
         """Append a call to an assistant message already in the conversation (Responses builds turns item by item)."""
         if call.id in self._call_names:
-            raise bad(param, f"tool call id {call.id!r} is used more than once")
+            raise wire.bad(param, f"tool call id {call.id!r} is used more than once")
         self._call_names[call.id] = call.name
         message.tool_calls.append(call)
 
     def tool_result(self, call_id: str, content: str, *, is_error: bool = False, param: str) -> None:
         name = self._call_names.get(call_id)
         if name is None:
-            raise bad(param, f"tool result for {call_id!r} answers no earlier tool call (unknown tool call id)")
+            raise wire.bad(param, f"tool result for {call_id!r} answers no earlier tool call (unknown tool call id)")
         if call_id in self._answered:
-            raise bad(param, f"tool call {call_id!r} already has a result")
+            raise wire.bad(param, f"tool call {call_id!r} already has a result")
         self._answered.add(call_id)
         self.messages.append(Message(role="tool", content=content, tool_call_id=call_id, name=name, is_error=is_error))

@@ -26,40 +26,12 @@ import binascii
 from dataclasses import dataclass
 from typing import Any
 
-from openforge.core import Conversation, Message, ToolCall, ToolSpec
-from openforge.dialects.base import (
-    AUDIO_PLACEHOLDER,
-    BLOCK_SEPARATOR,
-    FILE_PLACEHOLDER,
-    IMAGE_PLACEHOLDER,
-    DecodedRequest,
-    Dialect,
-    DialectError,
-    Reply,
-    ToolRoute,
-)
+from openforge.core import Conversation, Message, ParsedOutput, ToolCall, ToolSpec
+from openforge.dialects import openai_common, wire
+from openforge.dialects.base import AUDIO_PLACEHOLDER, BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, ToolRoute
+from openforge.dialects.base import DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
+from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder
-from openforge.dialects.openai_errors import openai_error
-from openforge.dialects.wire import (
-    at,
-    bad,
-    check_depth,
-    dumps,
-    need_object,
-    opt_bool,
-    opt_int,
-    opt_list,
-    opt_number,
-    opt_object,
-    opt_str,
-    parse_arguments,
-    parse_body,
-    pieces,
-    req_str,
-    sampling_params,
-    sse,
-    type_name,
-)
 
 # Reasoning text rides along in `encrypted_content` too, so it survives a client that keeps only that.
 _REASONING_PREFIX = "openforge:v1:"
@@ -104,66 +76,55 @@ class _OpenTurn:
 class OpenAIResponses(Dialect):
     name = "responses"
     routes = ("/v1/responses", "/responses")
+    reply_id_prefix = "resp_"
+    call_id_prefix = "call_"
 
     # ---- request → canonical -----------------------------------------------------------------------
     def decode(self, body: bytes, *, for_count: bool = False) -> DecodedRequest:
-        data = parse_body(body)
+        data = wire.parse_body(body)
         for stateful in ("previous_response_id", "conversation"):
             if data.get(stateful) not in (None, ""):
-                raise bad(
+                raise wire.bad(
                     stateful,
                     "is not supported: OpenForge keeps no server-side state; send the whole conversation "
                     "in `input` (as Codex does with store=false)",
                 )
         if data.get("prompt") is not None:
-            raise bad("prompt", "stored prompt templates are not supported; send `instructions` and `input`")
-        model = req_str(data, "model", "", nonempty=True)
+            raise wire.bad("prompt", "stored prompt templates are not supported; send `instructions` and `input`")
+        model = wire.req_str(data, "model", "", nonempty=True)
 
         tools, routes, dropped = self._tools(data)
         builder = ConversationBuilder()
         items = data.get("input")
         if items is None:
-            raise bad("input", "is required")
+            raise wire.bad("input", "is required")
         if isinstance(items, str):
             builder.user(items)
         elif isinstance(items, list):
             if not items:
-                raise bad("input", "must contain at least one item")
+                raise wire.bad("input", "must contain at least one item")
             self._items(builder, items, routes)
         else:
-            raise bad("input", f"expected a string or an array of items, got {type_name(items)}")
+            raise wire.bad("input", f"expected a string or an array of items, got {wire.type_name(items)}")
 
-        max_tokens = opt_int(data, "max_output_tokens", "", minimum=1)
-        sampling = sampling_params(
+        max_tokens = wire.opt_int(data, "max_output_tokens", "", minimum=1)
+        sampling = wire.sampling_params(
             max_tokens=max_tokens,
-            temperature=opt_number(data, "temperature", "", minimum=0.0, maximum=2.0),
-            top_p=opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
+            temperature=wire.opt_number(data, "temperature", "", minimum=0.0, maximum=2.0),
+            top_p=wire.opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
             names={"max_tokens": "max_output_tokens"},
         )
         tool_choice, forced = self._tool_choice(data, routes)
-        reasoning = opt_object(data, "reasoning", "")
+        reasoning = wire.opt_object(data, "reasoning", "")
         conversation = Conversation(
-            system=opt_str(data, "instructions", ""),
-            messages=builder.messages,
-            tools=tools,
-            sampling=sampling,
-            response_format=self._response_format(data),
-            model=model,
+            system=wire.opt_str(data, "instructions", ""), messages=builder.messages, tools=tools, sampling=sampling,
+            response_format=self._response_format(data), model=model,
         )
-        return DecodedRequest(
-            conversation=conversation,
-            model=model,
-            dialect=self.name,
-            stream=opt_bool(data, "stream", ""),
-            side_call=not tools,
-            max_tokens_requested=max_tokens,
-            tool_choice=tool_choice,
-            forced_tool=forced,
-            parallel_tool_calls=opt_bool(data, "parallel_tool_calls", "", default=True),
+        return self._decoded(
+            data, conversation, model=model, max_tokens_requested=max_tokens, tool_choice=tool_choice,
+            forced_tool=forced, parallel_tool_calls=wire.opt_bool(data, "parallel_tool_calls", "", default=True),
             reasoning_requested=None if reasoning is None else reasoning.get("effort") != "none",
-            dropped_tools=dropped,
-            tool_routes=routes,
-            raw=data,
+            dropped_tools=dropped, tool_routes=routes,
         )
 
     def _tools(self, data: dict) -> tuple[list[ToolSpec], dict[str, ToolRoute], list[str]]:
@@ -173,44 +134,44 @@ class OpenAIResponses(Dialect):
 
         def add(spec: ToolSpec, route: ToolRoute, param: str) -> None:
             if spec.name in routes:
-                raise bad(param, f"tool name {spec.name!r} is used more than once")
+                raise wire.bad(param, f"tool name {spec.name!r} is used more than once")
             tools.append(spec)
             routes[spec.name] = route
 
-        for i, tool in enumerate(opt_list(data, "tools", "")):
-            path = at("tools", i)
-            tool = need_object(tool, path)
-            kind = req_str(tool, "type", path)
+        for i, tool in enumerate(wire.opt_list(data, "tools", "")):
+            path = wire.at("tools", i)
+            tool = wire.need_object(tool, path)
+            kind = wire.req_str(tool, "type", path)
             if kind in ("function", "custom"):
                 spec, route = self._tool(tool, kind, None, path)
-                add(spec, route, at(path, "name"))
+                add(spec, route, wire.at(path, "name"))
             elif kind == "namespace":
-                namespace = req_str(tool, "name", path, nonempty=True)
-                for j, inner in enumerate(opt_list(tool, "tools", path)):
-                    ipath = at(at(path, "tools"), j)
-                    inner = need_object(inner, ipath)
-                    inner_kind = req_str(inner, "type", ipath)
+                namespace = wire.req_str(tool, "name", path, nonempty=True)
+                for j, inner in enumerate(wire.opt_list(tool, "tools", path)):
+                    ipath = wire.at(wire.at(path, "tools"), j)
+                    inner = wire.need_object(inner, ipath)
+                    inner_kind = wire.req_str(inner, "type", ipath)
                     if inner_kind not in ("function", "custom"):
                         dropped.append(f"{namespace}.{inner.get('name', inner_kind)}")
                         continue
                     spec, route = self._tool(inner, inner_kind, namespace, ipath)
-                    add(spec, route, at(ipath, "name"))
+                    add(spec, route, wire.at(ipath, "name"))
             else:
                 dropped.append(kind)  # built-in: web_search, local_shell, file_search, image_generation, ...
         return tools, routes, dropped
 
     def _tool(self, tool: dict, kind: str, namespace: str | None, path: str) -> tuple[ToolSpec, ToolRoute]:
-        name = req_str(tool, "name", path, nonempty=True)
+        name = wire.req_str(tool, "name", path, nonempty=True)
         canonical = f"{namespace}.{name}" if namespace else name
-        description = opt_str(tool, "description", path) or ""
+        description = wire.opt_str(tool, "description", path) or ""
         if kind == "function":
-            parameters = opt_object(tool, "parameters", path) or {"type": "object", "properties": {}}
-            check_depth(parameters, at(path, "parameters"))
+            parameters = wire.opt_object(tool, "parameters", path) or {"type": "object", "properties": {}}
+            wire.check_depth(parameters, wire.at(path, "parameters"))
             return ToolSpec(name=canonical, description=description, parameters=parameters), ToolRoute(
                 name=name, namespace=namespace
             )
         # A freeform tool takes raw text; canonically that is one string argument.
-        fmt = opt_object(tool, "format", path) or {}
+        fmt = wire.opt_object(tool, "format", path) or {}
         field_doc = "The raw text input of the tool."
         if fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
             field_doc = f"Raw text in this {fmt.get('syntax', 'grammar')} grammar:\n{fmt['definition']}"
@@ -236,12 +197,12 @@ class OpenAIResponses(Dialect):
         top_level = {name for name, route in routes.items() if route.namespace is None}
         turn: _OpenTurn | None = None
         for i, item in enumerate(items):
-            path = at("input", i)
-            item = need_object(item, path)
-            kind = opt_str(item, "type", path) or "message"
+            path = wire.at("input", i)
+            item = wire.need_object(item, path)
+            kind = wire.opt_str(item, "type", path) or "message"
             if kind == "message":
-                role = req_str(item, "role", path)
-                text = self._message_text(item.get("content"), at(path, "content"))
+                role = wire.req_str(item, "role", path)
+                text = self._parts_text(item.get("content"), wire.at(path, "content"))
                 if role == "assistant":
                     if turn is None or turn.has_text or turn.message.tool_calls:
                         turn = _OpenTurn(builder.assistant(content=text, param=path))
@@ -254,7 +215,7 @@ class OpenAIResponses(Dialect):
                 elif role in ("system", "developer"):
                     builder.system(text)
                 else:
-                    raise bad(at(path, "role"), f"must be 'user', 'assistant', 'system' or 'developer', got {role!r}")
+                    raise wire.bad(wire.at(path, "role"), f"must be 'user', 'assistant', 'system' or 'developer', got {role!r}")
             elif kind == "reasoning":
                 text = self._reasoning_text(item, path)
                 if text is None:
@@ -269,195 +230,110 @@ class OpenAIResponses(Dialect):
                 call = self._call(item, kind, path, routes, top_level)
                 if turn is None:
                     turn = _OpenTurn(builder.assistant(param=path))
-                builder.add_call(turn.message, call, at(path, "call_id"))
+                builder.add_call(turn.message, call, wire.at(path, "call_id"))
                 continue
             elif kind in ("function_call_output", "custom_tool_call_output"):
-                call_id = req_str(item, "call_id", path, nonempty=True)
-                output = self._output_text(item.get("output"), at(path, "output"))
-                builder.tool_result(call_id, output, param=at(path, "call_id"))
+                call_id = wire.req_str(item, "call_id", path, nonempty=True)
+                output = self._parts_text(item.get("output"), wire.at(path, "output"))
+                builder.tool_result(call_id, output, param=wire.at(path, "call_id"))
             elif kind == "item_reference":
-                raise bad(at(path, "type"), "item_reference needs server-side state and is not supported")
+                raise wire.bad(wire.at(path, "type"), "item_reference needs server-side state and is not supported")
             elif kind in _BUILTIN_ITEMS:
                 pass  # a built-in tool's item; those tools are dropped
             else:
-                raise bad(at(path, "type"), f"unsupported input item type {kind!r}")
+                raise wire.bad(wire.at(path, "type"), f"unsupported input item type {kind!r}")
             turn = None  # anything but an output item closes the assistant turn
 
     def _call(
         self, item: dict, kind: str, path: str, routes: dict[str, ToolRoute], top_level: set[str]
     ) -> ToolCall:
-        call_id = req_str(item, "call_id", path, nonempty=True)
+        call_id = wire.req_str(item, "call_id", path, nonempty=True)
         name = self._call_name(
-            req_str(item, "name", path, nonempty=True), opt_str(item, "namespace", path), routes, top_level
+            wire.req_str(item, "name", path, nonempty=True), wire.opt_str(item, "namespace", path), routes, top_level
         )
         if kind == "function_call":
             arguments = item.get("arguments", "")
             if not isinstance(arguments, str):
-                raise bad(at(path, "arguments"), f"expected a JSON string, got {type_name(arguments)}")
-            return ToolCall(id=call_id, name=name, arguments=parse_arguments(arguments, at(path, "arguments")))
-        return ToolCall(id=call_id, name=name, arguments={_CUSTOM_INPUT: req_str(item, "input", path)})
+                raise wire.bad(wire.at(path, "arguments"), f"expected a JSON string, got {wire.type_name(arguments)}")
+            return ToolCall(id=call_id, name=name, arguments=wire.parse_arguments(arguments, wire.at(path, "arguments")))
+        return ToolCall(id=call_id, name=name, arguments={_CUSTOM_INPUT: wire.req_str(item, "input", path)})
 
-    def _message_text(self, content: Any, path: str) -> str:
+    def _parts_text(self, content: Any, path: str) -> str:
+        """A message's content or a call's output: a string, or content parts joined."""
         if content is None:
-            raise bad(path, "is required")
+            raise wire.bad(path, "is required")
         if isinstance(content, str):
             return content
         if not isinstance(content, list):
-            raise bad(path, f"expected a string or an array of content parts, got {type_name(content)}")
-        return BLOCK_SEPARATOR.join(self._part_text(part, at(path, i)) for i, part in enumerate(content))
+            raise wire.bad(path, f"expected a string or an array of content parts, got {wire.type_name(content)}")
+        return BLOCK_SEPARATOR.join(self._part_text(part, wire.at(path, i)) for i, part in enumerate(content))
 
     def _part_text(self, part: Any, path: str) -> str:
-        part = need_object(part, path)
-        kind = req_str(part, "type", path)
+        part = wire.need_object(part, path)
+        kind = wire.req_str(part, "type", path)
         if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
-            return req_str(part, "text", path)
+            return wire.req_str(part, "text", path)
         if kind == "refusal":
-            return req_str(part, "refusal", path)
+            return wire.req_str(part, "refusal", path)
         if kind == "input_image":
             return IMAGE_PLACEHOLDER
         if kind == "input_file":
             return FILE_PLACEHOLDER
         if kind == "input_audio":
             return AUDIO_PLACEHOLDER
-        raise bad(at(path, "type"), f"unsupported content part type {kind!r}")
-
-    def _output_text(self, output: Any, path: str) -> str:
-        if output is None:
-            raise bad(path, "is required")
-        if isinstance(output, str):
-            return output
-        if not isinstance(output, list):
-            raise bad(path, f"expected a string or an array of content parts, got {type_name(output)}")
-        return BLOCK_SEPARATOR.join(self._part_text(part, at(path, i)) for i, part in enumerate(output))
+        raise wire.bad(wire.at(path, "type"), f"unsupported content part type {kind!r}")
 
     def _reasoning_text(self, item: dict, path: str) -> str | None:
-        content = opt_list(item, "content", path)
-        texts = [self._part_text(part, at(at(path, "content"), i)) for i, part in enumerate(content)]
+        content = wire.opt_list(item, "content", path)
+        texts = [self._part_text(part, wire.at(wire.at(path, "content"), i)) for i, part in enumerate(content)]
         if texts:
             return BLOCK_SEPARATOR.join(texts)
-        encrypted = opt_str(item, "encrypted_content", path)
+        encrypted = wire.opt_str(item, "encrypted_content", path)
         if encrypted and encrypted.startswith(_REASONING_PREFIX):
             try:
                 return base64.b64decode(encrypted[len(_REASONING_PREFIX) :], validate=True).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError):
-                raise bad(at(path, "encrypted_content"), "is not reasoning content this proxy wrote") from None
-        summary = opt_list(item, "summary", path)
-        texts = [self._part_text(part, at(at(path, "summary"), i)) for i, part in enumerate(summary)]
+                raise wire.bad(wire.at(path, "encrypted_content"), "is not reasoning content this proxy wrote") from None
+        summary = wire.opt_list(item, "summary", path)
+        texts = [self._part_text(part, wire.at(wire.at(path, "summary"), i)) for i, part in enumerate(summary)]
         return BLOCK_SEPARATOR.join(texts) if texts else None
 
     def _tool_choice(self, data: dict, routes: dict[str, ToolRoute]) -> tuple[str, str | None]:
-        choice = data.get("tool_choice")
-        if choice is None or choice == "auto":
-            return "auto", None
-        if choice in ("none", "required"):
-            return choice, None
+        choice = openai_common.tool_choice(data)
         if isinstance(choice, str):
-            raise bad("tool_choice", f"must be 'auto', 'none', 'required' or an object, got {choice!r}")
-        choice = need_object(choice, "tool_choice")
-        kind = req_str(choice, "type", "tool_choice")
+            return choice, None
+        kind = wire.req_str(choice, "type", "tool_choice")
         if kind in ("function", "custom"):
-            name = req_str(choice, "name", "tool_choice", nonempty=True)
-            namespace = opt_str(choice, "namespace", "tool_choice")
+            name = wire.req_str(choice, "name", "tool_choice", nonempty=True)
+            namespace = wire.opt_str(choice, "namespace", "tool_choice")
             canonical = f"{namespace}.{name}" if namespace else name
             if canonical not in routes:
-                raise bad("tool_choice.name", f"names no tool in `tools`: {canonical!r}")
+                raise wire.bad("tool_choice.name", f"names no tool in `tools`: {canonical!r}")
             return "tool", canonical
         return "auto", None  # allowed_tools, built-in tool choices: no constraint we can apply
 
     def _response_format(self, data: dict) -> dict | None:
-        text = opt_object(data, "text", "")
-        fmt = opt_object(text, "format", "text") if text else None
-        if fmt is None:
-            return None
-        kind = req_str(fmt, "type", "text.format")
-        if kind == "text":
-            return None
-        if kind == "json_object":
-            return {"type": "object"}
-        if kind == "json_schema":
-            schema = need_object(fmt.get("schema"), "text.format.schema")
-            check_depth(schema, "text.format.schema")
+        def json_schema(fmt: dict) -> dict:
+            schema = wire.need_object(fmt.get("schema"), "text.format.schema")
+            wire.check_depth(schema, "text.format.schema")
             return schema
-        raise bad("text.format.type", f"must be 'text', 'json_object' or 'json_schema', got {kind!r}")
+
+        text = wire.opt_object(data, "text", "")
+        fmt = wire.opt_object(text, "format", "text") if text else None
+        return openai_common.response_format(fmt, "text.format", json_schema)
 
     # ---- canonical → response -----------------------------------------------------------------------
-    @staticmethod
-    def _item_ids(reply: Reply) -> tuple[str, str, str]:
-        stem = reply.id.removeprefix("resp_")
-        return f"rs_{stem}", f"msg_{stem}", f"fc_{stem}"
-
-    def _output(self, reply: Reply, request: DecodedRequest) -> list[dict[str, Any]]:
-        out = reply.output
-        reasoning_id, message_id, call_stem = self._item_ids(reply)
-        items: list[dict[str, Any]] = []
-        if out.reasoning is not None:
-            items.append(_reasoning_item(reasoning_id, out.reasoning))
-        if out.content or not out.tool_calls:
-            items.append(_message_item(message_id, out.content, "completed"))
-        for i, call in enumerate(out.tool_calls):
-            items.append(_call_item(f"{call_stem}_{i}", call, request.tool_routes.get(call.name), "completed"))
-        return items
-
-    @staticmethod
-    def _usage(reply: Reply) -> dict[str, Any]:
-        return {
-            "input_tokens": reply.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-            "output_tokens": reply.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
-            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-        }
-
-    def _response(
-        self, reply: Reply, request: DecodedRequest, *, status: str, output: list, usage: dict | None
-    ) -> dict[str, Any]:
-        sampling = request.conversation.sampling
-        text = request.raw.get("text")
-        done = status in ("completed", "incomplete")
-        return {
-            "id": reply.id,
-            "object": "response",
-            "created_at": reply.created,
-            "status": status,
-            "background": False,
-            "completed_at": reply.created if status == "completed" else None,
-            "error": None,
-            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-            "instructions": None,
-            "max_output_tokens": request.max_tokens_requested,
-            "metadata": {},
-            "model": reply.model,
-            "output": output,
-            "parallel_tool_calls": request.parallel_tool_calls,
-            "previous_response_id": None,
-            "reasoning": {"effort": None, "summary": None},
-            "store": False,
-            "temperature": sampling.temperature,
-            "text": text if isinstance(text, dict) and isinstance(text.get("format"), dict) else {"format": {"type": "text"}},
-            "tool_choice": _tool_choice_echo(request),
-            "tools": [],  # not echoed: Codex sends ~20 KB of schemas, and no client reads them back
-            "top_p": sampling.top_p,
-            "truncation": "disabled",
-            "usage": usage if done else None,
-            "user": None,
-        }
-
     def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
         status = "incomplete" if reply.truncated else "completed"
-        return self._response(reply, request, status=status, output=self._output(reply, request), usage=self._usage(reply))
+        return _response(reply.start, request, status=status, output=_output(reply, request), usage=_usage(reply))
 
-    def stream(self, reply: Reply, request: DecodedRequest, *, chunk_chars: int | None = None) -> list[bytes]:
-        events = _EventWriter()
-        in_progress = self._response(reply, request, status="in_progress", output=[], usage=None)
-        events.add("response.created", {"response": in_progress})
-        events.add("response.in_progress", {"response": in_progress})
-        for index, item in enumerate(self._output(reply, request)):
-            _stream_item(events, index, item, chunk_chars)
-        events.add("response.completed", {"response": self.encode(reply, request)})
-        return events.chunks
+    def stream_encoder(
+        self, start: ReplyStart, request: DecodedRequest, *, chunk_chars: int | None = None
+    ) -> StreamEncoder:
+        return _EventStream(start, request, chunk_chars)
 
     def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
-        return openai_error(err, context_param="input")
+        return openai_common.openai_error(err, context_param="input")
 
     def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
         """`response.created` then `response.failed` with the error's code — Codex reads `code`
@@ -465,7 +341,7 @@ class OpenAIResponses(Dialect):
         _, body = self.error(err)
         code = body["error"]["code"] or ("invalid_prompt" if err.status < 500 else "server_error")
         base = {
-            "id": response_id or "resp_error",
+            "id": response_id or f"{self.reply_id_prefix}error",
             "object": "response",
             "created_at": 0,
             "status": "in_progress",
@@ -479,11 +355,9 @@ class OpenAIResponses(Dialect):
             "tool_choice": "auto",
             "tools": [],
         }
-        events = _EventWriter()
-        events.add("response.created", {"response": base})
+        event = _EventWriter()
         failed = {**base, "status": "failed", "error": {"code": code, "message": err.message}}
-        events.add("response.failed", {"response": failed})
-        return b"".join(events.chunks)
+        return event("response.created", {"response": base}) + event("response.failed", {"response": failed})
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
@@ -544,7 +418,7 @@ def _call_item(item_id: str, call: ToolCall, route: ToolRoute | None, status: st
             "status": status,
             "call_id": call.id,
             "name": name,
-            "input": (raw if isinstance(raw, str) else dumps(call.arguments)) if status == "completed" else "",
+            "input": (raw if isinstance(raw, str) else wire.dumps(call.arguments)) if status == "completed" else "",
         }
     else:
         item = {
@@ -553,54 +427,184 @@ def _call_item(item_id: str, call: ToolCall, route: ToolRoute | None, status: st
             "status": status,
             "call_id": call.id,
             "name": name,
-            "arguments": dumps(call.arguments) if status == "completed" else "",
+            "arguments": wire.dumps(call.arguments) if status == "completed" else "",
         }
     if route and route.namespace:
         item["namespace"] = route.namespace
     return item
 
 
+def _item_ids(reply_id: str) -> tuple[str, str, str]:
+    """The ids of a reply's reasoning item, message item and call items (a stem: `fc_…_0`, `fc_…_1`)."""
+    stem = reply_id.removeprefix(OpenAIResponses.reply_id_prefix)
+    return f"rs_{stem}", f"msg_{stem}", f"fc_{stem}"
+
+
+def _output(reply: Reply, request: DecodedRequest) -> list[dict[str, Any]]:
+    out = reply.output
+    reasoning_id, message_id, call_stem = _item_ids(reply.id)
+    items: list[dict[str, Any]] = []
+    if out.reasoning is not None:
+        items.append(_reasoning_item(reasoning_id, out.reasoning))
+    if out.content or _needs_empty_message(out):
+        items.append(_message_item(message_id, out.content, "completed"))
+    for i, call in enumerate(out.tool_calls):
+        items.append(_call_item(f"{call_stem}_{i}", call, request.tool_routes.get(call.name), "completed"))
+    return items
+
+
+def _needs_empty_message(out: ParsedOutput) -> bool:
+    """A reply without tool calls has a message item, empty if the model wrote no text."""
+    return not out.tool_calls
+
+
+def _usage(reply: Reply) -> dict[str, Any]:
+    return {
+        "input_tokens": reply.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": reply.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
+
+
+def _response(head: ReplyStart, request: DecodedRequest, *, status: str, output: list, usage: dict | None) -> dict[str, Any]:
+    sampling = request.conversation.sampling
+    text = request.raw.get("text")
+    done = status in ("completed", "incomplete")
+    return {
+        "id": head.id,
+        "object": "response",
+        "created_at": head.created,
+        "status": status,
+        "background": False,
+        "completed_at": head.created if status == "completed" else None,
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "instructions": None,
+        "max_output_tokens": request.max_tokens_requested,
+        "metadata": {},
+        "model": head.model,
+        "output": output,
+        "parallel_tool_calls": request.parallel_tool_calls,
+        "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None},
+        "store": False,
+        "temperature": sampling.temperature,
+        "text": text if isinstance(text, dict) and isinstance(text.get("format"), dict) else {"format": {"type": "text"}},
+        "tool_choice": _tool_choice_echo(request),
+        "tools": [],  # not echoed: Codex sends ~20 KB of schemas, and no client reads them back
+        "top_p": sampling.top_p,
+        "truncation": "disabled",
+        "usage": usage if done else None,
+        "user": None,
+    }
+
+
 class _EventWriter:
     """Responses SSE events, each with its `sequence_number`."""
 
     def __init__(self) -> None:
-        self.chunks: list[bytes] = []
+        self.sent = 0
 
-    def add(self, kind: str, payload: dict[str, Any]) -> None:
-        self.chunks.append(sse({"type": kind, "sequence_number": len(self.chunks), **payload}, kind))
+    def __call__(self, kind: str, payload: dict[str, Any]) -> bytes:
+        event = wire.sse({"type": kind, "sequence_number": self.sent, **payload}, kind)
+        self.sent += 1
+        return event
 
 
-def _stream_item(events: _EventWriter, index: int, item: dict[str, Any], chunk_chars: int | None) -> None:
-    """The added → deltas → done events of one output item."""
-    where = {"item_id": item["id"], "output_index": index}
-    kind = item["type"]
-    if kind == "reasoning":
-        text = item["content"][0]["text"]
-        events.add("response.output_item.added", {"output_index": index, "item": {**item, "content": [], "status": "in_progress"}})
-        events.add("response.content_part.added", {**where, "content_index": 0, "part": {"type": "reasoning_text", "text": ""}})
-        for piece in pieces(text, chunk_chars):
-            events.add("response.reasoning_text.delta", {**where, "content_index": 0, "delta": piece})
-        events.add("response.reasoning_text.done", {**where, "content_index": 0, "text": text})
-        events.add("response.content_part.done", {**where, "content_index": 0, "part": item["content"][0]})
-    elif kind == "message":
-        text = item["content"][0]["text"]
-        events.add("response.output_item.added", {"output_index": index, "item": _message_item(item["id"], "", "in_progress")})
-        events.add("response.content_part.added", {**where, "content_index": 0, "part": _output_text("")})
-        for piece in pieces(text, chunk_chars):
-            events.add("response.output_text.delta", {**where, "content_index": 0, "delta": piece, "logprobs": []})
-        events.add("response.output_text.done", {**where, "content_index": 0, "text": text, "logprobs": []})
-        events.add("response.content_part.done", {**where, "content_index": 0, "part": _output_text(text)})
-    elif kind == "function_call":
-        events.add("response.output_item.added", {"output_index": index, "item": {**item, "arguments": "", "status": "in_progress"}})
-        for piece in pieces(item["arguments"], chunk_chars):
-            events.add("response.function_call_arguments.delta", {**where, "delta": piece})
-        events.add("response.function_call_arguments.done", {**where, "name": item["name"], "arguments": item["arguments"]})
-    else:  # custom_tool_call
-        events.add("response.output_item.added", {"output_index": index, "item": {**item, "input": "", "status": "in_progress"}})
-        for piece in pieces(item["input"], chunk_chars):
-            events.add("response.custom_tool_call_input.delta", {**where, "delta": piece})
-        events.add("response.custom_tool_call_input.done", {**where, "input": item["input"]})
-    events.add("response.output_item.done", {"output_index": index, "item": item})
+class _EventStream(StreamEncoder):
+    """`response.created` and `response.in_progress`; per output item `output_item.added`, its deltas and
+    `output_item.done`; then `response.completed` with the whole response and usage — Codex retries a
+    stream without it."""
+
+    def __init__(self, start: ReplyStart, request: DecodedRequest, chunk_chars: int | None):
+        super().__init__(start, request, chunk_chars)
+        self.event = _EventWriter()
+        self.reasoning_id, self.message_id, self.call_stem = _item_ids(start.id)
+        self.items = 0  # output items started; the open one (if any) is the last
+        self.open: str | None = None  # "reasoning" | "message"
+        self.written = ""  # the open item's text so far
+
+    def start(self) -> list[bytes]:
+        in_progress = _response(self.head, self.request, status="in_progress", output=[], usage=None)
+        return [self.event("response.created", {"response": in_progress}), self.event("response.in_progress", {"response": in_progress})]
+
+    def reasoning(self, delta: str) -> list[bytes]:
+        events = [] if self.open == "reasoning" else self._begin("reasoning")
+        self.written += delta
+        if delta:
+            events.append(self.event("response.reasoning_text.delta", {**self._where(), "content_index": 0, "delta": delta}))
+        return events
+
+    def text(self, delta: str) -> list[bytes]:
+        events = [] if self.open == "message" else self._begin("message")
+        self.written += delta
+        if delta:
+            payload = {**self._where(), "content_index": 0, "delta": delta, "logprobs": []}
+            events.append(self.event("response.output_text.delta", payload))
+        return events
+
+    def finish(self, reply: Reply) -> list[bytes]:
+        events = self._close()
+        if not reply.output.content and _needs_empty_message(reply.output):
+            events += self._begin("message") + self._close()
+        for i, call in enumerate(reply.output.tool_calls):
+            item = _call_item(f"{self.call_stem}_{i}", call, self.request.tool_routes.get(call.name), "completed")
+            events += self._call_events(item)
+        status = "incomplete" if reply.truncated else "completed"
+        whole = _response(self.head, self.request, status=status, output=_output(reply, self.request), usage=_usage(reply))
+        return events + [self.event("response.completed", {"response": whole})]
+
+    def _where(self) -> dict[str, Any]:
+        item_id = self.reasoning_id if self.open == "reasoning" else self.message_id
+        return {"item_id": item_id, "output_index": self.items - 1}
+
+    def _begin(self, kind: str) -> list[bytes]:
+        events = self._close()
+        self.open, self.written = kind, ""
+        self.items += 1
+        index = self.items - 1
+        if kind == "reasoning":
+            # In progress, the item says nothing of its text yet (`encrypted_content` comes with `done`).
+            item = {"id": self.reasoning_id, "type": "reasoning", "summary": [], "content": [], "status": "in_progress"}
+            part = {"type": "reasoning_text", "text": ""}
+        else:
+            item, part = _message_item(self.message_id, "", "in_progress"), _output_text("")
+        return events + [
+            self.event("response.output_item.added", {"output_index": index, "item": item}),
+            self.event("response.content_part.added", {**self._where(), "content_index": 0, "part": part}),
+        ]
+
+    def _close(self) -> list[bytes]:
+        if self.open is None:
+            return []
+        where, text = self._where(), self.written
+        if self.open == "reasoning":
+            item = _reasoning_item(self.reasoning_id, text)
+            events = [self.event("response.reasoning_text.done", {**where, "content_index": 0, "text": text})]
+            part = item["content"][0]
+        else:
+            item = _message_item(self.message_id, text, "completed")
+            events = [self.event("response.output_text.done", {**where, "content_index": 0, "text": text, "logprobs": []})]
+            part = _output_text(text)
+        self.open = None
+        return events + [
+            self.event("response.content_part.done", {**where, "content_index": 0, "part": part}),
+            self.event("response.output_item.done", {"output_index": where["output_index"], "item": item}),
+        ]
+
+    def _call_events(self, item: dict[str, Any]) -> list[bytes]:
+        """The added → deltas → done events of one function or custom tool call."""
+        index = self.items
+        self.items += 1
+        where = {"item_id": item["id"], "output_index": index}
+        field, kind = ("arguments", "function_call_arguments") if item["type"] == "function_call" else ("input", "custom_tool_call_input")
+        events = [self.event("response.output_item.added", {"output_index": index, "item": {**item, field: "", "status": "in_progress"}})]
+        events += [self.event(f"response.{kind}.delta", {**where, "delta": p}) for p in wire.pieces(item[field], self.chunk_chars)]
+        done = {**where, "name": item["name"], "arguments": item["arguments"]} if field == "arguments" else {**where, "input": item["input"]}
+        events.append(self.event(f"response.{kind}.done", done))
+        return events + [self.event("response.output_item.done", {"output_index": index, "item": item})]
 
 
 def _input_items(conversation: Conversation) -> list[dict[str, Any]]:

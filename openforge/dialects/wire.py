@@ -12,7 +12,7 @@ import re
 from typing import Any, Iterator
 
 from openforge.core import SamplingParams
-from openforge.dialects.base import DialectError
+from openforge.dialects.errors import DialectError
 
 # Deeper than this, tool arguments, schemas and response formats are refused: renderers walk them
 # recursively, and a 900-level argument object would otherwise fail there as a 500.
@@ -26,22 +26,14 @@ def bad(param: str, problem: str) -> DialectError:
     return DialectError.invalid(f"{param}: {problem}" if param else problem, param or None)
 
 
+# JSON's names for Python's types; bool before int, since a bool is an int.
+_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"), (dict, "object"))
+
+
 def type_name(value: Any) -> str:
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
 
 
 def at(path: str, key: str | int) -> str:

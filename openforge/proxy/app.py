@@ -2,7 +2,8 @@
 orchestrator reaches (a separate listener by default, so a sandbox that reaches the model API cannot
 create episodes, swap weights or read other episodes).
 
-Model API routes, each also under a `/e/{key}` prefix for harnesses that cannot set an API key:
+Model API routes (declared by the dialects, `openforge.dialects`), each also under a `/e/{key}` prefix for
+harnesses that cannot set an API key:
     POST /v1/messages (any query string), POST /v1/messages/count_tokens   Anthropic Messages
     POST /v1/responses, POST /responses                                    OpenAI Responses
     POST /v1/chat/completions, POST /chat/completions                      OpenAI Chat Completions
@@ -24,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from openforge.dialects import DIALECTS, Dialect, DialectError
+from openforge.dialects import DIALECTS, MODELS_ROUTE, Dialect, DialectError, is_anthropic_client, model_list
 from openforge.proxy.service import CallResponse, ProxyService
 
 
@@ -79,9 +80,7 @@ def model_api(service: ProxyService) -> Starlette:
     def reject(dialect: Dialect, status: int, kind: str, message: str) -> Response:
         return to_http(service.error_response(dialect, DialectError(status, kind, message)))
 
-    def model_call(dialect_name: str):
-        dialect = DIALECTS[dialect_name]
-
+    def model_call(dialect: Dialect):
         async def endpoint(request: Request) -> Response:
             key = episode_key(request)
             if not key:
@@ -93,47 +92,43 @@ def model_api(service: ProxyService) -> Starlette:
                 body = await read_body(request, settings.max_body_bytes)
             except BodyTooLarge:
                 return reject(dialect, 413, "request_too_large", f"request body exceeds {settings.max_body_bytes} bytes")
-            retries = request.headers.get("x-stainless-retry-count", "0")
-            return to_http(await service.handle(dialect, body, episode, int(retries) if retries.isdigit() else 0))
+            # `x-stainless-retry-count` (the Stainless SDKs' retry counter) is deliberately not read: a retry
+            # is recognised by its body (`ProxyService` replays the reply to a body it has already answered),
+            # which holds for every harness, while only some send the header and a retry with a changed
+            # body is a new call whatever it says. Unread, no value of it can make a request fail.
+            return to_http(await service.handle(dialect, body, episode))
 
         return endpoint
 
-    async def count_tokens(request: Request) -> Response:
-        dialect = DIALECTS["anthropic"]
-        key = episode_key(request)
-        if not key or service.registry.by_key(key) is None:
-            return reject(dialect, 401, "authentication", "invalid API key: unknown or ended episode key")
-        try:
-            body = await read_body(request, settings.max_body_bytes)
-            decoded = dialect.decode(body, for_count=True)
-        except BodyTooLarge:
-            return reject(dialect, 413, "request_too_large", f"request body exceeds {settings.max_body_bytes} bytes")
-        except DialectError as err:
-            return to_http(service.error_response(dialect, err))
-        return JSONResponse({"input_tokens": len(service.model.render(decoded.conversation))})
+    def count_tokens(dialect: Dialect):
+        async def endpoint(request: Request) -> Response:
+            key = episode_key(request)
+            if not key or service.registry.by_key(key) is None:
+                return reject(dialect, 401, "authentication", "invalid API key: unknown or ended episode key")
+            try:
+                body = await read_body(request, settings.max_body_bytes)
+                decoded = dialect.decode(body, for_count=True)
+            except BodyTooLarge:
+                return reject(dialect, 413, "request_too_large", f"request body exceeds {settings.max_body_bytes} bytes")
+            except DialectError as err:
+                return to_http(service.error_response(dialect, err))
+            return JSONResponse(dialect.encode_count(len(service.model.render(decoded.conversation))))
+
+        return endpoint
 
     async def models(request: Request) -> Response:
-        name = settings.served_model
-        if "anthropic-version" in request.headers:
-            entry = {"type": "model", "id": name, "display_name": name, "created_at": "2026-01-01T00:00:00Z"}
-            return JSONResponse({"data": [entry], "has_more": False, "first_id": name, "last_id": name})
-        return JSONResponse(
-            {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "openforge"}]}
-        )
+        return JSONResponse(model_list(settings.served_model, anthropic=is_anthropic_client(request.headers)))
 
     async def root(request: Request) -> Response:
         return JSONResponse({"service": "openforge-proxy", "model": settings.served_model})
 
     routes = []
     for prefix in ("", "/e/{key}"):
+        for dialect in DIALECTS.values():
+            routes += [Route(prefix + path, model_call(dialect), methods=["POST"]) for path in dialect.routes]
+            routes += [Route(prefix + path, count_tokens(dialect), methods=["POST"]) for path in dialect.count_routes]
         routes += [
-            Route(prefix + "/v1/messages", model_call("anthropic"), methods=["POST"]),
-            Route(prefix + "/v1/messages/count_tokens", count_tokens, methods=["POST"]),
-            Route(prefix + "/v1/responses", model_call("responses"), methods=["POST"]),
-            Route(prefix + "/responses", model_call("responses"), methods=["POST"]),
-            Route(prefix + "/v1/chat/completions", model_call("chat_completions"), methods=["POST"]),
-            Route(prefix + "/chat/completions", model_call("chat_completions"), methods=["POST"]),
-            Route(prefix + "/v1/models", models, methods=["GET"]),
+            Route(prefix + MODELS_ROUTE, models, methods=["GET"]),
             Route(prefix + "/", root, methods=["GET", "HEAD"]),
         ]
     return Starlette(routes=routes)

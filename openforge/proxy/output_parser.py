@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 from typing import Any
 
 from openforge.core import ParsedOutput, ToolCall, ToolSpec
+from openforge.dialects import new_id
 
 _THINK = re.compile(r"^\s*(?:<think>)?(.*?)</think>\s*", re.DOTALL)
 _TOOL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 _FUNCTION = re.compile(r"^\s*<function=([^>\n]+)>(.*?)</function>\s*$", re.DOTALL)
 _PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
-
-
-def new_call_id(prefix: str = "call_") -> str:
-    return f"{prefix}{secrets.token_hex(12)}"
 
 
 def parse_output(
@@ -56,7 +52,7 @@ def parse_output(
             errors.append(str(e))
             kept.append(match.group(0))
             continue
-        calls.append(ToolCall(id=new_call_id(id_prefix), name=name, arguments=arguments))
+        calls.append(ToolCall(id=new_id(id_prefix), name=name, arguments=arguments))
     kept.append(text[pos:])
     content = "".join(kept).strip()
     if tools is not None:

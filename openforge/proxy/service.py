@@ -22,7 +22,7 @@ from openforge.models import ModelDir
 from openforge.proxy.continuity import ContinuityRenderer
 from openforge.dialects import Dialect, DialectError, Reply
 from openforge.proxy.episodes import EpisodeRegistry
-from openforge.proxy.output_parser import new_call_id, parse_output
+from openforge.proxy.output_parser import parse_output
 from openforge.store.writer import AsyncCallWriter
 
 
@@ -122,7 +122,7 @@ class ProxyService:
         self._replays: dict[str, OrderedDict[str, CallResponse]] = {}
 
     # ---- the call -----------------------------------------------------------------------------------
-    async def handle(self, dialect: Dialect, body: bytes, episode: Episode, retry_count: int = 0) -> CallResponse:
+    async def handle(self, dialect: Dialect, body: bytes, episode: Episode) -> CallResponse:
         try:
             request = dialect.decode(body)
         except DialectError as err:
@@ -215,12 +215,12 @@ class ProxyService:
             self.model.decode(text_ids),
             tool_format=self.model.tool_call_format,
             tools=conversation.tools,
-            id_prefix="toolu_" if dialect.name == "anthropic" else "call_",
+            id_prefix=dialect.call_id_prefix,
         )
         if conversation.response_format is not None:
             parsed = as_json_reply(parsed)
         reply = Reply(
-            id=new_call_id("msg_" if dialect.name == "anthropic" else "resp_" if dialect.name == "responses" else "chatcmpl-"),
+            id=dialect.new_reply_id(),
             model=request.model or self.settings.served_model,
             output=parsed,
             finish_reason=result.finish_reason,

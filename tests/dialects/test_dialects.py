@@ -31,6 +31,7 @@ from support.dialects import (
 
 from openforge.core import FinishReason, Message, ParsedOutput, ToolCall
 from openforge.dialects import (
+    COUNT_ROUTES,
     DIALECTS,
     ERROR_STATUS,
     ROUTES,
@@ -577,6 +578,39 @@ def test_registry_routes():
     assert dialect_for_path("/responses") is DIALECTS["responses"]
     assert dialect_for_path("/chat/completions/") is DIALECTS["chat_completions"]
     assert dialect_for_path("/v1/models") is None
+    assert dialect_for_path("/v1/messages/count_tokens") is None
+    assert dialect_for_path("/v1/messages/count_tokens", COUNT_ROUTES) is DIALECTS["anthropic"]
+    assert dialect_for_path("/xv1/messages") is None  # a route matches whole path segments only
+    assert [d.count_routes for d in DIALECTS.values()] == [("/v1/messages/count_tokens",), (), ()]
+
+
+def test_ids_carry_the_dialects_prefixes():
+    for name, reply_prefix, call_prefix in [("anthropic", "msg_", "toolu_"), ("responses", "resp_", "call_"), ("chat_completions", "chatcmpl-", "call_")]:
+        d = DIALECTS[name]
+        reply_id, call_id = d.new_reply_id(), d.new_call_id()
+        assert reply_id.startswith(reply_prefix) and len(reply_id) == len(reply_prefix) + 24
+        assert call_id.startswith(call_prefix) and d.new_reply_id() != reply_id
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+@pytest.mark.parametrize("scenario", ["text", "reasoning", "tools", "empty"])
+def test_a_stream_written_while_the_reply_is_produced_is_the_finished_replys_stream(dialect, scenario):
+    """serve-model streams text as it is sampled: deltas of any size, then `finish`, say what `stream` says
+    for the finished reply (same events, content split differently)."""
+    d = DIALECTS[dialect]
+    reply = canned_reply(dialect, scenario)
+    request = request_for(dialect, stream=True)
+    encoder = d.stream_encoder(reply.start, request)
+    events = encoder.start()
+    out = reply.output
+    if out.reasoning is not None:
+        events += encoder.reasoning("") + encoder.reasoning(out.reasoning[:3]) + encoder.reasoning(out.reasoning[3:])
+    for i in range(0, len(out.content), 5):
+        events += encoder.text(out.content[i : i + 5])
+    events += encoder.finish(reply)
+    whole = d.stream(reply, request)
+    assert project(dialect, accumulate(dialect, events)) == project(dialect, accumulate(dialect, whole))
+    assert [e for e, _ in parse_sse(events) if e and "delta" not in e] == [e for e, _ in parse_sse(whole) if e and "delta" not in e]
 
 
 def test_dialect_error_contract():

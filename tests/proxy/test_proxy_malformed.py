@@ -184,3 +184,14 @@ async def test_malformed_corpus(proxy, tiny_model):
             r = await http.post(PATHS[dialect], json=OK[dialect], headers={"authorization": f"Bearer {key}"})
             assert r.status_code == 200, r.text
     assert proxy.store.count_calls(episode_id) == 3
+
+
+async def test_any_retry_count_header_gets_a_well_formed_answer(proxy):
+    """`x-stainless-retry-count` is not read (a retry is recognised by its body): no value of it fails a call.
+    ("²" is a digit to `str.isdigit` but not to `int`.)"""
+    _, key = await proxy.new_episode()
+    async with proxy.http() as http:
+        for value in [b"1", b"-1", b"abc", b"", b"1e9", b"9" * 40, "²".encode("latin-1"), b"\xff"]:
+            headers = {"authorization": f"Bearer {key}", "x-stainless-retry-count": value}
+            r = await http.post(PATHS["chat"], json=OK["chat"], headers=headers)
+            assert r.status_code == 200 and r.json()["choices"], (value, r.text)

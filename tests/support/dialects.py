@@ -59,13 +59,11 @@ SCENARIOS: dict[str, tuple[ParsedOutput, FinishReason]] = {
 
 def canned_reply(dialect: str, scenario: str, model: str = "test-model") -> Reply:
     output, finish = SCENARIOS[scenario]
-    prefix = {"anthropic": "msg_", "responses": "resp_", "chat_completions": "chatcmpl-"}[dialect]
-    if dialect == "anthropic":  # Anthropic tool ids look like toolu_...
-        output = output.model_copy(
-            update={"tool_calls": [c.model_copy(update={"id": c.id.replace("call_", "toolu_")}) for c in output.tool_calls]}
-        )
+    d = DIALECTS[dialect]  # ids in the dialect's style: Anthropic tool ids look like toolu_...
+    calls = [c.model_copy(update={"id": c.id.replace("call_", d.call_id_prefix)}) for c in output.tool_calls]
+    output = output.model_copy(update={"tool_calls": calls})
     return Reply(
-        id=f"{prefix}test{scenario}",
+        id=f"{d.reply_id_prefix}test{scenario}",
         model=model,
         output=output,
         finish_reason=finish,

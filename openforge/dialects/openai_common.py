@@ -1,0 +1,58 @@
+"""What OpenAI's two dialects (Responses, Chat Completions) read and write the same way.
+
+The error object `{"error": {"message", "type", "param", "code"}}`: a prompt past the context is code
+`context_length_exceeded` (what Codex and OpenAI-compatible harnesses look for to compact); OpenAI has
+no 529, so "overloaded" is a 503, which the SDKs raise as InternalServerError and retry. And the request
+fields both spell alike: `tool_choice` modes and the JSON output format.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from openforge.dialects import wire
+from openforge.dialects.errors import DialectError
+
+_OPENAI_ERRORS: dict[str, tuple[int, str, str | None]] = {
+    "invalid_request": (400, "invalid_request_error", None),
+    "prompt_too_long": (400, "invalid_request_error", "context_length_exceeded"),
+    "authentication": (401, "invalid_request_error", "invalid_api_key"),
+    "not_found": (404, "invalid_request_error", "not_found"),
+    "request_too_large": (413, "invalid_request_error", "request_too_large"),
+    "rate_limit": (429, "requests", "rate_limit_exceeded"),
+    "api_error": (500, "server_error", "server_error"),
+    "overloaded": (503, "server_error", "server_is_overloaded"),
+}
+
+
+def openai_error(err: DialectError, *, context_param: str) -> tuple[int, dict[str, Any]]:
+    status, kind, code = _OPENAI_ERRORS[err.kind]
+    param = err.param if err.param is not None else (context_param if err.kind == "prompt_too_long" else None)
+    return status, {"error": {"message": err.message, "type": kind, "param": param, "code": code}}
+
+
+def tool_choice(data: dict) -> str | dict[str, Any]:
+    """`tool_choice` as a mode ("auto", "none", "required"; absent is "auto"), or the object that names a tool."""
+    choice = data.get("tool_choice")
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        if choice in ("auto", "none", "required"):
+            return choice
+        raise wire.bad("tool_choice", f"must be 'auto', 'none', 'required' or an object, got {choice!r}")
+    return wire.need_object(choice, "tool_choice")
+
+
+def response_format(fmt: dict | None, path: str, json_schema: Callable[[dict], dict]) -> dict | None:
+    """The JSON schema a requested output format asks for (None for plain text); `json_schema` reads the
+    schema out of a `json_schema` format, which the two dialects nest differently."""
+    if fmt is None:
+        return None
+    kind = wire.req_str(fmt, "type", path)
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        return json_schema(fmt)
+    raise wire.bad(wire.at(path, "type"), f"must be 'text', 'json_object' or 'json_schema', got {kind!r}")
