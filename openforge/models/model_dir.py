@@ -149,7 +149,7 @@ class ModelDir:
 
     def render(self, conversation: Conversation, add_generation_prompt: bool = True) -> list[int]:
         """Prompt ids for a conversation; message content never turns into control tokens."""
-        marks = _Marks.new()
+        marks = ContentMarks.new()
         return self.encode_marked(self._render_marked(conversation, add_generation_prompt, marks), marks)
 
     def render_messages_text(
@@ -164,11 +164,11 @@ class ModelDir:
             eos_token=self.tokenizer_config.get("eos_token") or "",
         )
 
-    def _render_marked(self, conversation: Conversation, add_generation_prompt: bool, marks: "_Marks") -> str:
+    def _render_marked(self, conversation: Conversation, add_generation_prompt: bool, marks: "ContentMarks") -> str:
         messages, tools = to_hf_messages(conversation, marks.wrap)
         return self.render_messages_text(messages, tools, add_generation_prompt)
 
-    def encode_marked(self, text: str, marks: "_Marks") -> list[int]:
+    def encode_marked(self, text: str, marks: "ContentMarks") -> list[int]:
         """Encode rendered text: marked spans as plain text, the rest with control tokens matched."""
         ids: list[int] = []
         for inside, piece in marks.split(text):
@@ -187,15 +187,18 @@ class ModelDir:
         return model
 
 
-class _Marks:
-    """An unguessable pair of markers around conversation-provided strings (Unicode noncharacters + nonce)."""
+class ContentMarks:
+    """An unguessable pair of markers around conversation-provided strings (Unicode noncharacters + nonce).
+
+    Render with `to_hf_messages(conversation, marks.wrap)`, then `ModelDir.encode_marked(text, marks)`: what
+    the conversation provided is encoded as plain text, so no message can spell a control token."""
 
     def __init__(self, open_: str, close: str):
         self.open, self.close = open_, close
         self._pattern = re.compile(f"({re.escape(open_)}|{re.escape(close)})")
 
     @classmethod
-    def new(cls) -> "_Marks":
+    def new(cls) -> "ContentMarks":
         nonce = secrets.token_hex(8)
         return cls(f"\ufdd0{nonce}\ufdd1", f"\ufdd2{nonce}\ufdd3")
 

@@ -34,8 +34,7 @@ import json
 from dataclasses import dataclass, field
 
 from openforge.core import Conversation, Message, ParsedOutput
-from openforge.models import ModelDir
-from openforge.models.model_dir import _Marks, to_hf_messages
+from openforge.models import ContentMarks, ModelDir, to_hf_messages
 
 
 def message_fingerprint(message: Message) -> str:
@@ -197,7 +196,7 @@ class ContinuityRenderer:
 
     def _append(self, thread: Thread, conversation: Conversation, n: int) -> list[int] | None:
         """Ids of the thread's last call + the end of its turn + messages after the echoed reply."""
-        marks = _Marks.new()
+        marks = ContentMarks.new()
         messages, tools = to_hf_messages(conversation, marks.wrap)
         has_system = conversation.system is not None
         reply_at = n + (1 if has_system else 0)  # index of the echoed reply among the HF messages
