@@ -26,10 +26,10 @@ from typing import Any
 
 from openforge.core import Conversation, Message, ParsedOutput, ToolCall, ToolSpec
 from openforge.dialects import wire
-from openforge.dialects.base import BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, DecodedRequest, Dialect, stop_kind
-from openforge.dialects.base import Reply, ReplyStart, StreamEncoder
+from openforge.dialects.base import BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, stop_kind
+from openforge.dialects.base import DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
 from openforge.dialects.errors import DialectError
-from openforge.dialects.history import ConversationBuilder
+from openforge.dialects.history import ConversationBuilder, ToolSet
 
 # Blocks that only server-side tools produce; OpenForge never does, so in history they carry nothing
 # the policy said and are skipped.
@@ -246,27 +246,22 @@ class AnthropicMessages(Dialect):
             builder.add_call(message, call, param)
 
     def _tools(self, data: dict) -> tuple[list[ToolSpec], list[str]]:
-        tools: list[ToolSpec] = []
-        dropped: list[str] = []
-        seen: set[str] = set()
-        for i, tool in enumerate(wire.opt_list(data, "tools", "")):
-            path = wire.at("tools", i)
-            tool = wire.need_object(tool, path)
+        offered = ToolSet()
+        for tool, path in wire.each_object(data, "tools"):
             kind = wire.opt_str(tool, "type", path)
             if kind not in (None, "custom"):
-                dropped.append(tool.get("name") if isinstance(tool.get("name"), str) else kind)
+                offered.dropped.append(tool.get("name") if isinstance(tool.get("name"), str) else kind)
                 continue  # a server tool (web search, hosted bash, ...): nothing here can run it
-            name = wire.req_str(tool, "name", path, nonempty=True)
-            if name in seen:
-                raise wire.bad(wire.at(path, "name"), f"tool name {name!r} is used more than once")
-            seen.add(name)
+            name = offered.claim(wire.req_str(tool, "name", path, nonempty=True), wire.at(path, "name"))
             schema = tool.get("input_schema")
             if schema is None:
                 raise wire.bad(wire.at(path, "input_schema"), "is required")
             schema = wire.need_object(schema, wire.at(path, "input_schema"))
             wire.check_depth(schema, wire.at(path, "input_schema"))
-            tools.append(ToolSpec(name=name, description=wire.opt_str(tool, "description", path) or "", parameters=schema))
-        return tools, dropped
+            offered.specs.append(
+                ToolSpec(name=name, description=wire.opt_str(tool, "description", path) or "", parameters=schema)
+            )
+        return offered.specs, offered.dropped
 
     def _tool_choice(self, data: dict, tools: list[ToolSpec]) -> tuple[str, str | None]:
         choice = wire.opt_object(data, "tool_choice", "")
@@ -355,12 +350,7 @@ class AnthropicMessages(Dialect):
             body["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in conversation.tools
             ]
-        body["temperature"] = s.temperature
-        body["top_p"] = s.top_p
-        if s.top_k:
-            body["top_k"] = s.top_k
-        if s.stop:
-            body["stop_sequences"] = list(s.stop)
+        body.update(wire.sampling_fields(s, stop="stop_sequences"))
         if conversation.response_format is not None:
             body["output_config"] = {"format": {"type": "json_schema", "schema": conversation.response_format}}
         if stream:
@@ -429,7 +419,8 @@ class _MessageStream(StreamEncoder):
         ]
 
     def reasoning(self, delta: str) -> list[bytes]:
-        events = [] if self.open == "thinking" else self._begin("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+        shell = {"type": "thinking", "thinking": "", "signature": ""}
+        events = [] if self.open == "thinking" else self._begin("thinking", shell)
         self.reasoning_text += delta
         return events + ([self._delta({"type": "thinking_delta", "thinking": delta})] if delta else [])
 
@@ -449,7 +440,8 @@ class _MessageStream(StreamEncoder):
                 for p in wire.pieces(wire.dumps(block["input"]), self.chunk_chars)
             ]
             events += self._close()
-        delta = {"type": "message_delta", "delta": _stop(reply), "usage": _usage(reply.prompt_tokens, reply.completion_tokens)}
+        usage = _usage(reply.prompt_tokens, reply.completion_tokens)
+        delta = {"type": "message_delta", "delta": _stop(reply), "usage": usage}
         return events + [wire.sse(delta, "message_delta"), wire.sse({"type": "message_stop"}, "message_stop")]
 
     def _begin(self, kind: str, shell: dict[str, Any]) -> list[bytes]:

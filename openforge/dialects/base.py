@@ -221,7 +221,8 @@ class Dialect(abc.ABC):
         """A `DecodedRequest` for `conversation`, with the facts every dialect reads the same way filled in."""
         stream = wire.opt_bool(data, "stream", "")
         return DecodedRequest(
-            conversation=conversation, dialect=self.name, stream=stream, side_call=not conversation.tools, raw=data, **facts
+            conversation=conversation, dialect=self.name, stream=stream, side_call=not conversation.tools, raw=data,
+            **facts,
         )
 
     def __repr__(self) -> str:

@@ -22,4 +22,5 @@ def model_list(model: str, *, anthropic: bool, created: int = 0, **extra: Any) -
     if anthropic:
         entry = {"type": "model", "id": model, "display_name": model, "created_at": "2026-01-01T00:00:00Z"}
         return {"data": [entry], "has_more": False, "first_id": model, "last_id": model}
-    return {"object": "list", "data": [{"id": model, "object": "model", "created": created, "owned_by": "openforge", **extra}]}
+    entry = {"id": model, "object": "model", "created": created, "owned_by": "openforge", **extra}
+    return {"object": "list", "data": [entry]}

@@ -24,9 +24,11 @@ from openforge.dialects import openai_common, wire
 from openforge.dialects.base import AUDIO_PLACEHOLDER, BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, stop_kind
 from openforge.dialects.base import DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
 from openforge.dialects.errors import DialectError
-from openforge.dialects.history import ConversationBuilder
+from openforge.dialects.history import ConversationBuilder, ToolSet
 
 _FINISH = {"length": "length", "tool_calls": "tool_calls", "stop_sequence": "stop", "stop": "stop"}
+_TEXT_PARTS = ("text",)
+_MEDIA_PARTS = {"image_url": IMAGE_PLACEHOLDER, "input_audio": AUDIO_PLACEHOLDER, "file": FILE_PLACEHOLDER}
 
 
 class ChatCompletions(Dialect):
@@ -158,43 +160,24 @@ class ChatCompletions(Dialect):
         return BLOCK_SEPARATOR.join(self._part(part, wire.at(path, i)) for i, part in enumerate(content))
 
     def _part(self, part: Any, path: str) -> str:
-        part = wire.need_object(part, path)
-        kind = wire.req_str(part, "type", path)
-        if kind == "text":
-            return wire.req_str(part, "text", path)
-        if kind == "refusal":
-            return wire.req_str(part, "refusal", path)
-        if kind == "image_url":
-            return IMAGE_PLACEHOLDER
-        if kind == "input_audio":
-            return AUDIO_PLACEHOLDER
-        if kind == "file":
-            return FILE_PLACEHOLDER
-        raise wire.bad(wire.at(path, "type"), f"unsupported content part type {kind!r}")
+        return openai_common.part_text(part, path, _TEXT_PARTS, _MEDIA_PARTS)
 
     def _tools(self, data: dict) -> tuple[list[ToolSpec], list[str]]:
-        tools: list[ToolSpec] = []
-        dropped: list[str] = []
-        seen: set[str] = set()
-        for i, tool in enumerate(wire.opt_list(data, "tools", "")):
-            path = wire.at("tools", i)
-            tool = wire.need_object(tool, path)
+        offered = ToolSet()
+        for tool, path in wire.each_object(data, "tools"):
             kind = wire.req_str(tool, "type", path)
             if kind != "function":
-                dropped.append(kind)
+                offered.dropped.append(kind)
                 continue
             fpath = wire.at(path, "function")
             function = wire.need_object(tool.get("function"), fpath)
-            name = wire.req_str(function, "name", fpath, nonempty=True)
-            if name in seen:
-                raise wire.bad(wire.at(fpath, "name"), f"tool name {name!r} is used more than once")
-            seen.add(name)
+            name = offered.claim(wire.req_str(function, "name", fpath, nonempty=True), wire.at(fpath, "name"))
             parameters = wire.opt_object(function, "parameters", fpath) or {"type": "object", "properties": {}}
             wire.check_depth(parameters, wire.at(fpath, "parameters"))
-            tools.append(
+            offered.specs.append(
                 ToolSpec(name=name, description=wire.opt_str(function, "description", fpath) or "", parameters=parameters)
             )
-        return tools, dropped
+        return offered.specs, offered.dropped
 
     def _tool_choice(self, data: dict, tools: list[ToolSpec]) -> tuple[str, str | None]:
         choice = openai_common.tool_choice(data)
@@ -267,14 +250,7 @@ class ChatCompletions(Dialect):
                 for t in conversation.tools
             ]
         body["max_completion_tokens"] = s.max_tokens
-        body["temperature"] = s.temperature
-        body["top_p"] = s.top_p
-        if s.top_k:
-            body["top_k"] = s.top_k
-        if s.stop:
-            body["stop"] = list(s.stop)
-        if s.seed is not None:
-            body["seed"] = s.seed
+        body.update(wire.sampling_fields(s, stop="stop", seed=True))
         if conversation.response_format is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -336,7 +312,8 @@ class _ChunkStream(StreamEncoder):
         chunks = []
         for index, call in enumerate(_wire_calls(reply.output.tool_calls)):
             function = call["function"]
-            first = {"index": index, "id": call["id"], "type": "function", "function": {"name": function["name"], "arguments": ""}}
+            opening = {"name": function["name"], "arguments": ""}
+            first = {"index": index, "id": call["id"], "type": "function", "function": opening}
             chunks.append(self._chunk({"tool_calls": [first]}))
             for p in wire.pieces(function["arguments"], self.chunk_chars):
                 chunks.append(self._chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}))
@@ -347,7 +324,8 @@ class _ChunkStream(StreamEncoder):
         return chunks
 
     def _head(self) -> dict[str, Any]:
-        return {"id": self.head.id, "object": "chat.completion.chunk", "created": self.head.created, "model": self.head.model}
+        head = self.head
+        return {"id": head.id, "object": "chat.completion.chunk", "created": head.created, "model": head.model}
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}

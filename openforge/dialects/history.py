@@ -1,14 +1,31 @@
-"""Assembling canonical messages from wire pieces, with the tool-call bookkeeping every dialect needs.
+"""Assembling canonical messages and tools from wire pieces, with the bookkeeping every dialect needs.
 
 A tool result must answer a call that an earlier assistant turn made, and only once; a call id may be
-used once. These are the checks real APIs make too, and they catch a harness (or a proxy bug) that
-would otherwise render a result the model never asked for.
+used once; a tool name may be offered once. These are the checks real APIs make too, and they catch a
+harness (or a proxy bug) that would otherwise render a result the model never asked for.
 """
 
 from __future__ import annotations
 
-from openforge.core import Message, ToolCall
+from openforge.core import Message, ToolCall, ToolSpec
 from openforge.dialects import wire
+
+
+class ToolSet:
+    """The tools a request offers (`specs`), each name once, and the tools nothing here can run (`dropped`:
+    server-side and built-in tools, by name)."""
+
+    def __init__(self) -> None:
+        self.specs: list[ToolSpec] = []
+        self.dropped: list[str] = []
+        self._names: set[str] = set()
+
+    def claim(self, name: str, param: str) -> str:
+        """Take a tool name; a second tool with it is a 400 naming `param`."""
+        if name in self._names:
+            raise wire.bad(param, f"tool name {name!r} is used more than once")
+        self._names.add(name)
+        return name
 
 
 class ConversationBuilder:

@@ -8,7 +8,8 @@ fields both spell alike: `tool_choice` modes and the JSON output format.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 from openforge.dialects import wire
 from openforge.dialects.errors import DialectError
@@ -41,6 +42,19 @@ def tool_choice(data: dict) -> str | dict[str, Any]:
             return choice
         raise wire.bad("tool_choice", f"must be 'auto', 'none', 'required' or an object, got {choice!r}")
     return wire.need_object(choice, "tool_choice")
+
+
+def part_text(part: Any, path: str, texts: Collection[str], media: Mapping[str, str]) -> str:
+    """One content part as text: a text kind's `text`, a refusal's `refusal`, a placeholder for media."""
+    part = wire.need_object(part, path)
+    kind = wire.req_str(part, "type", path)
+    if kind in texts:
+        return wire.req_str(part, "text", path)
+    if kind == "refusal":
+        return wire.req_str(part, "refusal", path)
+    if kind in media:
+        return media[kind]
+    raise wire.bad(wire.at(path, "type"), f"unsupported content part type {kind!r}")
 
 
 def response_format(fmt: dict | None, path: str, json_schema: Callable[[dict], dict]) -> dict | None:

@@ -31,7 +31,7 @@ from openforge.dialects import openai_common, wire
 from openforge.dialects.base import AUDIO_PLACEHOLDER, BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, ToolRoute
 from openforge.dialects.base import DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
 from openforge.dialects.errors import DialectError
-from openforge.dialects.history import ConversationBuilder
+from openforge.dialects.history import ConversationBuilder, ToolSet
 
 # Reasoning text rides along in `encrypted_content` too, so it survives a client that keeps only that.
 _REASONING_PREFIX = "openforge:v1:"
@@ -63,6 +63,8 @@ _BUILTIN_ITEMS = frozenset(
 )
 
 _CUSTOM_INPUT = "input"  # the canonical argument that carries a freeform tool's raw text
+_TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
+_MEDIA_PARTS = {"input_image": IMAGE_PLACEHOLDER, "input_file": FILE_PLACEHOLDER, "input_audio": AUDIO_PLACEHOLDER}
 
 
 @dataclass
@@ -128,37 +130,30 @@ class OpenAIResponses(Dialect):
         )
 
     def _tools(self, data: dict) -> tuple[list[ToolSpec], dict[str, ToolRoute], list[str]]:
-        tools: list[ToolSpec] = []
+        offered = ToolSet()
         routes: dict[str, ToolRoute] = {}
-        dropped: list[str] = []
 
         def add(spec: ToolSpec, route: ToolRoute, param: str) -> None:
-            if spec.name in routes:
-                raise wire.bad(param, f"tool name {spec.name!r} is used more than once")
-            tools.append(spec)
-            routes[spec.name] = route
+            routes[offered.claim(spec.name, param)] = route
+            offered.specs.append(spec)
 
-        for i, tool in enumerate(wire.opt_list(data, "tools", "")):
-            path = wire.at("tools", i)
-            tool = wire.need_object(tool, path)
+        for tool, path in wire.each_object(data, "tools"):
             kind = wire.req_str(tool, "type", path)
             if kind in ("function", "custom"):
                 spec, route = self._tool(tool, kind, None, path)
                 add(spec, route, wire.at(path, "name"))
             elif kind == "namespace":
                 namespace = wire.req_str(tool, "name", path, nonempty=True)
-                for j, inner in enumerate(wire.opt_list(tool, "tools", path)):
-                    ipath = wire.at(wire.at(path, "tools"), j)
-                    inner = wire.need_object(inner, ipath)
+                for inner, ipath in wire.each_object(tool, "tools", path):
                     inner_kind = wire.req_str(inner, "type", ipath)
                     if inner_kind not in ("function", "custom"):
-                        dropped.append(f"{namespace}.{inner.get('name', inner_kind)}")
+                        offered.dropped.append(f"{namespace}.{inner.get('name', inner_kind)}")
                         continue
                     spec, route = self._tool(inner, inner_kind, namespace, ipath)
                     add(spec, route, wire.at(ipath, "name"))
             else:
-                dropped.append(kind)  # built-in: web_search, local_shell, file_search, image_generation, ...
-        return tools, routes, dropped
+                offered.dropped.append(kind)  # built-in: web_search, local_shell, file_search, image_generation, ...
+        return offered.specs, routes, offered.dropped
 
     def _tool(self, tool: dict, kind: str, namespace: str | None, path: str) -> tuple[ToolSpec, ToolRoute]:
         name = wire.req_str(tool, "name", path, nonempty=True)
@@ -269,19 +264,7 @@ class OpenAIResponses(Dialect):
         return BLOCK_SEPARATOR.join(self._part_text(part, wire.at(path, i)) for i, part in enumerate(content))
 
     def _part_text(self, part: Any, path: str) -> str:
-        part = wire.need_object(part, path)
-        kind = wire.req_str(part, "type", path)
-        if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
-            return wire.req_str(part, "text", path)
-        if kind == "refusal":
-            return wire.req_str(part, "refusal", path)
-        if kind == "input_image":
-            return IMAGE_PLACEHOLDER
-        if kind == "input_file":
-            return FILE_PLACEHOLDER
-        if kind == "input_audio":
-            return AUDIO_PLACEHOLDER
-        raise wire.bad(wire.at(path, "type"), f"unsupported content part type {kind!r}")
+        return openai_common.part_text(part, path, _TEXT_PARTS, _MEDIA_PARTS)
 
     def _reasoning_text(self, item: dict, path: str) -> str | None:
         content = wire.opt_list(item, "content", path)
@@ -371,8 +354,7 @@ class OpenAIResponses(Dialect):
                 for t in conversation.tools
             ]
         body["max_output_tokens"] = s.max_tokens
-        body["temperature"] = s.temperature
-        body["top_p"] = s.top_p
+        body.update(wire.sampling_fields(s, stop=None, top_k=False))
         if conversation.response_format is not None:
             body["text"] = {"format": {"type": "json_schema", "name": "response", "schema": conversation.response_format}}
         body["store"] = False
@@ -468,7 +450,9 @@ def _usage(reply: Reply) -> dict[str, Any]:
     }
 
 
-def _response(head: ReplyStart, request: DecodedRequest, *, status: str, output: list, usage: dict | None) -> dict[str, Any]:
+def _response(
+    head: ReplyStart, request: DecodedRequest, *, status: str, output: list, usage: dict | None
+) -> dict[str, Any]:
     sampling = request.conversation.sampling
     text = request.raw.get("text")
     done = status in ("completed", "incomplete")
@@ -528,13 +512,17 @@ class _EventStream(StreamEncoder):
 
     def start(self) -> list[bytes]:
         in_progress = _response(self.head, self.request, status="in_progress", output=[], usage=None)
-        return [self.event("response.created", {"response": in_progress}), self.event("response.in_progress", {"response": in_progress})]
+        return [
+            self.event("response.created", {"response": in_progress}),
+            self.event("response.in_progress", {"response": in_progress}),
+        ]
 
     def reasoning(self, delta: str) -> list[bytes]:
         events = [] if self.open == "reasoning" else self._begin("reasoning")
         self.written += delta
         if delta:
-            events.append(self.event("response.reasoning_text.delta", {**self._where(), "content_index": 0, "delta": delta}))
+            payload = {**self._where(), "content_index": 0, "delta": delta}
+            events.append(self.event("response.reasoning_text.delta", payload))
         return events
 
     def text(self, delta: str) -> list[bytes]:
@@ -553,7 +541,8 @@ class _EventStream(StreamEncoder):
             item = _call_item(f"{self.call_stem}_{i}", call, self.request.tool_routes.get(call.name), "completed")
             events += self._call_events(item)
         status = "incomplete" if reply.truncated else "completed"
-        whole = _response(self.head, self.request, status=status, output=_output(reply, self.request), usage=_usage(reply))
+        output = _output(reply, self.request)
+        whole = _response(self.head, self.request, status=status, output=output, usage=_usage(reply))
         return events + [self.event("response.completed", {"response": whole})]
 
     def _where(self) -> dict[str, Any]:
@@ -586,7 +575,8 @@ class _EventStream(StreamEncoder):
             part = item["content"][0]
         else:
             item = _message_item(self.message_id, text, "completed")
-            events = [self.event("response.output_text.done", {**where, "content_index": 0, "text": text, "logprobs": []})]
+            done = {**where, "content_index": 0, "text": text, "logprobs": []}
+            events = [self.event("response.output_text.done", done)]
             part = _output_text(text)
         self.open = None
         return events + [
@@ -599,11 +589,15 @@ class _EventStream(StreamEncoder):
         index = self.items
         self.items += 1
         where = {"item_id": item["id"], "output_index": index}
-        field, kind = ("arguments", "function_call_arguments") if item["type"] == "function_call" else ("input", "custom_tool_call_input")
-        events = [self.event("response.output_item.added", {"output_index": index, "item": {**item, field: "", "status": "in_progress"}})]
-        events += [self.event(f"response.{kind}.delta", {**where, "delta": p}) for p in wire.pieces(item[field], self.chunk_chars)]
-        done = {**where, "name": item["name"], "arguments": item["arguments"]} if field == "arguments" else {**where, "input": item["input"]}
-        events.append(self.event(f"response.{kind}.done", done))
+        if item["type"] == "function_call":
+            field, kind, done = "arguments", "function_call_arguments", {"name": item["name"], "arguments": item["arguments"]}
+        else:
+            field, kind, done = "input", "custom_tool_call_input", {"input": item["input"]}
+        opening = {**item, field: "", "status": "in_progress"}
+        events = [self.event("response.output_item.added", {"output_index": index, "item": opening})]
+        for piece in wire.pieces(item[field], self.chunk_chars):
+            events.append(self.event(f"response.{kind}.delta", {**where, "delta": piece}))
+        events.append(self.event(f"response.{kind}.done", {**where, **done}))
         return events + [self.event("response.output_item.done", {"output_index": index, "item": item})]
 
 

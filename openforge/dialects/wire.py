@@ -27,7 +27,9 @@ def bad(param: str, problem: str) -> DialectError:
 
 
 # JSON's names for Python's types; bool before int, since a bool is an int.
-_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"), (dict, "object"))
+_JSON_TYPES = (
+    (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"), (dict, "object")
+)
 
 
 def type_name(value: Any) -> str:
@@ -224,6 +226,13 @@ def opt_list(obj: dict, key: str, path: str) -> list[Any]:
     return value
 
 
+def each_object(obj: dict, key: str, path: str = "") -> Iterator[tuple[dict[str, Any], str]]:
+    """The objects of an optional array field, each with its path (`tools[2]`); any other element is a 400."""
+    items_path = at(path, key)
+    for i, item in enumerate(opt_list(obj, key, path)):
+        yield need_object(item, at(items_path, i)), at(items_path, i)
+
+
 def opt_object(obj: dict, key: str, path: str) -> dict[str, Any] | None:
     value = obj.get(key)
     if value is None:
@@ -285,6 +294,19 @@ def sampling_params(
 
 
 # ---- writing ------------------------------------------------------------------------------------------
+
+
+def sampling_fields(s: SamplingParams, *, stop: str | None, top_k: bool = True, seed: bool = False) -> dict[str, Any]:
+    """The sampling fields of a client's request: temperature and top_p always; top_k, the stop list (under the
+    wire's name for it; None: the wire has none) and the seed where the wire has them and they are set."""
+    fields: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p}
+    if top_k and s.top_k:
+        fields["top_k"] = s.top_k
+    if stop and s.stop:
+        fields[stop] = list(s.stop)
+    if seed and s.seed is not None:
+        fields["seed"] = s.seed
+    return fields
 
 
 def dumps(value: Any) -> str:

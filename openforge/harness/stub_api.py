@@ -20,8 +20,8 @@ JSON body) so a test can assert what the harness sent.
 `script` makes the stub answer model calls in order: a `str` is a plain-text reply, a `{"name": ...,
 "arguments": {...}}` dict is one tool call (`stop_reason` tool_use / a `function_call` item / `tool_calls`),
 a `{"status": 401, "message": ...}` dict an HTTP error with that status in the dialect's error shape; once the
-script is used up, every further call gets `reply`. Every reply reports 10 prompt and 2 completion tokens. That is enough to check that a harness executes
-its own shell tool and sends the result back -- not a policy.
+script is used up, every further call gets `reply`. Every reply reports 10 prompt and 2 completion tokens.
+That is enough to check that a harness executes its own shell tool and sends the result back -- not a policy.
 
     with StubModelAPI(reply="done") as api:
         ...run the harness against api.base_url...
@@ -136,7 +136,8 @@ class StubModelAPI:
         """A script step as the reply a model would give, with ids in the dialect's style (`msg_stub000001`)."""
         stem = f"stub{self._next_id():06d}"
         if isinstance(step, dict):
-            call = ToolCall(id=f"{dialect.call_id_prefix}{stem}", name=step["name"], arguments=step.get("arguments") or {})
+            arguments = step.get("arguments") or {}
+            call = ToolCall(id=f"{dialect.call_id_prefix}{stem}", name=step["name"], arguments=arguments)
             output = ParsedOutput(tool_calls=[call])
         else:
             output = ParsedOutput(content=step)

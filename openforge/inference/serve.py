@@ -4,15 +4,19 @@
 - `POST /v1/completions` — `prompt` as token ids (or text), `max_tokens`, `temperature`, `top_p`, `top_k`,
   `seed`, `stop`, `stop_token_ids`, `logprobs`, `return_token_ids`, `return_tokens_as_token_ids`,
   `skip_special_tokens`; answered in vLLM's shape (`choices[0].token_ids`, `choices[0].logprobs.token_logprobs`,
-  `usage`), so the `vllm` client can be tested against it;
-- `POST /v1/chat/completions` — text in, text out through the model's chat template, JSON or streamed (SSE),
-  so that peers such as LiteLLM can be benchmarked against the same server;
+  `usage`), so the `vllm` client can be tested against it; bad input answers 400 with vLLM's error object
+  `{"error": {"message", "type", "param", "code": <status>}}`;
+- `POST /v1/chat/completions` (and `/chat/completions`) — the OpenAI Chat Completions dialect, the proxy's own
+  (`openforge.dialects`): requests decoded, replies, streams and errors encoded by it. Text in, the model's
+  text out through its chat template (no tool-call or reasoning parsing: that is the proxy's job), JSON or
+  streamed token by token (SSE), so that peers such as LiteLLM can be benchmarked against the same server.
+  vLLM's extensions `stop_token_ids`, `logprobs` and `return_token_ids` are read too; `max_tokens` defaults
+  to 1024;
 - `GET /health`.
 
-Bad input answers 400 with an OpenAI-style error object: `{"error": {"message", "type", "param", "code"}}`.
 Not served: `n` > 1, `echo`, `best_of`, streamed `/v1/completions`; `top_logprobs` holds only the sampled token.
 Requests carry no episode id, so the prefix cache keeps the most recent requests and each new prompt reuses
-the longest cached prefix (like vLLM's automatic prefix caching).
+the longest cached prefix (like vLLM's automatic prefix caching). Starlette, as the proxy.
 """
 
 from __future__ import annotations
@@ -22,29 +26,37 @@ import time
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
 
-from openforge.core import Conversation, FinishReason, Message, ToolCall, ToolSpec
+from openforge.core import FinishReason, ParsedOutput, SamplingParams
+from openforge.dialects import DIALECTS, MODELS_ROUTE, DecodedRequest, DialectError, Reply, ReplyStart, model_list, wire
 from openforge.inference.base import (
     BackendError,
     GenerationContext,
     GenerationResult,
     InvalidRequestError,
+    PromptTooLongError,
     parse_sampling,
 )
 from openforge.inference.embedded import EmbeddedBackend
 
-# ---- request bodies (unknown fields are accepted and ignored, as vLLM does) ------------------------------------
+CHAT = DIALECTS["chat_completions"]
+CHAT_DEFAULT_MAX_TOKENS = 1024
+COMPLETION_DEFAULT_MAX_TOKENS = 16  # vLLM's
 
 
-class _Body(BaseModel):
+class CompletionBody(BaseModel):
+    """A `/v1/completions` request (unknown fields are accepted and ignored, as vLLM does)."""
+
     model_config = ConfigDict(extra="allow")
 
+    prompt: list[int] | str | list[str] | list[list[int]]
     model: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
@@ -56,11 +68,16 @@ class _Body(BaseModel):
     n: int = 1
     return_token_ids: bool | None = None
     skip_special_tokens: bool = True
+    logprobs: int | None = None
+    echo: bool = False
+    stream: bool = False
+    return_tokens_as_token_ids: bool | None = None
 
-    def sampling(self, default_max_tokens: int):
+    def sampling(self) -> SamplingParams:
         if self.n != 1:
             raise InvalidRequestError(f"n: {self.n} is not supported; serve-model returns one choice (n = 1)")
-        values: dict[str, Any] = {"max_tokens": self.max_tokens if self.max_tokens is not None else default_max_tokens}
+        max_tokens = self.max_tokens if self.max_tokens is not None else COMPLETION_DEFAULT_MAX_TOKENS
+        values: dict[str, Any] = {"max_tokens": max_tokens}
         for name in ("temperature", "top_p", "seed", "stop_token_ids"):
             if getattr(self, name) is not None:
                 values[name] = getattr(self, name)
@@ -71,81 +88,35 @@ class _Body(BaseModel):
         return parse_sampling(values)
 
 
-class CompletionBody(_Body):
-    prompt: list[int] | str | list[str] | list[list[int]]
-    logprobs: int | None = None
-    echo: bool = False
-    stream: bool = False
-    return_tokens_as_token_ids: bool | None = None
-
-
-class ChatBody(_Body):
-    messages: list[dict[str, Any]] = Field(min_length=1)
-    tools: list[dict[str, Any]] | None = None
-    max_completion_tokens: int | None = None
-    logprobs: bool = False
-    stream: bool = False
-    stream_options: dict[str, Any] | None = None
-
-
 # ---- the app ----------------------------------------------------------------------------------------------------
 
 
-def create_app(backend: EmbeddedBackend, model_name: str | None = None, close_backend: bool = True) -> FastAPI:
+def create_app(backend: EmbeddedBackend, model_name: str | None = None, close_backend: bool = True) -> Starlette:
     """The app serving `backend`; `close_backend`: close it when the server shuts down."""
     model_dir = backend.model_dir
     name = model_name or Path(model_dir.path).name
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI):
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
         yield
         if close_backend:
             await backend.close()
 
-    app = FastAPI(title="openforge serve-model", docs_url=None, redoc_url=None, lifespan=lifespan)
-    app.state.backend = backend
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "policy_version": backend.policy_version})
 
-    @app.exception_handler(InvalidRequestError)
-    async def _invalid(_: Request, exc: InvalidRequestError):
-        return _error(400, str(exc))
+    async def models(request: Request) -> Response:
+        card = {"root": str(model_dir.path), "max_model_len": backend.max_context}
+        return JSONResponse(model_list(name, anthropic=False, created=int(time.time()), **card))
 
-    @app.exception_handler(RequestValidationError)
-    async def _unparsable(_: Request, exc: RequestValidationError):
-        return _error(400, _describe_validation(exc.errors()))
-
-    @app.exception_handler(BackendError)
-    async def _failed(_: Request, exc: BackendError):
-        return _error(500, str(exc), kind="server_error")
-
-    @app.get("/health")
-    async def health():
-        return {"status": "ok", "policy_version": backend.policy_version}
-
-    @app.get("/v1/models")
-    async def models():
-        return {
-            "object": "list",
-            "data": [
-                {
-                    "id": name,
-                    "object": "model",
-                    "created": int(time.time()),
-                    "owned_by": "openforge",
-                    "root": str(model_dir.path),
-                    "max_model_len": backend.max_context,
-                }
-            ],
-        }
-
-    @app.post("/v1/completions")
-    async def completions(request: Request):
+    async def completions(request: Request) -> Response:
         body = await _parse(request, CompletionBody)
         if body.stream:
             raise InvalidRequestError("stream: streamed /v1/completions is not supported by serve-model")
         if body.echo:
             raise InvalidRequestError("echo: not supported by serve-model")
         prompt_ids = _prompt_ids(body.prompt, model_dir)
-        sampling = body.sampling(default_max_tokens=16)  # vLLM's default for completions
+        sampling = body.sampling()
         result = await backend.generate(prompt_ids, sampling, GenerationContext())
         text = _output_text(model_dir, result, sampling.stop, body.skip_special_tokens)
         choice: dict[str, Any] = {
@@ -160,56 +131,53 @@ def create_app(backend: EmbeddedBackend, model_name: str | None = None, close_ba
         if body.return_token_ids:
             choice["token_ids"] = result.output_ids
             choice["prompt_token_ids"] = prompt_ids
-        return {
-            "id": f"cmpl-{uuid.uuid4().hex}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": name,
-            "choices": [choice],
-            "usage": _usage(prompt_ids, result),
-            "policy_version": result.policy_version,
-        }
+        return JSONResponse(
+            {
+                "id": f"cmpl-{uuid.uuid4().hex}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": name,
+                "choices": [choice],
+                "usage": _usage(prompt_ids, result),
+                "policy_version": result.policy_version,
+            }
+        )
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request):
-        body = await _parse(request, ChatBody)
-        conversation = _conversation(body)
-        prompt_ids = model_dir.render(conversation)
-        if body.max_completion_tokens is not None and body.max_tokens is None:
-            body.max_tokens = body.max_completion_tokens
-        sampling = body.sampling(default_max_tokens=1024)
-        backend.check_request(prompt_ids, sampling)  # fail with 400 before a stream starts
-        if body.stream:
-            include_usage = bool((body.stream_options or {}).get("include_usage"))
-            return StreamingResponse(
-                _chat_stream(backend, name, prompt_ids, sampling, include_usage),
-                media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache"},
-            )
-        result = await backend.generate(prompt_ids, sampling, GenerationContext())
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {
-                "role": "assistant",
-                "content": _output_text(model_dir, result, sampling.stop, skip_special=False),
-            },
-            "logprobs": _chat_logprobs(model_dir, result) if body.logprobs else None,
-            "finish_reason": result.finish_reason.value,
-        }
-        if body.return_token_ids:
+    async def chat_completions(request: Request) -> Response:
+        try:
+            decoded = CHAT.decode(await request.body())
+            want_logprobs = wire.opt_bool(decoded.raw, "logprobs", "")
+            want_ids = wire.opt_bool(decoded.raw, "return_token_ids", "")
+            prompt_ids = model_dir.render(decoded.conversation)
+            sampling = _chat_sampling(decoded)
+            backend.check_request(prompt_ids, sampling)  # fail with 400 before a stream starts
+        except (DialectError, InvalidRequestError) as exc:
+            return _chat_error(exc)
+        head = ReplyStart(id=CHAT.new_reply_id(), model=name, created=int(time.time()), prompt_tokens=len(prompt_ids))
+        if decoded.stream:
+            events = _chat_stream(backend, head, decoded, prompt_ids, sampling)
+            return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        try:
+            result = await backend.generate(prompt_ids, sampling, GenerationContext())
+        except (InvalidRequestError, BackendError) as exc:
+            return _chat_error(exc)
+        body = CHAT.encode(_chat_reply(head, model_dir, result, sampling), decoded)
+        choice = body["choices"][0]  # vLLM's extensions
+        if want_logprobs:
+            choice["logprobs"] = _chat_logprobs(model_dir, result)
+        if want_ids:
             choice["token_ids"] = result.output_ids
-        response = {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": name,
-            "choices": [choice],
-            "usage": _usage(prompt_ids, result),
-        }
-        if body.return_token_ids:
-            response["prompt_token_ids"] = prompt_ids
-        return response
+            body["prompt_token_ids"] = prompt_ids
+        return JSONResponse(body)
 
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route(MODELS_ROUTE, models, methods=["GET"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        *[Route(path, chat_completions, methods=["POST"]) for path in CHAT.routes],
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=_COMPLETION_ERRORS)
+    app.state.backend = backend
     return app
 
 
@@ -221,13 +189,24 @@ def serve_model(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000
     uvicorn.run(create_app(backend), host=host, port=port, log_level="info")
 
 
-# ---- helpers ------------------------------------------------------------------------------------------------------
+# ---- /v1/completions helpers (vLLM's own API) ---------------------------------------------------------------------
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None) -> JSONResponse:
     return JSONResponse(
         status_code=status, content={"error": {"message": message, "type": kind, "param": param, "code": status}}
     )
+
+
+async def _invalid(_: Request, exc: Exception) -> Response:
+    return _error(400, str(exc))
+
+
+async def _failed(_: Request, exc: Exception) -> Response:
+    return _error(500, str(exc), kind="server_error")
+
+
+_COMPLETION_ERRORS = {InvalidRequestError: _invalid, BackendError: _failed}
 
 
 async def _parse(request: Request, model: type[BaseModel]):
@@ -310,121 +289,65 @@ def _usage(prompt_ids: list[int], result: GenerationResult) -> dict[str, int]:
     return {"prompt_tokens": len(prompt_ids), "completion_tokens": n, "total_tokens": len(prompt_ids) + n}
 
 
-def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts
-        return "".join(
-            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text")
-        )
-    raise InvalidRequestError("messages[].content must be a string or a list of text parts")
+# ---- /v1/chat/completions helpers (the Chat Completions dialect) --------------------------------------------------
 
 
-def _conversation(body: ChatBody) -> Conversation:
-    """OpenAI chat messages → the canonical conversation (system messages join the system prompt)."""
-    system: list[str] = []
-    messages: list[Message] = []
-    try:
-        for i, m in enumerate(body.messages):
-            role = m.get("role")
-            if role in ("system", "developer"):
-                system.append(_text_of(m.get("content")))
-            elif role == "user":
-                messages.append(Message(role="user", content=_text_of(m.get("content"))))
-            elif role == "assistant":
-                calls = [
-                    ToolCall(
-                        id=c.get("id") or f"call_{i}_{j}",
-                        name=c["function"]["name"],
-                        arguments=_arguments(c["function"].get("arguments")),
-                    )
-                    for j, c in enumerate(m.get("tool_calls") or [])
-                ]
-                messages.append(
-                    Message(
-                        role="assistant",
-                        content=_text_of(m.get("content")),
-                        tool_calls=calls,
-                        reasoning=m.get("reasoning_content"),
-                    )
-                )
-            elif role == "tool":
-                messages.append(
-                    Message(
-                        role="tool",
-                        content=_text_of(m.get("content")),
-                        tool_call_id=m.get("tool_call_id") or "call",
-                        name=m.get("name"),
-                    )
-                )
-            else:
-                raise InvalidRequestError(
-                    f"messages[{i}].role: {role!r} is not one of system, developer, user, assistant, tool"
-                )
-        tools = [
-            ToolSpec(
-                name=t["function"]["name"],
-                description=t["function"].get("description") or "",
-                parameters=t["function"].get("parameters") or {"type": "object", "properties": {}},
-            )
-            for t in body.tools or []
-            if t.get("type", "function") == "function"
-        ]
-    except (KeyError, TypeError, ValidationError) as exc:
-        raise InvalidRequestError(f"messages or tools are malformed: {exc}") from None
-    return Conversation(system="\n\n".join(system) if system else None, messages=messages, tools=tools)
+def _chat_sampling(request: DecodedRequest) -> SamplingParams:
+    """The dialect's sampling parameters, with serve-model's default length and vLLM's `stop_token_ids`."""
+    values = request.conversation.sampling.model_dump()
+    if request.max_tokens_requested is None:
+        values["max_tokens"] = CHAT_DEFAULT_MAX_TOKENS
+    if request.raw.get("stop_token_ids") is not None:
+        values["stop_token_ids"] = request.raw["stop_token_ids"]
+    return parse_sampling(values)
 
 
-def _arguments(raw: Any) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    try:
-        value = json.loads(raw or "{}")
-    except json.JSONDecodeError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_value": value}
+def _as_dialect_error(exc: DialectError | InvalidRequestError | BackendError) -> DialectError:
+    if isinstance(exc, DialectError):
+        return exc
+    if isinstance(exc, PromptTooLongError):
+        return DialectError(400, "prompt_too_long", str(exc))
+    if isinstance(exc, InvalidRequestError):
+        return DialectError.invalid(str(exc))
+    return DialectError(500, "api_error", str(exc))
 
 
-async def _chat_stream(backend: EmbeddedBackend, name: str, prompt_ids: list[int], sampling, include_usage: bool):
-    """Server-sent events in OpenAI's chunk format, one content delta per decoded piece of text."""
+def _chat_error(exc: DialectError | InvalidRequestError | BackendError) -> Response:
+    status, body = CHAT.error(_as_dialect_error(exc))
+    return JSONResponse(body, status_code=status)
+
+
+def _chat_reply(head: ReplyStart, model_dir, result: GenerationResult, sampling: SamplingParams) -> Reply:
+    text = _output_text(model_dir, result, sampling.stop, skip_special=False)
+    return Reply(
+        id=head.id,
+        model=head.model,
+        output=ParsedOutput(content=text),
+        finish_reason=result.finish_reason,
+        prompt_tokens=head.prompt_tokens,
+        completion_tokens=len(result.output_ids),
+        created=head.created,
+    )
+
+
+async def _chat_stream(
+    backend: EmbeddedBackend, head: ReplyStart, request: DecodedRequest, prompt_ids: list[int], sampling: SamplingParams
+) -> AsyncIterator[bytes]:
+    """The dialect's chunks, one content delta per decoded piece of text as the tokens are sampled."""
     model_dir = backend.model_dir
-    stream_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra) -> str:
-        body = {
-            "id": stream_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": name,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            **extra,
-        }
-        return f"data: {json.dumps(body)}\n\n"
-
-    yield chunk({"role": "assistant", "content": ""})
+    encoder = CHAT.stream_encoder(head, request)
+    for event in encoder.start():
+        yield event
     ids: list[int] = []
     sent = ""
     try:
         async for item in backend.stream(prompt_ids, sampling, GenerationContext()):
             if isinstance(item, GenerationResult):
-                text = _output_text(model_dir, item, sampling.stop, skip_special=False)
-                if len(text) > len(sent):
-                    yield chunk({"content": text[len(sent) :]})
-                yield chunk({}, item.finish_reason.value)
-                if include_usage:
-                    usage = _usage(prompt_ids, item)
-                    body = {
-                        "id": stream_id,
-                        "object": "chat.completion.chunk",
-                        "created": created,
-                        "model": name,
-                        "choices": [],
-                        "usage": usage,
-                    }
-                    yield f"data: {json.dumps(body)}\n\n"
-                break
+                reply = _chat_reply(head, model_dir, item, sampling)
+                rest = reply.output.content[len(sent) :]
+                for event in (encoder.text(rest) if rest else []) + encoder.finish(reply):
+                    yield event
+                return
             ids.append(item[0])
             if ids[-1] in model_dir.eos_token_ids:
                 continue
@@ -435,9 +358,8 @@ async def _chat_stream(backend: EmbeddedBackend, name: str, prompt_ids: list[int
             if ready.endswith("\ufffd"):
                 continue
             if len(ready) > len(sent) and ready.startswith(sent):
-                yield chunk({"content": ready[len(sent) :]})
+                for event in encoder.text(ready[len(sent) :]):
+                    yield event
                 sent = ready
     except (InvalidRequestError, BackendError) as exc:
-        kind = "invalid_request_error" if isinstance(exc, InvalidRequestError) else "server_error"
-        yield f"data: {json.dumps({'error': {'message': str(exc), 'type': kind, 'param': None, 'code': 500}})}\n\n"
-    yield "data: [DONE]\n\n"
+        yield CHAT.error_stream(_as_dialect_error(exc))

@@ -80,6 +80,9 @@ def model_api(service: ProxyService) -> Starlette:
     def reject(dialect: Dialect, status: int, kind: str, message: str) -> Response:
         return to_http(service.error_response(dialect, DialectError(status, kind, message)))
 
+    def too_large(dialect: Dialect) -> Response:
+        return reject(dialect, 413, "request_too_large", f"request body exceeds {settings.max_body_bytes} bytes")
+
     def model_call(dialect: Dialect):
         async def endpoint(request: Request) -> Response:
             key = episode_key(request)
@@ -91,7 +94,7 @@ def model_api(service: ProxyService) -> Starlette:
             try:
                 body = await read_body(request, settings.max_body_bytes)
             except BodyTooLarge:
-                return reject(dialect, 413, "request_too_large", f"request body exceeds {settings.max_body_bytes} bytes")
+                return too_large(dialect)
             # `x-stainless-retry-count` (the Stainless SDKs' retry counter) is deliberately not read: a retry
             # is recognised by its body (`ProxyService` replays the reply to a body it has already answered),
             # which holds for every harness, while only some send the header and a retry with a changed
@@ -109,7 +112,7 @@ def model_api(service: ProxyService) -> Starlette:
                 body = await read_body(request, settings.max_body_bytes)
                 decoded = dialect.decode(body, for_count=True)
             except BodyTooLarge:
-                return reject(dialect, 413, "request_too_large", f"request body exceeds {settings.max_body_bytes} bytes")
+                return too_large(dialect)
             except DialectError as err:
                 return to_http(service.error_response(dialect, err))
             return JSONResponse(dialect.encode_count(len(service.model.render(decoded.conversation))))

@@ -10,10 +10,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from openforge.core import FinishReason, SamplingParams
+from openforge.dialects import DIALECTS
 from openforge.inference import (
     BackendError,
     GenerationContext,
@@ -26,6 +29,7 @@ from openforge.inference.serve import create_app
 from openforge.inference.sglang import SGLangBackend, generate_request, parse_generate
 from openforge.inference.vllm import VLLMBackend, completion_request, parse_completion
 
+from support.dialects import accumulate, validate_body
 from support.inference import ServerThread, free_port, max_abs_diff, reference_logprobs, tiny_model_dir
 
 from support.paths import FIXTURES
@@ -151,10 +155,41 @@ async def test_chat_completions_json_and_stream(served):
         assert finishes == [answer["choices"][0]["finish_reason"]]
         assert chunks[-1]["usage"]["completion_tokens"] == answer["usage"]["completion_tokens"]
 
-        bad = await http.post("/v1/chat/completions", json={"messages": [{"role": "wizard", "content": "x"}]})
+        bad = await http.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]})
         assert bad.status_code == 400 and "role" in bad.json()["error"]["message"]
-        empty = await http.post("/v1/chat/completions", json={"messages": []})
+        empty = await http.post("/v1/chat/completions", json={"model": "tiny", "messages": []})
         assert empty.status_code == 400
+
+
+async def test_chat_completions_speak_the_proxys_dialect(served):
+    """serve-model's chat path is the proxy's Chat Completions dialect: its routes, ids, chunks and error
+    shapes; vLLM's `logprobs` and `return_token_ids` ride along."""
+    backend, url = served
+    messages = [{"role": "user", "content": "Count."}]
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        body = {"model": "tiny", "messages": messages, "max_tokens": 6, "seed": 2, "logprobs": True, "return_token_ids": True}
+        answer = (await http.post("/chat/completions", json=body)).json()  # the dialect's second route
+        (choice,) = answer["choices"]
+        assert answer["id"].startswith("chatcmpl-") and answer["model"] == "tiny"
+        assert len(choice["token_ids"]) == len(choice["logprobs"]["content"]) == answer["usage"]["completion_tokens"]
+        assert answer["prompt_token_ids"] == backend.model_dir.render(DIALECTS["chat_completions"].decode(json.dumps(body).encode()).conversation)
+        validate_body("chat_completions", answer)
+
+        stream = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        raw = (await http.post("/v1/chat/completions", json=stream)).content
+        chunks = [block + b"\n\n" for block in raw.split(b"\n\n") if block]
+        streamed = accumulate("chat_completions", chunks)
+        assert streamed["choices"][0]["message"]["content"] == choice["message"]["content"]  # same seed
+        assert chunks[-1] == b"data: [DONE]\n\n"
+
+        long = {"model": "tiny", "messages": [{"role": "user", "content": "word " * backend.max_context}]}
+        refused = await http.post("/v1/chat/completions", json=long)
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == "context_length_exceeded" and refused.json()["error"]["param"] == "messages"
+        nameless = await http.post("/v1/chat/completions", json={"messages": messages})
+        assert nameless.status_code == 400 and nameless.json()["error"]["param"] == "model"
+        bad_flag = await http.post("/v1/chat/completions", json={**body, "return_token_ids": "yes"})
+        assert bad_flag.status_code == 400 and bad_flag.json()["error"]["param"] == "return_token_ids"
 
 
 async def test_openai_sdk_can_talk_to_serve_model(served):
@@ -165,6 +200,11 @@ async def test_openai_sdk_can_talk_to_serve_model(served):
         model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=5
     )
     assert reply.choices[0].finish_reason in ("stop", "length")
+    stream = await client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=5, stream=True
+    )
+    chunks = [chunk async for chunk in stream]
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length") and chunks[0].id.startswith("chatcmpl-")
     await client.close()
 
 
@@ -202,19 +242,18 @@ def test_vllm_request_body_asks_for_ids_and_neutral_sampling():
     assert body["top_k"] == -1 and body["repetition_penalty"] == 1.0 and body["stop_token_ids"] == [9]
 
 
-def recorded_server(routes: dict[str, tuple[int, object]], seen: list | None = None, delay: float = 0.0) -> FastAPI:
+def recorded_server(routes: dict[str, tuple[int, object]], seen: list | None = None, delay: float = 0.0) -> Starlette:
     """A stand-in vLLM/SGLang server answering recorded bodies (path -> (status, body))."""
-    app = FastAPI()
 
-    @app.api_route("/{path:path}", methods=["GET", "POST"])
-    async def answer(path: str, request: Request):
+    async def answer(request: Request):
+        path = request.path_params["path"]
         if seen is not None and request.method == "POST":
             seen.append((path, await request.json()))
         await asyncio.sleep(delay)
         status, body = routes[f"/{path}"]
         return JSONResponse(body, status_code=status)
 
-    return app
+    return Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST"])])
 
 
 async def test_vllm_client_against_recorded_server_and_errors():
