@@ -14,9 +14,8 @@ Decoding:
   the whole history with `store: false`). `store`, `include`, `parallel_tool_calls`, `reasoning`,
   `truncation`, `metadata`, ... accepted; `text.format` json_schema / json_object → `response_format`.
 
-Encoding: a full Response object: [reasoning?, message?, function_call* / custom_tool_call*]. The stream
-always ends with `response.completed` carrying the whole response and usage — Codex retries a stream
-without it, so a turn cut short by max tokens is `response.completed` with `status: "incomplete"`.
+Encoding (`responses_output`): a full Response object: [reasoning?, message?, function_call* /
+custom_tool_call*], and its event stream.
 """
 
 from __future__ import annotations
@@ -26,15 +25,14 @@ import binascii
 from dataclasses import dataclass
 from typing import Any
 
-from openforge.core import Conversation, Message, ParsedOutput, ToolCall, ToolSpec
+from openforge.core import Conversation, Message, ToolCall, ToolSpec
 from openforge.dialects import openai_common, wire
 from openforge.dialects.base import AUDIO_PLACEHOLDER, BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, ToolRoute
 from openforge.dialects.base import DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
 from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder, ToolSet
-
-# Reasoning text rides along in `encrypted_content` too, so it survives a client that keeps only that.
-_REASONING_PREFIX = "openforge:v1:"
+from openforge.dialects.responses_output import CUSTOM_INPUT, REASONING_PREFIX, REPLY_ID_PREFIX, EventStream, EventWriter
+from openforge.dialects.responses_output import call_item, completed_response, message_item, reasoning_item
 
 # Items of built-in tools that OpenForge drops: never produced here, so nothing the policy said.
 _BUILTIN_ITEMS = frozenset(
@@ -62,7 +60,6 @@ _BUILTIN_ITEMS = frozenset(
     }
 )
 
-_CUSTOM_INPUT = "input"  # the canonical argument that carries a freeform tool's raw text
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 _MEDIA_PARTS = {"input_image": IMAGE_PLACEHOLDER, "input_file": FILE_PLACEHOLDER, "input_audio": AUDIO_PLACEHOLDER}
 
@@ -78,7 +75,7 @@ class _OpenTurn:
 class OpenAIResponses(Dialect):
     name = "responses"
     routes = ("/v1/responses", "/responses")
-    reply_id_prefix = "resp_"
+    reply_id_prefix = REPLY_ID_PREFIX
     call_id_prefix = "call_"
 
     # ---- request → canonical -----------------------------------------------------------------------
@@ -172,8 +169,8 @@ class OpenAIResponses(Dialect):
             field_doc = f"Raw text in this {fmt.get('syntax', 'grammar')} grammar:\n{fmt['definition']}"
         parameters = {
             "type": "object",
-            "properties": {_CUSTOM_INPUT: {"type": "string", "description": field_doc}},
-            "required": [_CUSTOM_INPUT],
+            "properties": {CUSTOM_INPUT: {"type": "string", "description": field_doc}},
+            "required": [CUSTOM_INPUT],
         }
         return ToolSpec(name=canonical, description=description, parameters=parameters), ToolRoute(
             name=name, namespace=namespace, kind="custom"
@@ -251,7 +248,7 @@ class OpenAIResponses(Dialect):
             if not isinstance(arguments, str):
                 raise wire.bad(wire.at(path, "arguments"), f"expected a JSON string, got {wire.type_name(arguments)}")
             return ToolCall(id=call_id, name=name, arguments=wire.parse_arguments(arguments, wire.at(path, "arguments")))
-        return ToolCall(id=call_id, name=name, arguments={_CUSTOM_INPUT: wire.req_str(item, "input", path)})
+        return ToolCall(id=call_id, name=name, arguments={CUSTOM_INPUT: wire.req_str(item, "input", path)})
 
     def _parts_text(self, content: Any, path: str) -> str:
         """A message's content or a call's output: a string, or content parts joined."""
@@ -272,9 +269,9 @@ class OpenAIResponses(Dialect):
         if texts:
             return BLOCK_SEPARATOR.join(texts)
         encrypted = wire.opt_str(item, "encrypted_content", path)
-        if encrypted and encrypted.startswith(_REASONING_PREFIX):
+        if encrypted and encrypted.startswith(REASONING_PREFIX):
             try:
-                return base64.b64decode(encrypted[len(_REASONING_PREFIX) :], validate=True).decode("utf-8")
+                return base64.b64decode(encrypted[len(REASONING_PREFIX) :], validate=True).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError):
                 raise wire.bad(wire.at(path, "encrypted_content"), "is not reasoning content this proxy wrote") from None
         summary = wire.opt_list(item, "summary", path)
@@ -307,13 +304,12 @@ class OpenAIResponses(Dialect):
 
     # ---- canonical → response -----------------------------------------------------------------------
     def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
-        status = "incomplete" if reply.truncated else "completed"
-        return _response(reply.start, request, status=status, output=_output(reply, request), usage=_usage(reply))
+        return completed_response(reply, request)
 
     def stream_encoder(
         self, start: ReplyStart, request: DecodedRequest, *, chunk_chars: int | None = None
     ) -> StreamEncoder:
-        return _EventStream(start, request, chunk_chars)
+        return EventStream(start, request, chunk_chars)
 
     def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
         return openai_common.openai_error(err, context_param="input")
@@ -338,7 +334,7 @@ class OpenAIResponses(Dialect):
             "tool_choice": "auto",
             "tools": [],
         }
-        event = _EventWriter()
+        event = EventWriter()
         failed = {**base, "status": "failed", "error": {"code": code, "message": err.message}}
         return event("response.created", {"response": base}) + event("response.failed", {"response": failed})
 
@@ -363,255 +359,17 @@ class OpenAIResponses(Dialect):
         return body
 
 
-def _tool_choice_echo(request: DecodedRequest) -> Any:
-    if request.tool_choice == "tool" and request.forced_tool:
-        route = request.tool_routes.get(request.forced_tool)
-        return {"type": "custom" if route and route.kind == "custom" else "function", "name": request.forced_tool}
-    return request.tool_choice if request.tool_choice != "tool" else "auto"
-
-
-def _reasoning_item(item_id: str, text: str) -> dict[str, Any]:
-    return {
-        "id": item_id,
-        "type": "reasoning",
-        "summary": [],
-        "content": [{"type": "reasoning_text", "text": text}],
-        "encrypted_content": _REASONING_PREFIX + base64.b64encode(text.encode("utf-8", "replace")).decode(),
-        "status": "completed",
-    }
-
-
-def _output_text(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-
-
-def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
-    content = [_output_text(text)] if status == "completed" else []
-    return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
-
-
-def _call_item(item_id: str, call: ToolCall, route: ToolRoute | None, status: str) -> dict[str, Any]:
-    name = route.name if route else call.name
-    if route and route.kind == "custom":
-        raw = call.arguments.get(_CUSTOM_INPUT)
-        item = {
-            "id": item_id,
-            "type": "custom_tool_call",
-            "status": status,
-            "call_id": call.id,
-            "name": name,
-            "input": (raw if isinstance(raw, str) else wire.dumps(call.arguments)) if status == "completed" else "",
-        }
-    else:
-        item = {
-            "id": item_id,
-            "type": "function_call",
-            "status": status,
-            "call_id": call.id,
-            "name": name,
-            "arguments": wire.dumps(call.arguments) if status == "completed" else "",
-        }
-    if route and route.namespace:
-        item["namespace"] = route.namespace
-    return item
-
-
-def _item_ids(reply_id: str) -> tuple[str, str, str]:
-    """The ids of a reply's reasoning item, message item and call items (a stem: `fc_…_0`, `fc_…_1`)."""
-    stem = reply_id.removeprefix(OpenAIResponses.reply_id_prefix)
-    return f"rs_{stem}", f"msg_{stem}", f"fc_{stem}"
-
-
-def _output(reply: Reply, request: DecodedRequest) -> list[dict[str, Any]]:
-    out = reply.output
-    reasoning_id, message_id, call_stem = _item_ids(reply.id)
-    items: list[dict[str, Any]] = []
-    if out.reasoning is not None:
-        items.append(_reasoning_item(reasoning_id, out.reasoning))
-    if out.content or _needs_empty_message(out):
-        items.append(_message_item(message_id, out.content, "completed"))
-    for i, call in enumerate(out.tool_calls):
-        items.append(_call_item(f"{call_stem}_{i}", call, request.tool_routes.get(call.name), "completed"))
-    return items
-
-
-def _needs_empty_message(out: ParsedOutput) -> bool:
-    """A reply without tool calls has a message item, empty if the model wrote no text."""
-    return not out.tool_calls
-
-
-def _usage(reply: Reply) -> dict[str, Any]:
-    return {
-        "input_tokens": reply.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-        "output_tokens": reply.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
-        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-    }
-
-
-def _response(
-    head: ReplyStart, request: DecodedRequest, *, status: str, output: list, usage: dict | None
-) -> dict[str, Any]:
-    sampling = request.conversation.sampling
-    text = request.raw.get("text")
-    done = status in ("completed", "incomplete")
-    return {
-        "id": head.id,
-        "object": "response",
-        "created_at": head.created,
-        "status": status,
-        "background": False,
-        "completed_at": head.created if status == "completed" else None,
-        "error": None,
-        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-        "instructions": None,
-        "max_output_tokens": request.max_tokens_requested,
-        "metadata": {},
-        "model": head.model,
-        "output": output,
-        "parallel_tool_calls": request.parallel_tool_calls,
-        "previous_response_id": None,
-        "reasoning": {"effort": None, "summary": None},
-        "store": False,
-        "temperature": sampling.temperature,
-        "text": text if isinstance(text, dict) and isinstance(text.get("format"), dict) else {"format": {"type": "text"}},
-        "tool_choice": _tool_choice_echo(request),
-        "tools": [],  # not echoed: Codex sends ~20 KB of schemas, and no client reads them back
-        "top_p": sampling.top_p,
-        "truncation": "disabled",
-        "usage": usage if done else None,
-        "user": None,
-    }
-
-
-class _EventWriter:
-    """Responses SSE events, each with its `sequence_number`."""
-
-    def __init__(self) -> None:
-        self.sent = 0
-
-    def __call__(self, kind: str, payload: dict[str, Any]) -> bytes:
-        event = wire.sse({"type": kind, "sequence_number": self.sent, **payload}, kind)
-        self.sent += 1
-        return event
-
-
-class _EventStream(StreamEncoder):
-    """`response.created` and `response.in_progress`; per output item `output_item.added`, its deltas and
-    `output_item.done`; then `response.completed` with the whole response and usage — Codex retries a
-    stream without it."""
-
-    def __init__(self, start: ReplyStart, request: DecodedRequest, chunk_chars: int | None):
-        super().__init__(start, request, chunk_chars)
-        self.event = _EventWriter()
-        self.reasoning_id, self.message_id, self.call_stem = _item_ids(start.id)
-        self.items = 0  # output items started; the open one (if any) is the last
-        self.open: str | None = None  # "reasoning" | "message"
-        self.written = ""  # the open item's text so far
-
-    def start(self) -> list[bytes]:
-        in_progress = _response(self.head, self.request, status="in_progress", output=[], usage=None)
-        return [
-            self.event("response.created", {"response": in_progress}),
-            self.event("response.in_progress", {"response": in_progress}),
-        ]
-
-    def reasoning(self, delta: str) -> list[bytes]:
-        events = [] if self.open == "reasoning" else self._begin("reasoning")
-        self.written += delta
-        if delta:
-            payload = {**self._where(), "content_index": 0, "delta": delta}
-            events.append(self.event("response.reasoning_text.delta", payload))
-        return events
-
-    def text(self, delta: str) -> list[bytes]:
-        events = [] if self.open == "message" else self._begin("message")
-        self.written += delta
-        if delta:
-            payload = {**self._where(), "content_index": 0, "delta": delta, "logprobs": []}
-            events.append(self.event("response.output_text.delta", payload))
-        return events
-
-    def finish(self, reply: Reply) -> list[bytes]:
-        events = self._close()
-        if not reply.output.content and _needs_empty_message(reply.output):
-            events += self._begin("message") + self._close()
-        for i, call in enumerate(reply.output.tool_calls):
-            item = _call_item(f"{self.call_stem}_{i}", call, self.request.tool_routes.get(call.name), "completed")
-            events += self._call_events(item)
-        status = "incomplete" if reply.truncated else "completed"
-        output = _output(reply, self.request)
-        whole = _response(self.head, self.request, status=status, output=output, usage=_usage(reply))
-        return events + [self.event("response.completed", {"response": whole})]
-
-    def _where(self) -> dict[str, Any]:
-        item_id = self.reasoning_id if self.open == "reasoning" else self.message_id
-        return {"item_id": item_id, "output_index": self.items - 1}
-
-    def _begin(self, kind: str) -> list[bytes]:
-        events = self._close()
-        self.open, self.written = kind, ""
-        self.items += 1
-        index = self.items - 1
-        if kind == "reasoning":
-            # In progress, the item says nothing of its text yet (`encrypted_content` comes with `done`).
-            item = {"id": self.reasoning_id, "type": "reasoning", "summary": [], "content": [], "status": "in_progress"}
-            part = {"type": "reasoning_text", "text": ""}
-        else:
-            item, part = _message_item(self.message_id, "", "in_progress"), _output_text("")
-        return events + [
-            self.event("response.output_item.added", {"output_index": index, "item": item}),
-            self.event("response.content_part.added", {**self._where(), "content_index": 0, "part": part}),
-        ]
-
-    def _close(self) -> list[bytes]:
-        if self.open is None:
-            return []
-        where, text = self._where(), self.written
-        if self.open == "reasoning":
-            item = _reasoning_item(self.reasoning_id, text)
-            events = [self.event("response.reasoning_text.done", {**where, "content_index": 0, "text": text})]
-            part = item["content"][0]
-        else:
-            item = _message_item(self.message_id, text, "completed")
-            done = {**where, "content_index": 0, "text": text, "logprobs": []}
-            events = [self.event("response.output_text.done", done)]
-            part = _output_text(text)
-        self.open = None
-        return events + [
-            self.event("response.content_part.done", {**where, "content_index": 0, "part": part}),
-            self.event("response.output_item.done", {"output_index": where["output_index"], "item": item}),
-        ]
-
-    def _call_events(self, item: dict[str, Any]) -> list[bytes]:
-        """The added → deltas → done events of one function or custom tool call."""
-        index = self.items
-        self.items += 1
-        where = {"item_id": item["id"], "output_index": index}
-        if item["type"] == "function_call":
-            field, kind, done = "arguments", "function_call_arguments", {"name": item["name"], "arguments": item["arguments"]}
-        else:
-            field, kind, done = "input", "custom_tool_call_input", {"input": item["input"]}
-        opening = {**item, field: "", "status": "in_progress"}
-        events = [self.event("response.output_item.added", {"output_index": index, "item": opening})]
-        for piece in wire.pieces(item[field], self.chunk_chars):
-            events.append(self.event(f"response.{kind}.delta", {**where, "delta": piece}))
-        events.append(self.event(f"response.{kind}.done", {**where, **done}))
-        return events + [self.event("response.output_item.done", {"output_index": index, "item": item})]
-
-
 def _input_items(conversation: Conversation) -> list[dict[str, Any]]:
     """Canonical messages as Responses input items (what Codex sends back: output items + call outputs)."""
     items: list[dict[str, Any]] = []
     for n, message in enumerate(conversation.messages):
         if message.role == "assistant":
             if message.reasoning is not None:
-                items.append(_reasoning_item(f"rs_{n}", message.reasoning))
+                items.append(reasoning_item(f"rs_{n}", message.reasoning))
             if message.content or not message.tool_calls:
-                items.append(_message_item(f"msg_{n}", message.content, "completed"))
+                items.append(message_item(f"msg_{n}", message.content, "completed"))
             for i, call in enumerate(message.tool_calls):
-                items.append(_call_item(f"fc_{n}_{i}", call, None, "completed"))
+                items.append(call_item(f"fc_{n}_{i}", call, None, "completed"))
         elif message.role == "tool":
             items.append({"type": "function_call_output", "call_id": message.tool_call_id, "output": message.content})
         else:
