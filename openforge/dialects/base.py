@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from openforge.core import Conversation, FinishReason, ParsedOutput
-from openforge.dialects.errors import DialectError
 from openforge.dialects import wire
+from openforge.dialects.errors import DialectError
 
 # How several text blocks / content parts of one wire message become one canonical `content` string.
 # One separator for every dialect, so the same conversation reads the same whichever API carried it.

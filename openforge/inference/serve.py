@@ -35,7 +35,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from openforge.core import FinishReason, ParsedOutput, SamplingParams
-from openforge.dialects import DIALECTS, MODELS_ROUTE, DecodedRequest, DialectError, Reply, ReplyStart, model_list, wire
+from openforge.dialects import DIALECTS, MODELS_ROUTE, DecodedRequest, DialectError, Reply, ReplyStart, model_list
+from openforge.dialects import wire
 from openforge.inference.base import (
     BackendError,
     GenerationContext,
