@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from openforge import __version__
+from openforge.rollout.config import DEFAULT_MAX_ATTEMPTS
 
 console = Console()
 err_console = Console(stderr=True)
@@ -331,7 +332,7 @@ def _rollouts(report: bool, tasks, harness, sandbox, samples, concurrency, model
 @app.command()
 def rollout(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react", sandbox: SandboxOpt = "docker",
             samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
-            split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = 3,
+            split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = DEFAULT_MAX_ATTEMPTS,
             agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False, sandbox_option: SandboxOptionOpt = None,
             proxy_listen: ProxyListenOpt = "127.0.0.1:0") -> None:
     """Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden tests."""
@@ -342,7 +343,7 @@ def rollout(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt =
 @app.command("eval")
 def eval_cmd(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react", sandbox: SandboxOpt = "docker",
              samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
-             split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = 3,
+             split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = DEFAULT_MAX_ATTEMPTS,
              agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False, sandbox_option: SandboxOptionOpt = None,
              proxy_listen: ProxyListenOpt = "127.0.0.1:0") -> None:
     """Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome classes."""
@@ -481,7 +482,7 @@ def verl_dataset(
 @app.command()
 def train(
     config: Path = typer.Option(..., "--config", help="YAML: run, model, backend, tasks (dirs or families), "
-                                "harnesses, sandbox, sft, rl. See examples/train/."),
+                                "harnesses, sandbox, sft, rl, evaluation. See examples/train/."),
     run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the config's `run`)."),
     resume: bool = typer.Option(False, help="Continue from the last RL checkpoint and steps.jsonl."),
 ) -> None:
@@ -489,7 +490,8 @@ def train(
     (reward, pass rate, tokens, merge rate), and RUN/report.{json,md,png} (reward and held-out pass@1)."""
     from openforge.config import ConfigError, load_config
     from openforge.train.config import TrainConfig
-    from openforge.train.run import TrainError, run_training
+    from openforge.train.errors import TrainError
+    from openforge.train.pipeline import run_training
 
     try:
         settings = load_config(config, TrainConfig)
@@ -503,27 +505,21 @@ def quickstart(
     run: Path = typer.Option(Path("runs/quickstart"), "--run", help="Run directory."),
     seed: Optional[int] = typer.Option(None, help="Seed for the model, tasks and sampling (default 0, or the "
                                        "config's `seed`)."),
-    config: Optional[Path] = typer.Option(None, help="YAML with QuickstartConfig fields (sizes, budgets)."),
+    config: Optional[Path] = typer.Option(None, help="YAML with TrainConfig fields laid over the quickstart's "
+                                          "preset (e.g. `sft: {control: true}`)."),
     smoke: bool = typer.Option(False, help="A reduced run (minutes): checks the pipeline, not the learning."),
 ) -> None:
     """The main job: tiny model → teacher trajectories through the react harness → SFT → GRPO → held-out
-    evaluation of base, SFT and SFT+RL, with a report."""
-    from openforge.config import ConfigError, load_config
-    from openforge.core.runlock import RunDirBusy
-    from openforge.quickstart import QuickstartConfig, run_quickstart
+    evaluation of base, SFT and SFT+RL, with a report (`openforge train` on the quickstart's preset)."""
+    from openforge.config import ConfigError, read_mapping
+    from openforge.train.errors import TrainError
+    from openforge.train.quickstart import quickstart_config, run_quickstart
 
     try:
-        settings = load_config(config, QuickstartConfig) if config else QuickstartConfig()
-    except ConfigError as e:
-        fail(str(e))
-    if seed is not None:
-        settings = settings.model_copy(update={"seed": seed})
-    if smoke:
-        settings = settings.model_copy(update={"demos": 24, "sft_steps": 6, "sft_warmup": 2, "rl_seconds": 20, "rl_prompts": 4,
-                                               "rl_group": 4, "eval_instances": 24})
-    try:
+        overrides = read_mapping(config) if config else {}
+        settings = quickstart_config(overrides, seed=seed, smoke=smoke, source=str(config or "quickstart"))
         run_quickstart(run, settings, console=console)
-    except RunDirBusy as e:
+    except (ConfigError, TrainError) as e:
         fail(str(e))
 
 
