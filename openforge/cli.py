@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from openforge import __version__
-from openforge.rollout.config import DEFAULT_MAX_ATTEMPTS
+from openforge.rollout.config import RolloutConfig
 
 console = Console()
 err_console = Console(stderr=True)
@@ -257,7 +257,6 @@ def _rollout_config(**options):
     from pydantic import ValidationError
 
     from openforge.config import describe_validation_error
-    from openforge.rollout import RolloutConfig
 
     try:
         return RolloutConfig(**options)
@@ -318,37 +317,38 @@ def _key_values(pairs: list[str] | None, what: str) -> dict:
     return out
 
 
-def _rollouts(report: bool, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume, sandbox_option=None, proxy_listen="127.0.0.1:0") -> None:
-    config = _rollout_config(
-        tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
-        sandbox_options=_key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
-        samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
-        image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout, resume=resume,
-    )
-    _run_rollouts(config, report=report)
+def _rollout_default(name: str):
+    """A `rollout` / `eval` option's default: the rollout config's own (one source)."""
+    return RolloutConfig.model_fields[name].get_default(call_default_factory=True)
 
 
-@app.command()
-def rollout(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react", sandbox: SandboxOpt = "docker",
-            samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
-            split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = DEFAULT_MAX_ATTEMPTS,
-            agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False, sandbox_option: SandboxOptionOpt = None,
-            proxy_listen: ProxyListenOpt = "127.0.0.1:0") -> None:
-    """Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden tests."""
-    _rollouts(False, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume, sandbox_option, proxy_listen)
+def _rollout_command(report: bool):
+    """`rollout` and `eval` take the same options; `eval` also writes the report."""
+
+    def command(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react",
+                sandbox: SandboxOpt = _rollout_default("sandbox"), samples: SamplesOpt = _rollout_default("samples"),
+                concurrency: ConcurrencyOpt = _rollout_default("concurrency"),
+                backend: BackendOpt = _rollout_default("backend"), split: SplitOpt = None,
+                image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = _rollout_default("max_attempts"),
+                agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False,
+                sandbox_option: SandboxOptionOpt = None,
+                proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen")) -> None:
+        config = _rollout_config(
+            tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
+            sandbox_options=_key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
+            samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
+            image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout,
+            resume=resume,
+        )
+        _run_rollouts(config, report=report)
+
+    return command
 
 
-@app.command("eval")
-def eval_cmd(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react", sandbox: SandboxOpt = "docker",
-             samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
-             split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = DEFAULT_MAX_ATTEMPTS,
-             agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False, sandbox_option: SandboxOptionOpt = None,
-             proxy_listen: ProxyListenOpt = "127.0.0.1:0") -> None:
-    """Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome classes."""
-    _rollouts(True, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume, sandbox_option, proxy_listen)
+app.command("rollout", help="Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden "
+            "tests.")(_rollout_command(report=False))
+app.command("eval", help="Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome "
+            "classes.")(_rollout_command(report=True))
 
 
 @tasks_app.command("validate")
