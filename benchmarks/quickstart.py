@@ -28,7 +28,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("runs/bench-quickstart"))
-    parser.add_argument("--config", type=Path, default=None, help="QuickstartConfig YAML for every seed")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="YAML of TrainConfig fields laid over the quickstart's preset, for every seed")
     parser.add_argument("--reuse", action="store_true",
                         help="use OUT/seed-S/report.json where a finished run left one (wall time = its phases' sum)")
     parser.add_argument("--control", action="store_true",
@@ -91,8 +92,10 @@ def _seed_config(path: Path | None, seed: int, control: bool, run: Path) -> Path
     """The YAML config of one seed: the given file's fields, this seed, and the control switch."""
     import yaml
 
+    from openforge.train.quickstart import overlay
+
     fields = yaml.safe_load(path.read_text()) if path else {}
-    fields = {**(fields or {}), "seed": seed, **({"sft_control": True} if control else {})}
+    fields = overlay(fields or {}, {"seed": seed, **({"sft": {"control": True}} if control else {})})
     run.mkdir(parents=True, exist_ok=True)
     out = run / "benchmark-config.yaml"
     out.write_text(yaml.safe_dump(fields))

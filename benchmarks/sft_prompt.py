@@ -28,20 +28,25 @@ from openforge.core import Conversation, Message, Sample, ToolSpec
 from openforge.harness.react_agent import SYSTEM_PROMPT, select_tools
 from openforge.models import ModelDir, build_tiny_model
 from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler
+from openforge.train.data import HELDOUT_SEED, TEACHER_SEED
+from openforge.train.quickstart import QUICKSTART
 from openforge.train.sft import SFTConfig, SFTTrainer
+
+SFT = QUICKSTART["sft"]  # the quickstart's SFT settings are the defaults here
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", choices=["default", "quickstart", "none"], default="quickstart")
     parser.add_argument("--demos", type=int, default=400)
-    parser.add_argument("--steps", type=int, default=800)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--warmup", type=int, default=30)
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=SFT["steps"])
+    parser.add_argument("--lr", type=float, default=SFT["lr"])
+    parser.add_argument("--warmup", type=int, default=SFT["warmup_steps"])
+    parser.add_argument("--batch", type=int, default=SFT["batch_size"])
     parser.add_argument("--seed", type=int, default=0, help="demonstrations and their order")
     parser.add_argument("--model-seed", type=int, default=0)
-    parser.add_argument("--eval", type=int, default=200, help="held-out instances (greedy)")
+    parser.add_argument("--eval", type=int, default=QUICKSTART["rl"]["eval_instances"],
+                        help="held-out instances (greedy)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval-every", type=int, default=0, help="also greedy held-out pass@1 every N steps")
     args = parser.parse_args()
@@ -62,13 +67,13 @@ def main() -> None:
         call = json.dumps({"name": "bash", "arguments": {"command": command}})
         return md.encode_completion(f"<tool_call>\n{call}\n</tool_call><|im_end|>")
 
-    demos = InstanceSampler("train", seed=args.seed, families=QUICKSTART_FAMILIES).sample(args.demos)
+    demos = InstanceSampler("train", seed=TEACHER_SEED + args.seed, families=QUICKSTART_FAMILIES).sample(args.demos)
     samples = []
     for x in demos:  # the sample the assembler makes of a one-call teacher episode: loss on the response only
         p, r = prompt(x.instruction), response(x.solution_command)
         samples.append(Sample(token_ids=p + r, loss_mask=[0] * len(p) + [1] * len(r), logprobs=[0.0] * (len(p) + len(r)),
                               reward=1.0, group_id="sft", episode_id=x.key, prompt_length=len(p)))
-    heldout = InstanceSampler("heldout", seed=10_000, families=QUICKSTART_FAMILIES).sample(args.eval)
+    heldout = InstanceSampler("heldout", seed=HELDOUT_SEED, families=QUICKSTART_FAMILIES).sample(args.eval)
     curve: list[tuple[int, float]] = []
 
     def scores(instances, k: int = 1) -> list[float]:
@@ -95,7 +100,7 @@ def main() -> None:
 
     # the quickstart's SFT: the same trainer, schedule and batch
     trainer = SFTTrainer(model, SFTConfig(lr=args.lr, batch_size=args.batch, steps=args.steps,
-                                          warmup_steps=args.warmup, schedule="cosine", seed=args.seed),
+                                          warmup_steps=args.warmup, schedule=SFT["schedule"], seed=args.seed),
                          pad_id=md.pad_token_id)
 
     def on_step(step: int, loss: float) -> None:

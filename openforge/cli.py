@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from openforge import __version__
+from openforge.rollout.config import RolloutConfig
 
 console = Console()
 err_console = Console(stderr=True)
@@ -256,7 +257,6 @@ def _rollout_config(**options):
     from pydantic import ValidationError
 
     from openforge.config import describe_validation_error
-    from openforge.rollout import RolloutConfig
 
     try:
         return RolloutConfig(**options)
@@ -317,37 +317,38 @@ def _key_values(pairs: list[str] | None, what: str) -> dict:
     return out
 
 
-def _rollouts(report: bool, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume, sandbox_option=None, proxy_listen="127.0.0.1:0") -> None:
-    config = _rollout_config(
-        tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
-        sandbox_options=_key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
-        samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
-        image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout, resume=resume,
-    )
-    _run_rollouts(config, report=report)
+def _rollout_default(name: str):
+    """A `rollout` / `eval` option's default: the rollout config's own (one source)."""
+    return RolloutConfig.model_fields[name].get_default(call_default_factory=True)
 
 
-@app.command()
-def rollout(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react", sandbox: SandboxOpt = "docker",
-            samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
-            split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = 3,
-            agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False, sandbox_option: SandboxOptionOpt = None,
-            proxy_listen: ProxyListenOpt = "127.0.0.1:0") -> None:
-    """Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden tests."""
-    _rollouts(False, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume, sandbox_option, proxy_listen)
+def _rollout_command(report: bool):
+    """`rollout` and `eval` take the same options; `eval` also writes the report."""
+
+    def command(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react",
+                sandbox: SandboxOpt = _rollout_default("sandbox"), samples: SamplesOpt = _rollout_default("samples"),
+                concurrency: ConcurrencyOpt = _rollout_default("concurrency"),
+                backend: BackendOpt = _rollout_default("backend"), split: SplitOpt = None,
+                image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = _rollout_default("max_attempts"),
+                agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False,
+                sandbox_option: SandboxOptionOpt = None,
+                proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen")) -> None:
+        config = _rollout_config(
+            tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
+            sandbox_options=_key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
+            samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
+            image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout,
+            resume=resume,
+        )
+        _run_rollouts(config, report=report)
+
+    return command
 
 
-@app.command("eval")
-def eval_cmd(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react", sandbox: SandboxOpt = "docker",
-             samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
-             split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = 3,
-             agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False, sandbox_option: SandboxOptionOpt = None,
-             proxy_listen: ProxyListenOpt = "127.0.0.1:0") -> None:
-    """Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome classes."""
-    _rollouts(True, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume, sandbox_option, proxy_listen)
+app.command("rollout", help="Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden "
+            "tests.")(_rollout_command(report=False))
+app.command("eval", help="Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome "
+            "classes.")(_rollout_command(report=True))
 
 
 @tasks_app.command("validate")
@@ -481,7 +482,7 @@ def verl_dataset(
 @app.command()
 def train(
     config: Path = typer.Option(..., "--config", help="YAML: run, model, backend, tasks (dirs or families), "
-                                "harnesses, sandbox, sft, rl. See examples/train/."),
+                                "harnesses, sandbox, sft, rl, evaluation. See examples/train/."),
     run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the config's `run`)."),
     resume: bool = typer.Option(False, help="Continue from the last RL checkpoint and steps.jsonl."),
 ) -> None:
@@ -489,7 +490,8 @@ def train(
     (reward, pass rate, tokens, merge rate), and RUN/report.{json,md,png} (reward and held-out pass@1)."""
     from openforge.config import ConfigError, load_config
     from openforge.train.config import TrainConfig
-    from openforge.train.run import TrainError, run_training
+    from openforge.train.errors import TrainError
+    from openforge.train.pipeline import run_training
 
     try:
         settings = load_config(config, TrainConfig)
@@ -503,27 +505,21 @@ def quickstart(
     run: Path = typer.Option(Path("runs/quickstart"), "--run", help="Run directory."),
     seed: Optional[int] = typer.Option(None, help="Seed for the model, tasks and sampling (default 0, or the "
                                        "config's `seed`)."),
-    config: Optional[Path] = typer.Option(None, help="YAML with QuickstartConfig fields (sizes, budgets)."),
+    config: Optional[Path] = typer.Option(None, help="YAML with TrainConfig fields laid over the quickstart's "
+                                          "preset (e.g. `sft: {control: true}`)."),
     smoke: bool = typer.Option(False, help="A reduced run (minutes): checks the pipeline, not the learning."),
 ) -> None:
     """The main job: tiny model → teacher trajectories through the react harness → SFT → GRPO → held-out
-    evaluation of base, SFT and SFT+RL, with a report."""
-    from openforge.config import ConfigError, load_config
-    from openforge.core.runlock import RunDirBusy
-    from openforge.quickstart import QuickstartConfig, run_quickstart
+    evaluation of base, SFT and SFT+RL, with a report (`openforge train` on the quickstart's preset)."""
+    from openforge.config import ConfigError, read_mapping
+    from openforge.train.errors import TrainError
+    from openforge.train.quickstart import quickstart_config, run_quickstart
 
     try:
-        settings = load_config(config, QuickstartConfig) if config else QuickstartConfig()
-    except ConfigError as e:
-        fail(str(e))
-    if seed is not None:
-        settings = settings.model_copy(update={"seed": seed})
-    if smoke:
-        settings = settings.model_copy(update={"demos": 24, "sft_steps": 6, "sft_warmup": 2, "rl_seconds": 20, "rl_prompts": 4,
-                                               "rl_group": 4, "eval_instances": 24})
-    try:
+        overrides = read_mapping(config) if config else {}
+        settings = quickstart_config(overrides, seed=seed, smoke=smoke, source=str(config or "quickstart"))
         run_quickstart(run, settings, console=console)
-    except RunDirBusy as e:
+    except (ConfigError, TrainError) as e:
         fail(str(e))
 
 

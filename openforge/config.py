@@ -20,6 +20,11 @@ class ConfigError(ValueError):
 
 
 def load_config(path: str | Path, model: type[M]) -> M:
+    return validate_config(read_mapping(path), model, source=str(path))
+
+
+def read_mapping(path: str | Path) -> dict[str, Any]:
+    """A YAML file's top-level mapping (not validated yet); ConfigError when missing or not a mapping."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
@@ -29,7 +34,7 @@ def load_config(path: str | Path, model: type[M]) -> M:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of fields, got {type(data).__name__}")
-    return validate_config(data, model, source=str(path))
+    return data
 
 
 def validate_config(data: dict[str, Any], model: type[M], source: str = "config") -> M:

@@ -10,6 +10,7 @@ from openforge.core.conversation import (
     ToolSpec,
 )
 from openforge.core.records import CallRecord, Episode, EpisodeState, FinishReason, Outcome, Sample
+from openforge.core.task_payload import TaskPayload
 
 __all__ = [
     "CallRecord",
@@ -23,6 +24,7 @@ __all__ = [
     "Role",
     "Sample",
     "SamplingParams",
+    "TaskPayload",
     "ToolCall",
     "ToolSpec",
 ]

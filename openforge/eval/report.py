@@ -14,15 +14,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from openforge.core import Outcome
+from openforge.core import Episode, Outcome
 from openforge.eval.metrics import pass_table, task_counts
+from openforge.store import TrajectoryStore
 
 
-def final_episodes(store) -> list:
+def final_episodes(store: TrajectoryStore) -> list[Episode]:
     return [e for e in store.list_episodes() if e.metadata.get("final")]
 
 
-def build_report(store) -> dict[str, Any]:
+def build_report(store: TrajectoryStore) -> dict[str, Any]:
     episodes = final_episodes(store)
     graded = [e for e in episodes if e.outcome in (Outcome.passed, Outcome.failed)]
     outcomes = Counter(e.outcome.value for e in episodes if e.outcome)
@@ -58,7 +59,7 @@ def build_report(store) -> dict[str, Any]:
     return report
 
 
-def _usage(store, episodes: list) -> dict[str, float | None]:
+def _usage(store: TrajectoryStore, episodes: list[Episode]) -> dict[str, float | None]:
     """Mean model calls, prompt tokens (new ones only: prompts extend each other) and sampled tokens."""
     if not episodes:
         return {"mean_calls": None, "mean_output_tokens": None}
@@ -96,7 +97,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(store, run_dir: Path, console: Console | None = None) -> dict[str, Any]:
+def write_report(store: TrajectoryStore, run_dir: Path, console: Console | None = None) -> dict[str, Any]:
     report = build_report(store)
     (run_dir / "report.json").write_text(json.dumps(report, indent=2))
     (run_dir / "report.md").write_text(report_markdown(report))

@@ -13,6 +13,7 @@ from typing import Any
 
 from openforge import __version__
 from openforge.harness.base import HarnessAdapter, Launch, api_root, json_lines, transcript_summary
+from openforge.harness.react_agent import DEFAULT_MAX_STEPS
 
 
 @dataclass
@@ -27,7 +28,7 @@ class ReactAdapter(HarnessAdapter):
     component = None  # built in: needs no bundle
     shell_tool = ("bash", "command")
 
-    max_steps: int = 8
+    max_steps: int = DEFAULT_MAX_STEPS
     max_tokens: int = 512
     tools: tuple[str, ...] = ()
     system_prompt: str | None = None

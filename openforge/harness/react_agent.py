@@ -36,6 +36,7 @@ TOOLS = [
         "parameters": {"type": "object", "properties": {}}}},
 ]
 
+DEFAULT_MAX_STEPS = 8  # model calls per episode (the `react` adapter's and the in-process episodes' default too)
 OUTPUT_CAP = 4000  # characters of tool output shown to the model
 COMMAND_TIMEOUT_S = 60
 
@@ -113,7 +114,7 @@ def run_tool(name: str, arguments: dict) -> tuple[str, bool]:
         return f"[error: {e}]", False
 
 
-def run_agent(base_url: str, key: str, model: str, instruction: str, *, max_steps: int = 8,
+def run_agent(base_url: str, key: str, model: str, instruction: str, *, max_steps: int = DEFAULT_MAX_STEPS,
               max_tokens: int = 512, tool_runner=run_tool, emit=emit, tools: list[str] | None = None,
               system_prompt: str | None = None) -> dict:
     """The ReAct loop; returns the result event. `tool_runner(name, arguments) -> (output, submitted)` runs
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--instruction-file", required=True)
-    parser.add_argument("--max-steps", type=int, default=8)
+    parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS)
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--tools", default="", help="comma-separated subset of bash,read,write,submit")
     parser.add_argument("--system-prompt", default=None, help="replaces the default system prompt; '' sends none")

@@ -2,16 +2,16 @@
 solution (`solution/solve.sh`, inlined) through the harness's own shell tool, then finishes with a short
 answer. It validates tasks end to end and records teacher trajectories for SFT.
 
-It needs the episode's task payload (as the orchestrator creates episodes): `{"solution": <solve.sh text>,
-"shell_tool": [<tool name>, <argument name>]}`; without `shell_tool` it picks the offered tool whose schema
-takes a `command` or `cmd` string.
+It needs the episode's task payload (`openforge.core.TaskPayload`, as the episode runners create episodes)
+with its `solution`; it answers through the payload's `shell_tool` (tool name, argument name), or without one
+the offered tool whose schema takes a `command` or `cmd` string.
 """
 
 from __future__ import annotations
 
 import json
 
-from openforge.core import Conversation
+from openforge.core import Conversation, TaskPayload
 from openforge.inference.scripted import ScriptedBackend, ScriptError, _Policy
 
 FINAL_ANSWER = "Done."
@@ -20,13 +20,14 @@ SHELL_ARGUMENTS = ("command", "cmd")
 
 class OraclePolicy(_Policy):
     def respond(self, conversation: Conversation | None, call_index: int, task) -> str:
-        if not isinstance(task, dict) or not isinstance(task.get("solution"), str):
+        payload = TaskPayload.from_json(task)
+        if payload is None or payload.solution is None:
             raise ScriptError("the oracle needs the episode's task payload with its reference solution "
-                              '({"solution": <solve.sh text>}); create episodes with the orchestrator')
+                              "(TaskPayload.solution); create episodes with the orchestrator")
         if conversation is None or any(m.role == "tool" for m in conversation.messages):
             return FINAL_ANSWER
-        name, argument = shell_tool(conversation, task)
-        call = {"name": name, "arguments": {argument: task["solution"]}}
+        name, argument = shell_tool(conversation, payload)
+        call = {"name": name, "arguments": {argument: payload.solution}}
         # the same text the chat template renders for this call, so continuity holds from scratch too
         return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
 
@@ -34,9 +35,9 @@ class OraclePolicy(_Policy):
         return "Task"
 
 
-def shell_tool(conversation: Conversation, task: dict) -> tuple[str, str]:
+def shell_tool(conversation: Conversation, task: TaskPayload) -> tuple[str, str]:
     offered = {t.name: t for t in conversation.tools}
-    named = task.get("shell_tool")
+    named = task.shell_tool
     if named and named[0] in offered:
         return named[0], named[1]
     for tool in conversation.tools:

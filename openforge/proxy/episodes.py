@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Any
 
-from openforge.core import Episode, EpisodeState
+from openforge.core import Episode, EpisodeState, TaskPayload
 from openforge.store import TrajectoryStore
 
 
@@ -28,8 +28,13 @@ class EpisodeRegistry:
         self._by_key: dict[str, Episode] = {}
         self._next_index: dict[str, int] = {}
 
-    def create(self, task: Any = None, harness: str | None = None, metadata: dict | None = None) -> Episode:
+    def create(self, task: TaskPayload | dict | str | None = None, harness: str | None = None,
+               metadata: dict | None = None) -> Episode:
+        """`task`: a `TaskPayload` (the episode runners), or whatever JSON an orchestrator posted to the admin
+        API (a dict, kept whole, or a task name)."""
         metadata = dict(metadata or {})
+        if isinstance(task, TaskPayload):
+            task = task.to_json()
         task_name = task
         if isinstance(task, dict):
             metadata["task"] = task

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from openforge.core import Episode, TaskPayload
 from openforge.inference import Backend, make_backend
 from openforge.models import ModelDir
 from openforge.proxy.app import admin_api, combined_api, model_api
@@ -30,8 +31,8 @@ from openforge.store import TrajectoryStore
 from openforge.store.writer import AsyncCallWriter
 
 
-class ProxyConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ProxyConfig(ProxySettings):
+    """A proxy to run: what it serves (model, backend) and where it listens, plus its `ProxySettings`."""
 
     model: Path
     backend: str = "embedded"
@@ -42,10 +43,10 @@ class ProxyConfig(BaseModel):
     admin_listen: str | None = "127.0.0.1:8101"
     admin_uds: Path | None = None
     admin_token: str | None = None
-    served_model: str | None = None
-    max_new_tokens: int = Field(default=4096, ge=1)
-    temperature: float | None = Field(default=None, ge=0.0)
-    generation_timeout_s: float = Field(default=600.0, gt=0)
+
+    def proxy_settings(self) -> ProxySettings:
+        """The serving options alone (what `ProxyService` takes)."""
+        return ProxySettings.model_validate(self.model_dump(include=set(ProxySettings.model_fields)))
 
     @model_validator(mode="after")
     def _somewhere_to_listen(self) -> "ProxyConfig":
@@ -74,13 +75,7 @@ def build_service(config: ProxyConfig, backend: Backend | None = None) -> tuple[
         backend = make_backend(config.backend, config.model, **config.backend_options)
     store = TrajectoryStore.open(config.run)
     writer = AsyncCallWriter(store)
-    settings = ProxySettings(
-        served_model=config.served_model or model.path.name,
-        max_new_tokens=config.max_new_tokens,
-        temperature=config.temperature,
-        generation_timeout_s=config.generation_timeout_s,
-    )
-    return ProxyService(model, backend, EpisodeRegistry(store), writer, settings), store, writer
+    return ProxyService(model, backend, EpisodeRegistry(store), writer, config.proxy_settings()), store, writer
 
 
 def _uvicorn(app, address: str | None = None, uds: Path | None = None) -> uvicorn.Server:
@@ -102,8 +97,10 @@ def _bound(server: uvicorn.Server) -> str:
 
 @dataclass
 class RunningProxy:
-    """A proxy serving in the current event loop. `url` is the model API over TCP (None when only a Unix
-    socket serves it), `uds` its Unix socket (None when only TCP), `admin_url` the admin API."""
+    """A proxy serving in the current event loop, and the episode API its callers use (episode runners, the
+    trainer): create and end episodes, the store they are recorded in, the served model's name, new weights.
+    `url` is the model API over TCP (None when only a Unix socket serves it), `uds` its Unix socket (None when
+    only TCP), `admin_url` the admin API."""
 
     service: ProxyService
     store: TrajectoryStore
@@ -113,13 +110,39 @@ class RunningProxy:
     admin_url: str
     servers: list[uvicorn.Server]
 
+    @property
+    def served_model(self) -> str:
+        """The model name harnesses are given (and send back)."""
+        return self.service.settings.served_model
+
+    def create_episode(self, task: TaskPayload | None = None, harness: str | None = None,
+                       metadata: dict[str, Any] | None = None) -> Episode:
+        """A new episode and its secret key (`episode.key`, the harness's API key). `metadata`'s `attempt` and
+        `sample` become the episode's fields."""
+        return self.service.registry.create(task=task, harness=harness, metadata=metadata)
+
+    def end_episode(self, episode_id: str) -> None:
+        """The episode's key stops working and the proxy forgets its per-episode state (continuity, replies
+        kept for retries); what was recorded stays in the store."""
+        self.service.registry.end(episode_id)
+        self.service.forget(episode_id)
+
+    async def swap_weights(self, checkpoint_dir: str) -> int:
+        """Load new weights into the backend with no call in flight (new calls wait, they do not fail); the
+        proxy serves again whatever happens. Returns the new policy version."""
+        await self.service.gate.close()  # returns once calls in flight have drained
+        try:
+            return await self.service.backend.load_weights(checkpoint_dir)
+        finally:
+            self.service.gate.open()
+
     def stop(self) -> None:
         for s in self.servers:
             s.should_exit = True
 
     def info(self) -> dict:
         return {"pid": os.getpid(), "url": self.url or f"unix:{self.uds}", "uds": str(self.uds) if self.uds else None,
-                "admin_url": self.admin_url, "admin_token": self.admin_token, "model": self.service.settings.served_model}
+                "admin_url": self.admin_url, "admin_token": self.admin_token, "model": self.served_model}
 
 
 @asynccontextmanager

@@ -16,6 +16,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from openforge.core import CallRecord, Episode, FinishReason, ParsedOutput, SamplingParams
 from openforge.inference import Backend, BackendError, GenerationContext, InvalidRequestError, PromptTooLongError
 from openforge.models import ModelDir
@@ -26,17 +28,21 @@ from openforge.proxy.output_parser import parse_output
 from openforge.store.writer import AsyncCallWriter
 
 
-@dataclass
-class ProxySettings:
-    served_model: str = "openforge"
-    max_new_tokens: int = 4096  # harnesses ask for 32000; a cap keeps a rambling policy bounded
-    generation_timeout_s: float = 600.0
-    temperature: float | None = None  # set to sample every call at this temperature (training)
-    max_body_bytes: int = 32 * 1024 * 1024
+class ProxySettings(BaseModel):
+    """How the proxy serves calls. The one declaration of these options: `ProxyConfig` (the CLI's and every
+    in-process proxy's configuration) extends it with where to listen and what to serve."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    served_model: str | None = None  # the model name reported to harnesses; None: the model directory's name
+    max_new_tokens: int = Field(default=4096, ge=1)  # harnesses ask for 32000; a cap keeps a rambling policy bounded
+    generation_timeout_s: float = Field(default=600.0, gt=0)
+    temperature: float | None = Field(default=None, ge=0.0)  # sample every call at this temperature (training)
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1)
     # No harness session comes near this; a request past it is hostile or broken, and rendering it would
     # only burn CPU before failing on the context length.
-    max_messages: int = 4096
-    replay_cache_per_episode: int = 4
+    max_messages: int = Field(default=4096, ge=1)
+    replay_cache_per_episode: int = Field(default=4, ge=0)
 
 
 @dataclass
@@ -114,7 +120,10 @@ class ProxyService:
         self.backend = backend
         self.registry = registry
         self.writer = writer
-        self.settings = settings or ProxySettings()
+        settings = settings or ProxySettings()
+        if settings.served_model is None:
+            settings = settings.model_copy(update={"served_model": model.path.name})
+        self.settings = settings
         self.renderer = ContinuityRenderer(model)
         self.gate = PauseGate()
         self._eos = set(model.eos_token_ids)

@@ -1,6 +1,17 @@
 """The orchestrator: episodes of real harnesses on real tasks, each in its own sandbox, graded after."""
 
-from openforge.rollout.config import RolloutConfig
-from openforge.rollout.orchestrator import RolloutError, RolloutSummary, run_rollouts
+from openforge.rollout.config import DEFAULT_MAX_ATTEMPTS, RolloutConfig
 
-__all__ = ["RolloutConfig", "RolloutError", "RolloutSummary", "run_rollouts"]
+# The orchestrator imports the proxy and the sandboxes (seconds); importing the config (the CLI's defaults)
+# should not. Resolved on first use.
+_ORCHESTRATOR_EXPORTS = ("RolloutError", "RolloutSummary", "run_rollouts")
+
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "RolloutConfig", *_ORCHESTRATOR_EXPORTS]
+
+
+def __getattr__(name: str):
+    if name not in _ORCHESTRATOR_EXPORTS:
+        raise AttributeError(f"module 'openforge.rollout' has no attribute {name!r}")
+    from openforge.rollout import orchestrator
+
+    return getattr(orchestrator, name)

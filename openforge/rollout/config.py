@@ -7,6 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# Tries per episode slot (only infrastructure failures are retried): `openforge rollout` / `eval` and
+# `openforge train` alike.
+DEFAULT_MAX_ATTEMPTS = 3
 
 
 class RolloutConfig(BaseModel):
@@ -39,7 +42,7 @@ class RolloutConfig(BaseModel):
     run: Path
     split: Literal["train", "heldout"] | None = None
     task_ids: list[str] | None = None
-    max_attempts: int = Field(default=3, ge=1)
+    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
     agent_timeout_s: float | None = Field(default=None, gt=0)
     image_map: dict[str, str] = Field(default_factory=dict)
     harness_options: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -16,15 +16,16 @@ import asyncio
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from openforge.core import Episode, Outcome
+from openforge.core import Episode, Outcome, TaskPayload
 from openforge.harness import get_adapter
 from openforge.harness.base import HarnessAdapter
 from openforge.rollout.config import RolloutConfig
-from openforge.sandbox import Mount, SandboxError, sandbox_name
+from openforge.rollout.outcome import AttemptResult
+from openforge.rollout.protocols import EpisodeServer
+from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
 from openforge.tasks.grading import grade, tail
 from openforge.tasks.images import ImageMap
@@ -48,20 +49,6 @@ class Slot:
         return f"{self.task.id}|{self.harness}|{self.sample}"
 
 
-@dataclass
-class AttemptResult:
-    episode_id: str
-    outcome: Outcome
-    reward: float | None = None
-    reason: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    transcript: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def infrastructure_failure(self) -> bool:
-        return self.outcome.is_infrastructure_failure
-
-
 def solution_command(task: Task) -> str | None:
     """The reference solution as a shell command: solve.sh without its shebang line."""
     if task.solve_script is None:
@@ -72,18 +59,24 @@ def solution_command(task: Task) -> str | None:
     return text.strip() or None
 
 
+def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
+    """The episode's task as the proxy keeps it; for the oracle teacher, the reference solution and the
+    harness's own shell tool."""
+    return TaskPayload(id=task.id, instruction=task.instruction, split=task.split, family=task.family,
+                       solution=solution_command(task), shell_tool=adapter.shell_tool)
+
+
 class EpisodeRunner:
     """Runs attempts against a proxy running in this process (`openforge.proxy.server.RunningProxy`)."""
 
-    def __init__(self, proxy, provider, config: RolloutConfig, image_map: ImageMap, run_label: str,
-                 bundle_dir: Path | None):
+    def __init__(self, proxy: EpisodeServer, provider: SandboxProvider, config: RolloutConfig, image_map: ImageMap,
+                 run_label: str, bundle_dir: Path | None):
         self.proxy = proxy
         self.provider = provider
         self.config = config
         self.image_map = image_map
         self.run_label = run_label
         self.bundle_dir = bundle_dir
-        self.registry = proxy.service.registry
 
     def adapter(self, harness: str) -> HarnessAdapter:
         return get_adapter(harness, **self.config.harness_options.get(harness, {}))
@@ -93,15 +86,6 @@ class EpisodeRunner:
         binds its server client to the episode there)."""
         adapter = self.adapter(slot.harness)
         task = slot.task
-        payload = {
-            "id": task.id,
-            "instruction": task.instruction,
-            "split": task.split,
-            "family": task.family,
-            # for the oracle teacher: the reference solution and the harness's own shell tool
-            "solution": solution_command(task),
-            "shell_tool": list(adapter.shell_tool) if adapter.shell_tool else None,
-        }
         metadata = {
             "slot": slot.key,
             "attempt": attempt,
@@ -109,12 +93,12 @@ class EpisodeRunner:
             "step": self.config.step,
             "harness_version": self._version(adapter),
         }
-        episode = self.registry.create(task=payload, harness=slot.harness, metadata=metadata)
+        episode = self.proxy.create_episode(task_payload(task, adapter), harness=slot.harness, metadata=metadata)
         if on_created is not None:
             on_created(episode)
         result = AttemptResult(episode.id, Outcome.sandbox_error)
         t0 = time.monotonic()
-        sb = None
+        sb: Sandbox | None = None
         try:
             with tempfile.TemporaryDirectory(prefix="openforge-episode-") as scratch:
                 spec = make_sandbox_spec(
@@ -142,8 +126,7 @@ class EpisodeRunner:
         except (SandboxError, LocalEmulationError) as e:
             result.outcome, result.reason = Outcome.sandbox_error, str(e)
         finally:
-            self.registry.end(episode.id)
-            self.proxy.service.forget(episode.id)
+            self.proxy.end_episode(episode.id)
             if sb is not None:
                 try:
                     await sb.destroy()
@@ -152,7 +135,7 @@ class EpisodeRunner:
             result.timings["total_s"] = time.monotonic() - t0
         return result
 
-    async def _create(self, spec):
+    async def _create(self, spec: SandboxSpec) -> Sandbox:
         """Create a sandbox; if cancelled meanwhile (Ctrl-C), wait for the creation under way in the
         provider's thread and destroy what it made, so nothing is left behind."""
         creating = asyncio.ensure_future(self.provider.create(spec))
@@ -166,7 +149,7 @@ class EpisodeRunner:
             await made.destroy()
             raise
 
-    async def _act(self, adapter: HarnessAdapter, slot: Slot, episode, sb, scratch: Path,
+    async def _act(self, adapter: HarnessAdapter, slot: Slot, episode: Episode, sb: Sandbox, scratch: Path,
                    result: AttemptResult) -> tuple[Outcome, str] | None:
         """Run the harness; (outcome, reason) for an infrastructure failure, None when the episode is to be
         graded."""
@@ -174,7 +157,7 @@ class EpisodeRunner:
         gid = (await sb.exec(["id", "-g"], timeout_s=30)).stdout.strip() or "0"
         workdir = sb.spec.workdir or (await sb.exec(["pwd"], timeout_s=30)).stdout.strip() or "/"
         launch = adapter.launch(
-            BUNDLE_TARGET, HOME, workdir, sb.proxy_url, episode.key, self.proxy.service.settings.served_model,
+            BUNDLE_TARGET, HOME, workdir, sb.proxy_url, episode.key, self.proxy.served_model,
             slot.task.instruction, manifest=self.bundle_dir if adapter.component else None,
         )
         host_home = scratch / "home"
@@ -186,7 +169,7 @@ class EpisodeRunner:
         result.timings["agent_s"] = time.monotonic() - t
         result.transcript = adapter.parse_transcript(run.stdout)
         result.transcript["exit_code"] = run.exit_code
-        calls = self.registry.store.list_calls(episode.id)
+        calls = self.proxy.store.list_calls(episode.id)
         failed_calls = [c for c in calls if c.call_error]
         status = await sb.status()
         if run.timed_out:

@@ -19,9 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforge.core import Outcome
+from openforge.core import Outcome, TaskPayload
+from openforge.harness.react import ReactAdapter
 from openforge.harness.react_agent import ModelAPIError, format_output, run_agent
 from openforge.rollout.jail import prepare_workdir, run_jailed
+from openforge.rollout.outcome import AttemptResult, record_outcome
+from openforge.rollout.protocols import EpisodeServer
 from openforge.tasks import state_check
 from openforge.tasks.generator import FamilyInstance
 
@@ -38,16 +41,10 @@ class FamilyEpisode:
     transcript: dict[str, Any] = field(default_factory=dict)
 
 
-def task_payload(instance: FamilyInstance) -> dict[str, Any]:
+def task_payload(instance: FamilyInstance) -> TaskPayload:
     """The episode's task as the proxy keeps it (the oracle reads `solution` and `shell_tool`)."""
-    return {
-        "id": instance.task_id(),
-        "instruction": instance.instruction,
-        "family": instance.family,
-        "split": instance.split,
-        "solution": instance.solution_command,
-        "shell_tool": ["bash", "command"],
-    }
+    return TaskPayload(id=instance.task_id(), instruction=instance.instruction, family=instance.family,
+                       split=instance.split, solution=instance.solution_command, shell_tool=ReactAdapter.shell_tool)
 
 
 def jailed_tools(workdir: Path, command_timeout_s: float = 20.0):
@@ -86,21 +83,19 @@ def _silent(event: dict) -> None:
 
 
 async def run_family_episodes(
-    proxy,
+    proxy: EpisodeServer,
     instances: list[FamilyInstance],
     samples: int = 1,
     *,
     step: int = 0,
-    max_steps: int = 2,
-    max_tokens: int = 96,
+    react: ReactAdapter | None = None,
     concurrency: int = 128,
-    tools: list[str] | None = None,
-    system_prompt: str | None = None,
 ) -> list[FamilyEpisode]:
-    """`samples` episodes of every instance, concurrently; each recorded by the proxy and graded. `tools` and
-    `system_prompt` are the react harness's options of the same names."""
-    registry = proxy.service.registry
-    model = proxy.service.settings.served_model
+    """`samples` episodes of every instance, concurrently; each recorded by the proxy and graded. `react`: the
+    harness's options (`max_steps`, `max_tokens`, `tools`, `system_prompt`), as a sandboxed episode of the
+    `react` harness would take them; its defaults when None."""
+    react = react or ReactAdapter()
+    tools = list(react.tools) or None
     loop = asyncio.get_running_loop()
     scratch = Path(tempfile.mkdtemp(prefix="openforge-family-"))
     scratch.chmod(0o711)  # the jail's user must reach its work directory inside
@@ -109,29 +104,27 @@ async def run_family_episodes(
 
     async def one(instance: FamilyInstance, sample: int) -> FamilyEpisode:
         async with limit:
-            episode = registry.create(task=task_payload(instance), harness=HARNESS, metadata={
+            episode = proxy.create_episode(task_payload(instance), harness=HARNESS, metadata={
                 "step": step, "sample": sample, "slot": f"{instance.task_id()}|{HARNESS}|{sample}"})
             workdir = scratch / episode.id
             prepare_workdir(workdir, instance.setup_files)
             try:
                 transcript = await loop.run_in_executor(
-                    executor, lambda: run_agent(proxy.url, episode.key, model, instance.instruction,
-                                                max_steps=max_steps, max_tokens=max_tokens,
+                    executor, lambda: run_agent(proxy.url, episode.key, proxy.served_model, instance.instruction,
+                                                max_steps=react.max_steps, max_tokens=react.max_tokens,
                                                 tool_runner=jailed_tools(workdir), emit=_silent, tools=tools,
-                                                system_prompt=system_prompt))
+                                                system_prompt=react.system_prompt))
                 files = state_check.read_state(str(workdir))
                 reward = 1.0 if instance.check(files) else 0.0
-                outcome, reason = (Outcome.passed if reward == 1.0 else Outcome.failed), None
+                result = AttemptResult(episode.id, Outcome.passed if reward == 1.0 else Outcome.failed, reward,
+                                       transcript=transcript)
             except ModelAPIError as e:
-                transcript, reward, outcome, reason = {"error": str(e)}, None, Outcome.proxy_error, str(e)
+                result = AttemptResult(episode.id, Outcome.proxy_error, reason=str(e), transcript={"error": str(e)})
             finally:
-                registry.end(episode.id)
-                proxy.service.forget(episode.id)
+                proxy.end_episode(episode.id)
                 shutil.rmtree(workdir, ignore_errors=True)
-            registry.store.update_episode(
-                episode.id, outcome=outcome, outcome_reason=reason, reward=reward,
-                metadata={**episode.metadata, "final": True, "transcript": transcript})
-            return FamilyEpisode(instance, sample, episode.id, outcome, reward, transcript)
+            record_outcome(proxy.store, result, final=True)
+            return FamilyEpisode(instance, sample, episode.id, result.outcome, result.reward, result.transcript)
 
     try:
         return list(await asyncio.gather(*(one(i, s) for i in instances for s in range(samples))))
@@ -140,9 +133,10 @@ async def run_family_episodes(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def pass_at_1(proxy, instances: list[FamilyInstance], **react_options) -> tuple[float, int]:
+async def pass_at_1(proxy: EpisodeServer, instances: list[FamilyInstance],
+                    react: ReactAdapter | None = None) -> tuple[float, int]:
     """One episode per instance (greedy when the proxy serves at temperature 0): the share that passed, and how
     many were graded. Episodes whose model calls failed are left out, never counted as 0."""
-    episodes = await run_family_episodes(proxy, instances, samples=1, **react_options)
+    episodes = await run_family_episodes(proxy, instances, samples=1, react=react)
     graded = [e.reward for e in episodes if e.reward is not None]
     return sum(graded) / max(1, len(graded)), len(graded)

@@ -19,13 +19,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from openforge.core import Outcome
 from openforge.core.runlock import RunDirBusy, locked_run_dir
 from openforge.harness.bundle import default_bundle_dir
 from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.rollout.config import RolloutConfig
-from openforge.rollout.episode import AttemptResult, EpisodeRunner, Slot
-from openforge.sandbox import get_provider
+from openforge.rollout.episode import EpisodeRunner, Slot
+from openforge.rollout.outcome import record_outcome
+from openforge.rollout.protocols import EpisodeServer
+from openforge.sandbox import SandboxProvider, get_provider
+from openforge.store import TrajectoryStore
 from openforge.tasks import ImageMap, Task, load_tasks
 
 
@@ -41,6 +43,7 @@ class RolloutSummary:
     skipped: int = 0  # finished in an earlier run (--resume)
     outcomes: dict[str, int] = field(default_factory=dict)
     interrupted: bool = False
+    episode_ids: list[str] = field(default_factory=list)  # the final attempt of each slot filled, in finishing order
 
 
 def plan(tasks: list[Task], harnesses: list[str], samples: int) -> list[Slot]:
@@ -53,7 +56,7 @@ def run_label(run: Path) -> str:
     return f"{run.name[:20]}-{hashlib.sha256(resolved.encode()).hexdigest()[:8]}"
 
 
-def finished_slots(store) -> set[str]:
+def finished_slots(store: TrajectoryStore) -> set[str]:
     return {e.metadata["slot"] for e in store.list_episodes() if e.metadata.get("final") and "slot" in e.metadata}
 
 
@@ -116,12 +119,14 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
     return summary
 
 
-async def run_slots(proxy, provider, config: RolloutConfig, slots: list[Slot], label: str, console: Console,
-                    summary: RolloutSummary | None = None, progress: Progress | None = None) -> RolloutSummary:
+async def run_slots(proxy: EpisodeServer, provider: SandboxProvider, config: RolloutConfig, slots: list[Slot],
+                    label: str, console: Console, summary: RolloutSummary | None = None,
+                    progress: Progress | None = None) -> RolloutSummary:
     """Fill `slots` with graded episodes against a proxy and a sandbox provider that are already running (the
     training loop keeps one proxy for all its steps: no second proxy is started). `config.step` is written on
     every episode (GRPO groups are (step, task, harness)). `progress`: show a bar in that live display instead
-    of opening one (rich allows one live display at a time)."""
+    of opening one (rich allows one live display at a time). The summary's `episode_ids` are the slots' final
+    attempts."""
     summary = summary or RolloutSummary(config.run, len(slots))
     bundle = config.harness_bundle or default_bundle_dir()
     runner = EpisodeRunner(proxy, provider, config, ImageMap.from_config(config.image_map), label, bundle)
@@ -146,7 +151,7 @@ async def _run_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutCo
 
 async def _fill_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutConfig, summary: RolloutSummary,
                       console: Console, progress: Progress, bar=None) -> None:
-    store = runner.registry.store
+    store = runner.proxy.store
     limit = asyncio.Semaphore(config.concurrency)
     if bar is None:
         bar = progress.add_task("rollouts", total=len(slots), tally="")
@@ -159,11 +164,12 @@ async def _fill_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutC
             for attempt in range(config.max_attempts):
                 result = await runner.run(slot, attempt)
                 final = not result.infrastructure_failure or attempt == config.max_attempts - 1
-                store_result(store, result, final)
+                record_outcome(store, result, final)
                 if final:
                     break
                 console.print(f"[yellow]retrying[/] {slot.key} after {result.outcome.value}: {result.reason}")
         summary.done += 1
+        summary.episode_ids.append(result.episode_id)
         summary.outcomes[result.outcome.value] = summary.outcomes.get(result.outcome.value, 0) + 1
         progress.update(bar, advance=1, tally=tally(), info=tally())
 
@@ -181,14 +187,3 @@ async def _fill_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutC
             job.cancel()
         await asyncio.gather(*jobs, return_exceptions=True)
         raise
-
-
-def store_result(store, result: AttemptResult, final: bool) -> None:
-    episode = store.get_episode(result.episode_id)
-    metadata = {**episode.metadata, "final": final, "timings": result.timings,
-                "transcript": {k: v for k, v in result.transcript.items() if k != "events"}}
-    store.update_episode(result.episode_id, outcome=result.outcome, outcome_reason=result.reason,
-                         metadata=metadata)
-    if result.reward is not None or result.outcome is Outcome.verifier_error:
-        store.record_verifier_result(result.episode_id, result.reward, {"outcome": result.outcome.value,
-                                                                         "reason": result.reason})

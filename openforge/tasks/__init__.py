@@ -15,7 +15,7 @@ from openforge.tasks.generator import (
     is_heldout_number,
     write_task,
 )
-from openforge.tasks.images import ImageMap, ImageMapError
+from openforge.tasks.images import DEFAULT_IMAGE_MAP, ImageMap, ImageMapError
 from openforge.tasks.loader import (
     DirReport,
     TaskLoadError,
@@ -32,6 +32,7 @@ from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
 from openforge.tasks.validate import ValidationResult, validate_task_by_running, validate_task_dir
 
 __all__ = [
+    "DEFAULT_IMAGE_MAP",
     "FAMILIES",
     "QUICKSTART_FAMILIES",
     "REWARD_JSON",

@@ -16,6 +16,12 @@ from typing import Any
 import yaml
 
 
+# The local base image `scripts/build-base-image.sh` builds (nothing is pulled), and the map the quickstart and
+# `openforge train` use unless told otherwise: the generated tasks' `FROM debian:bookworm-slim` onto it.
+OFFLINE_BASE_IMAGE = "openforge-base:bookworm"
+DEFAULT_IMAGE_MAP = {"debian:bookworm-slim": OFFLINE_BASE_IMAGE}
+
+
 class ImageMapError(ValueError):
     pass
 

@@ -1,4 +1,11 @@
-"""Training: the assembler (recorded calls → samples) and the trainers."""
+"""Training: the assembler (recorded calls → samples), the trainers, and the one training pipeline.
+
+The pipeline (`openforge train`; `openforge quickstart` runs it on the preset in `quickstart.py`):
+`pipeline.py` runs the stages — `teacher.py` (teacher episodes), `sft_stage.py` (SFT and its same-compute
+control), `rl_stage.py` (GRPO steps), `evaluation.py` (held-out pass@1) — sharing a `context.RunContext`;
+`data.py` draws and splits the tasks, `serving.py` starts the proxy and the sandboxes, `records.py` defines
+the steps.jsonl / evals.jsonl records, `report.py` and `plots.py` write the report, `progress.py` the
+phases and bars."""
 
 from openforge.train.assemble import (
     AssemblyMetrics,

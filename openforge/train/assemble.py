@@ -45,11 +45,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from openforge.core import CallRecord, Episode, Sample
+
+if TYPE_CHECKING:
+    from openforge.store import TrajectoryStore
 
 Mode = Literal["merged", "per-call"]
 MODES: tuple[str, ...] = ("merged", "per-call")
@@ -394,7 +397,7 @@ def _count_tokens(metrics: AssemblyMetrics, sorted_calls: _EpisodeCalls, samples
 
 
 def assemble_run(
-    store,
+    store: TrajectoryStore | str | os.PathLike,
     *,
     mode: Mode = "merged",
     include_side_calls: bool = False,
@@ -415,7 +418,7 @@ def assemble_run(
     return assemble(pairs, mode=mode, include_side_calls=include_side_calls, final_only=final_only, step=step)
 
 
-def _choose_episodes(store, episodes: Iterable[Episode | str] | None) -> list[Episode]:
+def _choose_episodes(store: TrajectoryStore, episodes: Iterable[Episode | str] | None) -> list[Episode]:
     if episodes is None:
         return store.list_episodes()
     chosen = []

@@ -5,19 +5,26 @@
     backend: embedded                 # the RL stage pushes weights into the proxy in process
     tasks: {families: [create_file, append_line]}     # or {dirs: [examples/tasks]}
     harnesses: [react]                # several are mixed in one run: GRPO groups are (step, task, harness)
-    sandbox: docker                   # docker | local | kubernetes
+    sandbox: docker                   # docker | local | kubernetes | auto
     sft: {teacher: oracle, demos: 32, steps: 100}     # optional
     rl: {steps: 20, prompts: 8, group: 4, eval_every: 5}
 
-See `examples/train/*.yaml` and the README section "openforge train".
+See `examples/train/*.yaml` and the README section "openforge train". `openforge quickstart` is this config's
+preset `openforge.train.quickstart.QUICKSTART`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from openforge.rollout.config import DEFAULT_MAX_ATTEMPTS
+from openforge.tasks.images import DEFAULT_IMAGE_MAP
+
+if TYPE_CHECKING:
+    from openforge.harness.react import ReactAdapter
 
 
 class TaskSource(BaseModel):
@@ -57,6 +64,10 @@ class SFTSettings(BaseModel):
     warmup_steps: int = Field(default=10, ge=0)
     schedule: Literal["constant", "cosine"] = "cosine"
     batch_size: int = Field(default=16, ge=1)
+    # The same-compute control: after GRPO, continue SFT from the SFT checkpoint (same demos and schedule) for
+    # as many steps as fit in GRPO's wall time, and evaluate it as `sft_more` beside the other policies — so a
+    # gain can be told apart from more training. Needs `evaluation: policies`.
+    control: bool = False
 
 
 class RLSettings(BaseModel):
@@ -75,12 +86,18 @@ class RLSettings(BaseModel):
     lr: float = Field(default=2e-4, gt=0)
     temperature: float = Field(default=1.0, gt=0)
     max_new_tokens: int = Field(default=64, ge=1)
-    eval_every: int = Field(default=5, ge=1)
+    eval_every: int = Field(default=5, ge=1)  # with `evaluation: curve`
     eval_instances: int = Field(default=32, ge=1)
     concurrency: int = Field(default=4, ge=1)  # sandboxed episodes at once (the in-process path runs all)
 
 
 class TrainConfig(BaseModel):
+    """A training run. `evaluation`: `curve` measures greedy held-out pass@1 during GRPO (before the first step,
+    every `rl.eval_every` steps and after the last: RUN/evals.jsonl); `policies` measures it once per policy
+    after training — the base model, the SFT checkpoint, the RL checkpoint (and `sft_more` with
+    `sft.control`) — as the quickstart reports it. `sandbox: auto`: Docker when a daemon can be started (and
+    the offline base image built), else the local sandbox."""
+
     model_config = ConfigDict(extra="forbid")
 
     run: Path = Path("runs/train")
@@ -89,15 +106,24 @@ class TrainConfig(BaseModel):
     backend: str = "embedded"
     tasks: TaskSource
     harnesses: list[str] = Field(default_factory=lambda: ["react"], min_length=1)
-    sandbox: Literal["docker", "local", "kubernetes"] = "docker"
+    sandbox: Literal["docker", "local", "kubernetes", "auto"] = "docker"
     sandbox_options: dict[str, Any] = Field(default_factory=dict)
     proxy_listen: str = "127.0.0.1:0"  # the proxy's model API over TCP; in-cluster (kubernetes) 0.0.0.0:8100
-    image_map: dict[str, str] = Field(default_factory=lambda: {"debian:bookworm-slim": "openforge-base:bookworm"})
+    image_map: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_MAP))
+    # a tiny model's react: one command per episode, only the bash tool (a short prompt)
     harness_options: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: {"react": {"max_steps": 1, "tools": ["bash"]}})
-    max_attempts: int = Field(default=2, ge=1)
+    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
     sft: SFTSettings | None = None
     rl: RLSettings = Field(default_factory=RLSettings)
+    evaluation: Literal["curve", "policies"] = "curve"
+
+    @model_validator(mode="after")
+    def _control_needs_policies(self) -> TrainConfig:
+        if self.sft is not None and self.sft.control and self.evaluation != "policies":
+            raise ValueError("sft.control compares policies after training: set `evaluation: policies` (or drop "
+                             "sft.control)")
+        return self
 
     @field_validator("backend")
     @classmethod
@@ -124,11 +150,34 @@ class TrainConfig(BaseModel):
 
         return check_harness_names(v)
 
+    @field_validator("harness_options")
+    @classmethod
+    def _known_options(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        from openforge.harness import HarnessError, get_adapter
+
+        for name, options in v.items():
+            try:
+                get_adapter(name, **options)
+            except HarnessError as e:  # names the harness and the option
+                raise ValueError(str(e)) from None
+        return v
+
     @property
     def in_process(self) -> bool:
         """Generated families with only the react harness run in this process (`run_family_episodes`); all
         else runs through the orchestrator in sandboxes."""
         return self.tasks.families is not None and self.harnesses == ["react"]
 
-    def react_option(self, name: str, default: Any) -> Any:
-        return self.harness_options.get("react", {}).get(name, default)
+    def harness_settings(self) -> dict[str, dict[str, Any]]:
+        """Every harness's options as configured; react's per-call token limit defaults to
+        `rl.max_new_tokens`."""
+        options = {k: dict(v) for k, v in self.harness_options.items()}
+        options.setdefault("react", {}).setdefault("max_tokens", self.rl.max_new_tokens)
+        return options
+
+    def react(self) -> ReactAdapter:
+        """The react harness as this run configures it (what the in-process episodes run, with the same
+        options and defaults as a sandboxed react episode)."""
+        from openforge.harness.react import ReactAdapter
+
+        return ReactAdapter(**self.harness_settings()["react"])

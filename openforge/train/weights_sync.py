@@ -14,8 +14,12 @@ The path is read by the proxy's backend, so it must name the directory as the pr
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from openforge.proxy.server import RunningProxy
 
 # Pausing waits for calls in flight to finish, which can take as long as the longest generation.
 DEFAULT_TIMEOUT_S = 900.0
@@ -112,17 +116,13 @@ async def apush_weights(admin_url: str, admin_token: str, checkpoint_dir: str | 
     return _finish(version, failure, resume_failure)
 
 
-async def push_weights_in_process(proxy, checkpoint_dir: str | Path) -> int:
-    """The same protocol on a proxy in this process: a `RunningProxy` (openforge.proxy.server) or its
-    `ProxyService`. Must run on the proxy's event loop."""
-    service = getattr(proxy, "service", proxy)
+async def push_weights_in_process(proxy: RunningProxy, checkpoint_dir: str | Path) -> int:
+    """The same protocol on a proxy in this process (`RunningProxy.swap_weights`). Must run on the proxy's
+    event loop."""
     path = str(checkpoint_dir)
     version = failure = None
-    await service.gate.close()  # returns once calls in flight have drained
     try:
-        version = await service.backend.load_weights(path)
+        version = await proxy.swap_weights(path)  # the proxy serves again whatever happens
     except Exception as e:  # noqa: BLE001 — any failure is reported, after resuming
         failure = WeightSyncError(f"loading {path} failed: {type(e).__name__}: {e}")
-    finally:
-        service.gate.open()
     return _finish(version, failure, None)

@@ -16,7 +16,8 @@ from openforge.cli import app
 from openforge.core.runlock import RunDirBusy, locked_run_dir
 from openforge.rollout import RolloutConfig, RolloutError, run_rollouts
 from openforge.train.config import TrainConfig
-from openforge.train.run import TrainError, run_training
+from openforge.train.errors import TrainError
+from openforge.train.pipeline import run_training
 
 from support.paths import REPO
 HOLD = "import sys, time\nfrom openforge.core.runlock import locked_run_dir\n" \

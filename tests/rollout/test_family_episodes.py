@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from openforge.core import Outcome
+from openforge.harness.react import ReactAdapter
 from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.rollout.family import run_family_episodes
 from openforge.rollout.jail import JailError, jail_available, prepare_workdir, run_jailed
@@ -88,8 +89,9 @@ async def test_system_prompt_and_tools_shape_the_recorded_prompt(tmp_path, tiny_
                          admin_listen="127.0.0.1:0")
     model = ModelDir(tiny_model_dir)
     async with running_proxy(config) as proxy:
-        short, = await run_family_episodes(proxy, [instance], max_steps=1, tools=["bash"], system_prompt="")
-        default, = await run_family_episodes(proxy, [instance], max_steps=1)
+        short, = await run_family_episodes(proxy, [instance],
+                                           react=ReactAdapter(max_steps=1, tools=("bash",), system_prompt=""))
+        default, = await run_family_episodes(proxy, [instance], react=ReactAdapter(max_steps=1))
         prompts = {e.episode_id: model.decode(proxy.store.list_calls(e.episode_id)[0].prompt_ids)
                    for e in (short, default)}
     assert short.reward == default.reward == 1.0

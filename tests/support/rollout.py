@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from openforge.tasks import DEFAULT_IMAGE_MAP
 from support.paths import EXAMPLES
-IMAGE_MAP = {"debian:bookworm-slim": "openforge-base:bookworm"}
+IMAGE_MAP = DEFAULT_IMAGE_MAP
 PASSING_TEST = 'mkdir -p /logs/verifier\nif [ -f /app/done.txt ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n'
 
 

@@ -14,7 +14,9 @@ from openforge.cli import app
 from openforge.config import ConfigError, load_config, validate_config
 from openforge.store import TrajectoryStore
 from openforge.train.config import TrainConfig
-from openforge.train.run import TrainError, read_jsonl, run_training
+from openforge.train.errors import TrainError
+from openforge.train.pipeline import run_training
+from openforge.train.records import read_jsonl
 
 from support.paths import REPO
 EXAMPLES = REPO / "examples" / "tasks"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from openforge.train.assemble import assemble_episode
 from openforge.train.verl import AGENT_NAME
 from openforge.train.verl.config import VerlLoopConfig
 from openforge.train.verl.outputs import Limits, samples_to_outputs
-from openforge.train.verl.runtime import EpisodeRun, worker_runtime
+from openforge.train.verl.runtime import EpisodeRun, WorkerRuntime, worker_runtime
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ class OpenForgeAgentLoop(AgentLoopBase):
                                          metadata)
         return self._outputs(runtime, done, metadata["step"], time.monotonic() - t0)
 
-    def _outputs(self, runtime, done: EpisodeRun, step: int, elapsed_s: float) -> list:
+    def _outputs(self, runtime: WorkerRuntime, done: EpisodeRun, step: int, elapsed_s: float) -> list:
         counters = runtime.counters
         counters["episodes"] += 1
         outcome = done.result.outcome
@@ -120,7 +121,7 @@ class OpenForgeAgentLoop(AgentLoopBase):
         return {"generate_sequences": generating, "tool_calls": max(0.0, acting - generating),
                 "compute_score": timings.get("verify_s", 0.0)}
 
-    def _extra(self, done: EpisodeRun, counters) -> dict[str, Any]:
+    def _extra(self, done: EpisodeRun, counters: Counter) -> dict[str, Any]:
         episode = done.episode
         return {
             # v1 copies the last output's reward_extra_info onto the others: every output needs one

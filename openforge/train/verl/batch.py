@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from openforge.core import Sample
+from openforge.store import TrajectoryStore
 
 
 def _check(samples: Sequence[Sample]) -> None:
@@ -83,7 +84,6 @@ def export_run_dataproto(run_dir: str | Path, out: str | Path, *, mode: str = "m
     """Assemble a recorded run (`mode`: merged or per-call) and save it with `DataProto.save_to_disk`.
     `pad_token_id`: default, the pad id of the run's model directory (from the run's rollout info).
     Returns (rows written, assembly metrics summary)."""
-    from openforge.store import TrajectoryStore
     from openforge.train.assemble import assemble_run
 
     run_dir = Path(run_dir)
@@ -100,7 +100,7 @@ def export_run_dataproto(run_dir: str | Path, out: str | Path, *, mode: str = "m
     return len(batch), metrics.summary()
 
 
-def _run_pad_token_id(store) -> int:
+def _run_pad_token_id(store: TrajectoryStore) -> int:
     from openforge.models import ModelDir
 
     info = store.get_run_info() or {}

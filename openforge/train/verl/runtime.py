@@ -22,11 +22,12 @@ from typing import Any
 
 from openforge.core import CallRecord, Episode
 from openforge.harness.bundle import default_bundle_dir
-from openforge.proxy.server import ProxyConfig, running_proxy
+from openforge.proxy.server import ProxyConfig, RunningProxy, running_proxy
 from openforge.rollout.config import RolloutConfig
-from openforge.rollout.episode import AttemptResult, EpisodeRunner, Slot
-from openforge.rollout.orchestrator import run_label, store_result
-from openforge.sandbox import get_provider
+from openforge.rollout.episode import EpisodeRunner, Slot
+from openforge.rollout.orchestrator import run_label
+from openforge.rollout.outcome import AttemptResult, record_outcome
+from openforge.sandbox import SandboxProvider, get_provider
 from openforge.tasks import ImageMap, Task, load_task, load_tasks
 from openforge.train.verl.backend import VerlServerBackend
 from openforge.train.verl.config import VerlLoopConfig
@@ -49,8 +50,8 @@ class WorkerRuntime:
     config: VerlLoopConfig
     backend: VerlServerBackend
     stack: AsyncExitStack
-    proxy: Any
-    provider: Any
+    proxy: RunningProxy
+    provider: SandboxProvider
     runner: EpisodeRunner
     tasks_by_id: dict[str, Task] | None
     socket_dir: Path
@@ -85,7 +86,7 @@ class WorkerRuntime:
             for attempt in range(self.config.max_attempts):
                 result = await self.runner.run(slot, attempt, on_created=bind)
                 final = not result.infrastructure_failure or attempt == self.config.max_attempts - 1
-                store_result(store, result, final)
+                record_outcome(store, result, final)
                 if final:
                     break
                 log.warning("retrying %s after %s: %s", slot.key, result.outcome.value, result.reason)

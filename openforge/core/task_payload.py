@@ -1,0 +1,43 @@
+"""The task as an episode carries it: what the proxy keeps with the episode (its metadata's `task`) and what a
+backend is handed with every call of that episode (`GenerationContext.task`, as JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class TaskPayload(BaseModel):
+    """Built by the episode runners (the orchestrator's and the in-process one for generated families) from a
+    task, stored with the episode, read back by backends that need it (the `oracle` teacher reads `solution`
+    and `shell_tool`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    instruction: str | None = None
+    split: str | None = None
+    family: str | None = None
+    # the reference solution, for the oracle teacher (None: the task has none)
+    solution: str | None = None
+    # (tool name, argument name) of the harness's own shell tool, so the oracle answers through it
+    shell_tool: tuple[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (every field present, `None` where unset)."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, data: Any) -> TaskPayload | None:
+        """The payload stored with an episode. An orchestrator of its own may post any JSON task through the
+        admin API: its known fields are read (`id`, else `name`) and the rest ignored; None for a bare task
+        name or fields of the wrong type."""
+        if not isinstance(data, dict):
+            return None
+        known = {k: v for k, v in data.items() if k in cls.model_fields}
+        known.setdefault("id", data.get("name") or "")
+        try:
+            return cls.model_validate(known)
+        except ValidationError:
+            return None

@@ -1,0 +1,43 @@
+"""RUN/report.png: the training reward per GRPO step, and held-out pass@1 (per policy, or per evaluation
+during GRPO)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openforge.train.records import EvalRecord, StepRecord
+
+POLICY_COLORS = {"base": "#999", "sft": "#69c", "rl": "#c63", "sft_more": "#9bd"}
+
+
+def plot(path: Path, steps: list[StepRecord], evals: list[EvalRecord], by_policy: bool) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.xaxis.set_major_locator(MaxNLocator(integer=True))
+    left.plot([s.step for s in steps], [s.reward for s in steps], marker=".", label="mean reward")
+    left.plot([s.step for s in steps], [s.pass_rate for s in steps], marker=".", alpha=0.6, label="pass rate")
+    left.set_xlabel("GRPO step")
+    left.set_ylim(-0.05, 1.05)
+    left.set_title("training reward per step (fresh instances)")
+    left.legend()
+    scored = [e for e in evals if e.pass_at_1 is not None]
+    if by_policy:
+        labels = [e.label or "?" for e in scored]
+        right.bar(labels, [100 * e.pass_at_1 for e in scored], color=[POLICY_COLORS.get(k, "#999") for k in labels])
+        right.set_title("held-out pass@1 (greedy): base → SFT → SFT+RL"
+                        + (" (sft_more: GRPO's time spent on SFT)" if "sft_more" in labels else ""), fontsize=9)
+    else:
+        right.xaxis.set_major_locator(MaxNLocator(integer=True))
+        right.plot([e.after_steps for e in scored], [100 * e.pass_at_1 for e in scored], marker="o", color="#c63")
+        right.set_xlabel("GRPO steps done")
+        right.set_title("held-out pass@1 (greedy)")
+    right.set_ylabel("held-out pass@1 (%)")
+    right.set_ylim(-5, 105)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,76 @@
+"""The run's records, one JSON line each: RUN/steps.jsonl (a GRPO step) and RUN/evals.jsonl (a held-out
+evaluation). One definition of every field; the report and `--resume` read them back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+STEPS_FILE = "steps.jsonl"
+EVALS_FILE = "evals.jsonl"
+
+
+class StepRecord(BaseModel):
+    """One GRPO step: its episodes, its update, the weights it pushed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    reward: float  # mean reward of the step's graded episodes
+    pass_rate: float  # share of the graded episodes that passed
+    episodes: int
+    infrastructure_failures: int  # episodes not graded (left out of training and of `reward`)
+    harnesses: dict[str, int]  # episodes per harness
+    groups: int  # GRPO groups: (step, task, harness)
+    groups_with_signal: int  # groups whose rewards differ (the others carry no signal and are skipped)
+    updated: bool  # False when no group had signal: no optimizer step
+    loss: float
+    clip_fraction: float = 0.0
+    # Tokens: `tokens` counts every token the policy sampled in the step's samples (merged samples, loss mask
+    # 1), trained or not; `trained_tokens` counts those of them in groups with signal — what the update used.
+    tokens: int
+    trained_tokens: int
+    merge_rate: float  # calls merged into the sample of the call before (continuity held)
+    policy_version: int  # the version the step's update produced (pushed into the proxy)
+    seconds: float  # this step's wall time
+    elapsed_s: float  # since the GRPO stage started (over restarts: what the `rl.seconds` budget counts)
+    tasks: list[str]  # task ids trained on
+
+
+class EvalRecord(BaseModel):
+    """One greedy held-out pass@1 measurement of one policy."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    after_steps: int  # RL steps the evaluated policy had had
+    pass_at_1: float | None  # None: no episode could be graded
+    graded: int  # episodes graded (infrastructure failures are left out, never counted as 0)
+    policy: str  # the checkpoint evaluated
+    label: str | None = None  # `evaluation: policies`: base | sft | rl | sft_more
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_jsonl(path: Path, records: list[BaseModel]) -> None:
+    if path.is_file() or records:
+        path.write_text("".join(r.model_dump_json() + "\n" for r in records))
+
+
+def append_jsonl(path: Path, record: BaseModel) -> None:
+    with path.open("a") as f:
+        f.write(record.model_dump_json() + "\n")
+
+
+def read_steps(run: Path) -> list[StepRecord]:
+    return [StepRecord.model_validate(r) for r in read_jsonl(run / STEPS_FILE)]
+
+
+def read_evals(run: Path) -> list[EvalRecord]:
+    return [EvalRecord.model_validate(r) for r in read_jsonl(run / EVALS_FILE)]

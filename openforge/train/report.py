@@ -1,0 +1,88 @@
+"""RUN/report.json, report.md and report.png.
+
+Both evaluations share the body (run, model, harnesses, sandbox, SFT, steps, timings, config). With
+`evaluation: curve` (`openforge train`'s default), `heldout_pass_at_1` is the list of evaluations during GRPO
+(`{after_steps, pass_at_1}`), `rl_steps` their count and `steps` the step records. With `evaluation:
+policies` (the quickstart), `heldout_pass_at_1` maps each policy to its score (`{"base", "sft", "rl"[,
+"sft_more"]}`) and `rl_steps` is the list of step records.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from openforge.train.context import RunContext
+from openforge.train.plots import plot
+from openforge.train.records import EvalRecord, StepRecord
+
+
+def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecord]) -> dict[str, Any]:
+    step_dicts = [s.model_dump() for s in steps]
+    if ctx.config.evaluation == "policies":
+        evaluation = {"heldout_pass_at_1": {e.label: e.pass_at_1 for e in evals}, "rl_steps": step_dicts}
+    else:
+        scored = [e for e in evals if e.pass_at_1 is not None]
+        evaluation = {"heldout_pass_at_1": [{"after_steps": e.after_steps, "pass_at_1": e.pass_at_1} for e in evals],
+                      "final_heldout_pass_at_1": scored[-1].pass_at_1 if scored else None,
+                      "rl_steps": len(steps), "steps": step_dicts}
+    return {
+        **evaluation,
+        "run": str(ctx.run),
+        "model": str(ctx.model_path),
+        "harnesses": ctx.config.harnesses,
+        "episode_path": "in-process" if ctx.config.in_process else "orchestrator",
+        "sandbox": ctx.sandbox_used,
+        "heldout_instances": len(ctx.data.heldout_ids),
+        "heldout_task_ids": ctx.data.heldout_ids,
+        "teacher_episodes": (ctx.sft or {}).get("teacher_episodes"),
+        "sft": ctx.sft,
+        "timings_s": ctx.timings,
+        "config": ctx.config.model_dump(mode="json"),
+    }
+
+
+def write_report(run: Path, title: str, report: dict[str, Any], steps: list[StepRecord], evals: list[EvalRecord],
+                 console: Console) -> None:
+    (run / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    (run / "report.md").write_text(markdown(title, report, steps, evals))
+    by_policy = isinstance(report["heldout_pass_at_1"], dict)
+    plot(run / "report.png", steps, evals, by_policy)
+    table = Table(title="held-out pass@1 (greedy)")
+    for e in evals:
+        table.add_column(_name(e), justify="right")
+    table.add_row(*[_pct(e.pass_at_1) for e in evals])
+    console.print(table)
+    console.print(f"report: {run / 'report.md'}, {run / 'report.json'}, {run / 'report.png'}")
+
+
+def markdown(title: str, report: dict[str, Any], steps: list[StepRecord], evals: list[EvalRecord]) -> str:
+    intro = (f"Model `{report['model']}`, harnesses {', '.join(report['harnesses'])} "
+             f"({report['episode_path']} episodes), {len(steps)} GRPO step(s).")
+    lines = [f"# {title}", "", intro, ""]
+    if report["sft"]:
+        s = report["sft"]
+        lines += [(f"SFT: {s.get('samples')} successful teacher samples, {s.get('steps')} steps, loss "
+                   f"{s.get('first_loss', 0):.3f} → {s.get('last_loss', 0):.3f}."), ""]
+    lines += [f"Held-out pass@1 on {report['heldout_instances']} held-out tasks/instances (greedy):", "",
+              "| policy | pass@1 |", "|---|---|"]
+    lines += [f"| {_name(e)} | {_pct(e.pass_at_1)} |" for e in evals]
+    lines += ["", "| step | reward | pass rate | signal | tokens | trained tokens | merge rate | policy | seconds |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r.step} | {r.reward:.3f} | {_pct(r.pass_rate)} | {r.groups_with_signal}/{r.groups} | {r.tokens} "
+              f"| {r.trained_tokens} | {_pct(r.merge_rate)} | {r.policy_version} | {r.seconds} |" for r in steps]
+    lines += ["", "| phase | seconds |", "|---|---|"] + [f"| {k} | {v} |" for k, v in report["timings_s"].items()]
+    lines += ["", "![training reward and held-out pass@1](report.png)"]
+    return "\n".join(lines) + "\n"
+
+
+def _name(e: EvalRecord) -> str:
+    return e.label or f"after {e.after_steps} step(s)"
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}%"

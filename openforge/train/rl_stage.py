@@ -1,0 +1,218 @@
+"""GRPO against **one** proxy for the whole stage (RUN/rl). Each step runs `prompts` tasks × harnesses ×
+`group` episodes — generated families with only `react` in process (`run_family_episodes`), everything else
+through the orchestrator's episode runner in sandboxes —, assembles the step's episodes (GRPO groups are
+(step, task, harness)), updates the policy, saves RUN/checkpoints/rl, pushes the weights into the proxy (the
+policy version increments) and appends a `StepRecord` to RUN/steps.jsonl. With `evaluation: curve`, held-out
+pass@1 before the first step, every `eval_every` steps and after the last.
+
+`--resume` continues from RUN/checkpoints/rl (weights, optimizer, RNG, step) and RUN/steps.jsonl; policy
+versions go on from the last pushed one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+
+from openforge.models import ModelDir
+from openforge.proxy.server import RunningProxy
+from openforge.rollout.family import run_family_episodes
+from openforge.rollout.orchestrator import plan, run_label, run_slots
+from openforge.sandbox import SandboxProvider
+from openforge.train.assemble import assemble_run
+from openforge.train.checkpoint import load_checkpoint, read_trainer_state, save_checkpoint
+from openforge.train.context import RunContext
+from openforge.train.data import step_instances, step_tasks
+from openforge.train.evaluation import evaluate
+from openforge.train.grpo import GRPOConfig, GRPOTrainer
+from openforge.train.progress import progress_bar
+from openforge.train.records import EVALS_FILE, STEPS_FILE, EvalRecord, StepRecord, append_jsonl, read_evals, \
+    read_steps, write_jsonl
+from openforge.train.serving import rollout_config, sandboxes, serving
+from openforge.train.weights_sync import push_weights_in_process
+
+RL_DIR = "rl"  # under RUN/checkpoints
+
+
+@dataclass
+class RLState:
+    model: Any
+    trainer: GRPOTrainer
+    serve: Path  # what the proxy serves first
+    next_step: int
+    steps: list[StepRecord]
+    evals: list[EvalRecord]
+
+
+@dataclass
+class StepEnv:
+    ctx: RunContext
+    proxy: RunningProxy
+    provider: SandboxProvider | None
+    progress: Progress
+
+
+@dataclass
+class StepEpisode:
+    """What a step needs of one final episode."""
+
+    id: str
+    reward: float | None  # None: an infrastructure failure (not graded)
+    harness: str
+
+
+def rl_checkpoint(ctx: RunContext) -> Path:
+    return ctx.run / "checkpoints" / RL_DIR
+
+
+def restore_or_start(ctx: RunContext, start: Path, resume: bool) -> RLState:
+    rl, rl_path = ctx.config.rl, rl_checkpoint(ctx)
+    pad = ModelDir(ctx.model_path).pad_token_id
+    grpo = GRPOConfig(lr=rl.lr, temperature=rl.temperature)
+    if resume and (rl_path / "model.safetensors").is_file():
+        model, optimizer_state, count = load_checkpoint(rl_path)
+        trainer = GRPOTrainer(model, grpo, pad_id=pad, step_count=count)
+        if optimizer_state is not None:
+            trainer.optimizer.load_state_dict(optimizer_state)
+        next_step = int(read_trainer_state(rl_path).extra.get("rl_step", 0))
+        serve = rl_path
+        ctx.console.print(f"resuming after RL step {next_step - 1} from {rl_path}")
+    else:
+        model = ModelDir(start).load_model()
+        trainer, next_step, serve = GRPOTrainer(model, grpo, pad_id=pad), 0, start
+    # records past the checkpoint (a crash between the two writes) are dropped: those steps run again; the
+    # policies' evaluation is done again at the end
+    steps = [r for r in read_steps(ctx.run) if r.step < next_step]
+    evals = [r for r in read_evals(ctx.run) if r.after_steps <= next_step and ctx.config.evaluation == "curve"]
+    write_jsonl(ctx.run / STEPS_FILE, steps)
+    write_jsonl(ctx.run / EVALS_FILE, evals)
+    return RLState(model, trainer, serve, next_step, steps, evals)
+
+
+async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
+    """The GRPO steps from policy `start` (or the RL checkpoint when resuming), within `rl.steps` and
+    `rl.seconds`; returns the state with every step's record."""
+    c, console = ctx.config, ctx.console
+    state = restore_or_start(ctx, start, resume)
+    curve = c.evaluation == "curve"
+    # a resumed run goes on counting policy versions from its last pushed weights
+    version = state.steps[-1].policy_version if state.steps else 0
+    async with sandboxes(ctx) as provider, \
+            serving(c, state.serve, ctx.run / "rl", c.rl.temperature, policy_version=version) as proxy:
+        started = time.monotonic() - (state.steps[-1].elapsed_s if state.steps else 0.0)
+        proxy.store.set_run_info({"train": c.model_dump(mode="json")})
+        with progress_bar(console) as progress:
+            by_time = c.rl.seconds is not None
+            bar = progress.add_task("GRPO", total=c.rl.seconds if by_time else c.rl.steps,
+                                    completed=0 if by_time else state.next_step, info="")
+            env = StepEnv(ctx, proxy, provider, progress)
+            if curve and not state.evals:
+                state.evals.append(await evaluate_during(env, state, state.serve))
+            step = state.next_step
+            while step < c.rl.steps and not over_budget(ctx, started):
+                record = await rl_step(env, state, step, started)
+                if record is None:  # interrupted: the step is not trained on
+                    console.print("[yellow]interrupted[/]: continue with --resume")
+                    break
+                state.steps.append(record)
+                append_jsonl(ctx.run / STEPS_FILE, record)
+                progress.update(bar, completed=min(c.rl.seconds, record.elapsed_s) if by_time else step + 1,
+                                info=summary_line(record))
+                console.print(summary_line(record))
+                step += 1
+                if curve and step % c.rl.eval_every == 0:
+                    state.evals.append(await evaluate_during(env, state, rl_checkpoint(ctx)))
+            if curve and state.steps and state.evals[-1].after_steps != len(state.steps):
+                state.evals.append(await evaluate_during(env, state, rl_checkpoint(ctx)))
+    return state
+
+
+def over_budget(ctx: RunContext, started: float) -> bool:
+    seconds = ctx.config.rl.seconds
+    return seconds is not None and time.monotonic() - started >= seconds
+
+
+async def evaluate_during(env: StepEnv, state: RLState, policy: Path) -> EvalRecord:
+    after = len(state.steps)
+    return await evaluate(env.ctx, policy, env.ctx.run / "eval" / f"after-{after:06d}", env.provider, after,
+                          progress=env.progress)
+
+
+async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> StepRecord | None:
+    """One GRPO step; None when its episodes were interrupted."""
+    ctx, t0 = env.ctx, time.monotonic()
+    if ctx.config.in_process:
+        episodes, task_ids = await family_step(env, step)
+    else:
+        episodes, task_ids = await orchestrated_step(env, step)
+        if episodes is None:
+            return None
+    samples, metrics = assemble_run(env.proxy.store, episodes=[e.id for e in episodes], step=step)
+    result = await asyncio.to_thread(state.trainer.step, samples) if samples else None
+    rl_path = rl_checkpoint(ctx)
+    save_checkpoint(state.model, ctx.model_path, rl_path, state.trainer.optimizer, state.trainer.step_count,
+                    extra={"rl_step": step + 1})
+    version = await push_weights_in_process(env.proxy, rl_path)
+    graded = [e.reward for e in episodes if e.reward is not None]
+    return StepRecord(
+        step=step,
+        reward=sum(graded) / max(1, len(graded)),
+        pass_rate=sum(r >= 1.0 for r in graded) / max(1, len(graded)),
+        episodes=len(episodes),
+        infrastructure_failures=len(episodes) - len(graded),
+        harnesses=_count(e.harness for e in episodes),
+        groups=result.groups_total if result else 0,
+        groups_with_signal=result.groups_with_signal if result else 0,
+        updated=bool(result and result.updated),
+        loss=result.loss if result else 0.0,
+        clip_fraction=result.clip_fraction if result else 0.0,
+        tokens=metrics.training_tokens["merged"],
+        trained_tokens=result.tokens if result else 0,
+        merge_rate=metrics.merge_rate,
+        policy_version=version,
+        seconds=round(time.monotonic() - t0, 2),
+        elapsed_s=round(time.monotonic() - started, 2),
+        tasks=task_ids,
+    )
+
+
+def _count(items) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[item] = out.get(item, 0) + 1
+    return out
+
+
+async def family_step(env: StepEnv, step: int) -> tuple[list[StepEpisode], list[str]]:
+    """Fresh generated instances with the react harness, in this process (fast path)."""
+    c = env.ctx.config
+    instances = step_instances(env.ctx.data, step)
+    episodes = await run_family_episodes(env.proxy, instances, samples=c.rl.group, step=step, react=c.react())
+    return [StepEpisode(e.episode_id, e.reward, "react") for e in episodes], [i.task_id() for i in instances]
+
+
+async def orchestrated_step(env: StepEnv, step: int) -> tuple[list[StepEpisode] | None, list[str]]:
+    """Real episodes in sandboxes, through the orchestrator's episode runner, against the stage's proxy."""
+    ctx = env.ctx
+    assert env.provider is not None
+    tasks = step_tasks(ctx.data, ctx.config, ctx.run, step)
+    summary = await run_slots(env.proxy, env.provider, rollout_config(ctx, step=step),
+                              plan(tasks, ctx.config.harnesses, ctx.config.rl.group), run_label(ctx.run),
+                              ctx.console, progress=env.progress)
+    if summary.interrupted:
+        return None, []
+    final = [env.proxy.store.get_episode(i) for i in summary.episode_ids]
+    rows = [StepEpisode(e.id, None if e.outcome is None or e.outcome.is_infrastructure_failure else e.reward,
+                        e.harness or "") for e in final]
+    return rows, [t.id for t in tasks]
+
+
+def summary_line(r: StepRecord) -> str:
+    return (f"step {r.step}: reward {r.reward:.2f}, pass {100 * r.pass_rate:.0f}%, "
+            f"signal {r.groups_with_signal}/{r.groups}, tokens {r.tokens} ({r.trained_tokens} trained), "
+            f"merge {100 * r.merge_rate:.0f}%, policy v{r.policy_version}, {r.seconds:.1f}s")
