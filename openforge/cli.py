@@ -302,6 +302,8 @@ ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="F
 AttemptsOpt = Annotated[int, typer.Option(help="Tries per episode; only infrastructure failures are retried.")]
 TimeoutOpt = Annotated[Optional[float], typer.Option(help="Harness wall-clock limit in seconds (default: each task's).")]
 ResumeOpt = Annotated[bool, typer.Option(help="Continue a run: skip episodes already finished.")]
+MaxNewTokensOpt = Annotated[Optional[int], typer.Option(
+    help="Cap on tokens sampled per model call (default: RolloutConfig's); also react's own per-reply cap.")]
 
 
 def _key_values(pairs: list[str] | None, what: str) -> dict:
@@ -318,12 +320,14 @@ def _key_values(pairs: list[str] | None, what: str) -> dict:
 
 
 def _rollouts(report: bool, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume, sandbox_option=None, proxy_listen="127.0.0.1:0") -> None:
+              max_attempts, agent_timeout, resume, sandbox_option=None, proxy_listen="127.0.0.1:0",
+              max_new_tokens=None) -> None:
     config = _rollout_config(
         tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
         sandbox_options=_key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
         samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
         image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout, resume=resume,
+        **({} if max_new_tokens is None else {"max_new_tokens": max_new_tokens}),
     )
     _run_rollouts(config, report=report)
 
@@ -333,10 +337,10 @@ def rollout(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt =
             samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
             split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = 3,
             agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False, sandbox_option: SandboxOptionOpt = None,
-            proxy_listen: ProxyListenOpt = "127.0.0.1:0") -> None:
+            proxy_listen: ProxyListenOpt = "127.0.0.1:0", max_new_tokens: MaxNewTokensOpt = None) -> None:
     """Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden tests."""
     _rollouts(False, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume, sandbox_option, proxy_listen)
+              max_attempts, agent_timeout, resume, sandbox_option, proxy_listen, max_new_tokens)
 
 
 @app.command("eval")
@@ -344,10 +348,11 @@ def eval_cmd(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt 
              samples: SamplesOpt = 1, concurrency: ConcurrencyOpt = 4, backend: BackendOpt = "embedded",
              split: SplitOpt = None, image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = 3,
              agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False, sandbox_option: SandboxOptionOpt = None,
-             proxy_listen: ProxyListenOpt = "127.0.0.1:0") -> None:
-    """Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome classes."""
+             proxy_listen: ProxyListenOpt = "127.0.0.1:0", max_new_tokens: MaxNewTokensOpt = None) -> None:
+    """Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome classes; replies
+    cut off by a length cap or not parsed."""
     _rollouts(True, tasks, harness, sandbox, samples, concurrency, model, backend, run, split, image_map,
-              max_attempts, agent_timeout, resume, sandbox_option, proxy_listen)
+              max_attempts, agent_timeout, resume, sandbox_option, proxy_listen, max_new_tokens)
 
 
 @tasks_app.command("validate")

@@ -30,6 +30,7 @@ from openforge.tasks.grading import grade, tail
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
+from openforge.tasks.solution import SolutionError, solution_script
 
 BUNDLE_TARGET = "/opt/openforge/harnesses"  # where the harness bundle is mounted, read-only
 HOME = "/tmp/openforge-home"  # the harness's fresh HOME inside the sandbox
@@ -63,13 +64,14 @@ class AttemptResult:
 
 
 def solution_command(task: Task) -> str | None:
-    """The reference solution as a shell command: solve.sh without its shebang line."""
+    """The reference solution as one shell command, its directory inside it (`openforge.tasks.solution`, the
+    same command `tasks validate --run` runs); None when the task has none that can be sent."""
     if task.solve_script is None:
         return None
-    text = task.solve_script.read_text()
-    if text.startswith("#!"):
-        text = text.partition("\n")[2]
-    return text.strip() or None
+    try:
+        return solution_script(task.solve_script, task.config.solution.env)
+    except SolutionError:  # `openforge tasks validate` names the problem; the oracle reports it missing
+        return None
 
 
 class EpisodeRunner:
@@ -86,7 +88,7 @@ class EpisodeRunner:
         self.registry = proxy.service.registry
 
     def adapter(self, harness: str) -> HarnessAdapter:
-        return get_adapter(harness, **self.config.harness_options.get(harness, {}))
+        return get_adapter(harness, **self.config.adapter_options(harness))
 
     async def run(self, slot: Slot, attempt: int, on_created: Callable[[Episode], None] | None = None) -> AttemptResult:
         """`on_created(episode)` runs once the episode exists, before the harness starts (the veRL agent loop
