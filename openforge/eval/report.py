@@ -81,7 +81,7 @@ def reply_problems(store, episodes: list) -> dict[str, Any]:
                            f"max_tokens {', '.join(map(str, caps))}, or the context window)")
         if bad:
             reasons.append(f"{len(bad)} of {len(calls)} replies not parsed: {bad[0].parse_error}")
-        listed.append({"task": e.task, "harness": e.harness, "sample": e.metadata.get("sample"),
+        listed.append({"task": e.task, "harness": e.harness, "sample": e.sample,
                        "outcome": e.outcome.value if e.outcome else None, "reason": "; ".join(reasons)})
     return {"length_capped_calls": capped, "parse_error_calls": unparsed, "reply_problems": listed}
 
