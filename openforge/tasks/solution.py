@@ -167,7 +167,9 @@ def _directory_script(name: str, entries: list[_Entry], exports: list[str], *, b
         lines.append("chmod +x " + " ".join(executables))
     lines += [e.rstrip("\n") for e in exports]
     lines.append(f"bash {at(name)}" if bash else at(name))
-    lines += ["s=$?", 'rm -rf "$d"', "exit $s", ")"]
+    # `rm -r`, not `rm -rf`: Codex refuses any command holding `rm -f` ("rm -f style commands are not
+    # permitted"), and without a terminal rm asks nothing
+    lines += ["s=$?", 'rm -r "$d"', "exit $s", ")"]
     return "\n".join(lines) + "\n"
 
 

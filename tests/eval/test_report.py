@@ -5,9 +5,6 @@ orchestrator, react harness and local (bubblewrap) sandbox; the run's max_new_to
 from __future__ import annotations
 
 import json
-import os
-
-import pytest
 
 from openforge.core import FinishReason, Outcome
 from openforge.eval.report import build_report, report_markdown
@@ -19,18 +16,7 @@ from support.rollout import IMAGE_MAP, make_task
 CAP = 48
 
 
-def local_or_skip():
-    from openforge.sandbox import local_available
-
-    ok, why = local_available()
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the local sandbox is unavailable in CI: {why}")
-        pytest.skip(f"the local sandbox is unavailable: {why}")
-
-
-async def test_cut_and_unparsed_replies_are_named_in_the_report(tmp_path, tiny_model_dir):
-    local_or_skip()
+async def test_cut_and_unparsed_replies_are_named_in_the_report(local_ready, tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks"
     for task_id in ("long-reply", "garbled-reply"):
         make_task(tasks, task_id)
