@@ -29,7 +29,7 @@ IMAGE_MAP = {"debian:bookworm-slim": "openforge-base:bookworm"}
 
 
 class QuickstartConfig(BaseModel):
-    """Sizes measured to fit the pipeline in under 15 minutes on 2 cores (see shared/QUICKSTART-NOTES.md)."""
+    """Sizes measured to fit the pipeline in under 15 minutes on 2 cores (docs/design.md, "Training the tiny model")."""
 
     model_config = ConfigDict(extra="forbid")
 

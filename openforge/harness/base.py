@@ -261,7 +261,7 @@ def json_lines(stdout: str) -> list[dict]:
     return out
 
 
-# -- running a Launch as a local process (tests, `openforge harness check`, the local sandbox) -------------
+# -- running a Launch as a local process (tests, `python -m openforge.harness.smoke`, the local sandbox) ----
 
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "SHELL")
 

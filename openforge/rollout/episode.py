@@ -1,6 +1,6 @@
 """One attempt of one harness at one task, in its own sandbox, graded after the harness exits.
 
-Outcome classes (DESIGN.md invariant 5): `passed` / `failed` are the agent's doing; everything else is an
+Outcome classes (docs/design.md, invariant 5): `passed` / `failed` are the agent's doing; everything else is an
 infrastructure failure, kept out of training and never counted as reward 0, with the reason:
 
 - `sandbox_error`: the sandbox could not be created, died, or its main process was OOM-killed;
