@@ -302,6 +302,8 @@ ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="F
 AttemptsOpt = Annotated[int, typer.Option(help="Tries per episode; only infrastructure failures are retried.")]
 TimeoutOpt = Annotated[Optional[float], typer.Option(help="Harness wall-clock limit in seconds (default: each task's).")]
 ResumeOpt = Annotated[bool, typer.Option(help="Continue a run: skip episodes already finished.")]
+MaxNewTokensOpt = Annotated[Optional[int], typer.Option(
+    help="Cap on tokens sampled per model call (default: RolloutConfig's); also react's own per-reply cap.")]
 
 
 def _key_values(pairs: list[str] | None, what: str) -> dict:
@@ -332,13 +334,14 @@ def _rollout_command(report: bool):
                 image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = _rollout_default("max_attempts"),
                 agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False,
                 sandbox_option: SandboxOptionOpt = None,
-                proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen")) -> None:
+                proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen"),
+                max_new_tokens: MaxNewTokensOpt = _rollout_default("max_new_tokens")) -> None:
         config = _rollout_config(
             tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
             sandbox_options=_key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
             samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
             image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout,
-            resume=resume,
+            resume=resume, max_new_tokens=max_new_tokens,
         )
         _run_rollouts(config, report=report)
 
@@ -348,7 +351,7 @@ def _rollout_command(report: bool):
 app.command("rollout", help="Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden "
             "tests.")(_rollout_command(report=False))
 app.command("eval", help="Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome "
-            "classes.")(_rollout_command(report=True))
+            "classes; replies cut off by a length cap or not parsed.")(_rollout_command(report=True))
 
 
 @tasks_app.command("validate")

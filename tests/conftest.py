@@ -36,6 +36,16 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(scope="session")
+def local_ready():
+    """The local (bubblewrap) sandbox works here."""
+    from openforge.sandbox import local_available
+
+    ok, why = local_available()
+    if not ok:
+        unavailable(f"the local sandbox is unavailable: {why}")
+
+
 def managed_containers() -> list[str]:
     out = subprocess.run(["docker", "ps", "-a", "--filter", "label=openforge.managed=1", "--format", "{{.Names}}"],
                          capture_output=True, text=True)

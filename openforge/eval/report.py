@@ -2,6 +2,9 @@
 calls and tokens per episode; a rich table, `report.md` and `report.json` in the run directory.
 
 Only each slot's final attempt counts; infrastructure failures are counted by class but are not samples.
+Replies the harness got cut off by a length cap (finish_reason `length`) or that the proxy could not parse
+(a tool call it could not read) are counted, and each episode that had one is listed with the reason: an
+agent failing because its reply was cut is not the same as an agent solving the task wrongly.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from openforge.core import Episode, Outcome
+from openforge.core import Episode, FinishReason, Outcome
 from openforge.eval.metrics import pass_table, task_counts
 from openforge.store import TrajectoryStore
 
@@ -39,6 +42,7 @@ def build_report(store: TrajectoryStore) -> dict[str, Any]:
             {"task": e.task, "harness": e.harness, "outcome": e.outcome.value, "reason": e.outcome_reason}
             for e in episodes if e.outcome and e.outcome.is_infrastructure_failure
         ],
+        **reply_problems(store, episodes),
     }
     by_harness: dict[str, list] = defaultdict(list)
     for e in graded:
@@ -57,6 +61,30 @@ def build_report(store: TrajectoryStore) -> dict[str, Any]:
         report["by_task"][task] = {"samples": n, "passed": c, **pass_table({task: (n, c)})}
     report.update(_usage(store, graded))
     return report
+
+
+def reply_problems(store: TrajectoryStore, episodes: list[Episode]) -> dict[str, Any]:
+    """Main-line replies cut off by a length cap or not parsed, counted over `episodes`, and one entry per
+    episode that had any: `{"task", "harness", "sample", "outcome", "reason"}`."""
+    capped = unparsed = 0
+    listed = []
+    for e in episodes:
+        calls = [c for c in store.list_calls(e.id) if not c.side_call and not c.call_error]
+        cut = [c for c in calls if c.finish_reason == FinishReason.length]
+        bad = [c for c in calls if c.parse_error]
+        capped, unparsed = capped + len(cut), unparsed + len(bad)
+        if not cut and not bad:
+            continue
+        reasons = []
+        if cut:
+            caps = sorted({c.sampling.max_tokens for c in cut})
+            reasons.append(f"{len(cut)} of {len(calls)} replies cut off by a length cap (finish_reason length; "
+                           f"max_tokens {', '.join(map(str, caps))}, or the context window)")
+        if bad:
+            reasons.append(f"{len(bad)} of {len(calls)} replies not parsed: {bad[0].parse_error}")
+        listed.append({"task": e.task, "harness": e.harness, "sample": e.sample,
+                       "outcome": e.outcome.value if e.outcome else None, "reason": "; ".join(reasons)})
+    return {"length_capped_calls": capped, "parse_error_calls": unparsed, "reply_problems": listed}
 
 
 def _usage(store: TrajectoryStore, episodes: list[Episode]) -> dict[str, float | None]:
@@ -91,6 +119,11 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines += ["", "## By task", "", "| task | samples | passed | pass@1 |", "|---|---|---|---|"]
     for t, r in report["by_task"].items():
         lines.append(f"| {t} | {r['samples']} | {r['passed']} | {_pct(r['pass_at_k'].get('1'))} |")
+    if report["reply_problems"]:
+        lines += ["", f"## Replies cut off or not parsed ({report['length_capped_calls']} cut off by a length cap, "
+                      f"{report['parse_error_calls']} not parsed)", ""]
+        lines += [f"- {p['task']} / {p['harness']} (sample {p['sample']}): **{p['outcome']}** — {p['reason']}"
+                  for p in report["reply_problems"]]
     if report["failures"]:
         lines += ["", "## Infrastructure failures (not counted as samples)", ""]
         lines += [f"- {f['task']} / {f['harness']}: **{f['outcome']}** — {f['reason']}" for f in report["failures"]]
@@ -121,4 +154,7 @@ def report_table(report: dict[str, Any]) -> Table:
                       "-" if r.get("mean_calls") is None else f"{r['mean_calls']:.1f}")
     outcomes = ", ".join(f"{o}={n}" for o, n in report["outcomes"].items() if n)
     table.caption = f"outcomes: {outcomes}"
+    if report["length_capped_calls"] or report["parse_error_calls"]:
+        table.caption += (f"; replies cut off by a length cap: {report['length_capped_calls']}, not parsed: "
+                          f"{report['parse_error_calls']} (report.md lists the episodes)")
     return table

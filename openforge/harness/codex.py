@@ -1,8 +1,8 @@
 """Codex CLI (npm `@openai/codex`, a native binary) against the proxy's OpenAI Responses dialect.
 
 Configured by `$CODEX_HOME/config.toml` (CODEX_HOME = `<home>/.codex`, per episode) with a *new* provider id,
-as DESIGN.md says (`wire_api = "chat"` is a hard error in Codex; the built-in `openai` provider would try to
-log in):
+as docs/design.md's Codex facts say (`wire_api = "chat"` is a hard error in Codex; the built-in `openai`
+provider would try to log in):
 
     model = "<model>"
     model_provider = "openforge"
@@ -20,7 +20,7 @@ waits for EOF); the caller provides that (see `Launch.stdin`).
 
 Measured with 0.171.0 against a loopback stub in a network namespace with only loopback:
 
-- **beyond DESIGN.md**: with only the provider configured, Codex resolves `github.com`, `api.github.com`
+- **beyond docs/design.md**: with only the provider configured, Codex resolves `github.com`, `api.github.com`
   (plugin marketplace / skills sync), `chatgpt.com` (apps / connectors) and `ab.chatgpt.com` (analytics) at
   start. `[features] plugins = false, apps = false` and `[analytics] enabled = false` stop all of them (checked
   with strace: the only connect() is then to the proxy); they change neither the tools nor the prompt sent.

@@ -1,6 +1,6 @@
 """OpenClaw (npm `openclaw`, run with the bundle's Node 24) against the proxy's Chat Completions dialect.
 
-Configured by `~/.openclaw/openclaw.json` in a fresh HOME per episode (DESIGN.md):
+Configured by `~/.openclaw/openclaw.json` in a fresh HOME per episode (docs/design.md, "OpenClaw"):
 
     {"models": {"providers": {"openforge": {"baseUrl": "<base_url>/v1", "apiKey": "<key>",
                                             "api": "openai-completions", "models": [{"id": "<model>", ...}]}}},
@@ -23,11 +23,11 @@ Measured with 2026.9.6 (Node 24.22.3) against a loopback stub in a network names
   `traceparent`, `accept-encoding: gzip, deflate`.
 - body: `model`, `messages` (one `system` message, the task as a `user` message prefixed with a timestamp and
   followed by a `Runtime:` line, then a second `user` message holding `<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>`
-  — the trailing context message of DESIGN.md), `stream: true`, `stream_options: {"include_usage": true}`,
+  — the trailing context message of docs/design.md), `stream: true`, `stream_options: {"include_usage": true}`,
   `tools` (12: apply_patch, edit, exec, ls, openclaw, process, read, sessions_yield, tool_call,
   tool_describe, tool_search, write), `tool_choice: "auto"`, `max_completion_tokens` (= the model entry's
   `maxTokens`).
-- **differs from DESIGN.md**: the system prompt is ~21 KB, not ~49 KB, because `skipBootstrap` is set. With
+- **differs from the ~49 KB of docs/design.md**: the system prompt is ~21 KB, because `skipBootstrap` is set. With
   `bootstrap=True` OpenClaw seeds AGENTS.md, SOUL.md, IDENTITY.md, USER.md and BOOTSTRAP.md (a "you just woke
   up, choose your name and avatar" first-run ritual) into its workspace and injects them: ~40 KB of system
   prompt (more with a default workspace). A fresh HOME per episode makes every episode a first run, so the

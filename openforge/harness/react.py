@@ -18,7 +18,8 @@ from openforge.harness.react_agent import DEFAULT_MAX_STEPS
 
 @dataclass
 class ReactAdapter(HarnessAdapter):
-    """Options: `max_steps` (model calls per episode), `max_tokens` (per call), `tools` (a subset of bash,
+    """Options: `max_steps` (model calls per episode), `max_tokens` (per call; a run sets it to its
+    `max_new_tokens` unless given here), `tools` (a subset of bash,
     read, write, submit to offer; all by default — a tiny model learns faster with a shorter prompt),
     `system_prompt` (replaces the default; "" sends no system message), `python` (interpreter inside the
     sandbox), `extra_env`."""
@@ -27,6 +28,7 @@ class ReactAdapter(HarnessAdapter):
     dialect = "chat_completions"
     component = None  # built in: needs no bundle
     shell_tool = ("bash", "command")
+    reply_cap_option = "max_tokens"
 
     max_steps: int = DEFAULT_MAX_STEPS
     max_tokens: int = 512

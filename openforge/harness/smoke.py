@@ -5,7 +5,7 @@ allows it, lives in its own network namespace with nothing but loopback (`unshar
 an unprivileged user) -- so whatever a harness might try to reach besides the stub, it cannot. It returns what
 the harness sent (requests: method, path, headers, body), its exit code, output and parsed transcript.
 
-Used by the test suite and meant for `openforge harness check`. The command line form runs one harness and
+Used by the test suite, and by hand to check one installed harness: the command line form runs it and
 prints the result as JSON:
 
     python -m openforge.harness.smoke codex [--bundle DIR] [--shell-command CMD] [--no-isolate]

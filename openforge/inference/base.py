@@ -1,7 +1,7 @@
 """The one interface through which every sampled token flows.
 
 A `Backend` takes prompt token ids and returns sampled token ids with their log-probabilities. The proxy
-owns tokenization (DESIGN.md invariant 1); backends never see text, except the `scripted` and `oracle`
+owns tokenization (docs/design.md, invariant 1); backends never see text, except the `scripted` and `oracle`
 policies, which read the decoded conversation from the context to decide what to say.
 """
 

@@ -1,10 +1,17 @@
 """`oracle`: the teacher that knows the answer. It solves each episode's task by sending the task's reference
-solution (`solution/solve.sh`, inlined) through the harness's own shell tool, then finishes with a short
-answer. It validates tasks end to end and records teacher trajectories for SFT.
+solution through the harness's own shell tool, then finishes with a short answer. It validates tasks end to
+end and records teacher trajectories for SFT.
 
 It needs the episode's task payload (`openforge.core.TaskPayload`, as the episode runners create episodes)
-with its `solution`; it answers through the payload's `shell_tool` (tool name, argument name), or without one
-the offered tool whose schema takes a `command` or `cmd` string.
+with its `solution` — `openforge.tasks.solution`'s script: `solve.sh` with the files of `solution/` beside it,
+exactly what `openforge tasks validate --run` runs; it answers through the payload's `shell_tool` (tool name,
+argument name), or without one the offered tool whose schema takes a `command` or `cmd` string.
+
+Its reply is never cut at the `max_tokens` a harness asks for (react: the run's `max_new_tokens`; Claude Code:
+32,000, clamped by the proxy): the reply is the task's fixed reference solution, not a sample, and a demonstration
+cut short is worth nothing — it would only fail, silently, as an agent failure. Raising the cap instead would
+not reach every harness (each asks for its own). Only the context window bounds it; a reply cut there is
+recorded with finish_reason `length` and shows in the evaluation report.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ class OraclePolicy(_Policy):
         payload = TaskPayload.from_json(task)
         if payload is None or payload.solution is None:
             raise ScriptError("the oracle needs the episode's task payload with its reference solution "
-                              "(TaskPayload.solution); create episodes with the orchestrator")
+                              "(TaskPayload.solution): create episodes with the orchestrator, from a task "
+                              "whose solution/solve.sh `openforge tasks validate` accepts")
         if conversation is None or any(m.role == "tool" for m in conversation.messages):
             return FINAL_ANSWER
         name, argument = shell_tool(conversation, payload)
@@ -49,5 +57,7 @@ def shell_tool(conversation: Conversation, task: TaskPayload) -> tuple[str, str]
 
 
 class OracleBackend(ScriptedBackend):
+    honours_max_tokens = False  # the module docstring says why
+
     def __init__(self, model_dir):
         super().__init__(None, model_dir, policy=OraclePolicy())

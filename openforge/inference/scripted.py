@@ -48,6 +48,10 @@ def end_of_turn_id(model_dir) -> int:
 
 
 class ScriptedBackend(Backend):
+    #: whether replies are cut at the request's `max_tokens` (as a sampler stops there); the context window
+    #: always cuts them
+    honours_max_tokens = True
+
     def __init__(self, script: str | Path | None, model_dir, policy: "_Policy | None" = None):
         from openforge.models import ModelDir
 
@@ -75,7 +79,10 @@ class ScriptedBackend(Backend):
             raise ScriptError(f"{self.script} returned {type(text).__name__}, not the reply text (str)")
         ids = self._encode(text)
         output, finish = _cut(ids, set(sampling.stop_token_ids) | set(self.model_dir.eos_token_ids))
-        limit = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
+        if self.honours_max_tokens:
+            limit = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
+        else:
+            limit = max(0, self.max_context - len(prompt_ids))
         if len(output) > limit:
             output, finish = output[:limit], FinishReason.length
         return GenerationResult(

@@ -3,7 +3,7 @@
 `openforge k8s manifests` prints `run_manifests(...)`; the `kubernetes` sandbox backend creates the objects of
 `sandbox_pod` and `run_network_policy` through the API. Nothing here talks to a cluster.
 
-Isolation (DESIGN.md invariant 4) in Kubernetes terms:
+Isolation (docs/design.md, invariant 4: a sandbox reaches only the proxy) in Kubernetes terms:
 
 - a sandbox pod runs as root in its own container (so `exec` can switch to the agent's user), with
   `automountServiceAccountToken: false` (the agent gets no API credentials), `enableServiceLinks: false`,

@@ -17,7 +17,7 @@ from openforge.models.tokenizer_builder import EOS_TOKEN, PAD_TOKEN, SPECIAL_TOK
 
 
 class TinyModelSpec(BaseModel):
-    """Shape of the tiny model. The defaults give about 2M parameters (measured in QUICKSTART-NOTES)."""
+    """Shape of the tiny model. The defaults give about 2M parameters (docs/design.md, "Training the tiny model")."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -2,7 +2,7 @@
 
 Byte-level: any UTF-8 text round-trips (unknown characters fall back to their bytes). Digits are split into
 single tokens: with merged multi-digit tokens a tiny model copies numbers confidently wrong
-(shared/QUICKSTART-NOTES.md).
+(docs/design.md, "Training the tiny model").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Token continuity: render a call's prompt by extending what the episode already sent and sampled.
 
-DESIGN.md invariant 1: the proxy never re-tokenizes text the model sampled. When a harness sends the
+docs/design.md, invariant 1: the proxy never re-tokenizes text the model sampled. When a harness sends the
 conversation back, the prompt of the new call is
 
     prompt ids of the earlier call + its sampled ids + the template's end of that turn + the new messages

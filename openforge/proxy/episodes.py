@@ -1,6 +1,6 @@
 """Episodes as the proxy sees them: unguessable keys, lookup by key, call numbering.
 
-DESIGN.md invariant 3: each episode has its own secret key, carried as the harness's API key. A key reads
+docs/design.md, invariant 3: each episode has its own secret key, carried as the harness's API key. A key reads
 and writes only its own episode; an ended key stops working.
 """
 

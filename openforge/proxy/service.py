@@ -1,6 +1,6 @@
 """One model call, end to end: key → decode → render → generate → parse → record → encode.
 
-The order matters for DESIGN.md's invariants:
+The order matters for the invariants of docs/design.md:
 - the prompt is rendered by the continuity renderer, so earlier sampled ids are reused, never re-tokenized;
 - the call is committed to the store *before* any byte of its reply is handed back (invariant 2);
 - a request rejected before sampling (bad body, unknown key, prompt too long) leaves no row behind;
@@ -180,7 +180,7 @@ class ProxyService:
             task=self.registry.task_payload(episode),
         )
         # model_construct: the ids are ours, already checked; validating a 100k-id list would cost more
-        # than the rest of the call (DESIGN: per-call cost grows with the new tokens, not the context)
+        # than the rest of the call (docs/design.md, "One model call": cost grows with the new tokens)
         record = CallRecord.model_construct(
             episode_id=episode.id,
             index=index,

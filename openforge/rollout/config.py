@@ -22,6 +22,8 @@ class RolloutConfig(BaseModel):
     - `agent_timeout_s`: overrides every task's `[agent] timeout_sec` (wall clock of the harness).
     - `image_map`: base images that cannot be pulled here → local ones (`{"debian:bookworm-slim": ...}`).
     - `harness_options`: per-harness adapter options, e.g. `{"react": {"max_steps": 4}}`.
+    - `max_new_tokens`: cap on tokens sampled per model call (the proxy's); also react's own per-reply cap
+      unless `harness_options` sets its `max_tokens`.
     - `sandbox_options`: options of the sandbox backend, e.g. for `kubernetes`
       `{"namespace": "openforge", "harness_image": "registry/openforge-harnesses:TAG"}`.
     - `proxy_listen`: where the run's proxy serves the model API over TCP (`127.0.0.1:0`: any free loopback
@@ -51,6 +53,18 @@ class RolloutConfig(BaseModel):
     max_new_tokens: int = Field(default=1024, ge=1)
     resume: bool = False
     step: int = 0  # training step the episodes belong to (GRPO groups are (step, task, harness))
+
+    def adapter_options(self, harness: str) -> dict[str, Any]:
+        """`harness_options[harness]`, with the run's `max_new_tokens` as the harness's own per-reply cap (react's
+        `max_tokens`) unless those options set it: the run's cap must reach the harness, or a harness that asks
+        for fewer tokens cuts replies short."""
+        from openforge.harness import ADAPTERS
+
+        options = dict(self.harness_options.get(harness, {}))
+        cap = ADAPTERS[harness].reply_cap_option if harness in ADAPTERS else None
+        if cap is not None:
+            options.setdefault(cap, self.max_new_tokens)
+        return options
 
     @field_validator("harnesses")
     @classmethod

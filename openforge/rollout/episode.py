@@ -1,6 +1,6 @@
 """One attempt of one harness at one task, in its own sandbox, graded after the harness exits.
 
-Outcome classes (DESIGN.md invariant 5): `passed` / `failed` are the agent's doing; everything else is an
+Outcome classes (docs/design.md, invariant 5): `passed` / `failed` are the agent's doing; everything else is an
 infrastructure failure, kept out of training and never counted as reward 0, with the reason:
 
 - `sandbox_error`: the sandbox could not be created, died, or its main process was OOM-killed;
@@ -31,6 +31,7 @@ from openforge.tasks.grading import grade, tail
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
+from openforge.tasks.solution import SolutionError, solution_script
 
 BUNDLE_TARGET = "/opt/openforge/harnesses"  # where the harness bundle is mounted, read-only
 HOME = "/tmp/openforge-home"  # the harness's fresh HOME inside the sandbox
@@ -50,13 +51,14 @@ class Slot:
 
 
 def solution_command(task: Task) -> str | None:
-    """The reference solution as a shell command: solve.sh without its shebang line."""
+    """The reference solution as one shell command, its directory inside it (`openforge.tasks.solution`, the
+    same command `tasks validate --run` runs); None when the task has none that can be sent."""
     if task.solve_script is None:
         return None
-    text = task.solve_script.read_text()
-    if text.startswith("#!"):
-        text = text.partition("\n")[2]
-    return text.strip() or None
+    try:
+        return solution_script(task.solve_script, task.config.solution.env)
+    except SolutionError:  # `openforge tasks validate` names the problem; the oracle reports it missing
+        return None
 
 
 def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
@@ -79,7 +81,7 @@ class EpisodeRunner:
         self.bundle_dir = bundle_dir
 
     def adapter(self, harness: str) -> HarnessAdapter:
-        return get_adapter(harness, **self.config.harness_options.get(harness, {}))
+        return get_adapter(harness, **self.config.adapter_options(harness))
 
     async def run(self, slot: Slot, attempt: int, on_created: Callable[[Episode], None] | None = None) -> AttemptResult:
         """`on_created(episode)` runs once the episode exists, before the harness starts (the veRL agent loop

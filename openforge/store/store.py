@@ -1,7 +1,7 @@
 """`TrajectoryStore`: the durable record of one run — episodes, every model call, rewards.
 
 One SQLite file per run directory (`RUN_DIR/trajectories.db`). Every write method returns only after its
-transaction has committed, so what it wrote survives the process being killed right after (DESIGN.md
+transaction has committed, so what it wrote survives the process being killed right after (docs/design.md,
 invariant 2). Several processes may open the same run and write concurrently. Open the store *after*
 forking: a connection must not cross a fork.
 

@@ -29,6 +29,7 @@ from openforge.tasks.loader import (
 from openforge.tasks.model import Resources, Task, TaskConfig
 from openforge.tasks.reward import REWARD_JSON, REWARD_TXT, RewardError, read_reward
 from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
+from openforge.tasks.solution import SolutionError, solution_script
 from openforge.tasks.validate import ValidationResult, validate_task_by_running, validate_task_dir
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "InstanceSampler",
     "Resources",
     "RewardError",
+    "SolutionError",
     "Task",
     "TaskConfig",
     "TaskLoadError",
@@ -65,6 +67,7 @@ __all__ = [
     "parse_task_toml",
     "read_reward",
     "setup_environment",
+    "solution_script",
     "validate_task_by_running",
     "validate_task_dir",
     "write_task",

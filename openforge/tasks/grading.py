@@ -1,4 +1,4 @@
-"""Grading one sandbox after the agent's turn (DESIGN.md invariant 5): the tests enter only now, the
+"""Grading one sandbox after the agent's turn (docs/design.md, invariant 5): the tests enter only now, the
 verifier runs as root, and the reward comes only from its output file (`reward.json` wins over
 `reward.txt`). Shared by task validation and the rollout orchestrator."""
 

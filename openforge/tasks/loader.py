@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from openforge.tasks.model import Task, TaskConfig, normalize_split
+from openforge.tasks.solution import SOLUTION_SCRIPTS, SolutionError, solution_script
 
 CONFIG_FILE = "task.toml"
 INSTRUCTION_FILE = "instruction.md"
@@ -154,6 +155,12 @@ def inspect_task_dir(path: str | Path, layout_split: str | None = None) -> DirRe
         rep.warnings.append("solution/solve.sh: missing; the task cannot be validated by running it")
     if (sol / "wrong.sh").exists() and not (sol / "wrong.sh").is_file():
         rep.errors.append("solution/wrong.sh: not a file")
+    for name in SOLUTION_SCRIPTS:  # each must become the one command the oracle sends and validate runs
+        if (sol / name).is_file():
+            try:
+                solution_script(sol / name, rep.config.solution.env if rep.config is not None else None)
+            except SolutionError as e:
+                rep.errors.append(f"solution/{name}: {e}")
 
     # split agreement
     if rep.config is not None and layout_split is not None:

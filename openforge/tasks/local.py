@@ -20,6 +20,7 @@ from pathlib import Path
 
 from openforge.tasks.model import Task
 from openforge.tasks.reward import RewardError, read_reward
+from openforge.tasks.solution import SolutionError, solution_script
 
 
 class LocalEmulationError(RuntimeError):
@@ -156,9 +157,9 @@ def run_task_locally(task: Task, solution: str | Path | None = "solve", timeout_
         env = {
             **os.environ,
             **env_vars,
-            **task.config.solution.env,
             "APP_DIR": str(app),
             "HOME": str(root),
+            "TMPDIR": str(root),  # the solution's copy of solution/ goes with the rest, even on a timeout
         }
         sol_out = ""
         if solution is not None:
@@ -168,12 +169,13 @@ def run_task_locally(task: Task, solution: str | Path | None = "solve", timeout_
                     return LocalRun(reward=None, error=f"{task.id}: no solution/{solution}.sh")
             else:
                 script = Path(solution)
-            sol_dir = root / "solution"
-            shutil.copytree(script.parent, sol_dir)
+            try:  # the command the oracle sends and `validate --run` runs: solution/ beside the script
+                command = solution_script(script, task.config.solution.env)
+            except SolutionError as e:
+                return LocalRun(reward=None, error=f"{task.id}: {e}")
             try:
                 r = subprocess.run(
-                    ["bash", str(sol_dir / script.name)], cwd=app, env=env, capture_output=True, text=True,
-                    timeout=timeout_s,
+                    ["bash", "-c", command], cwd=app, env=env, capture_output=True, text=True, timeout=timeout_s,
                 )
                 sol_out = r.stdout + r.stderr
             except subprocess.TimeoutExpired:

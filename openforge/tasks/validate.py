@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shlex
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +14,7 @@ from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.model import Task
 from openforge.tasks.grading import TESTS_DEST, grade, output_of, tail
 from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
-
-SOLUTION_DEST = "/solution"
+from openforge.tasks.solution import SolutionError, solution_script
 
 
 def validate_task_dir(path: str | Path, warnings: list[str] | None = None) -> list[str]:
@@ -69,12 +67,17 @@ async def run_script_and_verify(
     task: Task, provider: Any, image_map: ImageMap | None, script: Path | None, label: str,
     *, run: str = "openforge-validate", spec_overrides: dict[str, Any] | None = None,
 ) -> RunOutcome:
-    """In a fresh sandbox: copy ``solution/`` to ``/solution`` and run ``script`` there with bash, in the
-    workdir and as the agent user, as an agent would (``script=None``: run nothing); remove ``/solution``;
-    empty ``/logs/verifier``; copy ``tests/`` to ``/tests``; run ``bash /tests/test.sh`` as root in the workdir;
-    read the reward (reward.json wins over reward.txt)."""
+    """In a fresh sandbox: run ``script`` with the files of its directory beside it, in the workdir and as the
+    agent user, as the oracle teacher does (the same command, ``openforge.tasks.solution``; ``script=None``:
+    run nothing); empty ``/logs/verifier``; copy ``tests/`` to ``/tests``; run ``bash /tests/test.sh`` as root
+    in the workdir; read the reward (reward.json wins over reward.txt)."""
     out = RunOutcome(script=label)
     res = task.resources
+    try:
+        command = solution_script(script, task.config.solution.env) if script is not None else None
+    except SolutionError as e:
+        out.error = f"{label}: {e}"
+        return out
     with tempfile.TemporaryDirectory(prefix=f"openforge-build-{task.id}-") as build_dir:
         try:
             spec = make_sandbox_spec(
@@ -86,16 +89,13 @@ async def run_script_and_verify(
             return out
         try:
             await setup_environment(task, sb, provider)
-            if script is not None:
-                await sb.copy_in(script.parent, SOLUTION_DEST)
-                r = await sb.exec(f"bash {SOLUTION_DEST}/{shlex.quote(script.name)}", timeout_s=res.agent_timeout_s,
-                                  env=dict(task.config.solution.env) or None)
+            if command is not None:
+                # the command removes its copy of solution/ itself: nothing of it stays for the verifier's run
+                r = await sb.exec(command, timeout_s=res.agent_timeout_s)
                 out.solution_exit, out.solution_output = r.exit_code, output_of(r)
                 if r.timed_out:
                     out.error = f"{label}: timed out after {res.agent_timeout_s:g}s"
                     return out
-                # the agent's turn is over: nothing of the solution stays for the verifier's run
-                await sb.exec(f"rm -rf {SOLUTION_DEST}", timeout_s=60, user="root", workdir="/")
             graded = await grade(task, sb, res.verifier_timeout_s)
             out.verifier_exit, out.verifier_output, out.reward = graded.exit_code, graded.output, graded.reward
             if graded.error:

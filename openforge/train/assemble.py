@@ -1,4 +1,4 @@
-"""Assembly: an episode's recorded calls become training samples (DESIGN.md invariant 6: a pure function).
+"""Assembly: an episode's recorded calls become training samples (docs/design.md, invariant 6: a pure function).
 
 Two modes, so that they can be compared on the same records:
 
@@ -29,7 +29,7 @@ What is left out:
   each is a sample of its own (they continue nothing);
 - calls with `call_error` (the backend failed: no usable output), and calls with no output at all;
 - whole episodes that ended in an infrastructure failure (sandbox_error, proxy_error, harness_crash,
-  timeout, verifier_error) or have no reward: they say nothing about the policy (DESIGN.md invariant 5).
+  timeout, verifier_error) or have no reward: they say nothing about the policy (docs/design.md, invariant 5).
 
 The prefix property is checked as the calls are merged. A call that does not extend the previous call of its
 segment should not exist; if one does, it starts a new sample (its prompt then holds the earlier outputs with

@@ -5,8 +5,8 @@ against its group, recompute the trained tokens' logprobs with a forward pass at
 sampled at, and minimise the clipped surrogate against the rollout (behaviour) logprobs recorded at sampling
 time, token-mean over every trained token of the batch. No KL term, no reference model.
 
-Settings that worked on 2 cores (QUICKSTART-NOTES.md): 16 prompts × group 8, temperature 1.0, lr 2e-4,
-clip 0.2, advantages normalised by the group's std.
+Settings that worked on 2 cores (docs/design.md, "Training the tiny model"): 16 prompts × group 8,
+temperature 1.0, lr 2e-4, clip 0.2, advantages normalised by the group's std.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ class SFTConfig(BaseModel):
     max_grad_norm: float | None = Field(default=1.0, gt=0)
     max_tokens_per_micro_batch: int | None = Field(default=None, ge=1)
     # Learning-rate schedule: linear warm-up over `warmup_steps`, then constant or cosine decay to 0. A tiny
-    # random-init model forms its copy (induction) circuits only with warm-up and decay (QUICKSTART-NOTES).
+    # random-init model forms its copy (induction) circuits only with warm-up and decay (docs/design.md,
+    # "Training the tiny model").
     warmup_steps: int = Field(default=0, ge=0)
     schedule: Literal["constant", "cosine"] = "constant"
     seed: int = 0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openforge.tasks import DEFAULT_IMAGE_MAP
+from openforge.tasks import ImageMap
 from support.paths import EXAMPLES
-IMAGE_MAP = DEFAULT_IMAGE_MAP
+IMAGE_MAP = ImageMap.load(EXAMPLES / "image-map.yaml").to_dict()  # the shipped tasks' map (a pinned digest too)
 PASSING_TEST = 'mkdir -p /logs/verifier\nif [ -f /app/done.txt ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n'
 
 

@@ -12,7 +12,7 @@ Columns (what `RLHFDataset` and the agent loop read):
   loop's `tasks` setting re-roots it on workers where tasks live elsewhere), `harness`, `split`.
 
 Several harnesses make one row per task per harness, so a batch mixes harnesses (training on several at once
-beats training on one, DESIGN.md).
+beats training on one: docs/design.md, "What the reference system found").
 """
 
 from __future__ import annotations
