@@ -441,6 +441,27 @@ def export(
     console.print(f"wrote {n} calls to [bold]{out}[/]")
 
 
+@app.command()
+def analyze(
+    run_dir: Path = typer.Argument(..., help="A run directory (rollout, eval, train, quickstart, a veRL worker)."),
+    reference: Optional[Path] = typer.Option(
+        None, help="The oracle's run on the same tasks and harnesses (coverage and efficiency); default: RUN/teacher."),
+) -> None:
+    """Behaviour metrics from the recorded calls: error recovery, self-verification, tool coverage and mix,
+    format robustness, step efficiency; writes RUN/analysis.json, analysis.md and analysis.png."""
+    from openforge.analysis import analyze_run, write_analysis
+
+    if not run_dir.is_dir():
+        fail(f"{run_dir} is not a directory")
+    if reference is not None and not (reference / "trajectories.db").is_file():
+        fail(f"--reference {reference} holds no trajectories.db: give the oracle's run directory")
+    try:
+        analysis = analyze_run(run_dir, reference)
+    except FileNotFoundError as e:
+        fail(str(e))
+    write_analysis(analysis, run_dir, console)
+
+
 def _export_verl(run_dir: Path, out: Path, mode: str, pad_token_id: int | None) -> None:
     if mode not in ("merged", "per-call"):
         fail(f"--mode {mode!r} is not supported; use merged or per-call")

@@ -38,7 +38,7 @@ from openforge.harness.bundle import (
     read_manifest,
 )
 
-_NOT_ADAPTERS = {"base", "bundle", "smoke", "stub_api", "react_agent"}
+_NOT_ADAPTERS = {"base", "bundle", "smoke", "stub_api", "react_agent", "tools"}
 
 
 def _discover() -> dict[str, type[HarnessAdapter]]:

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
+
+from openforge.harness.tools import ToolKind, exit_code_failed
 
 __all__ = [
     "DIALECTS",
@@ -108,6 +111,10 @@ class HarnessAdapter(ABC):
     #: run sets it to its `max_new_tokens` unless the run's harness options set it (a lower cap in the
     #: harness would cut replies the proxy allows)
     reply_cap_option: ClassVar[str | None] = None
+    #: what each of the harness's tools does (analytics); a tool not named here counts as `ToolKind.other`
+    tool_kinds: ClassVar[dict[str, ToolKind]] = {}
+    #: finds the exit code of a shell command in a tool result (first group); None: the harness shows none
+    failed_exit_pattern: ClassVar[re.Pattern[str] | None] = None
     #: memory the harness itself needs on top of nothing: a sandbox gets at least this much, whatever the task
     #: asks for (measured: OpenClaw's Node is OOM-killed at 512 MB)
     min_memory_mb: ClassVar[int] = 256
@@ -147,6 +154,13 @@ class HarnessAdapter(ABC):
             raise HarnessError(f"harness {self.name!r} has no shell tool")
         tool, arg = self.shell_tool
         return {"name": tool, "arguments": {arg: command}}
+
+    def tool_kind(self, name: str) -> ToolKind:
+        return self.tool_kinds.get(name, ToolKind.other)
+
+    def tool_failed(self, content: str, is_error: bool = False) -> bool:
+        """Whether a tool result reports a failure: the harness's error flag, or a non-zero exit code."""
+        return is_error or exit_code_failed(self.failed_exit_pattern, content)
 
     # -- bundle ------------------------------------------------------------------------------------------
     def executable(self, bundle_root: PurePosixPath | Path | str,

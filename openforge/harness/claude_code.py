@@ -34,6 +34,7 @@ only loopback, HOME a fresh directory:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ from openforge.harness.base import (
     json_lines,
     transcript_summary,
 )
+from openforge.harness.tools import ToolKind
 
 DEFAULT_TOOLS = ("Bash", "Read", "Edit", "Write")
 
@@ -59,6 +61,12 @@ class ClaudeCodeAdapter(HarnessAdapter):
     dialect = "anthropic"
     component = "claude-code"
     shell_tool = ("Bash", "command")
+    # Claude Code's own tool names (its default set; `--tools` offers a subset)
+    tool_kinds = {"Bash": ToolKind.shell, "BashOutput": ToolKind.shell, "KillShell": ToolKind.shell,
+                  "Read": ToolKind.read, "NotebookRead": ToolKind.read, "Write": ToolKind.write,
+                  "Edit": ToolKind.edit, "MultiEdit": ToolKind.edit, "NotebookEdit": ToolKind.edit,
+                  "Grep": ToolKind.search, "Glob": ToolKind.search, "LS": ToolKind.search}
+    failed_exit_pattern = re.compile(r"^Exit code (-?\d+)", re.M)
     min_memory_mb = 1024
 
     tools: tuple[str, ...] | None = DEFAULT_TOOLS

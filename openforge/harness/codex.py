@@ -44,10 +44,12 @@ Measured with 0.171.0 against a loopback stub in a network namespace with only l
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from openforge.harness.base import HarnessAdapter, Launch, api_root, json_lines, transcript_summary
+from openforge.harness.tools import ToolKind
 
 KEY_ENV = "OPENFORGE_API_KEY"
 PROVIDER_ID = "openforge"
@@ -88,6 +90,9 @@ class CodexAdapter(HarnessAdapter):
     dialect = "responses"
     component = "codex"
     shell_tool = ("exec_command", "cmd")
+    tool_kinds = {"exec_command": ToolKind.shell, "write_stdin": ToolKind.shell, "shell": ToolKind.shell,
+                  "local_shell": ToolKind.shell, "apply_patch": ToolKind.edit, "view_image": ToolKind.read}
+    failed_exit_pattern = re.compile(r"^Process exited with code (-?\d+)", re.M)
     min_memory_mb = 512
 
     context_window: int | None = None

@@ -45,11 +45,13 @@ Measured with 2026.9.6 (Node 24.22.3) against a loopback stub in a network names
 
 from __future__ import annotations
 
+import re
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from openforge.harness.base import HarnessAdapter, Launch, api_root, transcript_summary
+from openforge.harness.tools import ToolKind
 
 PROVIDER_ID = "openforge"
 
@@ -65,6 +67,10 @@ class OpenClawAdapter(HarnessAdapter):
     dialect = "chat_completions"
     component = "openclaw"
     shell_tool = ("exec", "command")
+    tool_kinds = {"exec": ToolKind.shell, "process": ToolKind.shell, "read": ToolKind.read,
+                  "write": ToolKind.write, "edit": ToolKind.edit, "apply_patch": ToolKind.edit,
+                  "ls": ToolKind.search}
+    failed_exit_pattern = re.compile(r"\(Command exited with code (-?\d+)\)")
     min_memory_mb = 2048
 
     context_window: int = 32768

@@ -7,6 +7,7 @@ it. Version: OpenForge's own.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from openforge import __version__
 from openforge.harness.base import HarnessAdapter, Launch, api_root, json_lines, transcript_summary
 from openforge.harness.react_agent import DEFAULT_MAX_STEPS
+from openforge.harness.tools import ToolKind
 
 
 @dataclass
@@ -29,6 +31,12 @@ class ReactAdapter(HarnessAdapter):
     component = None  # built in: needs no bundle
     shell_tool = ("bash", "command")
     reply_cap_option = "max_tokens"
+    tool_kinds = {"bash": ToolKind.shell, "read": ToolKind.read, "write": ToolKind.write}
+    # `[exit code N]` after a failed command; `[error: ...]` from read/write
+    failed_exit_pattern = re.compile(r"\[exit code (-?\d+)\]\s*$")
+
+    def tool_failed(self, content: str, is_error: bool = False) -> bool:
+        return super().tool_failed(content, is_error) or content.startswith("[error:")
 
     max_steps: int = DEFAULT_MAX_STEPS
     max_tokens: int = 512

@@ -251,6 +251,9 @@ class ProxyService:
                 "timings": {**result.timings, "total_s": time.time() - started},
                 "parse_error": parsed.parse_error,
                 "response_body": response.payload(),
+                # the reply's tool calls as parsed (behaviour analytics read them without the tokenizer)
+                "metadata": {**record.metadata,
+                             "tool_calls": [tc.model_dump(mode="json") for tc in parsed.tool_calls]},
             }
         )
         await self.writer.add_call(record)  # durable before the harness sees anything
