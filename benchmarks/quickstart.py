@@ -34,6 +34,8 @@ def main() -> None:
                         help="use OUT/seed-S/report.json where a finished run left one (wall time = its phases' sum)")
     parser.add_argument("--control", action="store_true",
                         help="also run the same-compute control (more SFT for GRPO's wall time) and report it")
+    parser.add_argument("--results", type=Path, default=Path("benchmarks/results/quickstart.json"),
+                        help="where the figures go (JSON, committed beside the README that quotes them)")
     args = parser.parse_args()
     console = Console()
     reports = []
@@ -86,6 +88,23 @@ def main() -> None:
     phases.add_row("GRPO steps", *[str(len(r["rl_steps"])) for r in reports])
     console.print(phases)
     console.print(f"target: SFT+RL beats SFT by >= 10 points on the mean; measured {statistics.mean(gains):+.1f}")
+    write_results(args.results, args.seeds, reports, policies)
+
+
+def write_results(path: Path, seeds: list[int], reports: list[dict], policies: list[str]) -> None:
+    """Per seed: held-out pass@1 of each policy (percent), GRPO steps, phase times; means and sds."""
+    per_seed = {str(seed): {"heldout_pass_at_1": {p: round(100 * r["heldout_pass_at_1"][p], 2) for p in policies},
+                            "rl_steps": len(r["rl_steps"]), "timings_s": r["timings_s"], "wall_s": r["wall_s"],
+                            "sandbox": r.get("sandbox")}
+                for seed, r in zip(seeds, reports)}
+    summary = {}
+    for p in policies:
+        values = [100 * r["heldout_pass_at_1"][p] for r in reports]
+        summary[p] = {"mean": round(statistics.mean(values), 2),
+                      "sd": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "seeds": per_seed, "summary": summary},
+                               indent=2) + "\n")
 
 
 def _seed_config(path: Path | None, seed: int, control: bool, run: Path) -> Path:
