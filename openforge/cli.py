@@ -453,6 +453,28 @@ def _export_verl(run_dir: Path, out: Path, mode: str, pad_token_id: int | None) 
                   f"to [bold]{out}[/] (DataProto.load_from_disk)")
 
 
+@app.command()
+def view(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories (rollout, eval, train, quickstart, a veRL job)."),
+    port: int = typer.Option(8321, help="Port to listen on (0: any free port)."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on. The viewer has no login: keep it on loopback "
+                             "and reach it through an SSH tunnel."),
+    model: Optional[Path] = typer.Option(None, help="Model directory whose tokenizer decodes the tokens (default: "
+                                         "the one the run names or holds)."),
+) -> None:
+    """A read-only trajectory viewer in the browser: reports and curves, episodes, conversations, token view,
+    GRPO groups, comparisons."""
+    from openforge.view.server import serve
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(f"[yellow]warning:[/] serving on {host}: anyone who can reach it sees these runs")
+    try:
+        serve(run_dirs, host=host, port=port, model=model,
+              announce=lambda url: console.print(f"viewer: {url}  (Ctrl-C to stop)", soft_wrap=True))
+    except (FileNotFoundError, OSError) as e:
+        fail(str(e))
+
+
 verl_app = typer.Typer(help="veRL integration: datasets for veRL's trainer.", no_args_is_help=True)
 app.add_typer(verl_app, name="verl")
 
