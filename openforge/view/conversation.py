@@ -109,8 +109,14 @@ def _continue(previous: Turn, turn: Turn) -> None:
 
 
 def reply_of(turn: Turn) -> ParsedOutput | None:
-    """What the policy answered: the parsed sample, else the reply as the harness echoed it back."""
+    """What the policy answered: the parsed sample (with the tool-call ids the harness saw, when it echoed the
+    reply back), else the reply as the harness echoed it."""
     if turn.reply is not None:
+        echoed = turn.echoed.tool_calls if turn.echoed is not None else []
+        mine = turn.reply.tool_calls
+        if echoed and [t.name for t in echoed] == [t.name for t in mine]:
+            calls = [t.model_copy(update={"id": e.id}) for t, e in zip(mine, echoed)]
+            return turn.reply.model_copy(update={"tool_calls": calls})
         return turn.reply
     if turn.echoed is not None:
         return ParsedOutput(reasoning=turn.echoed.reasoning, content=turn.echoed.content,

@@ -22,12 +22,22 @@ MAX_PAGE_SIZE = 500
 
 def _crumbs(opened: OpenStore, *more: tuple[str, str | None]) -> list[tuple[str, str | None]]:
     run = (opened.run.name, p.url("/run", run=opened.run_index))
-    store = (opened.ref.label, p.url("/episodes", run=opened.run_index, store=opened.ref.label))
+    label = "episodes" if opened.ref.label == "." else opened.ref.label
+    store = (label, p.url("/episodes", run=opened.run_index, store=opened.ref.label))
+    if more and more[0][0] == label:
+        return [run, *more]
     return [run, store, *more]
 
 
 def _store(library: Library, params: Mapping[str, str]) -> OpenStore:
     return library.open(p.integer(params, "run", 0, 0), p.text(params, "store", "."))
+
+
+def _instruction(metadata: dict[str, Any]) -> str | None:
+    """The task's instruction, as the orchestrator and the family runner keep it in the episode's metadata."""
+    task = metadata.get("task")
+    value = task.get("instruction") if isinstance(task, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def episodes_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
@@ -64,14 +74,13 @@ def episode_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
     calls = opened.store.list_calls(episode.id)
     tokens = library.tokens(opened.model_dir)
     turns = read_turns(calls, tokens)
-    task = episode.metadata.get("task")
     step = episode.metadata.get("step", 0)
     metadata = {k: v for k, v in episode.metadata.items() if k != "task"}
     return {
         "title": f"Episode {episode.id[:8]}", "opened": opened, "episode": episode, "turns": turns,
         "reply_of": reply_of, "verifier": opened.store.get_verifier_result(episode.id),
         "flags": opened.store.episode_flags(episode.id),
-        "instruction": task.get("instruction") if isinstance(task, dict) else None,
+        "instruction": _instruction(episode.metadata),
         "metadata": metadata, "tokens": token_view(episode, calls, tokens, mode), "has_tokenizer": tokens is not None,
         "mode": mode, "modes": MODES, "bounds": BUCKET_BOUNDS, "step": step if isinstance(step, int) else 0,
         "versions": sorted({c.policy_version for c in calls}),
@@ -109,6 +118,7 @@ def group_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
         last[member.episode.id] = replies[-1] if replies else None
     return {
         "title": f"Group {view.group_id}", "opened": opened, "view": view, "actions": actions, "last": last,
+        "instruction": _instruction(view.members[0].episode.metadata),
         "summaries": opened.store.call_summaries([m.episode.id for m in view.members]),
         "crumbs": _crumbs(opened, ("groups", p.url("/groups", run=opened.run_index, store=opened.ref.label,
                                                      step=step)), (f"step {step} · {task} · {harness}", None)),
