@@ -20,6 +20,11 @@ from openforge.view.library import Library, OpenStore
 from openforge.view.summary import summarize, unit_diffs
 from openforge.view.training import charts, flatten, training
 
+# The fields of steps.jsonl / evals.jsonl records the run page shows (a field a run did not write shows as "–").
+STEP_KEYS = ("step", "reward", "pass_rate", "groups", "groups_with_signal", "tokens", "merge_rate", "policy_version",
+             "seconds")
+EVAL_KEYS = ("after_steps", "pass_at_1", "graded", "policy")
+
 __all__ = ["compare_page", "episode_page", "episodes_page", "group_page", "groups_page", "index_page",
            "install_filters", "run_page"]
 
@@ -121,13 +126,14 @@ def run_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
     for record in t.evals:
         after = record.get("after_steps")
         label = f"eval/after-{after:06d}" if isinstance(after, int) else None
-        evals.append({**record, "store": label if label and run.store(label) else None})
+        evals.append({**{k: record.get(k) for k in EVAL_KEYS}, "store": label if label and run.store(label) else None})
+    steps = [{k: record.get(k) for k in STEP_KEYS} for record in reversed(t.steps)][:200]
     rl = run.store("rl")
     report = run.files.report or {}
     facts = [(k, v) for k, v in report.items() if isinstance(v, (str, int, float, bool)) or v is None]
     return {
         "title": run.name, "index": index, "run": run, "stores": stores, "training": t, "charts": charts(t),
-        "evals": evals, "steps": list(reversed(t.steps))[:200], "rl": rl, "facts": facts,
+        "evals": evals, "steps": steps, "rl": rl, "facts": facts,
         "timings": report.get("timings_s") if isinstance(report.get("timings_s"), dict) else None,
         "analysis": flatten(run.files.analysis) if run.files.analysis else [],
         "crumbs": [(run.name, None)],
