@@ -93,6 +93,10 @@ def store_from(library: Library, params: Mapping[str, str]) -> OpenStore:
     return library.open(run, p.text(params, "store", "."))
 
 
+def _store_name(opened: OpenStore) -> str:
+    return opened.run.name if opened.ref.label == "." else f"{opened.run.name} · {opened.ref.label}"
+
+
 def store_choices(library: Library) -> list[tuple[str, str]]:
     """("run:label", readable name) of every store of every run, for the compare form."""
     out = []
@@ -165,8 +169,7 @@ def compare_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
                                "harnesses": [], "metric_keys": [], "crumbs": [("compare", None)]}
     if a and b:
         context["diffs"] = unit_diffs(a["summary"], b["summary"])
-        names = [f"A: {a['opened'].run.name} · {a['opened'].ref.label}", f"B: {b['opened'].run.name} · "
-                 f"{b['opened'].ref.label}"]
+        names = [f"{side}: {_store_name(x['opened'])}" for side, x in (("A", a), ("B", b))]
         context["chart"] = bar_chart("pass@1", [("A", a["summary"].pass_at_1), ("B", b["summary"].pass_at_1)],
                                      chart_id="chart-compare")
         context["names"] = names

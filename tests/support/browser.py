@@ -50,7 +50,8 @@ class Browser:
             port = self._devtools_port()
             targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
             page = next(t for t in targets if t.get("type") == "page")
-            self.ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=20)
+            self._connection = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=20)
+            self.ws = self._connection.__enter__()
         except BaseException:
             self.close()
             raise
@@ -154,12 +155,25 @@ class Browser:
         path.write_bytes(base64.b64decode(data))
         return path
 
+    def screenshot_element(self, selector: str, path: Path, max_height: int = 1600, pad: int = 8) -> Path:
+        """The part of the page from `selector`'s element down (at most `max_height` pixels)."""
+        box = self.evaluate(f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+                            ".getBoundingClientRect(); return [r.x + window.scrollX, r.y + window.scrollY]; })()")
+        x, y = max(0, box[0] - pad), max(0, box[1] - pad)
+        size = self.call("Page.getLayoutMetrics")["cssContentSize"]
+        height = min(max_height, int(size["height"] - y))
+        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                         clip={"x": 0, "y": y, "width": self.width, "height": height, "scale": 1})["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+        return path
+
     # ---- lifecycle ------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        ws = getattr(self, "ws", None)
-        if ws is not None:
-            ws.close()
+        connection = getattr(self, "_connection", None)
+        if connection is not None:
+            connection.__exit__(None, None, None)
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
