@@ -150,15 +150,20 @@ def main() -> None:
     run, model = work / "run", work / "model"
     if not (model / "tokenizer.json").is_file():
         build_tiny_model(model, seed=0)
-    build_s = None
+    built = work / "build.json"  # how the kept run was made, so that a rerun reports it too
     if not (run / "trajectories.db").is_file():
         print(f"building {args.episodes} episodes × {args.calls} calls in {run}", flush=True)
-        build_s = build(run, model, args.episodes, args.calls)
+        seconds = build(run, model, args.episodes, args.calls)
+        built.write_text(json.dumps({"episodes": args.episodes, "calls": args.calls, "build_s": round(seconds, 1)}))
+    made = json.loads(built.read_text()) if built.is_file() else {}
+    if made and (made["episodes"], made["calls"]) != (args.episodes, args.calls):
+        sys.exit(f"{run} holds {made['episodes']} episodes × {made['calls']} calls: pass those, or another --keep")
+    build_s = made.get("build_s")
     pages = measure(run, args.repeats)
     result = {
         "episodes": args.episodes, "calls_per_episode": args.calls, "cpus": os.cpu_count(),
         "store_mib": round(sum(f.stat().st_size for f in run.glob("trajectories.db*")) / 2**20, 1),
-        "build_s": None if build_s is None else round(build_s, 1), "pages": pages,
+        "build_s": build_s, "pages": pages,
         "targets_s": TARGETS_S,
         "met": {name: pages[name]["median_s"] < limit for name, limit in TARGETS_S.items()},
     }

@@ -160,27 +160,31 @@ def _summary(values: tuple) -> CallSummary:
 
 
 def query_episodes(conn: sqlite3.Connection, q: EpisodeQuery) -> EpisodePage:
+    """In two steps, so that sorting a whole run carries narrow rows: the page's ids in order (joined to every
+    episode's call summary, read from the covering index, when sorting by one), then the page's rows."""
     where, args = _where(q)
     total = int(conn.execute(f"SELECT count(*) FROM episodes e{where}", args).fetchone()[0])
     direction = "DESC" if q.descending else "ASC"
-    n = len(EPISODE_COLUMNS)
     if q.sort in _SUMMARY_SORTS:
-        # the whole run's summaries, read from the covering index alone, joined to the filtered episodes
-        summary = ", ".join(f"s.{name}" for _, name in _SUMMARY_COLUMNS)
-        sql = (f"SELECT {_episode_columns()}, {FLAGS_SQL}, {summary} FROM episodes e "
-               f"LEFT JOIN ({_SUMMARY_SQL} GROUP BY episode_id) s ON s.episode_id = e.id")
         order = f"coalesce({_SUMMARY_SORTS[q.sort]}, 0)"
-        rows = conn.execute(f"{sql}{where} ORDER BY {order} {direction}, e.created_at, e.id LIMIT ? OFFSET ?",
-                            [*args, q.limit, q.offset]).fetchall()
-        return EpisodePage([EpisodeRow(row_to_episode(r[:n]), _summary(r[n + 1:]), _flags(r[n])) for r in rows], total)
-    order = _EPISODE_SORTS[q.sort]
-    rows = conn.execute(
-        f"SELECT {_episode_columns()}, {FLAGS_SQL} FROM episodes e{where} "
-        f"ORDER BY {order} IS NULL, {order} {direction}, e.created_at, e.id LIMIT ? OFFSET ?",
-        [*args, q.limit, q.offset]).fetchall()
-    summaries = call_summaries(conn, [r[0] for r in rows])
-    return EpisodePage([EpisodeRow(row_to_episode(r[:n]), summaries.get(r[0], CallSummary()), _flags(r[n]))
-                        for r in rows], total)
+        source = f"episodes e LEFT JOIN ({_SUMMARY_SQL} GROUP BY episode_id) s ON s.episode_id = e.id"
+    else:
+        order = _EPISODE_SORTS[q.sort]
+        order = f"{order} IS NULL, {order}"  # episodes without the value last, whichever the direction
+        source = "episodes e"
+    ids = [r[0] for r in conn.execute(
+        f"SELECT e.id FROM {source}{where} ORDER BY {order} {direction}, e.created_at, e.id LIMIT ? OFFSET ?",
+        [*args, q.limit, q.offset])]
+    if not ids:
+        return EpisodePage([], total)
+    marks = ", ".join("?" * len(ids))
+    found = {r[0]: r for r in conn.execute(
+        f"SELECT {_episode_columns()}, {FLAGS_SQL} FROM episodes e WHERE e.id IN ({marks})", ids)}
+    summaries = call_summaries(conn, ids)
+    n = len(EPISODE_COLUMNS)
+    rows = [EpisodeRow(row_to_episode(found[i][:n]), summaries.get(i, CallSummary()), _flags(found[i][n]))
+            for i in ids if i in found]
+    return EpisodePage(rows, total)
 
 
 def _flags(text: str | None) -> tuple[str, ...]:

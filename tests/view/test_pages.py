@@ -143,3 +143,12 @@ def test_group_page_shows_the_trainers_advantages(site):
     assert shown == pytest.approx(expected, abs=1e-3) and shown[0] > 0
     flat = get(client, "/group?run=0&store=rl&step=1&task=grp-flat&harness=react")
     assert "no signal" in flat and 'class="adv ' not in flat
+
+
+def test_view_command_refuses_a_directory_without_stores(tmp_path):
+    from typer.testing import CliRunner
+
+    from openforge.cli import app
+
+    result = CliRunner().invoke(app, ["view", str(tmp_path), "--port", "0"])
+    assert result.exit_code == 2 and "holds no trajectories.db" in " ".join(result.output.split())
