@@ -28,9 +28,12 @@ def _fmt(value: float, percent: bool) -> str:
     return f"{value:.3g}"
 
 
-def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+def _ticks(lo: float, hi: float, count: int = 5, whole: bool = False) -> list[float]:
     if hi <= lo:
         return [lo]
+    if whole:  # counts and versions: whole-number ticks only
+        step = max(1, math.ceil((hi - lo) / (count - 1)))
+        return [float(v) for v in range(math.floor(lo), math.ceil(hi) + 1, step)]
     step = (hi - lo) / (count - 1)
     return [lo + i * step for i in range(count)]
 
@@ -66,7 +69,10 @@ def line_chart(title: str, series: list[Series], x_label: str, y_label: str = ""
 
     parts = [Markup('<svg class="chart" id="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">').format(
         chart_id, WIDTH, HEIGHT, title), Markup('<text class="ctitle" x="{}" y="18">{}</text>').format(LEFT, title)]
-    for y in _ticks(y_lo, y_hi):
+    whole = y_range is None and not percent and all(float(y).is_integer() for y in ys)
+    if whole:
+        y_hi = max(y_hi, math.ceil(y_hi))
+    for y in _ticks(y_lo, y_hi, whole=whole):
         parts.append(Markup('<line class="grid" x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}"/>'
                             '<text class="tick" x="{3}" y="{4:.1f}" text-anchor="end">{5}</text>').format(
             LEFT, WIDTH - RIGHT, y_at(y), LEFT - 6, y_at(y) + 4, _fmt(y, percent)))
