@@ -11,12 +11,14 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openforge.store import TrajectoryStore
 from openforge.view.discover import Run, StoreRef, discover
+
+if TYPE_CHECKING:
+    from openforge.view.tokentext import TokenText
 
 _REDISCOVER_AFTER_S = 2.0
 
@@ -33,10 +35,6 @@ class OpenStore:
     store: TrajectoryStore
     model_dir: Path | None  # the tokenizer's directory, when the run names or holds one
 
-    @cached_property
-    def run_info(self) -> dict[str, Any]:
-        return self.store.get_run_info()
-
 
 class Library:
     """Run directories by number (their order on the command line), their stores opened read-only on demand."""
@@ -46,7 +44,7 @@ class Library:
         self.runs = [discover(p) for p in self.paths]
         self.model = model
         self._open: dict[tuple[int, str], OpenStore] = {}
-        self._tokens: dict[Path, Any] = {}
+        self._tokens: dict[Path, TokenText] = {}
         self._lock = threading.Lock()
         self._walked = [time.monotonic()] * len(self.runs)
 
@@ -91,7 +89,7 @@ class Library:
 
     # ---- tokenizers ---------------------------------------------------------------------------------------
 
-    def tokens(self, model_dir: Path | None):
+    def tokens(self, model_dir: Path | None) -> TokenText | None:
         """The `TokenText` of a model directory (loaded once), or None without one."""
         if model_dir is None:
             return None

@@ -15,6 +15,7 @@ from markupsafe import Markup, escape
 from openforge.view import params as p
 from openforge.view.charts import bar_chart
 from openforge.view.conversation import MEDIA_PLACEHOLDERS
+from openforge.view.discover import read_files
 from openforge.view.episode_pages import episode_page, episodes_page, group_page, groups_page
 from openforge.view.library import Library, OpenStore
 from openforge.view.summary import summarize, unit_diffs
@@ -151,12 +152,8 @@ def _side(library: Library, spec: str | None, name: str) -> dict[str, Any] | Non
     if not sep or not run_text.isdigit():
         raise p.BadParameter(f"{name}: expected RUN:STORE (e.g. 0:eval/after-000002), got {spec!r}")
     opened = library.open(int(run_text), label)
-    analysis = opened.run.files.analysis if opened.ref.path == opened.run.path else None
-    store_dir_files = opened.ref.path / "analysis.json"
-    if analysis is None and store_dir_files.is_file():
-        from openforge.view.discover import read_files
-
-        analysis = read_files(opened.ref.path).analysis
+    # behaviour metrics of that store: its own analysis.json, or the run's when the store is the run directory
+    analysis = read_files(opened.ref.path).analysis if opened.ref.path != opened.run.path else opened.run.files.analysis
     return {"spec": spec, "opened": opened, "summary": summarize(opened.store),
             "analysis": dict(flatten(analysis)) if analysis else {}}
 

@@ -4,13 +4,16 @@ episode's sampled output split into reasoning, text and tool calls exactly as th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from openforge.core import ParsedOutput, ToolSpec
 
+if TYPE_CHECKING:  # loading the models package imports transformers: only when a tokenizer is needed
+    from openforge.models import ModelDir
+
 
 class TokenText:
-    def __init__(self, model):
-        """`model`: an `openforge.models.ModelDir`."""
+    def __init__(self, model: ModelDir):
         self.model = model
         self._text: dict[int, str] = {}
         self._special = {int(i) for i, token in model.tokenizer.get_added_tokens_decoder().items() if token.special}
