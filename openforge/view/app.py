@@ -1,4 +1,4 @@
-"""The viewer's web app: GET pages rendered on the server from the run directories it was given.
+"""The viewer's web app (Starlette): GET pages rendered on the server from the run directories it was given.
 
 Read-only by construction: every route is a GET (anything else is 405), stores are opened read-only, and a
 request names a run by its number and a store by its label among those discovered — never by a path.
@@ -8,13 +8,21 @@ Content-Security-Policy with no script source at all, so even markup that slippe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, Response
 from jinja2 import Environment, PackageLoader, StrictUndefined
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import QueryParams
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openforge.view import pages
 from openforge.view.library import Library, UnknownRun
@@ -30,6 +38,15 @@ SECURITY_HEADERS = {
     "x-frame-options": "DENY",
     "cache-control": "no-store",
 }
+PAGES: tuple[tuple[str, Callable[[Library, QueryParams], dict[str, Any]], str], ...] = (
+    ("/", pages.index_page, "index.html"),
+    ("/run", pages.run_page, "run.html"),
+    ("/episodes", pages.episodes_page, "episodes.html"),
+    ("/episode", pages.episode_page, "episode.html"),
+    ("/groups", pages.groups_page, "groups.html"),
+    ("/group", pages.group_page, "group.html"),
+    ("/compare", pages.compare_page, "compare.html"),
+)
 
 
 def templates() -> Environment:
@@ -39,51 +56,57 @@ def templates() -> Environment:
     return env
 
 
-class _SecurityHeaders(BaseHTTPMiddleware):
-    async def dispatch(self, request, call_next):
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
+class SecurityHeaders:
+    """Adds `SECURITY_HEADERS` to every response (pages, static files, errors)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + [
+                    (k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items() if k.encode() not in present]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
-def create_app(library: Library) -> FastAPI:
+def create_app(library: Library) -> Starlette:
     env = templates()
-    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
-    app.add_middleware(_SecurityHeaders)
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
-    def page(name: str, status: int = 200, **context) -> HTMLResponse:
+    def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(**context), status_code=status)
 
-    def routed(build, template: str):
-        def handler(request: Request) -> HTMLResponse:
-            try:
-                context = build(library, request.query_params)
-            except UnknownRun as e:
-                return page("error.html", 404, title="Not found", message=str(e))
-            except (BadParameter, ValueError) as e:
-                return page("error.html", 400, title="Bad request", message=str(e))
-            return page(template, **context)
-        return handler
+    def build(builder, template: str, params: QueryParams) -> HTMLResponse:
+        try:
+            context = builder(library, params)
+        except UnknownRun as e:
+            return render("error.html", 404, title="Not found", message=str(e))
+        except (BadParameter, ValueError) as e:
+            return render("error.html", 400, title="Bad request", message=str(e))
+        return render(template, **context)
 
-    for path, build, template in (
-        ("/", pages.index_page, "index.html"),
-        ("/run", pages.run_page, "run.html"),
-        ("/episodes", pages.episodes_page, "episodes.html"),
-        ("/episode", pages.episode_page, "episode.html"),
-        ("/groups", pages.groups_page, "groups.html"),
-        ("/group", pages.group_page, "group.html"),
-        ("/compare", pages.compare_page, "compare.html"),
-    ):
-        app.add_api_route(path, routed(build, template), methods=["GET"], response_class=HTMLResponse)
+    def page(builder, template: str):
+        async def endpoint(request: Request) -> HTMLResponse:
+            # the stores and templates are synchronous: keep them off the event loop
+            return await run_in_threadpool(build, builder, template, request.query_params)
+        return endpoint
 
-    @app.get("/favicon.ico")
-    def favicon() -> Response:
+    async def favicon(request: Request) -> Response:
         return Response((STATIC / "favicon.svg").read_bytes(), media_type="image/svg+xml")
 
-    @app.exception_handler(404)
-    async def not_found(request: Request, exc) -> HTMLResponse:
-        return page("error.html", 404, title="Not found", message=f"no page at {request.url.path}")
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        message = f"no page at {request.url.path}" if exc.status_code == 404 else str(exc.detail)
+        return render("error.html", exc.status_code, title=str(exc.detail), message=message)
 
-    return app
+    routes = [Route(path, page(builder, template), methods=["GET"]) for path, builder, template in PAGES]
+    routes += [Route("/favicon.ico", favicon, methods=["GET"]), Mount("/static", StaticFiles(directory=STATIC))]
+    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)],
+                     exception_handlers={HTTPException: http_error})

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from openforge.core import CallRecord, Conversation, Message, ParsedOutput, ToolSpec
-from openforge.proxy.dialects import DIALECTS
-from openforge.proxy.dialects.base import AUDIO_PLACEHOLDER, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER
+from openforge.dialects import DIALECTS
+from openforge.dialects.base import AUDIO_PLACEHOLDER, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER
 from openforge.view.tokentext import TokenText
 
 # What a dialect put where the harness sent an image, a file or audio (the policy reads text only): shown marked.

@@ -10,7 +10,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from fastapi.testclient import TestClient
+from starlette.testclient import TestClient
 
 from openforge.store import TrajectoryStore
 from openforge.train.advantages import group_advantages
