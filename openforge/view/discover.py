@@ -34,6 +34,11 @@ class StoreRef:
     path: Path  # the directory holding trajectories.db
 
     @property
+    def title(self) -> str:
+        """How pages name it: its label, or "run directory" for the run's own store."""
+        return "run directory" if self.label == "." else self.label
+
+    @property
     def kind(self) -> str:
         """What made it, from its place in the run: teacher, rl, eval, worker (veRL) or run."""
         first = self.label.split("/", 1)[0]

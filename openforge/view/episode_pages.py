@@ -57,7 +57,8 @@ def episodes_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]
                "size": size if size != PAGE_SIZE else None}
     pages = max(1, math.ceil(result.total / size))
     return {
-        "title": f"Episodes · {opened.ref.label}", "opened": opened, "rows": result.rows, "total": result.total,
+        "title": f"Episodes · {opened.run.name} · {opened.ref.title}", "opened": opened, "rows": result.rows,
+        "total": result.total,
         "query": query, "filters": filters, "page": page, "pages": pages, "size": size,
         "facets": opened.store.facets(), "sort_keys": SORT_KEYS,
         "crumbs": _crumbs(opened, ("episodes", None)),
@@ -96,7 +97,8 @@ def groups_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
     task = p.text(params, "task")
     rows, total = opened.store.query_groups(step=step, limit=size, offset=(page - 1) * size, task=task)
     return {
-        "title": f"GRPO groups · {opened.ref.label}", "opened": opened, "rows": rows, "total": total, "page": page,
+        "title": f"GRPO groups · {opened.run.name} · {opened.ref.title}", "opened": opened, "rows": rows,
+        "total": total, "page": page,
         "pages": max(1, math.ceil(total / size)), "size": size, "step": step, "task": task,
         "steps": opened.store.facets().steps, "crumbs": _crumbs(opened, ("groups", None)),
     }
