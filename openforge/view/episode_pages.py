@@ -60,7 +60,7 @@ def episodes_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]
         "title": f"Episodes · {opened.run.name} · {opened.ref.title}", "opened": opened, "rows": result.rows,
         "total": result.total,
         "query": query, "filters": filters, "page": page, "pages": pages, "size": size,
-        "facets": opened.store.facets(), "sort_keys": SORT_KEYS,
+        "facets": library.facets(opened), "sort_keys": SORT_KEYS,
         "crumbs": _crumbs(opened, ("episodes", None)),
     }
 
@@ -100,7 +100,7 @@ def groups_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
         "title": f"GRPO groups · {opened.run.name} · {opened.ref.title}", "opened": opened, "rows": rows,
         "total": total, "page": page,
         "pages": max(1, math.ceil(total / size)), "size": size, "step": step, "task": task,
-        "steps": opened.store.facets().steps, "crumbs": _crumbs(opened, ("groups", None)),
+        "steps": library.facets(opened).steps, "crumbs": _crumbs(opened, ("groups", None)),
     }
 
 

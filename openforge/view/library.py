@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openforge.store import TrajectoryStore
+from openforge.store import Facets, TrajectoryStore
 from openforge.view.discover import Run, StoreRef, discover
 
 if TYPE_CHECKING:
     from openforge.view.tokentext import TokenText
 
 _REDISCOVER_AFTER_S = 2.0
+_FACETS_FOR_S = 10.0  # the filter menus' values scan the whole episode table: not on every page
 
 
 class UnknownRun(LookupError):
@@ -45,6 +46,7 @@ class Library:
         self.model = model
         self._open: dict[tuple[int, str], OpenStore] = {}
         self._tokens: dict[Path, TokenText] = {}
+        self._facets: dict[tuple[int, str], tuple[float, Facets]] = {}
         self._lock = threading.Lock()
         self._walked = [time.monotonic()] * len(self.runs)
 
@@ -86,6 +88,14 @@ class Library:
             for opened in self._open.values():
                 opened.store.close()
             self._open.clear()
+
+    def facets(self, opened: OpenStore) -> Facets:
+        """The store's harnesses, outcomes and steps, re-read at most every few seconds."""
+        key = (opened.run_index, opened.ref.label)
+        cached = self._facets.get(key)
+        if cached is None or time.monotonic() - cached[0] > _FACETS_FOR_S:
+            cached = self._facets[key] = (time.monotonic(), opened.store.facets())
+        return cached[1]
 
     # ---- tokenizers ---------------------------------------------------------------------------------------
 
