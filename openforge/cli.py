@@ -420,17 +420,24 @@ def tasks_generate(
 @app.command()
 def export(
     run_dir: Path = typer.Argument(..., help="Run directory holding trajectories.db."),
-    format: str = typer.Option("jsonl", "--format", help="jsonl or parquet (one record per call), or verl (a DataProto)."),
-    out: Path = typer.Option(..., help="File to write."),
+    format: str = typer.Option("jsonl", "--format", help="jsonl or parquet (one record per call), verl (a DataProto), "
+                               "or atif (one ATIF trajectory.json per episode, in the directory --out)."),
+    out: Path = typer.Option(..., help="File to write (atif: a directory)."),
     mode: str = typer.Option("merged", help="verl only: merged (one sample per continuity segment) or per-call."),
     pad_token_id: int | None = typer.Option(None, help="verl only: default, the pad id of the run's model."),
+    model: Optional[Path] = typer.Option(None, help="atif only: the model directory whose tokenizer decodes replies "
+                                         "(default: the one the run names or holds)."),
 ) -> None:
-    """Export a run: every recorded call (jsonl, parquet), or its assembled samples as a veRL DataProto (verl)."""
+    """Export a run: every recorded call (jsonl, parquet), its assembled samples as a veRL DataProto (verl), or
+    each episode as an ATIF trajectory (atif; any run layout: every store under RUN_DIR)."""
     from openforge.store import TrajectoryStore
     from openforge.store.export import export_calls
 
-    if format not in ("jsonl", "parquet", "verl"):
-        fail(f"--format {format!r} is not supported; use jsonl, parquet or verl")
+    if format not in ("jsonl", "parquet", "verl", "atif"):
+        fail(f"--format {format!r} is not supported; use jsonl, parquet, verl or atif")
+    if format == "atif":
+        _export_atif(run_dir, out, model)
+        return
     if not (run_dir / "trajectories.db").is_file():
         fail(f"{run_dir} holds no trajectories.db: is it a run directory?")
     if format == "verl":
@@ -439,6 +446,16 @@ def export(
     with TrajectoryStore.open(run_dir) as store:
         n = export_calls(store, out, format=format)
     console.print(f"wrote {n} calls to [bold]{out}[/]")
+
+
+def _export_atif(run_dir: Path, out: Path, model: Path | None) -> None:
+    from openforge.view.atif import ATIF_VERSION, export_atif
+
+    try:
+        done = export_atif(run_dir, out, model)
+    except FileNotFoundError as e:
+        fail(str(e))
+    console.print(f"wrote {done.episodes} {ATIF_VERSION} trajectories ({len(done.stores)} store(s)) to [bold]{out}[/]")
 
 
 @app.command()
@@ -476,6 +493,28 @@ def _export_verl(run_dir: Path, out: Path, mode: str, pad_token_id: int | None) 
     dropped = sum(metrics["episodes_dropped"].values())
     console.print(f"wrote {rows} {mode} samples of {metrics['episodes_used']} episodes ({dropped} dropped) "
                   f"to [bold]{out}[/] (DataProto.load_from_disk)")
+
+
+@app.command()
+def view(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories (rollout, eval, train, quickstart, a veRL job)."),
+    port: int = typer.Option(8321, help="Port to listen on (0: any free port)."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on. The viewer has no login: keep it on loopback "
+                             "and reach it through an SSH tunnel."),
+    model: Optional[Path] = typer.Option(None, help="Model directory whose tokenizer decodes the tokens (default: "
+                                         "the one the run names or holds)."),
+) -> None:
+    """A read-only trajectory viewer in the browser: reports and curves, episodes, conversations, token view,
+    GRPO groups, comparisons."""
+    from openforge.view.server import serve
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(f"[yellow]warning:[/] serving on {host}: anyone who can reach it sees these runs")
+    try:
+        serve(run_dirs, host=host, port=port, model=model,
+              announce=lambda url: console.print(f"viewer: {url}  (Ctrl-C to stop)", soft_wrap=True))
+    except (FileNotFoundError, OSError) as e:
+        fail(str(e))
 
 
 verl_app = typer.Typer(help="veRL integration: datasets for veRL's trainer.", no_args_is_help=True)

@@ -34,5 +34,44 @@ if ! .venv/bin/python -c "import verl.experimental.agent_loop, verl.trainer.ppo.
   .venv/bin/pip install -q --no-deps "transferqueue==0.1.11" "torchdata==0.11.0" peft accelerate
 fi
 
+# The viewer's browser tests: Debian's headless Chromium.
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing chromium (the viewer's browser tests)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "the viewer's browser tests need Debian's chromium package: apt-get install chromium" >&2
+    exit 1
+  fi
+fi
+
+# ATIF exports are checked with Harbor's own validator. Harbor needs Python >= 3.12 (this project runs on 3.11),
+# so it gets its own environment; only its trajectory models are used, so it is installed without its many
+# dependencies (pydantic is all they import).
+HARBOR_VERSION=0.25.0
+if ! .venv/harbor/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('harbor') != '$HARBOR_VERSION')" 2>/dev/null; then
+  py312=""
+  for candidate in python3.13 python3.12 "$HOME"/.pyenv/versions/3.1[23]*/bin/python; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+      py312=$candidate
+      break
+    fi
+  done
+  if [ -z "$py312" ] && command -v pyenv >/dev/null; then
+    say "installing Python 3.12 with pyenv (for Harbor's ATIF validator)"
+    pyenv install -s 3.12
+    py312="$(pyenv root)/versions/$(pyenv versions --bare | grep '^3\.12' | tail -1)/bin/python"
+  fi
+  if [ -z "$py312" ]; then
+    echo "Harbor's ATIF validator needs Python >= 3.12: install python3.12 (or pyenv)" >&2
+    exit 1
+  fi
+  say "Harbor $HARBOR_VERSION (its ATIF validator) in .venv/harbor with $("$py312" --version)"
+  rm -rf .venv/harbor
+  "$py312" -m venv .venv/harbor
+  .venv/harbor/bin/pip install -q "pydantic>=2.12"
+  .venv/harbor/bin/pip install -q --no-deps --no-warn-conflicts "harbor==$HARBOR_VERSION"
+fi
+
 say "harness bundle"
 .venv/bin/openforge harness install

@@ -9,6 +9,9 @@
         await writer.add_call(call)
 
     export_calls(store, "calls.parquet", format="parquet")
+
+    with TrajectoryStore.open(run_dir, readonly=True) as store:      # a reader: nothing is written
+        page = store.query_episodes(EpisodeQuery(sort="tokens", descending=True, limit=50))
 """
 
 from openforge.store.errors import (
@@ -21,6 +24,7 @@ from openforge.store.errors import (
     StoreError,
 )
 from openforge.store.export import export_calls
+from openforge.store.queries import CallSummary, EpisodePage, EpisodeQuery, EpisodeRow, Facets, GroupRow
 from openforge.store.schema import LATEST_VERSION as SCHEMA_VERSION
 from openforge.store.store import DB_FILENAME, TrajectoryStore
 from openforge.store.writer import AsyncCallWriter
@@ -29,6 +33,12 @@ __all__ = [
     "DB_FILENAME",
     "SCHEMA_VERSION",
     "AsyncCallWriter",
+    "CallSummary",
+    "EpisodePage",
+    "EpisodeQuery",
+    "EpisodeRow",
+    "Facets",
+    "GroupRow",
     "CorruptRecordError",
     "DuplicateCallError",
     "DuplicateEpisodeError",

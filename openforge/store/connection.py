@@ -16,6 +16,7 @@ import contextlib
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 
 from openforge.store.errors import StoreClosedError
@@ -23,9 +24,14 @@ from openforge.store.errors import StoreClosedError
 DEFAULT_BUSY_TIMEOUT_S = 60.0
 
 
-def connect(path: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit) with the store's pragmas."""
-    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+def connect(path: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readonly: bool = False) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit) with the store's pragmas. `readonly`: SQLite
+    refuses every write on it (a viewer of a run that another process may be writing)."""
+    if readonly:
+        uri = f"file:{urllib.parse.quote(path)}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
@@ -64,9 +70,10 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 class ConnectionPool:
     """One connection per thread, all to the same file."""
 
-    def __init__(self, path: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S):
+    def __init__(self, path: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readonly: bool = False):
         self.path = path
         self.busy_timeout_s = busy_timeout_s
+        self.readonly = readonly
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -79,7 +86,7 @@ class ConnectionPool:
         with self._lock:
             if self._closed:
                 raise StoreClosedError(f"the trajectory store at {self.path} is closed")
-            conn = connect(self.path, self.busy_timeout_s)
+            conn = connect(self.path, self.busy_timeout_s, self.readonly)
             self._all.append(conn)
         self._local.conn = conn
         return conn

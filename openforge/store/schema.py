@@ -104,6 +104,17 @@ MIGRATIONS += (
     Migration(3, "request bodies as deltas of the previous call's body", ()),
 )
 
+MIGRATIONS += (
+    # Readers that summarise many episodes at once (the viewer's episode table: calls, tokens, breaks and faults
+    # per episode, sortable over a whole run) read this index alone instead of every call row with its blobs.
+    Migration(
+        4,
+        "covering index of per-call summaries",
+        ("CREATE INDEX calls_summary ON calls "
+         "(episode_id, output_len, prompt_len, side_call, break_reason, call_error, parse_error)",),
+    ),
+)
+
 LATEST_VERSION = MIGRATIONS[-1].version
 
 

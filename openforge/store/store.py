@@ -34,6 +34,7 @@ from openforge.store.errors import (
     DuplicateCallError,
     DuplicateEpisodeError,
     EpisodeNotFoundError,
+    StoreError,
 )
 from openforge.store.bodies import BodyCache, body_reference, decode_body
 from openforge.store.prompts import CANDIDATE_CALLS, Candidate, SequenceCache, decode_prompt, encode_prompt
@@ -48,9 +49,14 @@ from openforge.store.rows import (
     row_to_episode,
     to_json,
 )
-from openforge.store.schema import check_not_newer, migrate
+from openforge.store import queries
+from openforge.store.queries import CallSummary, EpisodePage, EpisodeQuery, Facets, GroupRow
+from openforge.store.schema import check_not_newer, migrate, schema_version
 
 DB_FILENAME = "trajectories.db"
+# A read-only reader cannot migrate: it needs the verifier_results table (v2); the summary index (v4) only
+# makes it faster.
+READONLY_MIN_VERSION = 2
 
 _EPISODE_SELECT = f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes"
 _EPISODE_INSERT = (
@@ -76,13 +82,18 @@ class TrajectoryStore:
 
     @classmethod
     def open(
-        cls, run_dir: str | os.PathLike[str], *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
+        cls, run_dir: str | os.PathLike[str], *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        readonly: bool = False,
     ) -> TrajectoryStore:
         """Open (creating if needed) `run_dir/trajectories.db`, migrating its schema to the current version.
 
-        Raises `SchemaVersionError` if the file comes from a newer OpenForge.
+        Raises `SchemaVersionError` if the file comes from a newer OpenForge. `readonly`: open an existing store
+        without writing anything (no migration; every write method fails), e.g. to look at a run that another
+        process may still be writing.
         """
         run_dir = Path(run_dir)
+        if readonly:
+            return cls._open_readonly(run_dir, busy_timeout_s)
         run_dir.mkdir(parents=True, exist_ok=True)
         path = run_dir / DB_FILENAME
         pool = ConnectionPool(str(path), busy_timeout_s)
@@ -101,6 +112,29 @@ class TrajectoryStore:
             pool.close()
             raise
         return cls(run_dir, pool)
+
+    @classmethod
+    def _open_readonly(cls, run_dir: Path, busy_timeout_s: float) -> TrajectoryStore:
+        path = run_dir / DB_FILENAME
+        if not path.is_file():
+            raise FileNotFoundError(f"{run_dir} holds no {DB_FILENAME}: is it a run directory?")
+        pool = ConnectionPool(str(path), busy_timeout_s, readonly=True)
+        try:
+            conn = pool.get()
+            check_not_newer(conn, str(path))
+            found = schema_version(conn)
+            if found < READONLY_MIN_VERSION:
+                raise StoreError(f"{path} has schema version {found}, older than a read-only reader can use "
+                                 f"({READONLY_MIN_VERSION}); open it once with a writer (e.g. `openforge export`) "
+                                 "to migrate it")
+        except BaseException:
+            pool.close()
+            raise
+        return cls(run_dir, pool)
+
+    @property
+    def readonly(self) -> bool:
+        return self._pool.readonly
 
     def close(self) -> None:
         """Close every connection of this store (all threads). Pending writes have already committed."""
@@ -402,6 +436,35 @@ class TrajectoryStore:
         if episode_id is None:
             return int(conn.execute("SELECT count(*) FROM calls").fetchone()[0])
         return int(conn.execute("SELECT count(*) FROM calls WHERE episode_id = ?", (episode_id,)).fetchone()[0])
+
+    # ---- read-only queries for readers that page through a run (see `queries.py`) ----------------------
+
+    def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
+        """One page of episodes matching `query`, each with its call summary and flags, and the total count."""
+        return queries.query_episodes(self._conn(), query)
+
+    def call_summaries(self, episode_ids: list[str]) -> dict[str, CallSummary]:
+        return queries.call_summaries(self._conn(), episode_ids)
+
+    def episode_flags(self, episode_id: str) -> tuple[str, ...]:
+        return queries.episode_flags(self._conn(), episode_id)
+
+    def facets(self) -> Facets:
+        """The harnesses, outcomes and training steps present in the run."""
+        return queries.facets(self._conn())
+
+    def final_results(self) -> list[tuple[str | None, str | None, str | None, str | None, float | None]]:
+        """(task, harness, outcome, outcome_reason, reward) of every final episode."""
+        return queries.final_results(self._conn())
+
+    def query_groups(self, step: int | None = None, limit: int = 50, offset: int = 0,
+                     task: str | None = None) -> tuple[list[GroupRow], int]:
+        """A page of (step, task, harness) groups of final episodes, and how many there are."""
+        return queries.query_groups(self._conn(), step, limit, offset, task)
+
+    def group_episodes(self, step: int, task: str | None, harness: str | None) -> list[Episode]:
+        """The final episodes of one (step, task, harness) group."""
+        return queries.group_episodes(self._conn(), step, task, harness)
 
     # ---- maintenance -----------------------------------------------------------------------------------
 

@@ -1,0 +1,112 @@
+"""The viewer's web app (Starlette): GET pages rendered on the server from the run directories it was given.
+
+Read-only by construction: every route is a GET (anything else is 405), stores are opened read-only, and a
+request names a run by its number and a store by its label among those discovered — never by a path.
+Everything a run holds is untrusted (the policy wrote it): templates autoescape, and every page carries a
+Content-Security-Policy with no script source at all, so even markup that slipped through could not run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import QueryParams
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from openforge.view import pages
+from openforge.view.library import Library, UnknownRun
+from openforge.view.params import BadParameter
+
+STATIC = Path(__file__).parent / "static"
+SECURITY_HEADERS = {
+    # no script-src: nothing on these pages runs script, so an injection could not either
+    "content-security-policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+                               "base-uri 'none'; frame-ancestors 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "cache-control": "no-store",
+}
+PAGES: tuple[tuple[str, Callable[[Library, QueryParams], dict[str, Any]], str], ...] = (
+    ("/", pages.index_page, "index.html"),
+    ("/run", pages.run_page, "run.html"),
+    ("/episodes", pages.episodes_page, "episodes.html"),
+    ("/episode", pages.episode_page, "episode.html"),
+    ("/groups", pages.groups_page, "groups.html"),
+    ("/group", pages.group_page, "group.html"),
+    ("/compare", pages.compare_page, "compare.html"),
+)
+
+
+def templates() -> Environment:
+    env = Environment(loader=PackageLoader("openforge.view", "templates"), autoescape=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    pages.install_filters(env)
+    return env
+
+
+class SecurityHeaders:
+    """Adds `SECURITY_HEADERS` to every response (pages, static files, errors)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + [
+                    (k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items() if k.encode() not in present]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def create_app(library: Library) -> Starlette:
+    env = templates()
+
+    def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        return HTMLResponse(env.get_template(name).render(**context), status_code=status)
+
+    def build(builder, template: str, params: QueryParams) -> HTMLResponse:
+        try:
+            context = builder(library, params)
+        except UnknownRun as e:
+            return render("error.html", 404, title="Not found", message=str(e))
+        except (BadParameter, ValueError) as e:
+            return render("error.html", 400, title="Bad request", message=str(e))
+        return render(template, **context)
+
+    def page(builder, template: str):
+        async def endpoint(request: Request) -> HTMLResponse:
+            # the stores and templates are synchronous: keep them off the event loop
+            return await run_in_threadpool(build, builder, template, request.query_params)
+        return endpoint
+
+    async def favicon(request: Request) -> Response:
+        return Response((STATIC / "favicon.svg").read_bytes(), media_type="image/svg+xml")
+
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        message = f"no page at {request.url.path}" if exc.status_code == 404 else str(exc.detail)
+        return render("error.html", exc.status_code, title=str(exc.detail), message=message)
+
+    routes = [Route(path, page(builder, template), methods=["GET"]) for path, builder, template in PAGES]
+    routes += [Route("/favicon.ico", favicon, methods=["GET"]), Mount("/static", StaticFiles(directory=STATIC))]
+    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)],
+                     exception_handlers={HTTPException: http_error})

@@ -1,0 +1,40 @@
+"""`openforge view`: serve the viewer on loopback until interrupted."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
+
+
+def serve(run_dirs: list[Path], host: str = LOOPBACK, port: int = 8321, model: Path | None = None,
+          announce: Callable[[str], None] = print) -> None:
+    """Discover the runs, bind (port 0 picks a free one), announce the URL, serve until interrupted."""
+    import uvicorn
+
+    from openforge.view.app import create_app
+    from openforge.view.library import Library
+
+    library = Library(run_dirs, model=model)
+    sock = bind(host, port)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    config = uvicorn.Config(create_app(library), log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    announce(f"http://{shown}:{bound}/")
+    try:
+        server.run(sockets=[sock])
+    finally:
+        library.close()
+        sock.close()
