@@ -26,10 +26,10 @@ from openforge.harness.base import HarnessAdapter
 from openforge.rollout.config import RolloutConfig
 from openforge.sandbox import Mount, SandboxError, sandbox_name
 from openforge.tasks import Task
-from openforge.tasks.grading import grade, tail
+from openforge.rollout.grading import grade, tail
+from openforge.rollout.task_environment import make_sandbox_spec, setup_environment
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
-from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
 
 BUNDLE_TARGET = "/opt/openforge/harnesses"  # where the harness bundle is mounted, read-only
 HOME = "/tmp/openforge-home"  # the harness's fresh HOME inside the sandbox
@@ -118,7 +118,7 @@ class EpisodeRunner:
         try:
             with tempfile.TemporaryDirectory(prefix="openforge-episode-") as scratch:
                 spec = make_sandbox_spec(
-                    task, self.image_map, Path(scratch) / "context",
+                    task, self.image_map,
                     name=sandbox_name(self.run_label, episode.id[:16]), run=self.run_label,
                     proxy_uds=self.proxy.uds, mounts=self._mounts(adapter),
                     memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),

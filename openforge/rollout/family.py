@@ -21,7 +21,7 @@ from typing import Any
 
 from openforge.core import Outcome
 from openforge.harness.react_agent import ModelAPIError, format_output, run_agent
-from openforge.rollout.jail import prepare_workdir, run_jailed
+from openforge.sandbox.local.jail import prepare_workdir, run_jailed
 from openforge.tasks import state_check
 from openforge.tasks.generator import FamilyInstance
 

@@ -1,4 +1,6 @@
-"""Harbor / Terminal-Bench 2.0 tasks: loading, validation, image maps, rewards, and generated task families."""
+"""Harbor / Terminal-Bench 2.0 tasks as data: loading, schema validation, image maps, environments, rewards, and
+generated task families. Nothing here drives a sandbox: running a task (its environment set-up, its verifier,
+`validate --run`) lives in `openforge.rollout` (`task_environment`, `grading`, `validate`)."""
 
 from openforge.tasks.generator import (
     FAMILIES,
@@ -28,8 +30,7 @@ from openforge.tasks.loader import (
 )
 from openforge.tasks.model import Resources, Task, TaskConfig
 from openforge.tasks.reward import REWARD_JSON, REWARD_TXT, RewardError, read_reward
-from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
-from openforge.tasks.validate import ValidationResult, validate_task_by_running, validate_task_dir
+from openforge.tasks.validate import validate_task_dir
 
 __all__ = [
     "FAMILIES",
@@ -47,7 +48,6 @@ __all__ = [
     "Task",
     "TaskConfig",
     "TaskLoadError",
-    "ValidationResult",
     "check_split_disjoint",
     "combo_key",
     "find_task_dirs",
@@ -59,12 +59,9 @@ __all__ = [
     "instance_key",
     "is_heldout_number",
     "load_task",
-    "make_sandbox_spec",
     "load_tasks",
     "parse_task_toml",
     "read_reward",
-    "setup_environment",
-    "validate_task_by_running",
     "validate_task_dir",
     "write_task",
 ]
