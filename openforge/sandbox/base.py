@@ -105,8 +105,8 @@ class SandboxSpec(BaseModel):
       `Dockerfile`) the image is built and cached by content hash; it wins over `image`. The local backend
       ignores both (it runs on the host's file system, see its docstring).
     - `image_map`: base images that cannot be pulled here, mapped to local ones (`{"debian:bookworm-slim":
-      "openforge-base:bookworm"}`); applied to `image` and to the `FROM` lines of `dockerfile_dir`; merged over
-      the provider's own map.
+      "openforge-base:bookworm"}`, keys as `openforge.tasks.images.ImageMap` matches them); applied to `image`
+      and to the `FROM` lines of `dockerfile_dir` where the image is built; merged over the provider's own map.
     - `cpus`, `memory_mb` (no swap on top), `pids`: limits for everything in the sandbox together.
     - `workdir`: default working directory of `exec`; `None` keeps the image's `WORKDIR` (Docker) or uses
       `/app` (local). Created if missing (owned by root in Docker; by the agent user in the local backend).
