@@ -160,7 +160,7 @@ def k8s_manifests(
 ) -> None:
     """Print (multi-document YAML) everything a run needs: Namespace, proxy Deployment + Service, RBAC for the
     orchestrator, NetworkPolicies. Apply with `kubectl apply -f -`."""
-    from openforge.k8s.manifests import run_manifests, to_yaml
+    from openforge.sandbox.kubernetes.manifests import run_manifests, to_yaml
 
     objects = run_manifests(run, namespace_name=namespace, proxy_image=proxy_image, backend=backend,
                             model_pvc=model_pvc, runs_pvc=runs_pvc, admin_token_secret=admin_token_secret,
@@ -364,7 +364,8 @@ def tasks_validate(
     """Check task directories: schema errors named; with --run, the reference and wrong solutions' scores."""
     import asyncio
 
-    from openforge.tasks import ImageMap, inspect_tree, load_tasks, validate_task_by_running
+    from openforge.rollout.validate import validate_task_by_running
+    from openforge.tasks import ImageMap, inspect_tree, load_tasks
 
     reports = inspect_tree(root)
     if not reports:

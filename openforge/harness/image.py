@@ -41,7 +41,7 @@ def image_tag(bundle: Path) -> str:
 
 
 def dockerfile(base: str = DEFAULT_BASE) -> str:
-    from openforge.k8s.manifests import HARNESS_IMAGE_DIR
+    from openforge.sandbox.kubernetes.manifests import HARNESS_IMAGE_DIR
 
     return f"FROM {base}\nCOPY bundle {HARNESS_IMAGE_DIR}\n"
 

@@ -27,10 +27,10 @@ from openforge.rollout.outcome import AttemptResult
 from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
-from openforge.tasks.grading import grade, tail
+from openforge.rollout.grading import grade, tail
+from openforge.rollout.task_environment import make_sandbox_spec, setup_environment
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
-from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
 from openforge.tasks.solution import SolutionError, solution_script
 
 BUNDLE_TARGET = "/opt/openforge/harnesses"  # where the harness bundle is mounted, read-only
@@ -104,7 +104,7 @@ class EpisodeRunner:
         try:
             with tempfile.TemporaryDirectory(prefix="openforge-episode-") as scratch:
                 spec = make_sandbox_spec(
-                    task, self.image_map, Path(scratch) / "context",
+                    task, self.image_map,
                     name=sandbox_name(self.run_label, episode.id[:16]), run=self.run_label,
                     proxy_uds=self.proxy.uds, mounts=self._mounts(adapter),
                     memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),

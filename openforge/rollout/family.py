@@ -22,9 +22,9 @@ from typing import Any
 from openforge.core import Outcome, TaskPayload
 from openforge.harness.react import ReactAdapter
 from openforge.harness.react_agent import ModelAPIError, format_output, run_agent
-from openforge.rollout.jail import prepare_workdir, run_jailed
 from openforge.rollout.outcome import AttemptResult, record_outcome
 from openforge.rollout.protocols import EpisodeServer
+from openforge.sandbox.local.jail import prepare_workdir, run_jailed
 from openforge.tasks import state_check
 from openforge.tasks.generator import FamilyInstance
 

@@ -1,4 +1,5 @@
-"""Sandboxes: where a rollout acts, isolated, reaching nothing but the proxy.
+"""Sandboxes: where a rollout acts, isolated, reaching nothing but the proxy. This room owns all isolation:
+the three backends, the Kubernetes manifests of a run, and the light jail of in-process episodes.
 
     from openforge.sandbox import get_provider, SandboxSpec, sandbox_name
 
@@ -10,11 +11,17 @@
     finally:
         await sb.destroy()
 
-Backends: `docker` (`openforge.sandbox.docker`, the real isolation: one container per rollout, no network
-but a bridge to the proxy's model socket) and `local` (`openforge.sandbox.local`, bubblewrap + an unprivileged
-user, for machines without Docker; its docstring says what it does not isolate) and `kubernetes`
-(`openforge.sandbox.kubernetes`, one pod per rollout through the official client; optional extra
-`openforge[kubernetes]`), all behind the same `SandboxProvider` / `Sandbox` interface (`openforge.sandbox.base`).
+Backends, all behind the same `SandboxProvider` / `Sandbox` interface (`base.py`):
+
+- `docker` (`openforge.sandbox.docker`): the real isolation: one container per rollout, no network but a
+  bridge to the proxy's model socket;
+- `local` (`openforge.sandbox.local`): bubblewrap + an unprivileged user, for machines without Docker (its
+  docstring says what it does not isolate); also the light jail (`local.jail`) for in-process episodes;
+- `kubernetes` (`openforge.sandbox.kubernetes`): one pod per rollout through the official client (optional
+  extra `openforge[kubernetes]`), and the manifests of a run (`kubernetes.manifests`).
+
+What they share beyond the interface is in `common.py` (kill by exec marker, keep-alive PID 1, label
+selectors, worker pool) and `archive.py` (tar copies); image names are mapped by `openforge.tasks.images`.
 """
 
 from __future__ import annotations

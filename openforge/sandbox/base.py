@@ -29,27 +29,12 @@ import hashlib
 import re
 import threading
 from abc import ABC, abstractmethod
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 T = TypeVar("T")
-
-__all__ = [
-    "DEFAULT_OUTPUT_CAP",
-    "LABEL_MANAGED",
-    "LABEL_NAME",
-    "LABEL_RUN",
-    "ExecResult",
-    "Mount",
-    "Sandbox",
-    "SandboxError",
-    "SandboxProvider",
-    "SandboxSpec",
-    "SandboxStatus",
-    "sandbox_name",
-]
 
 DEFAULT_OUTPUT_CAP = 1 << 20  # bytes kept per stream (stdout, stderr) of one exec
 
@@ -120,8 +105,8 @@ class SandboxSpec(BaseModel):
       `Dockerfile`) the image is built and cached by content hash; it wins over `image`. The local backend
       ignores both (it runs on the host's file system, see its docstring).
     - `image_map`: base images that cannot be pulled here, mapped to local ones (`{"debian:bookworm-slim":
-      "openforge-base:bookworm"}`); applied to `image` and to the `FROM` lines of `dockerfile_dir`; merged over
-      the provider's own map.
+      "openforge-base:bookworm"}`, keys as `openforge.tasks.images.ImageMap` matches them); applied to `image`
+      and to the `FROM` lines of `dockerfile_dir` where the image is built; merged over the provider's own map.
     - `cpus`, `memory_mb` (no swap on top), `pids`: limits for everything in the sandbox together.
     - `workdir`: default working directory of `exec`; `None` keeps the image's `WORKDIR` (Docker) or uses
       `/app` (local). Created if missing (owned by root in Docker; by the agent user in the local backend).
@@ -290,6 +275,12 @@ class Sandbox(ABC):
         if self._destroyed:
             raise SandboxError(f"sandbox {self.name} was destroyed")
 
+    async def _chown_copied(self, owner: str, path: PurePosixPath) -> None:
+        """After `copy_in`: give the copies to an owner given by name (numeric owners are set in the tar)."""
+        r = await self.exec(["chown", "-R", owner, str(path)], timeout_s=60, user="0", workdir="/")
+        if r.exit_code != 0:
+            raise SandboxError(f"chown {owner} {path} failed in {self.name}: {r.stderr.strip()}")
+
     async def __aenter__(self) -> "Sandbox":
         return self
 
@@ -298,9 +289,16 @@ class Sandbox(ABC):
 
 
 class SandboxProvider(ABC):
-    """A sandbox backend: `get_provider("docker" | "local", **options)`."""
+    """A sandbox backend: `get_provider("docker" | "local" | "kubernetes", **options)`."""
 
     name: ClassVar[str]
+    #: Whether a sandbox starts from the spec's image (Docker builds `dockerfile_dir`, Kubernetes runs a
+    #: pre-built image). False for a backend that runs on the host's file system and ignores images (local):
+    #: the caller then brings a fresh sandbox to the environment's initial state itself.
+    builds_images: ClassVar[bool] = True
+    #: In a backend that builds no image, the user the working directory belongs to (the agent's); None
+    #: where the image decides.
+    agent_user: str | None = None
 
     @abstractmethod
     async def create(self, spec: SandboxSpec) -> Sandbox:

@@ -1,4 +1,6 @@
-"""Harbor / Terminal-Bench 2.0 tasks: loading, validation, image maps, rewards, and generated task families."""
+"""Harbor / Terminal-Bench 2.0 tasks as data: loading, schema validation, image maps, environments, rewards, and
+generated task families. Nothing here drives a sandbox: running a task (its environment set-up, its verifier,
+`validate --run`) lives in `openforge.rollout` (`task_environment`, `grading`, `validate`)."""
 
 from openforge.tasks.generator import (
     FAMILIES,
@@ -28,9 +30,8 @@ from openforge.tasks.loader import (
 )
 from openforge.tasks.model import Resources, Task, TaskConfig
 from openforge.tasks.reward import REWARD_JSON, REWARD_TXT, RewardError, read_reward
-from openforge.tasks.sandboxing import make_sandbox_spec, setup_environment
 from openforge.tasks.solution import SolutionError, solution_script
-from openforge.tasks.validate import ValidationResult, validate_task_by_running, validate_task_dir
+from openforge.tasks.validate import validate_task_dir
 
 __all__ = [
     "DEFAULT_IMAGE_MAP",
@@ -50,7 +51,6 @@ __all__ = [
     "Task",
     "TaskConfig",
     "TaskLoadError",
-    "ValidationResult",
     "check_split_disjoint",
     "combo_key",
     "find_task_dirs",
@@ -62,13 +62,10 @@ __all__ = [
     "instance_key",
     "is_heldout_number",
     "load_task",
-    "make_sandbox_spec",
     "load_tasks",
     "parse_task_toml",
     "read_reward",
-    "setup_environment",
     "solution_script",
-    "validate_task_by_running",
     "validate_task_dir",
     "write_task",
 ]

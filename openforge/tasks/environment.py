@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from openforge.tasks.images import ImageMap
@@ -12,16 +11,24 @@ from openforge.tasks.model import Task
 
 @dataclass
 class TaskEnvironment:
-    """``image`` to run as is, or ``dockerfile_text`` (FROM lines already mapped) to build in ``context_dir``."""
+    """``image`` to run as is, or the ``Dockerfile`` in ``context_dir`` to build, with ``image_map`` applied to
+    its FROM lines by whatever builds it (the map is applied once, where the image is built)."""
 
     image: str | None = None
-    dockerfile_text: str | None = None
     context_dir: Path | None = None
+    image_map: ImageMap = field(default_factory=ImageMap)
     workdir: str | None = None
 
     @property
     def builds(self) -> bool:
-        return self.dockerfile_text is not None
+        return self.context_dir is not None
+
+    @property
+    def dockerfile_text(self) -> str | None:
+        """The Dockerfile as it will be built (FROM lines mapped); None for an image."""
+        if self.context_dir is None:
+            return None
+        return self.image_map.apply_to_dockerfile((self.context_dir / "Dockerfile").read_text())
 
 
 def task_environment(task: Task, image_map: ImageMap | None = None) -> TaskEnvironment:
@@ -34,21 +41,7 @@ def task_environment(task: Task, image_map: ImageMap | None = None) -> TaskEnvir
     if task.image and im.lookup(task.image) is not None:
         return TaskEnvironment(image=im.map_image(task.image), workdir=task.workdir)
     if task.dockerfile is not None:
-        return TaskEnvironment(
-            dockerfile_text=im.apply_to_dockerfile(task.dockerfile.read_text()),
-            context_dir=task.dockerfile.parent,
-            workdir=task.workdir,
-        )
+        return TaskEnvironment(context_dir=task.dockerfile.parent, image_map=im, workdir=task.workdir)
     if task.image:
         return TaskEnvironment(image=task.image, workdir=task.workdir)
     raise ValueError(f"{task.id}: neither environment/Dockerfile nor [environment] docker_image")
-
-
-def prepare_build_context(env: TaskEnvironment, dest: str | Path) -> Path:
-    """Copy the build context to ``dest`` and write the mapped Dockerfile there; returns ``dest``."""
-    if env.dockerfile_text is None or env.context_dir is None:
-        raise ValueError("this environment is an image; there is nothing to build")
-    d = Path(dest)
-    shutil.copytree(env.context_dir, d, dirs_exist_ok=True)
-    (d / "Dockerfile").write_text(env.dockerfile_text)
-    return d

@@ -1,9 +1,12 @@
 """``--image-map FROM=TO``: base images that cannot be pulled here, mapped onto local ones.
 
-A map applies to an image name (``[environment] docker_image``) or to the ``FROM`` lines of a Dockerfile.
-Keys match after normalising Docker Hub spellings (``docker.io/library/debian:bookworm-slim`` ==
-``debian:bookworm-slim``). A key without a tag or digest matches every tag of that repository; ``*``
-matches any image no other key matches. Exact keys win over tag-less keys, which win over ``*``.
+A map applies to an image name (``[environment] docker_image``) or to the ``FROM`` lines of a Dockerfile; it
+is the one image mapping of the project (the docker and kubernetes sandboxes apply it too). Keys match after
+normalising Docker Hub spellings (``docker.io/library/debian:bookworm-slim`` == ``debian:bookworm-slim``).
+A pinned image ``repo:tag@sha256:...`` is matched by, in this order: the same full reference, ``repo@sha256:...``
+and ``repo:tag``. A key without a tag or digest matches every tag of that repository; ``*`` matches any image
+no other key matches. Exact keys win over tag-less keys, which win over ``*``. ``FROM scratch`` (the empty
+image, not a repository) and stage or ``$ARG`` references are never mapped.
 """
 
 from __future__ import annotations
@@ -179,9 +182,13 @@ class ImageMap:
     def lookup(self, image: str) -> str | None:
         """The target for ``image``, or None when no entry matches."""
         norm = normalize_image(image)
-        if norm in self._exact:
-            return self._exact[norm]
-        repo = split_image(norm)[0]
+        repo, tag, digest = split_image(norm)
+        pinned = [norm]
+        if digest and tag:  # repo:tag@sha256:... is also the image of repo@sha256:... and of repo:tag
+            pinned += [f"{repo}@{digest}", f"{repo}:{tag}"]
+        for ref in pinned:
+            if ref in self._exact:
+                return self._exact[ref]
         if repo in self._repo:
             return self._repo[repo]
         return self._fallback
@@ -193,7 +200,13 @@ class ImageMap:
 
     def apply_to_dockerfile(self, text: str) -> str:
         """Rewrite the image of every ``FROM`` line; stage references (``FROM builder``) and ``$ARG`` images stay."""
+        return self.rewrite_dockerfile(text)[0]
+
+    def rewrite_dockerfile(self, text: str) -> tuple[str, list[str]]:
+        """(``text`` with every ``FROM`` image mapped, the base images it needs after mapping): stage references
+        (``FROM builder``), ``$ARG`` images and ``scratch`` stay as written and are not base images."""
         stages: set[str] = set()
+        bases: list[str] = []
         out = []
         for line in text.splitlines(keepends=True):
             m = _FROM_RE.match(line)
@@ -202,15 +215,17 @@ class ImageMap:
                 continue
             image, rest = m.group("image"), m.group("rest") or ""
             alias = re.match(r"\s+AS\s+(\S+)", rest, re.IGNORECASE)
-            if image.lower() not in stages and "$" not in image:
+            if image.lower() not in stages and "$" not in image and image.lower() != "scratch":
                 image = self.map_image(image)
+                if image.lower() != "scratch":
+                    bases.append(image)
             if alias:
                 stages.add(alias.group(1).lower())
             out.append(f"{m.group('head')}{image}{rest}{m.group('eol') or ''}")
-        return "".join(out)
+        return "".join(out), bases
 
 
 _FROM_RE = re.compile(
-    r"^(?P<head>\s*FROM\s+(?:--\S+\s+)*)(?P<image>[^\s#]+)(?P<rest>[^\r\n]*?)(?P<eol>\r?\n)?$",
+    r"^(?P<head>\s*FROM\s+(?:--\S+\s+)*)(?P<image>[^\s#]+)(?P<rest>[^\r\n]*?)(?P<eol>\r\n|\r|\n)?$",
     re.IGNORECASE,
 )

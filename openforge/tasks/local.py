@@ -51,6 +51,14 @@ def copy_args(rest: str) -> tuple[list[str], str]:
     return items[:-1], items[-1]
 
 
+def env_instruction(rest: str) -> dict[str, str]:
+    """The variables an ``ENV`` instruction sets: ``K=V K2="V 2"``, or the legacy ``K value with spaces``."""
+    if "=" in rest.split(" ", 1)[0]:
+        return dict(kv.partition("=")[::2] for kv in shlex.split(rest))
+    k, _, v = rest.partition(" ")
+    return {k: v.strip()}
+
+
 def _join_continuations(text: str) -> list[str]:
     lines: list[str] = []
     buf = ""
@@ -106,13 +114,7 @@ def materialize_environment(task: Task, app_dir: Path, env: dict[str, str] | Non
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(sp, target)
         elif instr == "ENV":
-            if "=" in rest:
-                for kv in shlex.split(rest):
-                    k, _, v = kv.partition("=")
-                    env_vars[k] = v
-            else:
-                k, _, v = rest.partition(" ")
-                env_vars[k] = v.strip()
+            env_vars.update(env_instruction(rest))
         elif instr == "RUN":
             cmd = rest.replace(workdir.rstrip("/"), str(app_dir))
             r = subprocess.run(

@@ -17,7 +17,8 @@ from openforge.models import ModelDir
 from openforge.rollout import RolloutConfig, run_rollouts
 from openforge.sandbox import get_provider
 from openforge.store import TrajectoryStore
-from openforge.tasks import ImageMap, load_tasks, solution_script, validate_task_by_running
+from openforge.rollout.validate import validate_task_by_running
+from openforge.tasks import ImageMap, load_tasks, solution_script
 from support.proxy import in_process_proxy
 from support.rollout import EXAMPLES, IMAGE_MAP
 

@@ -26,7 +26,6 @@ from openforge.sandbox import (
     get_provider,
     sandbox_name,
 )
-from openforge.sandbox.docker import map_image, rewrite_from_lines
 
 from support.paths import REPO
 BASE = "openforge-base:bookworm"
@@ -118,22 +117,6 @@ FETCH = ("import sys, urllib.request as u\n"
 
 
 # -- pure functions (no daemon) -----------------------------------------------------------------------------
-
-def test_rewrite_from_lines_and_map():
-    m = {"debian:bookworm-slim": BASE, "python:3.12": "openforge-base:bookworm", "ubuntu": "local/ubuntu:1"}
-    text = ("# syntax\nARG X=1\nFROM debian:bookworm-slim AS build\nRUN echo\n"
-            "from --platform=linux/amd64 docker.io/library/python:3.12\n"
-            "FROM build\nFROM ubuntu:latest\nFROM ${X}\nFROM scratch\n")
-    out, bases = rewrite_from_lines(text, m)
-    assert "FROM openforge-base:bookworm AS build\n" in out
-    assert "from --platform=linux/amd64 openforge-base:bookworm\n" in out
-    assert "FROM build\n" in out  # a stage name is not an image
-    assert "FROM local/ubuntu:1\n" in out
-    assert "FROM ${X}\n" in out and "FROM scratch\n" in out
-    assert bases == [BASE, BASE, "local/ubuntu:1"]
-    assert map_image("debian", {"debian:latest": "x"}) == "x"
-    assert map_image("alpine:3", m) == "alpine:3"
-
 
 def test_names_and_spec_validation():
     assert sandbox_name("run1", "ep-0") == "of-run1-ep-0"
@@ -443,6 +426,12 @@ async def test_image_built_from_dockerfile_cached_by_content_hash(docker_ready, 
         # the map is part of the hash: another FROM target is another image
         other = await p.build_image(ctx, image_map={"debian:bookworm-slim": b1.tag})
         assert other.tag != b3.tag
+        # a digest-pinned FROM line is mapped by its repo:tag key: the same build as the unpinned one
+        dockerfile = (ctx / "Dockerfile").read_text()
+        (ctx / "Dockerfile").write_text(dockerfile.replace("FROM debian:bookworm-slim\n",
+                                                           f"FROM debian:bookworm-slim@sha256:{'ab' * 32}\n"))
+        pinned = await p.build_image(ctx)
+        assert pinned.cached and pinned.tag == b3.tag
     finally:
         await p.close()
 

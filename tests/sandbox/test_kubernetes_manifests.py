@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from openforge.cli import app
-from openforge.k8s.manifests import (
+from openforge.sandbox.kubernetes.manifests import (
     ADMIN_PORT,
     MODEL_PORT,
     PROXY_LABELS,

@@ -46,12 +46,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from openforge.sandbox import SandboxSpec
-from openforge.sandbox.local import (
-    BASE_PATH,
-    LocalProvider,
-    _Cgroup,
-    _remove_sandbox_dir,
-)
+from openforge.sandbox.local import BASE_PATH, Cgroup, LocalProvider, remove_sandbox_dir
 
 V4 = "v4.channel.k8s.io"
 
@@ -231,8 +226,8 @@ class FakeKubernetesAPI:
         self._kill_execs(name)
         sb = self._sandboxes.pop(name, None)
         if sb is not None:
-            self._local._live.pop(name, None)
-            await asyncio.to_thread(_remove_sandbox_dir, sb.dir, _Cgroup.existing(name))
+            self._local.forget(name)
+            await asyncio.to_thread(remove_sandbox_dir, sb.dir, Cgroup.existing(name))
         await self._emit("pods", "DELETED", pod)
         return pod
 

@@ -3,12 +3,10 @@ examples' solutions (run locally with bash), and the generated task families."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shlex
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,12 +25,10 @@ from openforge.tasks import (
     load_task,
     load_tasks,
     read_reward,
-    validate_task_by_running,
     validate_task_dir,
     write_task,
 )
-from openforge.tasks import validate as validate_mod
-from openforge.tasks.environment import prepare_build_context, task_environment
+from openforge.tasks.environment import task_environment
 from openforge.tasks.loader import inspect_task_dir, inspect_tree
 from openforge.tasks.local import run_task_locally
 from openforge.tasks.model import parse_size_mb
@@ -190,9 +186,9 @@ def test_terminal_bench_2_task_loads_unchanged(tmp_path):
     assert env.image == "local/largest:1" and not env.builds
     env = task_environment(t, ImageMap.parse("python:3.13-slim-bookworm=openforge-base:bookworm"))
     assert env.builds and env.dockerfile_text.startswith("FROM openforge-base:bookworm\n")
-    ctx = prepare_build_context(env, tmp_path / "ctx")
-    assert (ctx / "m.txt").read_text() == "1 0\n0 2\n"
-    assert (ctx / "Dockerfile").read_text().startswith("FROM openforge-base:bookworm")
+    # built from the task's own directory, the map applied where the image is built
+    assert env.context_dir == d / "environment" and (env.context_dir / "m.txt").read_text() == "1 0\n0 2\n"
+    assert env.image_map.map_image("python:3.13-slim-bookworm") == "openforge-base:bookworm"
     assert (d / "environment" / "Dockerfile").read_text().startswith("FROM python:3.13")  # original untouched
 
 
@@ -378,6 +374,43 @@ def test_image_map_applies_to_dockerfile_from_lines():
     assert out[8] == "COPY --from=build /x /x"
 
 
+
+def test_image_map_rewrites_from_lines_and_names_the_bases():
+    """The rewrite the docker backend builds with: mapped FROM lines and the base images they then need."""
+    base = "openforge-base:bookworm"
+    m = ImageMap({"debian:bookworm-slim": base, "python:3.12": base, "ubuntu": "local/ubuntu:1"})
+    text = ("# syntax\nARG X=1\nFROM debian:bookworm-slim AS build\nRUN echo\n"
+            "from --platform=linux/amd64 docker.io/library/python:3.12\n"
+            "FROM build\nFROM ubuntu:latest\nFROM ${X}\nFROM scratch\n")
+    out, bases = m.rewrite_dockerfile(text)
+    assert "FROM openforge-base:bookworm AS build\n" in out
+    assert "from --platform=linux/amd64 openforge-base:bookworm\n" in out
+    assert "FROM build\n" in out  # a stage name is not an image
+    assert "FROM local/ubuntu:1\n" in out
+    assert "FROM ${X}\n" in out and "FROM scratch\n" in out
+    assert bases == [base, base, "local/ubuntu:1"]
+    assert ImageMap({"debian:latest": "x"}).map_image("debian") == "x"
+    assert m.map_image("alpine:3") == "alpine:3"
+    # scratch is the empty image, not a repository: even a catch-all key leaves it alone
+    assert ImageMap.parse("*=base:1").rewrite_dockerfile("FROM scratch\n") == ("FROM scratch\n", [])
+
+
+def test_image_map_tag_key_matches_a_digest_pinned_from_line():
+    digest = "sha256:" + "0123456789abcdef" * 4
+    m = ImageMap.parse("python:3.13-slim-bookworm=openforge-base:bookworm")
+    text = f"FROM python:3.13-slim-bookworm@{digest}\nRUN true\n"
+    out, bases = m.rewrite_dockerfile(text)
+    assert out == "FROM openforge-base:bookworm\nRUN true\n" and bases == ["openforge-base:bookworm"]
+    assert m.map_image(f"docker.io/library/python:3.13-slim-bookworm@{digest}") == "openforge-base:bookworm"
+    # the pinned digest itself (with or without the tag) is a key too, and the most specific key wins
+    assert ImageMap.parse(f"python@{digest}=by-digest:1").map_image(f"python:3.13@{digest}") == "by-digest:1"
+    both = ImageMap.parse([f"python:3.13@{digest}=exact:1", "python:3.13=tag:1", "python=repo:1"])
+    assert both.map_image(f"python:3.13@{digest}") == "exact:1"
+    assert both.map_image(f"python:3.13@sha256:{'f' * 64}") == "tag:1"  # another digest of the same tag
+    assert both.map_image("python:3.12") == "repo:1"
+    # a digest does not match a key of another tag
+    assert ImageMap.parse("python:3.12=x:1").lookup(f"python:3.13@{digest}") is None
+
 # ---- rewards --------------------------------------------------------------------------------------------
 
 
@@ -504,88 +537,6 @@ def test_write_task_round_trip(tmp_path):
     assert t.instruction.strip() == inst.instruction and t.split == inst.split
     assert t.config.metadata.model_extra["combo"] == list(inst.combo)
     assert (d / "solution" / "solve.sh").read_text().splitlines()[1] == inst.solution_command
-
-
-# ---- validation by running, against an in-process stand-in for a sandbox -------------------------------
-
-
-class _FakeResult:
-    def __init__(self, rc, out):
-        self.exit_code, self.stdout, self.stderr, self.timed_out = rc, out, "", False
-
-
-class _FakeSandbox:
-    """Maps /app, /tests, /solution and /logs to a temp dir by rewriting paths; enough for our examples."""
-
-    def __init__(self, root: Path, task, fail_exec: bool = False):
-        self.root, self.destroyed, self.fail_exec = root, False, fail_exec
-        self.app = root / "app"
-        from openforge.tasks.local import materialize_environment
-
-        materialize_environment(task, self.app)
-
-    def _local(self, s: str) -> str:
-        for p in ("/app", "/tests", "/solution", "/logs"):
-            s = re.sub(rf"(?<![\w/.]){p}(?=/|\b|$)", str(self.root) + p, s)
-        return s
-
-    async def exec(self, cmd, *, timeout_s, env=None, workdir=None, user=None):
-        if self.fail_exec:
-            raise RuntimeError("container died")
-        env = {**os.environ, **(env or {}), "APP_DIR": str(self.app), "TESTS_DIR": str(self.root / "tests"),
-               "VERIFIER_DIR": str(self.root / "logs" / "verifier")}
-        cwd = self._local(workdir) if workdir and workdir != "/" else str(self.app)
-        r = subprocess.run(["bash", "-c", self._local(cmd)], env=env, capture_output=True, text=True,
-                           timeout=timeout_s, cwd=cwd)
-        return _FakeResult(r.returncode, r.stdout + r.stderr)
-
-    async def copy_in(self, src, dest, owner=None):
-        shutil.copytree(src, self._local(dest), dirs_exist_ok=True)
-
-    async def read_file(self, path):
-        p = Path(self._local(path))
-        return p.read_bytes() if p.is_file() else None
-
-    async def destroy(self):
-        self.destroyed = True
-
-
-class _FakeProvider:
-    def __init__(self, tmp: Path, fail_exec=False):
-        self.tmp, self.sandboxes, self.fail_exec, self.task = tmp, [], fail_exec, None
-
-    async def create(self, spec):
-        sb = _FakeSandbox(self.tmp / f"sb{len(self.sandboxes)}", self.task, self.fail_exec)
-        self.sandboxes.append(sb)
-        return sb
-
-
-def test_validate_by_running_with_a_stand_in_sandbox(tmp_path, monkeypatch):
-    monkeypatch.setattr(validate_mod, "make_sandbox_spec", lambda task, image_map, build_dir, **kw: {"task": task.id})
-    task = next(t for t in EXAMPLE_TASKS if t.id == "fix-sum-range")  # writes reward.json
-    prov = _FakeProvider(tmp_path)
-    prov.task = task
-    res = asyncio.run(validate_task_by_running(task, prov, ImageMap()))
-    assert res.ok and res.solve_reward == 1.0 and res.wrong_reward == 0.0, res.summary()
-    assert len(prov.sandboxes) == 2 and all(sb.destroyed for sb in prov.sandboxes)
-
-    # a task whose tests accept the wrong solution fails validation, naming wrong.sh
-    bad = tmp_path / "bad"
-    shutil.copytree(task.path, bad)
-    (bad / "solution" / "wrong.sh").write_text((bad / "solution" / "solve.sh").read_text())
-    bad_task = load_task(bad)
-    prov = _FakeProvider(tmp_path / "p2")
-    prov.task = bad_task
-    res = asyncio.run(validate_task_by_running(bad_task, prov))
-    assert not res.ok and res.wrong_reward == 1.0
-    assert any("wrong.sh scored 1" in e for e in res.errors)
-
-    # a sandbox failure is reported as such, not as a reward
-    prov = _FakeProvider(tmp_path / "p3", fail_exec=True)
-    prov.task = task
-    res = asyncio.run(validate_task_by_running(task, prov))
-    assert not res.ok and res.solve_reward is None and "sandbox failure" in res.errors[0]
-    assert all(sb.destroyed for sb in prov.sandboxes)
 
 
 def test_shell_quoting_of_generated_commands():

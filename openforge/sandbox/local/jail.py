@@ -6,7 +6,8 @@ container per episode would cost more than everything else together. What it giv
 private /tmp, and the work directory at /app read-write; it has no network at all (not even the proxy: the
 react harness calls the model, the jailed command only acts); process count and address space are limited
 and a timeout kills the whole session. What it does not give: CPU or disk quotas, and world-readable host
-files under /usr and /etc stay readable. Full isolation is the `docker` sandbox's job.
+files under /usr and /etc stay readable. Full isolation is the `docker` sandbox's job. Its bubblewrap command
+comes from the local backend's builder (`bwrap.Bwrap`), started unprivileged (`bwrap.drop_privileges`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import signal
 import subprocess
 from pathlib import Path
 
+from .bwrap import Bwrap, drop_privileges
+
+__all__ = ["JailError", "jail_argv", "jail_available", "prepare_workdir", "run_jailed"]
+
 NOBODY = 65534
-SYSTEM_RO = ("usr", "etc")
-LINKS = (("usr/bin", "/bin"), ("usr/sbin", "/sbin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"))
+JAIL_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 class JailError(RuntimeError):
@@ -52,19 +56,12 @@ def prepare_workdir(workdir: Path, files: dict[str, str]) -> None:
 
 
 def jail_argv(workdir: Path, command: str, *, max_procs: int = 4096, max_memory_mb: int = 1024) -> list[str]:
-    # RLIMIT_NPROC counts every process of the user `nobody`, all concurrent jails together
-    argv = ["prlimit", f"--nproc={max_procs}", f"--as={max_memory_mb * 1024 * 1024}", "--",
-            "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
-            "bwrap", "--die-with-parent", "--new-session", "--unshare-all"]
-    for top in SYSTEM_RO:
-        argv += ["--ro-bind", f"/{top}", f"/{top}"]
-    for target, link in LINKS:
-        if Path(link).is_symlink() or Path("/" + target).exists():
-            argv += ["--symlink", target, link]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(workdir), "/app",
-             "--chdir", "/app", "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
-             "--setenv", "HOME", "/tmp", "--setenv", "LC_ALL", "C.UTF-8", "--", "bash", "-c", command]
-    return argv
+    """`command` (bash) as `nobody` in fresh namespaces (network included), the host's system directories
+    read-only, a private /tmp and `workdir` at /app."""
+    jail = (Bwrap().namespaces(user=True).system().tmpfs("/tmp").bind(workdir, "/app", read_only=False)
+            .chdir("/app").environment({"PATH": JAIL_PATH, "HOME": "/tmp", "LC_ALL": "C.UTF-8"}))
+    return [*drop_privileges(NOBODY, NOBODY, max_procs=max_procs, max_memory_bytes=max_memory_mb * 1024 * 1024),
+            *jail.command(["bash", "-c", command])]
 
 
 def run_jailed(workdir: Path, command: str, timeout_s: float = 30.0) -> tuple[str, str, int]:

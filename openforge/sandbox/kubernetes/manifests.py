@@ -1,7 +1,7 @@
 """Kubernetes manifests as plain dicts, one small function per object.
 
-`openforge k8s manifests` prints `run_manifests(...)`; the `kubernetes` sandbox backend creates the objects of
-`sandbox_pod` and `run_network_policy` through the API. Nothing here talks to a cluster.
+`openforge k8s manifests` prints `run_manifests(...)`; the `kubernetes` sandbox backend (this package) creates
+the objects of `sandbox_pod` and `run_network_policy` through the API. Nothing here talks to a cluster.
 
 Isolation (docs/design.md, invariant 4: a sandbox reaches only the proxy) in Kubernetes terms:
 
@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from openforge.sandbox.base import LABEL_MANAGED, LABEL_RUN, label_value, sandbox_name
+from ..base import LABEL_MANAGED, LABEL_RUN, label_value, sandbox_name
+from ..common import KEEPALIVE, run_selector
 
 __all__ = [
     "ADMIN_PORT",
@@ -53,8 +54,6 @@ HARNESS_VOLUME = "openforge-harnesses"
 HARNESS_IMAGE_DIR = "/opt/openforge/harness-bundle"  # where `openforge harness image` puts the bundle
 EXPIRES_ANNOTATION = "openforge.io/expires-at"
 RUN_ANNOTATION = "openforge.io/run"
-# Keeps PID 1 alive whatever the image: `sleep infinity` where supported, else a loop (as the docker backend).
-KEEPALIVE = ["/bin/sh", "-c", "exec sleep infinity 2>/dev/null; while :; do sleep 3600; done"]
 
 
 def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None,
@@ -149,7 +148,7 @@ def run_network_policy(run_label: str, namespace: str, *, proxy_port: int = MODE
                     "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
             "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
         })
-    selector = {LABEL_MANAGED: "1", LABEL_RUN: label_value(run_label)}
+    selector = run_selector(run_label)
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

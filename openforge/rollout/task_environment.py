@@ -1,44 +1,33 @@
 """Tasks meet sandboxes: the ``SandboxSpec`` for a task, and its initial state in backends that build no image.
 
-Docker builds the task's Dockerfile (FROM lines mapped), so a container starts in the task's initial state.
-The local backend runs on the host's file system and ignores images; ``setup_environment`` then replays the
-Dockerfile inside the sandbox: ``WORKDIR``, ``COPY``/``ADD`` of build-context files (``copy_in``), ``ENV`` and
-``RUN`` (as root, in the sandbox), and finally gives the working directory to the agent user (as the base
-image's /app is the agent's). ``FROM``, ``USER`` and the rest are ignored there.
+Docker builds the task's Dockerfile (FROM lines mapped by the image map, once, where it builds), so a container
+starts in the task's initial state. A backend that runs on the host's file system (``builds_images`` False: the
+local one) ignores images; ``setup_environment`` then replays the Dockerfile inside the sandbox: ``WORKDIR``,
+``COPY``/``ADD`` of build-context files (``copy_in``), ``ENV`` and ``RUN`` (as root, in the sandbox), and finally
+gives the working directory to the backend's agent user (as the base image's /app is the agent's). ``FROM``,
+``USER`` and the rest are ignored there.
 """
 
 from __future__ import annotations
 
 import secrets
-import shlex
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
-from openforge.tasks.environment import prepare_build_context, task_environment
+from openforge.sandbox import Sandbox, SandboxProvider, SandboxSpec, sandbox_name
+from openforge.tasks.environment import task_environment
 from openforge.tasks.images import ImageMap
-from openforge.tasks.local import LocalEmulationError, copy_args, parse_dockerfile
+from openforge.tasks.local import LocalEmulationError, copy_args, env_instruction, parse_dockerfile
 from openforge.tasks.model import Task
 
-
-def builds_images(provider: Any) -> bool:
-    """Whether the backend builds/runs the task's image (Docker, Kubernetes) or runs on the host (local)."""
-    return getattr(provider, "name", None) != "local"
+__all__ = ["make_sandbox_spec", "setup_environment"]
 
 
-def make_sandbox_spec(
-    task: Task,
-    image_map: ImageMap | None,
-    build_dir: str | Path | None = None,
-    *,
-    name: str | None = None,
-    run: str | None = None,
-    **overrides: Any,
-) -> Any:
-    """A ``SandboxSpec`` for the task: its (mapped) image or its Dockerfile with mapped FROM lines copied into
-    ``build_dir`` (a fresh temporary directory the caller keeps until ``create`` returns), its resources,
-    workdir and ``[environment] env``. ``overrides`` are further SandboxSpec fields (proxy_uds, mounts, ...)."""
-    from openforge.sandbox import SandboxSpec, sandbox_name
-
+def make_sandbox_spec(task: Task, image_map: ImageMap | None, *, name: str | None = None, run: str | None = None,
+                      **overrides: Any) -> SandboxSpec:
+    """A ``SandboxSpec`` for the task: its (mapped) image, or its Dockerfile's directory with the image map for
+    its FROM lines; its resources, workdir and ``[environment] env``. ``overrides`` are further SandboxSpec
+    fields (proxy_uds, mounts, ...)."""
     env = task_environment(task, image_map)
     res = task.resources
     fields: dict[str, Any] = {
@@ -52,23 +41,23 @@ def make_sandbox_spec(
     if run is not None:
         fields["run"] = run
     if env.builds:
-        if build_dir is None:
-            raise ValueError(f"{task.id}: its Dockerfile must be built; give a build_dir for the mapped context")
-        fields["dockerfile_dir"] = prepare_build_context(env, build_dir)
+        fields["dockerfile_dir"] = env.context_dir
+        fields["image_map"] = env.image_map.to_dict()
     else:
         fields["image"] = env.image
     fields.update(overrides)
     return SandboxSpec(**fields)
 
 
-async def setup_environment(task: Task, sandbox: Any, provider: Any, timeout_s: float | None = None) -> None:
+async def setup_environment(task: Task, sandbox: Sandbox, provider: SandboxProvider,
+                            timeout_s: float | None = None) -> None:
     """Bring a fresh sandbox to the task's initial state where the backend did not build the image (local);
-    nothing to do for Docker. Raises LocalEmulationError when a Dockerfile step cannot be replayed."""
-    if builds_images(provider) or task.dockerfile is None:
+    nothing to do where it did. Raises LocalEmulationError when a Dockerfile step cannot be replayed."""
+    if provider.builds_images or task.dockerfile is None:
         return
     timeout = timeout_s or task.resources.build_timeout_s
     ctx = task.dockerfile.parent.resolve()
-    workdir = PurePosixPath(task.workdir or getattr(sandbox, "workdir", None) or "/app")
+    workdir = PurePosixPath(task.workdir or sandbox.spec.workdir or "/app")
     cwd = PurePosixPath("/")
     env: dict[str, str] = {}
     for instr, rest in parse_dockerfile(task.dockerfile.read_text()):
@@ -89,25 +78,17 @@ async def setup_environment(task: Task, sandbox: Any, provider: Any, timeout_s: 
                 target = d / sp.name if (sp.is_file() and (dest.endswith("/") or len(srcs) > 1)) else d
                 await sandbox.copy_in(sp, str(target))
         elif instr == "ENV":
-            if "=" in rest.split(" ", 1)[0]:
-                for kv in shlex.split(rest):
-                    k, _, v = kv.partition("=")
-                    env[k] = v
-            else:
-                k, _, v = rest.partition(" ")
-                env[k] = v.strip()
+            env.update(env_instruction(rest))
         elif instr == "RUN":
             await _checked(sandbox, rest, "root", str(cwd), env, timeout, f"RUN {rest}")
-    owner = getattr(provider, "agent_user", None)
+    owner = provider.agent_user
     if owner:
         await _checked(sandbox, ["chown", "-R", owner, str(workdir)], "root", "/", {}, timeout, "chown workdir")
 
 
-async def _checked(sandbox: Any, cmd: Any, user: str, workdir: str, env: dict, timeout: float, what: str) -> None:
+async def _checked(sandbox: Sandbox, cmd: list[str] | str, user: str, workdir: str, env: dict[str, str],
+                   timeout: float, what: str) -> None:
     r = await sandbox.exec(cmd, timeout_s=timeout, user=user, workdir=workdir, env=env or None)
     if r.exit_code != 0 or r.timed_out:
         detail = (r.stderr or r.stdout or "").strip()[-1500:]
         raise LocalEmulationError(f"{what} failed in the local sandbox (exit {r.exit_code}): {detail}")
-
-
-__all__ = ["builds_images", "make_sandbox_spec", "setup_environment"]

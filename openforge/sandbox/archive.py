@@ -8,7 +8,7 @@ import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
 
-__all__ = ["extract_archive", "make_tar"]
+__all__ = ["copy_in_target", "extract_archive", "make_tar"]
 
 
 def make_tar(src: Path, arcname: str, uid: int = 0, gid: int = 0) -> bytes:

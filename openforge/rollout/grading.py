@@ -1,12 +1,13 @@
 """Grading one sandbox after the agent's turn (docs/design.md, invariant 5): the tests enter only now, the
 verifier runs as root, and the reward comes only from its output file (`reward.json` wins over
-`reward.txt`). Shared by task validation and the rollout orchestrator."""
+`reward.txt`). Shared by task validation (`openforge.rollout.validate`) and the rollout orchestrator. The task
+stays data (`openforge.tasks`); running its verifier in a sandbox is the rollout room's job."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from openforge.sandbox import ExecResult, Sandbox
 from openforge.tasks.model import Task
 from openforge.tasks.reward import REWARD_DIR, REWARD_JSON, REWARD_TXT, RewardError, read_reward
 
@@ -24,8 +25,8 @@ class Grade:
     timed_out: bool = False
 
 
-def output_of(res: Any) -> str:
-    return "\n".join(x for x in (getattr(res, "stdout", ""), getattr(res, "stderr", "")) if x)
+def output_of(res: ExecResult) -> str:
+    return "\n".join(x for x in (res.stdout, res.stderr) if x)
 
 
 def tail(s: str, n: int = 1500) -> str:
@@ -33,7 +34,7 @@ def tail(s: str, n: int = 1500) -> str:
     return s if len(s) <= n else "..." + s[-n:]
 
 
-async def read_text(sb: Any, path: str) -> str | None:
+async def read_text(sb: Sandbox, path: str) -> str | None:
     """The file's text, or None when it does not exist."""
     data = await sb.read_file(path)
     if data is None:
@@ -41,7 +42,7 @@ async def read_text(sb: Any, path: str) -> str | None:
     return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
 
 
-async def grade(task: Task, sb: Any, timeout_s: float | None = None) -> Grade:
+async def grade(task: Task, sb: Sandbox, timeout_s: float | None = None) -> Grade:
     """Empty `/logs/verifier`, copy the task's `tests/` to `/tests`, run `bash /tests/test.sh` as root, read
     the reward. Sandbox failures propagate (`SandboxError`): they are the infrastructure's, not a grade."""
     timeout = timeout_s or task.resources.verifier_timeout_s

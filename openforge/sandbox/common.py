@@ -1,0 +1,121 @@
+"""What the backends share beyond the interface: the per-exec kill by marker, the keep-alive PID 1, the proxy
+forwarder's path, label selectors and the worker pool for blocking client calls.
+
+Every exec of the docker and kubernetes backends carries a random marker in its environment
+(`EXEC_MARKER=<hex>`); on timeout `KILL_SCRIPT`, run as root in the same sandbox, SIGKILLs every process whose
+environment carries it. The local backend needs no marker: each exec has its own pid namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .base import LABEL_MANAGED, LABEL_RUN, label_value
+
+__all__ = [
+    "EXEC_MARKER",
+    "FORWARDER_PY",
+    "ExecDeadline",
+    "KEEPALIVE",
+    "KILL_GRACE_S",
+    "KILL_SCRIPT",
+    "WorkerPool",
+    "append_capped",
+    "kill_script_argv",
+    "run_selector",
+]
+
+T = TypeVar("T")
+
+EXEC_MARKER = "OPENFORGE_EXEC_ID"
+KILL_GRACE_S = 5.0  # after a timeout kill, how long to wait for the exec's output to end
+FORWARDER_PY = Path(__file__).with_name("forwarder.py")  # the proxy bridge / local launcher, run as a file
+
+# Runs as root inside the sandbox: SIGKILL every process whose environment carries the marker, a few rounds
+# (a process may fork while we kill). One `grep` per process; no bash needed.
+KILL_SCRIPT = r"""
+m="$1"
+for round in 1 2 3 4 5; do
+  found=
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$$" ] && continue
+    if grep -qaF "$m" "$d/environ" 2>/dev/null; then kill -9 "$p" 2>/dev/null && found=1; fi
+  done
+  [ -z "$found" ] && break
+done
+exit 0
+"""
+
+# PID 1 of a container or pod, whatever the image: `sleep infinity` where supported, else a loop.
+KEEPALIVE = ["/bin/sh", "-c", "exec sleep infinity 2>/dev/null; while :; do sleep 3600; done"]
+
+
+def kill_script_argv(marker: str) -> list[str]:
+    """The command that kills every process of the exec carrying `marker` (run it as root in the sandbox)."""
+    return ["/bin/sh", "-c", KILL_SCRIPT, "sh", f"{EXEC_MARKER}={marker}"]
+
+
+def run_selector(run_label: str | None) -> dict[str, str]:
+    """The labels every sandbox of run `run_label` carries (all managed sandboxes with None)."""
+    labels = {LABEL_MANAGED: "1"}
+    if run_label is not None:
+        labels[LABEL_RUN] = label_value(run_label)
+    return labels
+
+
+def append_capped(buf: bytearray, data: bytes, cap: int) -> bool:
+    """Append `data` to one stream's output, keeping at most `cap` bytes (the first); True if any were dropped."""
+    room = cap - len(buf)
+    if len(data) > room:
+        buf += data[:max(0, room)]
+        return True
+    buf += data
+    return False
+
+
+class ExecDeadline:
+    """The timeout of one exec read on a worker thread: when `timeout_s` has passed since `start` (or `cancel`
+    is set), `kill` runs once and the output gets `KILL_GRACE_S` more to end."""
+
+    def __init__(self, start: float, timeout_s: float, cancel: threading.Event, kill: Callable[[], None]):
+        self.deadline = start + max(0.0, timeout_s)
+        self.cancel = cancel
+        self.kill = kill
+        self.timed_out = False
+        self._grace_end: float | None = None
+
+    def keep_reading(self) -> bool:
+        """Kill when the time has come; False once the grace after the kill is over."""
+        now = time.monotonic()
+        if self._grace_end is None and (now >= self.deadline or self.cancel.is_set()):
+            self.timed_out = True
+            self.kill()
+            self._grace_end = time.monotonic() + KILL_GRACE_S
+        return self._grace_end is None or now < self._grace_end
+
+    def wait_s(self, most: float = 0.25) -> float:
+        """How long the next read may block: until the deadline (or the end of the grace), at most `most`."""
+        end = self._grace_end if self._grace_end is not None else self.deadline
+        return max(0.0, min(most, end - time.monotonic()))
+
+
+class WorkerPool:
+    """The thread pool a backend runs its blocking client calls on, so none blocks the event loop."""
+
+    def __init__(self, max_workers: int, name: str):
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name)
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        return asyncio.get_running_loop().run_in_executor(self._executor, partial(fn, *args))
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+

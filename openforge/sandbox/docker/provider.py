@@ -1,0 +1,196 @@
+"""The docker backend's provider: one container per rollout on a real daemon, through the `docker` SDK.
+
+Container: `network_mode="none"` (loopback only), `nano_cpus`, `mem_limit` with `memswap_limit` equal to it
+(no swap), `pids_limit`, the daemon's init (`init=True`, tini) as PID 1 running `sleep infinity`, the
+image's ENTRYPOINT overridden. Images: `images.py`; commands: `execs.py`; the proxy bridge: `bridge.py`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from openforge.tasks.images import ImageMap
+
+from ..base import LABEL_MANAGED, SandboxError, SandboxProvider, SandboxSpec
+from ..common import KEEPALIVE, WorkerPool, run_selector
+from .bridge import start_forwarder
+from .client import DockerConnection, docker_errors, short_error
+from .images import ImageBuild, ImageBuilder
+from .sandbox import DockerSandbox
+
+__all__ = ["DockerProvider"]
+
+
+class DockerProvider(SandboxProvider):
+    """Docker backend.
+
+    Options: `image_map` (applied to every spec, under the spec's own map), `base_url` (default: the
+    environment, `DOCKER_HOST` or /var/run/docker.sock), `build_network` (network of `RUN` steps while
+    building task images; default the daemon's default, `"none"` to build offline), `init` (run the daemon's
+    init as PID 1, default True), `forwarder_python` (interpreter for the forwarder, default this one),
+    `max_workers` (threads for blocking Docker calls; one is busy per running exec, default 64).
+    """
+
+    name = "docker"
+
+    def __init__(self, *, image_map: dict[str, str] | None = None, base_url: str | None = None,
+                 build_network: str | None = None, init: bool = True, forwarder_python: str | None = None,
+                 max_workers: int = 64, client: Any = None):
+        self.image_map = ImageMap(image_map or {})
+        self.base_url = base_url
+        self.build_network = build_network
+        self.init = init
+        self.forwarder_python = forwarder_python or sys.executable
+        self.conn = DockerConnection(base_url, client)
+        self.pool = WorkerPool(max_workers, "openforge-docker")
+        self.images = ImageBuilder(self.conn, self.pool, self.image_map, build_network)
+        self._live: dict[str, DockerSandbox] = {}
+
+    @property
+    def client(self) -> Any:
+        return self.conn.client
+
+    @property
+    def api(self) -> Any:
+        return self.conn.api
+
+    @property
+    def builds(self) -> int:
+        """How many images this provider actually built (cache misses)."""
+        return self.images.builds
+
+    async def close(self) -> None:
+        self.pool.shutdown()
+        self.conn.close()
+
+    def forget(self, container_id: str) -> None:
+        """A destroyed sandbox leaves the provider's live set."""
+        self._live.pop(container_id, None)
+
+    # -- images --------------------------------------------------------------------------------------------
+
+    async def build_image(self, context: Path, *, image_map: dict[str, str] | None = None) -> ImageBuild:
+        """Build the image of a build context (a directory with a `Dockerfile`), or reuse the one built from
+        identical content: tag `openforge-task:<sha256[:16]>`."""
+        return await self.images.build(context, ImageMap(image_map or {}))
+
+    async def resolve_image(self, spec: SandboxSpec) -> str:
+        """The local image a spec runs: built from `dockerfile_dir`, else `image` mapped through the map."""
+        return await self.images.resolve(spec)
+
+    # -- create --------------------------------------------------------------------------------------------
+
+    async def create(self, spec: SandboxSpec) -> DockerSandbox:
+        try:
+            image = await self.resolve_image(spec)
+        except docker_errors() as e:
+            raise SandboxError(f"sandbox {spec.name}: {short_error(e)}") from e
+        if spec.proxy_uds is not None and not Path(spec.proxy_uds).exists():
+            raise SandboxError(f"sandbox {spec.name}: the proxy socket {spec.proxy_uds} does not exist")
+        cid, pid, created = await self.pool.submit(self._create_blocking, spec, image)
+        forwarder = None
+        try:
+            if spec.proxy_uds is not None:
+                forwarder = await start_forwarder(spec, pid, self.forwarder_python)
+        except BaseException:
+            await self.pool.submit(self.remove_container, cid)
+            raise
+        sb = DockerSandbox(self, spec, cid, pid, created, forwarder)
+        self._live[cid] = sb
+        return sb
+
+    def _create_blocking(self, spec: SandboxSpec, image: str) -> tuple[str, int, float]:
+        import docker.errors
+        import docker.types
+
+        api = self.conn.api
+        self._remove_stale(spec.name)
+        mounts = [docker.types.Mount(target=m.target, source=str(Path(m.source).resolve()), type="bind",
+                                     read_only=m.read_only) for m in spec.mounts]
+        for m in spec.mounts:
+            if not Path(m.source).exists():
+                raise SandboxError(f"sandbox {spec.name}: mount source {m.source} does not exist")
+        mem = f"{spec.memory_mb}m"
+        host_config = api.create_host_config(
+            network_mode="none", nano_cpus=int(spec.cpus * 1e9), mem_limit=mem, memswap_limit=mem,
+            pids_limit=spec.pids, mounts=mounts, init=self.init or None, auto_remove=False,
+        )
+        created = time.time()
+        cid: str | None = None
+        try:
+            cid = api.create_container(
+                image, command=KEEPALIVE[1:], entrypoint=KEEPALIVE[:1], name=spec.name, labels=spec.all_labels(),
+                environment=dict(spec.env), working_dir=spec.workdir or None, host_config=host_config,
+                network_disabled=False, stop_signal="SIGKILL",
+            )["Id"]
+            api.start(cid)
+            info = api.inspect_container(cid)
+            state = info.get("State", {})
+            if not state.get("Running"):
+                logs = api.logs(cid, tail=20).decode(errors="replace").strip()
+                raise SandboxError(f"sandbox {spec.name}: the container stopped right after starting "
+                                   f"(exit code {state.get('ExitCode')}): {logs or state.get('Error', '')}")
+            return cid, int(state["Pid"]), created
+        except SandboxError:
+            if cid:
+                self.remove_container(cid)
+            raise
+        except docker_errors() as e:
+            if cid:
+                self.remove_container(cid)
+            raise SandboxError(
+                f"sandbox {spec.name}: cannot create the container from {image}: {short_error(e)}") from e
+
+    def _remove_stale(self, name: str) -> None:
+        import docker.errors
+
+        try:
+            info = self.conn.api.inspect_container(name)
+        except docker.errors.NotFound:
+            return
+        labels = (info.get("Config") or {}).get("Labels") or {}
+        if labels.get(LABEL_MANAGED) != "1":
+            raise SandboxError(f"a container named {name} exists and was not created by openforge; "
+                               "remove it or choose another run name")
+        if info["Id"] in self._live:
+            raise SandboxError(f"sandbox {name} already exists in this process; names must be unique per episode")
+        self.remove_container(info["Id"])
+
+    def remove_container(self, cid: str) -> None:
+        import docker.errors
+
+        for attempt in range(3):
+            try:
+                self.conn.api.remove_container(cid, force=True, v=True)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as e:
+                if "already in progress" in str(e) or attempt < 2:
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                raise SandboxError(f"cannot remove container {cid[:12]}: {short_error(e)}") from e
+
+    # -- listing and cleanup -------------------------------------------------------------------------------
+
+    def _containers(self, run_label: str | None) -> list[dict]:
+        labels = [f"{k}={v}" for k, v in run_selector(run_label).items()]
+        return self.conn.api.containers(all=True, filters={"label": labels})
+
+    async def list(self, run_label: str | None = None) -> list[str]:
+        rows = await self.pool.submit(self._containers, run_label)
+        return sorted(r["Names"][0].lstrip("/") for r in rows)
+
+    async def cleanup(self, run_label: str | None) -> int:
+        rows = await self.pool.submit(self._containers, run_label)
+        ids = {r["Id"] for r in rows}
+        for cid in ids:
+            sb = self._live.get(cid)
+            if sb is not None:
+                await sb.destroy()
+            else:
+                await self.pool.submit(self.remove_container, cid)
+        return len(ids)

@@ -1,0 +1,223 @@
+"""One Docker container as a sandbox: exec (`execs.ContainerExec`), files through the archive API, status with
+OOM kills, destroy.
+
+OOM: the kernel kills the biggest process of the container's memory cgroup — usually an exec'd command, not
+PID 1 — and Docker only sets `State.OOMKilled` when PID 1 dies. `status()` therefore also counts the
+daemon's `oom` events for the container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tarfile
+import tempfile
+import threading
+import time
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from ..archive import copy_in_target, extract_archive, make_tar
+from ..base import (
+    DEFAULT_OUTPUT_CAP,
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+    SandboxStatus,
+    await_worker,
+    command_argv,
+)
+from .bridge import stop_process
+from .client import docker_errors, infra_error
+from .execs import ContainerExec
+
+if TYPE_CHECKING:
+    from .provider import DockerProvider
+
+__all__ = ["DockerSandbox"]
+
+
+class DockerSandbox(Sandbox):
+    def __init__(self, provider: DockerProvider, spec: SandboxSpec, container_id: str, init_pid: int,
+                 created_at: float, forwarder: asyncio.subprocess.Process | None):
+        self._p = provider
+        self.spec = spec
+        self.id = container_id
+        self.name = spec.name
+        self.init_pid = init_pid
+        self.created_at = created_at
+        self._forwarder = forwarder
+        self.proxy_url = f"http://127.0.0.1:{spec.proxy_port}" if forwarder is not None else None
+        self._destroyed = False
+        self._destroy_lock = asyncio.Lock()
+        self._execs = ContainerExec(provider.conn, container_id, spec.name, init_pid, spec.user)
+
+    def __repr__(self) -> str:
+        return f"DockerSandbox(name={self.name!r}, id={self.id[:12]})"
+
+    @property
+    def forwarder_pid(self) -> int | None:
+        return self._forwarder.pid if self._forwarder is not None else None
+
+    async def exec(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
+                   workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
+                   output_cap: int = DEFAULT_OUTPUT_CAP) -> ExecResult:
+        self._check()
+        argv = command_argv(cmd)
+        cancel = threading.Event()
+        return await await_worker(self._p.pool.submit(self._execs.run, argv, float(timeout_s), env, workdir, user,
+                                                      stdin, int(output_cap), cancel), cancel)
+
+    # -- files ---------------------------------------------------------------------------------------------
+
+    async def copy_in(self, src: Path, dest: str, *, owner: str | None = None) -> None:
+        self._check()
+        src, dest_p, uid, gid, chown_name = copy_in_target(src, dest, owner)
+        await self._p.pool.submit(self._copy_in_blocking, src, dest_p, uid, gid)
+        if chown_name is not None:
+            await self._chown_copied(chown_name, dest_p)
+
+    def _copy_in_blocking(self, src: Path, dest: PurePosixPath, uid: int, gid: int) -> None:
+        import docker.errors
+
+        data = make_tar(src, dest.name, uid, gid)
+        parent = str(dest.parent)
+        api = self._p.conn.api
+        try:
+            try:
+                api.put_archive(self.id, parent, data)
+            except docker.errors.NotFound:
+                r = api.exec_create(self.id, ["mkdir", "-p", parent], user="0")
+                api.exec_start(r["Id"])
+                api.put_archive(self.id, parent, data)
+        except docker.errors.NotFound as e:
+            raise infra_error(f"copy into {self.name}:{dest} failed", e) from e
+        except docker_errors() as e:
+            raise infra_error(f"copy into {self.name}:{dest} failed", e) from e
+
+    async def copy_out(self, src: str, dest: Path) -> None:
+        self._check()
+        await self._p.pool.submit(self._copy_out_blocking, src, Path(dest))
+
+    def _get_archive(self, src: str, max_bytes: int | None = None) -> tuple[Any, dict] | None:
+        import docker.errors
+
+        try:
+            stream, st = self._p.conn.api.get_archive(self.id, src)
+        except docker.errors.NotFound:
+            # both "no such file" and "no such container" are 404s: tell them apart
+            try:
+                self._p.conn.api.inspect_container(self.id)
+            except docker.errors.NotFound as e:
+                raise SandboxError(f"sandbox {self.name}: the container is gone") from e
+            return None
+        except docker_errors() as e:
+            raise infra_error(f"reading {src} from {self.name} failed", e) from e
+        tmp = tempfile.SpooledTemporaryFile(max_size=32 << 20)
+        total = 0
+        for chunk in stream:
+            total += len(chunk)
+            if max_bytes is not None and total > max_bytes + (1 << 20):
+                tmp.close()
+                raise ValueError(f"{src} in {self.name} is larger than {max_bytes} bytes")
+            tmp.write(chunk)
+        tmp.seek(0)
+        return tmp, st
+
+    def _copy_out_blocking(self, src: str, dest: Path) -> None:
+        got = self._get_archive(src)
+        if got is None:
+            raise FileNotFoundError(f"{self.name}:{src}")
+        tmp, st = got
+        with tmp, tarfile.open(fileobj=tmp, mode="r|*") as tf:
+            extract_archive(tf, dest, is_dir=bool(int(st.get("mode", 0)) & (1 << 31)))
+
+    async def read_file(self, path: str, *, max_bytes: int = 16 << 20) -> bytes | None:
+        self._check()
+        return await self._p.pool.submit(self._read_file_blocking, path, max_bytes)
+
+    def _read_file_blocking(self, path: str, max_bytes: int) -> bytes | None:
+        got = self._get_archive(path, max_bytes)
+        if got is None:
+            return None
+        tmp, st = got
+        if int(st.get("mode", 0)) & (1 << 31):
+            tmp.close()
+            raise IsADirectoryError(f"{self.name}:{path}")
+        with tmp, tarfile.open(fileobj=tmp, mode="r|*") as tf:
+            for m in tf:
+                if m.issym() or m.islnk():
+                    # get_archive of a symlink gives the link itself: resolve by reading its target
+                    target = m.linkname if m.linkname.startswith("/") else str(PurePosixPath(path).parent / m.linkname)
+                    return self._read_file_blocking(target, max_bytes)
+                if not m.isfile():
+                    return None
+                if m.size > max_bytes:
+                    raise ValueError(f"{path} in {self.name} is {m.size} bytes, more than {max_bytes}")
+                f = tf.extractfile(m)
+                return f.read() if f is not None else b""
+        return None
+
+    # -- status / destroy ----------------------------------------------------------------------------------
+
+    async def status(self) -> SandboxStatus:
+        if self._destroyed:
+            return SandboxStatus(alive=False, reason="destroyed")
+        return await self._p.pool.submit(self._status_blocking)
+
+    def _status_blocking(self) -> SandboxStatus:
+        import docker.errors
+
+        api = self._p.conn.api
+        try:
+            info = api.inspect_container(self.id)
+        except docker.errors.NotFound:
+            return SandboxStatus(alive=False, reason="the container was removed")
+        except docker_errors() as e:
+            raise infra_error(f"cannot inspect sandbox {self.name}", e) from e
+        state = info.get("State", {})
+        ooms = self._oom_events()
+        oom = bool(state.get("OOMKilled")) or ooms > 0
+        running = bool(state.get("Running")) and not state.get("Paused") and not state.get("Restarting")
+        fwd_dead = self._forwarder is not None and self._forwarder.returncode is not None
+        if running and not fwd_dead:
+            reason = "running"
+            if ooms:
+                reason += f"; the OOM killer killed a process in it ({ooms}x, memory limit {self.spec.memory_mb} MiB)"
+            return SandboxStatus(alive=True, oom_killed=oom, reason=reason)
+        if running and fwd_dead:
+            return SandboxStatus(alive=False, oom_killed=oom,
+                                 reason=f"the proxy forwarder exited (code {self._forwarder.returncode})")
+        code = state.get("ExitCode")
+        reason = f"container {state.get('Status', 'stopped')} with exit code {code}"
+        if state.get("OOMKilled"):
+            reason += " (OOM killed)"
+        if state.get("Error"):
+            reason += f": {state['Error']}"
+        return SandboxStatus(alive=False, oom_killed=oom, exit_code=code, reason=reason)
+
+    def _oom_events(self) -> int:
+        api = self._p.conn.api
+        try:
+            since = int(self.created_at) - 1
+            until = int(time.time()) + 1
+            events = api.events(since=since, until=until, decode=True,
+                                filters={"container": self.id, "event": "oom", "type": "container"})
+            try:
+                return sum(1 for _ in events)
+            finally:
+                try:
+                    events.close()
+                except Exception:
+                    pass
+        except docker_errors():
+            return 0
+
+    async def destroy(self) -> None:
+        async with self._destroy_lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
+            await stop_process(self._forwarder)
+            await self._p.pool.submit(self._p.remove_container, self.id)
+            self._p.forget(self.id)
