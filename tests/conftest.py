@@ -46,8 +46,13 @@ def local_ready():
         unavailable(f"the local sandbox is unavailable: {why}")
 
 
+# This session's sandboxes carry this owner label (other sessions may share the Docker daemon)
+OWNER = os.environ.setdefault("OPENFORGE_OWNER", f"pytest-{os.getpid()}-{os.urandom(3).hex()}")
+
+
 def managed_containers() -> list[str]:
-    out = subprocess.run(["docker", "ps", "-a", "--filter", "label=openforge.managed=1", "--format", "{{.Names}}"],
+    out = subprocess.run(["docker", "ps", "-a", "--filter", "label=openforge.managed=1", "--filter",
+                          f"label=openforge.owner={OWNER}", "--format", "{{.Names}}"],
                          capture_output=True, text=True)
     return [n for n in out.stdout.split() if n]
 

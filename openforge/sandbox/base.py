@@ -24,6 +24,7 @@ listed and removed with `provider.cleanup(run)`.
 
 from __future__ import annotations
 
+import os
 import asyncio
 import hashlib
 import re
@@ -40,6 +41,9 @@ DEFAULT_OUTPUT_CAP = 1 << 20  # bytes kept per stream (stdout, stderr) of one ex
 
 LABEL_MANAGED = "openforge.managed"
 LABEL_RUN = "openforge.run"
+# Who started the sandbox, from $OPENFORGE_OWNER (a CI job, a user, a test session): concurrent runs sharing
+# one Docker host or cluster can then find their own sandboxes.
+LABEL_OWNER = "openforge.owner"
 LABEL_NAME = "openforge.sandbox"
 
 _NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -173,6 +177,8 @@ class SandboxSpec(BaseModel):
         out = {LABEL_MANAGED: "1", LABEL_NAME: self.name}
         if self.run is not None:
             out[LABEL_RUN] = label_value(self.run)
+        if os.environ.get("OPENFORGE_OWNER"):
+            out[LABEL_OWNER] = label_value(os.environ["OPENFORGE_OWNER"])
         out.update(self.labels)
         return out
 
