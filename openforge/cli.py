@@ -566,12 +566,15 @@ def train(
 
 @app.command()
 def quickstart(
-    run: Path = typer.Option(Path("runs/quickstart"), "--run", help="Run directory."),
+    run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: runs/quickstart, or "
+                                       "runs/quickstart-recovery with --recipe recovery)."),
     seed: Optional[int] = typer.Option(None, help="Seed for the model, tasks and sampling (default 0, or the "
                                        "config's `seed`)."),
     config: Optional[Path] = typer.Option(None, help="YAML with TrainConfig fields laid over the quickstart's "
                                           "preset (e.g. `sft: {control: true}`)."),
     smoke: bool = typer.Option(False, help="A reduced run (minutes): checks the pipeline, not the learning."),
+    recipe: str = typer.Option("default", help="default, or recovery: GRPO with faults injected, evaluated "
+                               "with and without faults (README: the recovery recipe)."),
 ) -> None:
     """The main job: tiny model → teacher trajectories through the react harness → SFT → GRPO → held-out
     evaluation of base, SFT and SFT+RL, with a report (`openforge train` on the quickstart's preset)."""
@@ -581,8 +584,10 @@ def quickstart(
 
     try:
         overrides = read_mapping(config) if config else {}
-        settings = quickstart_config(overrides, seed=seed, smoke=smoke, source=str(config or "quickstart"))
-        run_quickstart(run, settings, console=console)
+        settings = quickstart_config(overrides, seed=seed, smoke=smoke, source=str(config or "quickstart"),
+                                     recipe=recipe)
+        title = "Quickstart report" + (f" (recipe {recipe})" if recipe != "default" else "")
+        run_quickstart(run or settings.run, settings, console=console, title=title)
     except (ConfigError, TrainError) as e:
         fail(str(e))
 

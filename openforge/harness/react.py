@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 
 from openforge import __version__
-from openforge.harness.base import HarnessAdapter, Launch, api_root, json_lines, transcript_summary
+from openforge.harness.base import CommandHook, HarnessAdapter, Launch, api_root, json_lines, transcript_summary
 from openforge.harness.react_agent import DEFAULT_MAX_STEPS
 from openforge.harness.tools import ToolKind
 
@@ -34,6 +34,10 @@ class ReactAdapter(HarnessAdapter):
     tool_kinds = {"bash": ToolKind.shell, "read": ToolKind.read, "write": ToolKind.write}
     # `[exit code N]` after a failed command; `[error: ...]` from read/write
     failed_exit_pattern = re.compile(r"\[exit code (-?\d+)\]\s*$")
+    command_hook = CommandHook(env={"BASH_ENV": "{hook}"})  # its bash tool runs `bash -c CMD`
+
+    def offers_shell(self) -> bool:
+        return not self.tools or "bash" in self.tools
 
     def tool_failed(self, content: str, is_error: bool = False) -> bool:
         return super().tool_failed(content, is_error) or content.startswith("[error:")

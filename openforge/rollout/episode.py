@@ -22,6 +22,8 @@ from pathlib import Path
 from openforge.core import Episode, Outcome, TaskPayload
 from openforge.harness import get_adapter
 from openforge.harness.base import HarnessAdapter
+from openforge.faults import FaultPlan
+from openforge.rollout import faults
 from openforge.rollout.config import RolloutConfig
 from openforge.rollout.outcome import AttemptResult
 from openforge.rollout.protocols import EpisodeServer
@@ -101,6 +103,8 @@ class EpisodeRunner:
         result = AttemptResult(episode.id, Outcome.sandbox_error)
         t0 = time.monotonic()
         sb: Sandbox | None = None
+        plan = faults.arm(self.config.faults, faults.task_targets(task), faults.fault_key(task.id, self.config.step),
+                          adapter)
         try:
             with tempfile.TemporaryDirectory(prefix="openforge-episode-") as scratch:
                 spec = make_sandbox_spec(
@@ -113,7 +117,7 @@ class EpisodeRunner:
                 sb = await self._create(spec)
                 await setup_environment(task, sb, self.provider)
                 result.timings["setup_s"] = time.monotonic() - t0
-                failure = await self._act(adapter, slot, episode, sb, Path(scratch), result)
+                failure = await self._act(adapter, slot, episode, sb, Path(scratch), result, plan)
             if failure is not None:
                 result.outcome, result.reason = failure
             else:
@@ -129,6 +133,7 @@ class EpisodeRunner:
             result.outcome, result.reason = Outcome.sandbox_error, str(e)
         finally:
             self.proxy.end_episode(episode.id)
+            faults.record(self.proxy.store, episode.id, plan)
             if sb is not None:
                 try:
                     await sb.destroy()
@@ -152,9 +157,9 @@ class EpisodeRunner:
             raise
 
     async def _act(self, adapter: HarnessAdapter, slot: Slot, episode: Episode, sb: Sandbox, scratch: Path,
-                   result: AttemptResult) -> tuple[Outcome, str] | None:
-        """Run the harness; (outcome, reason) for an infrastructure failure, None when the episode is to be
-        graded."""
+                   result: AttemptResult, plan: FaultPlan | None = None) -> tuple[Outcome, str] | None:
+        """Run the harness (with the episode's faults in its environment); (outcome, reason) for an
+        infrastructure failure, None when the episode is to be graded."""
         uid = (await sb.exec(["id", "-u"], timeout_s=30)).stdout.strip() or "0"
         gid = (await sb.exec(["id", "-g"], timeout_s=30)).stdout.strip() or "0"
         workdir = sb.spec.workdir or (await sb.exec(["pwd"], timeout_s=30)).stdout.strip() or "/"
@@ -166,9 +171,11 @@ class EpisodeRunner:
         launch.write_files(host_home=host_home)
         await sb.copy_in(host_home, HOME, owner=f"{uid}:{gid}")
         timeout = self.config.agent_timeout_s or slot.task.resources.agent_timeout_s
+        env = {**launch.env, **await faults.install(sb, plan, adapter, workdir)}
         t = time.monotonic()
-        run = await sb.exec(launch.argv, timeout_s=timeout, env=launch.env, workdir=str(launch.cwd))
+        run = await sb.exec(launch.argv, timeout_s=timeout, env=env, workdir=str(launch.cwd))
         result.timings["agent_s"] = time.monotonic() - t
+        await faults.collect(sb, plan)
         result.transcript = adapter.parse_transcript(run.stdout)
         result.transcript["exit_code"] = run.exit_code
         calls = self.proxy.store.list_calls(episode.id)

@@ -192,7 +192,8 @@ async def family_step(env: StepEnv, step: int) -> tuple[list[StepEpisode], list[
     """Fresh generated instances with the react harness, in this process (fast path)."""
     c = env.ctx.config
     instances = step_instances(env.ctx.data, step)
-    episodes = await run_family_episodes(env.proxy, instances, samples=c.rl.group, step=step, react=c.react())
+    episodes = await run_family_episodes(env.proxy, instances, samples=c.rl.group, step=step, react=c.react(),
+                                         fault_spec=c.rl_faults)
     return [StepEpisode(e.episode_id, e.reward, "react") for e in episodes], [i.task_id() for i in instances]
 
 
@@ -201,7 +202,7 @@ async def orchestrated_step(env: StepEnv, step: int) -> tuple[list[StepEpisode] 
     ctx = env.ctx
     assert env.provider is not None
     tasks = step_tasks(ctx.data, ctx.config, ctx.run, step)
-    summary = await run_slots(env.proxy, env.provider, rollout_config(ctx, step=step),
+    summary = await run_slots(env.proxy, env.provider, rollout_config(ctx, step=step, faults=ctx.config.rl_faults),
                               plan(tasks, ctx.config.harnesses, ctx.config.rl.group), run_label(ctx.run),
                               ctx.console, progress=env.progress)
     if summary.interrupted:
