@@ -112,8 +112,16 @@ def mentions(command, target):
     return re.search(pattern, command) is not None
 
 
+INTERPRETERS = ("sh", "bash", "python", "python3", "node")
+
+
 def calls_program(command, program):
-    return any(words[0].rsplit("/", 1)[-1] == program for words in _parts(command))
+    """Whether the command line runs `program` (by name or path, or as the script an interpreter runs)."""
+    for words in _parts(command):
+        names = [words[0]] + (words[1:2] if words[0].rsplit("/", 1)[-1] in INTERPRETERS else [])
+        if any(w.rsplit("/", 1)[-1] == program for w in names):
+            return True
+    return False
 
 
 def fixes(command, programs, target, roots):

@@ -23,8 +23,9 @@ class ReactAdapter(HarnessAdapter):
     """Options: `max_steps` (model calls per episode), `max_tokens` (per call; a run sets it to its
     `max_new_tokens` unless given here), `tools` (a subset of bash,
     read, write, submit to offer; all by default — a tiny model learns faster with a shorter prompt),
-    `system_prompt` (replaces the default; "" sends no system message), `python` (interpreter inside the
-    sandbox), `extra_env`."""
+    `system_prompt` (replaces the default; "" sends no system message), `command_timeout_s` (how long one bash
+    command may run; default 60 s in a sandbox, 20 s in the in-process episodes), `python` (interpreter inside
+    the sandbox), `extra_env`."""
 
     name = "react"
     dialect = "chat_completions"
@@ -46,6 +47,7 @@ class ReactAdapter(HarnessAdapter):
     max_tokens: int = 512
     tools: tuple[str, ...] = ()
     system_prompt: str | None = None
+    command_timeout_s: float | None = None
     python: str = "python3"
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -63,6 +65,8 @@ class ReactAdapter(HarnessAdapter):
             argv += ["--tools", ",".join(self.tools)]
         if self.system_prompt is not None:
             argv += ["--system-prompt", self.system_prompt]
+        if self.command_timeout_s is not None:
+            argv += ["--command-timeout", f"{self.command_timeout_s:g}"]
         files = {agent: agent_source(), instruction_file: instruction}
         return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=cwd, home=home_p,
                       dirs=(home_p, home_p / ".tmp"))

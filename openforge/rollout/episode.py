@@ -52,13 +52,15 @@ class Slot:
         return f"{self.task.id}|{self.harness}|{self.sample}"
 
 
-def solution_command(task: Task) -> str | None:
-    """The reference solution as one shell command, its directory inside it (`openforge.tasks.solution`, the
-    same command `tasks validate --run` runs); None when the task has none that can be sent."""
-    if task.solve_script is None:
+def solution_command(task: Task, script: Path | None = None) -> str | None:
+    """The reference solution (or `script`, e.g. its check) as one shell command, its directory inside it
+    (`openforge.tasks.solution`, the same command `tasks validate --run` runs); None when the task has none
+    that can be sent."""
+    script = script or task.solve_script
+    if script is None:
         return None
     try:
-        return solution_script(task.solve_script, task.config.solution.env)
+        return solution_script(script, task.config.solution.env)
     except SolutionError:  # `openforge tasks validate` names the problem; the oracle reports it missing
         return None
 
@@ -67,7 +69,8 @@ def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
     """The episode's task as the proxy keeps it; for the oracle teacher, the reference solution and the
     harness's own shell tool."""
     return TaskPayload(id=task.id, instruction=task.instruction, split=task.split, family=task.family,
-                       solution=solution_command(task), shell_tool=adapter.shell_tool)
+                       solution=solution_command(task), shell_tool=adapter.shell_tool,
+                       check=solution_command(task, task.check_script) if task.check_script else None)
 
 
 class EpisodeRunner:

@@ -47,7 +47,8 @@ class FamilyEpisode:
 def task_payload(instance: FamilyInstance) -> TaskPayload:
     """The episode's task as the proxy keeps it (the oracle reads `solution` and `shell_tool`)."""
     return TaskPayload(id=instance.task_id(), instruction=instance.instruction, family=instance.family,
-                       split=instance.split, solution=instance.solution_command, shell_tool=ReactAdapter.shell_tool)
+                       split=instance.split, solution=instance.solution_command, shell_tool=ReactAdapter.shell_tool,
+                       check=instance.check_command)
 
 
 def jailed_tools(workdir: Path, command_timeout_s: float = 20.0, run_command: CommandRunner = run_jailed):
@@ -121,7 +122,8 @@ async def run_family_episodes(
                 transcript = await loop.run_in_executor(
                     executor, lambda: run_agent(proxy.url, episode.key, proxy.served_model, instance.instruction,
                                                 max_steps=react.max_steps, max_tokens=react.max_tokens,
-                                                tool_runner=jailed_tools(workdir, run_command=runner), emit=_silent,
+                                                tool_runner=jailed_tools(workdir, react.command_timeout_s or 20.0,
+                                                                         run_command=runner), emit=_silent,
                                                 tools=tools, system_prompt=react.system_prompt))
                 files = state_check.read_state(str(workdir))
                 reward = 1.0 if instance.check(files) else 0.0

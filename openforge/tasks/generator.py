@@ -76,6 +76,8 @@ class FamilyInstance:
     params: dict[str, Any] = field(default_factory=dict)
     # what environment faults act on (`openforge.faults.FaultTargets` fields), for families built to meet them
     fault_targets: dict[str, str] = field(default_factory=dict)
+    # a read-only check of the solution's result the oracle runs after it (solution/check.sh); None: none
+    check_command: str | None = None
 
     @property
     def key(self) -> str:
@@ -568,7 +570,8 @@ def write_task(inst: FamilyInstance, task_dir: str | Path, seed: int | None = No
     (tests / "test.sh").chmod(0o755)
     sol = d / "solution"
     sol.mkdir()
-    for name, cmd in (("solve.sh", inst.solution_command), ("wrong.sh", inst.wrong_command)):
+    scripts = [("solve.sh", inst.solution_command), ("wrong.sh", inst.wrong_command)]
+    for name, cmd in scripts + ([("check.sh", inst.check_command)] if inst.check_command else []):
         (sol / name).write_text(f"#!/bin/bash\n{cmd}\n")
         (sol / name).chmod(0o755)
     return d

@@ -190,6 +190,7 @@ class Task(BaseModel):
     solution_dir: Path | None = None
     solve_script: Path | None = None
     wrong_script: Path | None = None
+    check_script: Path | None = None  # solution/check.sh: a read-only check the oracle runs after solve.sh
     split: Split | None = None
 
     @property

@@ -1,9 +1,11 @@
 """Task families whose episodes can meet environment faults (`openforge.faults`), for recovery training.
 
-Each is one shell command that appends a line to a file in a directory the task says exists:
+Each is one shell command that appends a line to a file in a directory the task says exists (or writes one),
+and a read-only check of the result:
 
     instruction       "Append the line 'amber 42' to logs/k3.log."
     straightforward   echo 'amber 42' >> logs/k3.log        (the oracle's happy path, with no fault)
+    check             grep -x 'amber 42' logs/k3.log        (the oracle runs it next: a self-verifying agent)
 
 Appending is not idempotent: run twice, the line is there twice and the check fails. So an agent cannot
 "recover" by always repeating its command — it must read the tool result and act again only when the command
@@ -38,6 +40,7 @@ def _appended(c: _Ctx, path: str, line: str, d: str, make_existing) -> FamilyIns
     inst = _inst("", setup, expected, sol, f"echo '{line}' > {path}" if not empty else f"{sol}; {sol}",
                  path=path, line=line, state="empty" if empty else "lines")
     inst.fault_targets = targets
+    inst.check_command = f"grep -x '{line}' {path}"
     return inst
 
 
@@ -59,6 +62,28 @@ def _add_setting(c: _Ctx) -> FamilyInstance:
     return inst
 
 
+def _write_line(c: _Ctx) -> FamilyInstance:
+    """Write (replace) a file's one line, its directory maybe missing: the oracle's `mkdir -p D && ...` is the
+    fix a missing directory calls for elsewhere."""
+    name = c.name()
+    path = f"{c.d}/{name}.{c.ext}"
+    line = f"{c.rng.choice(WORDS)} {c.number(10, 99)}"
+    setup: dict[str, str] = {}
+    state = c.rng.choice(["no_dir", "dir_exists", "target_exists"])
+    if state != "no_dir":
+        setup[f"{c.d}/{c.name(avoid=[name])}.{c.ext}"] = f"{c.rng.choice(WORDS)} {c.rng.randrange(10, 100)}\n"
+    if state == "target_exists":
+        setup[path] = f"{c.rng.choice(WORDS)} {c.rng.randrange(10, 100)}\n"
+    expected = {**setup, path: line + "\n"}
+    inst = _inst(f"Write the line '{line}' to {path}.", setup, expected, f"mkdir -p {c.d} && echo '{line}' > {path}",
+                 f"echo '{line}' >> {path}" if state == "target_exists"
+                 else f"mkdir -p {c.d} && echo '{line.split()[0]}' > {path}",
+                 path=path, line=line, state=state)
+    inst.fault_targets = {"permission": path} if state == "target_exists" else {}
+    inst.check_command = f"grep -x '{line}' {path}"
+    return inst
+
+
 RECOVERY_FAMILIES: dict[str, Family] = {
     f.name: f
     for f in [
@@ -66,6 +91,8 @@ RECOVERY_FAMILIES: dict[str, Family] = {
                _append_log, "append a line to a file that exists (empty, or with lines)"),
         Family("add_setting", "Add the setting 'KEY=N' to D/NAME.EXT.", CONF_DIRS, ["ini", "cfg", "conf", "env"],
                _add_setting, "append a key=value line to a config file that exists"),
+        Family("write_line", "Write the line 'WORD NN' to D/NAME.EXT.", LOG_DIRS + CONF_DIRS, ["txt", "md", "cfg"],
+               _write_line, "write a file's one line (its directory may not exist yet)"),
     ]
 }
 

@@ -85,12 +85,14 @@ SMOKE: dict[str, Any] = {
 }
 
 
-# Recovery: the quickstart's pipeline where a fault can break the first command. Two model calls per episode
-# (the policy must see the failed result and act again); the teacher's happy path is "command, then Done.".
+# Recovery: the quickstart's pipeline where a fault can break the first command. Up to three model calls per
+# episode (the policy must see the failed result and act again); the teacher's happy path is "command, its
+# check, then Done." — with no check step in the demonstrations, GRPO made the SFT policy emit a second
+# command after a failure, but never a correct one (its demonstrations never had a command in that place).
 RECOVERY_OVERRIDES: dict[str, Any] = {
     "run": "runs/quickstart-recovery",
     "tasks": {"families": list(RECOVERY_FAMILIES)},
-    "harness_options": {"react": {"max_steps": 2, "tools": ["bash"], "system_prompt": ""}},
+    "harness_options": {"react": {"max_steps": 3, "tools": ["bash"], "system_prompt": ""}},
     "faults": {
         # GRPO meets a fault in most episodes (the same one for every sample of a group)
         "rl": "transient:0.35,missing_dir:0.35,exclusive",
