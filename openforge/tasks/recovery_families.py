@@ -20,7 +20,7 @@ so removing it changes neither what the instruction asks nor the expected final 
 
 from __future__ import annotations
 
-from openforge.tasks.generator import FAMILIES, KEYS, WORDS, Family, FamilyInstance, _Ctx, _inst
+from openforge.tasks.generator import FAMILIES, KEYS, WORDS, Family, FamilyInstance, _create_file, _Ctx, _inst
 
 LOG_DIRS = ["logs", "journal", "records", "history", "events", "audit"]
 CONF_DIRS = ["cfg", "conf", "settings", "profiles", "options", "prefs"]
@@ -63,23 +63,11 @@ def _add_setting(c: _Ctx) -> FamilyInstance:
 
 
 def _write_line(c: _Ctx) -> FamilyInstance:
-    """Write (replace) a file's one line, its directory maybe missing: the oracle's `mkdir -p D && ...` is the
-    fix a missing directory calls for elsewhere."""
-    name = c.name()
-    path = f"{c.d}/{name}.{c.ext}"
-    line = f"{c.rng.choice(WORDS)} {c.number(10, 99)}"
-    setup: dict[str, str] = {}
-    state = c.rng.choice(["no_dir", "dir_exists", "target_exists"])
-    if state != "no_dir":
-        setup[f"{c.d}/{c.name(avoid=[name])}.{c.ext}"] = f"{c.rng.choice(WORDS)} {c.rng.randrange(10, 100)}\n"
-    if state == "target_exists":
-        setup[path] = f"{c.rng.choice(WORDS)} {c.rng.randrange(10, 100)}\n"
-    expected = {**setup, path: line + "\n"}
-    inst = _inst(f"Write the line '{line}' to {path}.", setup, expected, f"mkdir -p {c.d} && echo '{line}' > {path}",
-                 f"echo '{line}' >> {path}" if state == "target_exists"
-                 else f"mkdir -p {c.d} && echo '{line.split()[0]}' > {path}",
-                 path=path, line=line, state=state)
-    inst.fault_targets = {"permission": path} if state == "target_exists" else {}
+    """The generator's create_file (its directory maybe missing, so its oracle runs `mkdir -p D && ...`: the fix
+    a missing directory calls for elsewhere), with a check and its file as the permission target."""
+    inst = _create_file(c)
+    path, line = inst.params["path"], f"{inst.params['word']} {inst.params['number']}"
+    inst.fault_targets = {"permission": path} if inst.params["state"] == "target_exists" else {}
     inst.check_command = f"grep -x '{line}' {path}"
     return inst
 
@@ -91,8 +79,8 @@ RECOVERY_FAMILIES: dict[str, Family] = {
                _append_log, "append a line to a file that exists (empty, or with lines)"),
         Family("add_setting", "Add the setting 'KEY=N' to D/NAME.EXT.", CONF_DIRS, ["ini", "cfg", "conf", "env"],
                _add_setting, "append a key=value line to a config file that exists"),
-        Family("write_line", "Write the line 'WORD NN' to D/NAME.EXT.", LOG_DIRS + CONF_DIRS, ["txt", "md", "cfg"],
-               _write_line, "write a file's one line (its directory may not exist yet)"),
+        Family("write_line", "Create the file D/NAME.EXT containing 'WORD NN'.", LOG_DIRS + CONF_DIRS,
+               ["txt", "md", "cfg"], _write_line, "create_file with a check (its directory may not exist yet)"),
     ]
 }
 

@@ -148,3 +148,20 @@ def test_behaviour_of_an_episode_without_steps():
                          length_capped=0, breaks=0, undecodable=0, seconds=0.1)
     b = behaviour(Episode(id="e", key="k", outcome=Outcome.failed), empty)
     assert (b.met_error, b.wrote, b.self_verified, b.coverage) == (False, False, None, None)
+
+
+async def test_recovery_per_fault_kind_from_the_episode_record(run_dir):
+    """`metadata["faults"]` (what fault injection records) splits recovery by kind; faults that did not fire
+    or could not be put in do not count."""
+    from openforge.store import TrajectoryStore
+
+    fired = {"kind": "transient", "applicable": True, "fired": True, "command": 1}
+    with TrajectoryStore.open(run_dir) as store:
+        for e in store.list_episodes():
+            faults = {"t-retry": [fired], "t-give-up": [fired, {"kind": "hang", "applicable": True, "fired": False}],
+                      "t-broken": [{"kind": "missing_dir", "applicable": False, "fired": False}]}.get(e.task)
+            if faults:
+                store.update_episode(e.id, metadata={**e.metadata, "faults": faults})
+    summary = analyze_run(run_dir).stores[0].overall
+    assert summary.recovery_by_fault == {"transient": {"episodes": 2, "passed": 1, "pass_rate": 0.5, "met_error": 2,
+                                                       "recovered": 1, "recovery_rate": 0.5}}
