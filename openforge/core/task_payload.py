@@ -21,7 +21,9 @@ class TaskPayload(BaseModel):
     family: str | None = None
     # the reference solution, for the oracle teacher (None: the task has none)
     solution: str | None = None
-    # a read-only check of the solution's result, which the oracle runs after it (None: it just answers)
+    # read-only commands the oracle runs before its solution (a look around) and after it (a check of the
+    # result); None: none
+    look: str | None = None
     check: str | None = None
     # (tool name, argument name) of the harness's own shell tool, so the oracle answers through it
     shell_tool: tuple[str, str] | None = None

@@ -5,6 +5,9 @@ Standard library only: the same file runs in this process (the in-process react 
 each command the harness's shell runs. It reads the episode's fault state (a JSON file), decides, and writes
 the state back: which faults fired, at which of the agent's commands, how many seconds into the episode.
 
+A transient failure strikes the agent's first command that changes something (a write, a delete, ...): the
+command does not run and says why; run again, it works. A hang strikes the first command of any kind.
+
 Verdicts: `run` (let the command run), `fail CODE` + a message for stderr (the command does not run),
 `hang SECONDS` (sleep, so the harness's own command timeout fires), `skip` (a command line the harness runs for
 itself: not the agent's, not counted). A fault that changes the environment itself (missing_dir, permission,
@@ -102,6 +105,20 @@ def written_paths(command, roots):
     return [p for p in paths if p]
 
 
+# programs that change something whatever their arguments (besides those `written_paths` follows)
+CHANGERS = frozenset({"rm", "rmdir", "chmod", "chown", "tar", "unzip", "git", "pip", "pip3", "apt", "apt-get", "npm",
+                      "make", "patch", "gzip", "gunzip"})
+
+
+def changes_something(command, roots):
+    """Whether the command line writes a file anywhere (not /dev/...) or runs a program that changes state."""
+    if any(not m.group(2).startswith(("&", "/dev/")) for m in _REDIRECT.finditer(command)):
+        return True
+    if written_paths(command, roots):
+        return True
+    return any(words[0].rsplit("/", 1)[-1] in CHANGERS for words in _parts(command))
+
+
 def _under(path, target):
     return path == target or path.startswith(target.rstrip("/") + "/")
 
@@ -178,7 +195,7 @@ def _strikes(fault, command, root, roots):
     """None when the fault does not meet this command; else the verdict it gives."""
     kind, target = fault["kind"], fault.get("target")
     if kind in ("transient", "hang"):
-        if fault.get("fired"):
+        if fault.get("fired") or (kind == "transient" and not changes_something(command, roots)):
             return None
         if kind == "hang":
             seconds = float(fault.get("seconds", 3600))

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 class FaultKind(str, enum.Enum):
     """The faults the environment can throw at an agent (README "Fault injection" says what each does)."""
 
-    transient = "transient"  # the first command fails once with a transient error; it works when retried
+    transient = "transient"  # the first command that changes something fails once; it works when retried
     missing_dir = "missing_dir"  # a directory the straightforward solution expects is not there
     permission = "permission"  # a file the solution writes is read-only
     disk_full = "disk_full"  # writes in the work directory fail until a ballast file is deleted

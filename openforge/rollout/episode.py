@@ -70,6 +70,7 @@ def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
     harness's own shell tool."""
     return TaskPayload(id=task.id, instruction=task.instruction, split=task.split, family=task.family,
                        solution=solution_command(task), shell_tool=adapter.shell_tool,
+                       look=solution_command(task, task.look_script) if task.look_script else None,
                        check=solution_command(task, task.check_script) if task.check_script else None)
 
 

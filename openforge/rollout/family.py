@@ -48,7 +48,7 @@ def task_payload(instance: FamilyInstance) -> TaskPayload:
     """The episode's task as the proxy keeps it (the oracle reads `solution` and `shell_tool`)."""
     return TaskPayload(id=instance.task_id(), instruction=instance.instruction, family=instance.family,
                        split=instance.split, solution=instance.solution_command, shell_tool=ReactAdapter.shell_tool,
-                       check=instance.check_command)
+                       look=instance.look_command, check=instance.check_command)
 
 
 def jailed_tools(workdir: Path, command_timeout_s: float = 20.0, run_command: CommandRunner = run_jailed):

@@ -76,7 +76,8 @@ class FamilyInstance:
     params: dict[str, Any] = field(default_factory=dict)
     # what environment faults act on (`openforge.faults.FaultTargets` fields), for families built to meet them
     fault_targets: dict[str, str] = field(default_factory=dict)
-    # a read-only check of the solution's result the oracle runs after it (solution/check.sh); None: none
+    # read-only commands the oracle runs before its solution (solution/look.sh) and after it (solution/check.sh)
+    look_command: str | None = None
     check_command: str | None = None
 
     @property
@@ -571,7 +572,8 @@ def write_task(inst: FamilyInstance, task_dir: str | Path, seed: int | None = No
     sol = d / "solution"
     sol.mkdir()
     scripts = [("solve.sh", inst.solution_command), ("wrong.sh", inst.wrong_command)]
-    for name, cmd in scripts + ([("check.sh", inst.check_command)] if inst.check_command else []):
+    scripts += [(name, cmd) for name, cmd in (("look.sh", inst.look_command), ("check.sh", inst.check_command)) if cmd]
+    for name, cmd in scripts:
         (sol / name).write_text(f"#!/bin/bash\n{cmd}\n")
         (sol / name).chmod(0o755)
     return d

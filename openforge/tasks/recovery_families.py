@@ -1,11 +1,16 @@
 """Task families whose episodes can meet environment faults (`openforge.faults`), for recovery training.
 
-Each is one shell command that appends a line to a file in a directory the task says exists (or writes one),
-and a read-only check of the result:
+Each is one shell command that appends a line to a file in a directory the task says exists (or writes one);
+on about half the instances the oracle looks around first (`ls D`), as agents often do:
 
     instruction       "Append the line 'amber 42' to logs/k3.log."
+    look (sometimes)  ls logs
     straightforward   echo 'amber 42' >> logs/k3.log        (the oracle's happy path, with no fault)
-    check             grep -x 'amber 42' logs/k3.log        (the oracle runs it next: a self-verifying agent)
+
+The look matters for learning, not for the task: it shows the policy a command that follows a tool result,
+so after a failed command GRPO can find the command again. Without it every demonstration answers "Done."
+after a tool result, and a happy-path SFT policy never samples a second command that works (measured: see the
+recipe in `openforge.train.quickstart`).
 
 Appending is not idempotent: run twice, the line is there twice and the check fails. So an agent cannot
 "recover" by always repeating its command — it must read the tool result and act again only when the command
@@ -40,8 +45,13 @@ def _appended(c: _Ctx, path: str, line: str, d: str, make_existing) -> FamilyIns
     inst = _inst("", setup, expected, sol, f"echo '{line}' > {path}" if not empty else f"{sol}; {sol}",
                  path=path, line=line, state="empty" if empty else "lines")
     inst.fault_targets = targets
-    inst.check_command = f"grep -x '{line}' {path}"
+    inst.look_command = _look(c, d)
     return inst
+
+
+def _look(c: _Ctx, d: str) -> str | None:
+    """The oracle's look around before it acts, on about half the instances."""
+    return f"ls {d}" if c.rng.random() < 0.5 else None
 
 
 def _append_log(c: _Ctx) -> FamilyInstance:
@@ -64,11 +74,11 @@ def _add_setting(c: _Ctx) -> FamilyInstance:
 
 def _write_line(c: _Ctx) -> FamilyInstance:
     """The generator's create_file (its directory maybe missing, so its oracle runs `mkdir -p D && ...`: the fix
-    a missing directory calls for elsewhere), with a check and its file as the permission target."""
+    a missing directory calls for elsewhere), with its file as the permission target and a look sometimes."""
     inst = _create_file(c)
-    path, line = inst.params["path"], f"{inst.params['word']} {inst.params['number']}"
+    path = inst.params["path"]
     inst.fault_targets = {"permission": path} if inst.params["state"] == "target_exists" else {}
-    inst.check_command = f"grep -x '{line}' {path}"
+    inst.look_command = _look(c, c.d)
     return inst
 
 
@@ -80,7 +90,7 @@ RECOVERY_FAMILIES: dict[str, Family] = {
         Family("add_setting", "Add the setting 'KEY=N' to D/NAME.EXT.", CONF_DIRS, ["ini", "cfg", "conf", "env"],
                _add_setting, "append a key=value line to a config file that exists"),
         Family("write_line", "Create the file D/NAME.EXT containing 'WORD NN'.", LOG_DIRS + CONF_DIRS,
-               ["txt", "md", "cfg"], _write_line, "create_file with a check (its directory may not exist yet)"),
+               ["txt", "md", "cfg"], _write_line, "create_file (its directory may not exist yet)"),
     ]
 }
 

@@ -13,12 +13,15 @@ def _state(tmp_path, spec, **targets):
     return FaultPlan.arm(parse_fault_spec(spec), FaultTargets(**targets), "k").state(str(tmp_path), views=("/app",))
 
 
-def test_transient_fails_the_first_command_once(tmp_path):
+def test_transient_fails_the_first_command_that_changes_something_once(tmp_path):
     state = _state(tmp_path, "transient:1")
+    assert decide(state, "ls -la && cat f 2>/dev/null")[0] == "run"
     assert decide(state, "echo a >> f") == ("fail", "1", "bash: fork: Resource temporarily unavailable")
     assert decide(state, "echo a >> f")[0] == "run"
     (fault,) = state["faults"]
-    assert fault["fired"] and fault["command"] == 1 and fault["times"] == 1
+    assert fault["fired"] and fault["command"] == 2 and fault["times"] == 1
+    other = _state(tmp_path, "transient:1")
+    assert decide(other, "rm -r out")[0] == "fail" and decide(other, "rm -r out")[0] == "run"
 
 
 def test_hang_sleeps_then_the_command_works(tmp_path):
@@ -71,8 +74,10 @@ def test_missing_dir_is_noted_when_a_command_meets_it(tmp_path):
 def test_wrapped_and_internal_command_lines(tmp_path):
     state = _state(tmp_path, "transient:1")
     state["internal"] = [r"# Snapshot file"]
+    state["internal"].append(r"^declare -f")
     state["command_pattern"] = r"&& eval '(?P<cmd>.*)' < /dev/null && pwd -P >\|"
     assert decide(state, "echo '# Snapshot file' > x")[0] == "skip" and state["commands"] == 0
+    assert decide(state, "declare -f > snap")[0] == "skip"
     line = "source s.sh && shopt -u extglob && eval 'echo '\\''a b'\\'' >> f' < /dev/null && pwd -P >| /tmp/cwd"
     assert agent_command(line, state) == "echo 'a b' >> f"
     assert decide(state, line)[0] == "fail" and state["commands"] == 1

@@ -18,7 +18,8 @@ NAMES = list(RECOVERY_FAMILIES)
 def test_solutions_checks_and_wrong_solutions(split):
     for inst in InstanceSampler(split, seed=7, families=NAMES).sample(120):
         assert inst.score(inst.solution_command) == 1.0, inst.instruction
-        assert inst.score(f"{inst.solution_command} && {inst.check_command}") == 1.0
+        if inst.look_command:
+            assert inst.score(f"{inst.look_command}; {inst.solution_command}") == 1.0
         assert inst.score(inst.wrong_command) == 0.0, inst.instruction
         if ">>" in inst.solution_command:  # appending twice is wrong: recovery must depend on the error
             assert inst.score(f"{inst.solution_command}; {inst.solution_command}") == 0.0
@@ -46,4 +47,6 @@ def test_registered_and_split_like_the_other_families(tmp_path):
     task = load_task(write_task(train[0], tmp_path / train[0].task_id()))
     assert FaultTargets.from_metadata(task.config.metadata.model_extra).model_dump(exclude_none=True) == \
         train[0].fault_targets
-    assert task.check_script is not None and task.check_script.read_text().strip().endswith(train[0].check_command)
+    looked = next(i for i in train if i.look_command)
+    task = load_task(write_task(looked, tmp_path / looked.task_id()))
+    assert task.look_script is not None and task.look_script.read_text().strip().endswith(looked.look_command)
