@@ -65,7 +65,8 @@ def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
     """The episode's task as the proxy keeps it; for the oracle teacher, the reference solution and the
     harness's own shell tool."""
     return TaskPayload(id=task.id, instruction=task.instruction, split=task.split, family=task.family,
-                       solution=solution_command(task), shell_tool=adapter.shell_tool)
+                       solution=solution_command(task), shell_tool=adapter.shell_tool,
+                       required_tools=task.config.metadata.required_tools)
 
 
 class EpisodeRunner:

@@ -83,6 +83,8 @@ class TaskMetadata(_Open):
     split: Split | None = None
     family: str | None = None
     kind: str | None = None
+    # the tool kinds a solution needs (behaviour analytics: tool coverage); see openforge.harness.tools.ToolKind
+    required_tools: list[Literal["shell", "read", "write", "edit", "search"]] | None = None
 
     @field_validator("split", mode="before")
     @classmethod
