@@ -3,16 +3,17 @@
 Docker builds the task's Dockerfile (FROM lines mapped by the image map, once, where it builds), so a container
 starts in the task's initial state. A backend that runs on the host's file system (``builds_images`` False: the
 local one) ignores images; ``setup_environment`` then replays the Dockerfile inside the sandbox: ``WORKDIR``,
-``COPY``/``ADD`` of build-context files (``copy_in``), ``ENV`` and ``RUN`` (as root, in the sandbox), and finally
-gives the working directory to the backend's agent user (as the base image's /app is the agent's). ``FROM``,
-``USER`` and the rest are ignored there.
+``COPY``/``ADD`` of build-context files (``copy_in``), ``ENV`` and ``RUN`` (as root, in the sandbox: like every
+exec there, with no capability at all, so a third-party task's ``RUN`` cannot mount, mknod or reach the host),
+and finally gives the working directory to the backend's agent user (as the base image's /app is the agent's)
+through the backend's own ``chown_tree`` (`OwnsFiles`). ``FROM``, ``USER`` and the rest are ignored there.
 """
 
 from __future__ import annotations
 
 import secrets
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from openforge.sandbox import Sandbox, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks.environment import task_environment
@@ -20,7 +21,15 @@ from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError, copy_args, env_instruction, parse_dockerfile
 from openforge.tasks.model import Task
 
-__all__ = ["make_sandbox_spec", "setup_environment"]
+__all__ = ["OwnsFiles", "make_sandbox_spec", "setup_environment"]
+
+
+@runtime_checkable
+class OwnsFiles(Protocol):
+    """A sandbox whose execs carry no capability (the local one) changes file owners through its own
+    privileged operation instead of `exec(["chown", ...], user="root")`."""
+
+    async def chown_tree(self, owner: str, path: str) -> None: ...
 
 
 def make_sandbox_spec(task: Task, image_map: ImageMap | None, *, name: str | None = None, run: str | None = None,
@@ -60,6 +69,8 @@ async def setup_environment(task: Task, sandbox: Sandbox, provider: SandboxProvi
     workdir = PurePosixPath(task.workdir or sandbox.spec.workdir or "/app")
     cwd = PurePosixPath("/")
     env: dict[str, str] = {}
+    if isinstance(sandbox, OwnsFiles):  # root's while the steps run (they have no capability to write others')
+        await sandbox.chown_tree("0:0", str(workdir))
     for instr, rest in parse_dockerfile(task.dockerfile.read_text()):
         if instr == "WORKDIR":
             cwd = cwd / rest.strip("\"'")
@@ -80,15 +91,20 @@ async def setup_environment(task: Task, sandbox: Sandbox, provider: SandboxProvi
         elif instr == "ENV":
             env.update(env_instruction(rest))
         elif instr == "RUN":
-            await _checked(sandbox, rest, "root", str(cwd), env, timeout, f"RUN {rest}")
+            await _checked(sandbox, rest, "root", str(cwd), env, timeout, f"RUN {rest}",
+                           hint=" (a replayed RUN step has no capability — no chown to another user, mknod, "
+                                "mount or writes to the host's read-only /usr and /etc: such a task needs the "
+                                "docker sandbox)" if isinstance(sandbox, OwnsFiles) else "")
     owner = provider.agent_user
-    if owner:
+    if owner and isinstance(sandbox, OwnsFiles):
+        await sandbox.chown_tree(owner, str(workdir))
+    elif owner:
         await _checked(sandbox, ["chown", "-R", owner, str(workdir)], "root", "/", {}, timeout, "chown workdir")
 
 
 async def _checked(sandbox: Sandbox, cmd: list[str] | str, user: str, workdir: str, env: dict[str, str],
-                   timeout: float, what: str) -> None:
+                   timeout: float, what: str, hint: str = "") -> None:
     r = await sandbox.exec(cmd, timeout_s=timeout, user=user, workdir=workdir, env=env or None)
     if r.exit_code != 0 or r.timed_out:
         detail = (r.stderr or r.stdout or "").strip()[-1500:]
-        raise LocalEmulationError(f"{what} failed in the local sandbox (exit {r.exit_code}): {detail}")
+        raise LocalEmulationError(f"{what} failed in the local sandbox (exit {r.exit_code}){hint}: {detail}")

@@ -54,6 +54,44 @@ def test_examples_validate_in_the_local_sandbox(tmp_path):
         assert r.solve_reward == 1.0 and r.wrong_reward is not None and r.wrong_reward < 1.0
 
 
+def test_replayed_run_steps_have_no_capability(tmp_path):
+    """A third-party task's RUN steps, replayed by the local backend as root, keep no capability: they cannot
+    mknod or mount (the step fails, naming why), and the workdir still ends up the agent's."""
+    from openforge.rollout.task_environment import setup_environment
+    from openforge.tasks.local import LocalEmulationError
+    from support.rollout import make_task
+
+    if os.geteuid() != 0:
+        pytest.skip("the local sandbox drops to the agent's user only as root")
+    provider = _local_provider(tmp_path)
+    probe = make_task(tmp_path / "tasks", "caps-probe")
+    (probe / "environment" / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nWORKDIR /app\nRUN grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status > caps.txt\n")
+    bad = make_task(tmp_path / "tasks", "mknod-step")
+    (bad / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\nRUN mknod null c 1 3\n")
+
+    async def main():
+        sb = await provider.create(make_sandbox_spec(load_task(probe), IMAGE_MAP, run="caps"))
+        try:
+            await setup_environment(load_task(probe), sb, provider)
+            caps = (await sb.read_file("/app/caps.txt")).decode()
+            owner = (await sb.exec("stat -c %U /app /app/caps.txt", timeout_s=20)).stdout.split()
+        finally:
+            await sb.destroy()
+        sb = await provider.create(make_sandbox_spec(load_task(bad), IMAGE_MAP, run="caps"))
+        try:
+            with pytest.raises(LocalEmulationError, match="no capability") as failed:
+                await setup_environment(load_task(bad), sb, provider)
+        finally:
+            await sb.destroy()
+        return caps, owner, str(failed.value)
+
+    caps, owner, failed = asyncio.run(main())
+    assert [int(line.split()[1], 16) for line in caps.splitlines()] == [0, 0, 0], caps
+    assert owner == [provider.agent_user] * 2
+    assert "RUN mknod null c 1 3" in failed and "Operation not permitted" in failed
+
+
 def test_do_nothing_fails_and_generated_task_validates(tmp_path):
     provider = _local_provider(tmp_path)
     task = load_task(EXAMPLES / "heldout" / "dedupe-contacts")

@@ -77,6 +77,11 @@ class Bwrap:
             self._args += ["--hostname", hostname]
         return self
 
+    def ids(self, uid: int, gid: int) -> Bwrap:
+        """The uid and gid the command has inside its user namespace (needs `namespaces(user=True)`)."""
+        self._args += ["--uid", str(uid), "--gid", str(gid)]
+        return self
+
     def root(self, fs: Path) -> Bwrap:
         """A persistent root directory (what is written anywhere outside the mounts stays there)."""
         return self.bind(fs, "/", read_only=False)

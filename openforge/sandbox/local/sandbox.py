@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 __all__ = ["BASE_PATH", "RUN_DIR", "LocalSandbox", "remove_sandbox_dir"]
 
 RUN_DIR = "/run/openforge"
+# What the backend's own file operations (copy in/out, read_file, chown; fixed commands, never the agent's or a
+# task's) keep as root: enough to read and write any file of the sandbox, nothing else (no mount, mknod, ...).
+# Every `exec` — the agent's, the verifier's, a task's RUN step, `user="root"` included — keeps none.
+FILE_CAPS = "chown,dac_override,dac_read_search,fowner,fsetid"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -90,7 +94,8 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"sandbox {self.name}: no user {a!r} on this machine") from e
         return pw.pw_uid, (int(b) if b.isdigit() else pw.pw_gid), pw.pw_dir, pw.pw_name
 
-    def _bwrap_argv(self, argv: list[str], *, workdir: str, env: dict[str, str], uid: int, gid: int) -> list[str]:
+    def _bwrap_argv(self, argv: list[str], *, workdir: str, env: dict[str, str], uid: int, gid: int,
+                    keep_caps: str = "") -> list[str]:
         p = self._p
         # The sandbox's own root (persists across execs: a directory made anywhere stays), then the host's
         # system directories read-only on top of it.
@@ -117,6 +122,8 @@ class LocalSandbox(Sandbox):
             launcher += ["--listen", f"127.0.0.1:{self.spec.proxy_port}", "--uds", f"{RUN_DIR}/proxy.sock"]
         if is_root():
             launcher += ["--user", f"{uid}:{gid}"]
+        if keep_caps and uid == 0:
+            launcher += ["--keep-caps", keep_caps]
         if not self._cg.ok:
             if uid != 0:
                 launcher += ["--nproc", str(self.spec.pids)]
@@ -137,14 +144,17 @@ class LocalSandbox(Sandbox):
 
     async def _run(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
                    workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
-                   output_cap: int = DEFAULT_OUTPUT_CAP) -> tuple[int, bytes, bytes, bool, bool, float]:
+                   output_cap: int = DEFAULT_OUTPUT_CAP,
+                   keep_caps: str = "") -> tuple[int, bytes, bytes, bool, bool, float]:
+        """One command in the sandbox. `keep_caps`: only for the backend's own file operations (FILE_CAPS)."""
         self._check()
         argv = command_argv(cmd)
         uid, gid, home, uname = self._resolve_user(user)
         full_env = {"PATH": BASE_PATH, "LANG": "C.UTF-8", "HOME": home, "USER": uname, "LOGNAME": uname}
         full_env.update(self.spec.env)
         full_env.update(env or {})
-        bargv = self._bwrap_argv(argv, workdir=workdir or self.workdir, env=full_env, uid=uid, gid=gid)
+        bargv = self._bwrap_argv(argv, workdir=workdir or self.workdir, env=full_env, uid=uid, gid=gid,
+                                 keep_caps=keep_caps)
         cg = self._cg
         start = time.monotonic()
         try:
@@ -222,6 +232,19 @@ class LocalSandbox(Sandbox):
 
     # -- files ---------------------------------------------------------------------------------------------
 
+    async def _chown_copied(self, owner: str, path: PurePosixPath) -> None:
+        await self.chown_tree(owner, str(path))
+
+    async def chown_tree(self, owner: str, path: str) -> None:
+        """Give `path` (recursively, links not followed) to `owner`: the backend's own operation, the one
+        privileged step of replaying a task's environment (its workdir handed to the agent's user), since
+        every `exec` runs without capabilities. A path that does not exist is left alone."""
+        script = '[ -e "$2" ] || [ -L "$2" ] || exit 0; exec chown -hR -- "$1" "$2"'
+        code, _, err, timed_out, _, _ = await self._run(["sh", "-c", script, "sh", owner, path], timeout_s=300,
+                                                        user="root", workdir="/", keep_caps=FILE_CAPS)
+        if code != 0 or timed_out:
+            raise SandboxError(f"chown {owner} {path} failed in {self.name}: {err.decode(errors='replace').strip()}")
+
     def _check_writable(self, dest: PurePosixPath) -> None:
         """Refuse a copy into the host's read-only system directories or a read-only mount (`dest` absolute)."""
         top = dest.parts[1]
@@ -241,7 +264,7 @@ class LocalSandbox(Sandbox):
         # there — a symlink planted by the agent cannot redirect a host-side write.
         script = 'mkdir -p -- "$1" && exec tar --numeric-owner -xpf - -C "$1"'
         code, _, err, timed_out, _, _ = await self._run(["sh", "-c", script, "sh", str(d.parent)], timeout_s=300,
-                                                        user="root", stdin=data, workdir="/")
+                                                        user="root", stdin=data, workdir="/", keep_caps=FILE_CAPS)
         if code != 0 or timed_out:
             raise SandboxError(f"copy into {self.name}:{dest} failed: {err.decode(errors='replace').strip()}")
         if chown is not None:
@@ -253,7 +276,8 @@ class LocalSandbox(Sandbox):
         script = ('[ -e "$1" ] || [ -L "$1" ] || exit 44; cd -- "$(dirname -- "$1")" && '
                   'exec tar --numeric-owner -cf - -- "$(basename -- "$1")"')
         code, out, err, timed_out, truncated, _ = await self._run(
-            ["sh", "-c", script, "sh", str(s)], timeout_s=600, user="root", workdir="/", output_cap=1 << 40)
+            ["sh", "-c", script, "sh", str(s)], timeout_s=600, user="root", workdir="/", output_cap=1 << 40,
+            keep_caps=FILE_CAPS)
         if code == 44:
             raise FileNotFoundError(f"{self.name}:{src}")
         if code != 0 or timed_out:
@@ -272,7 +296,8 @@ class LocalSandbox(Sandbox):
         self._check()
         script = '[ -d "$1" ] && exit 43; [ -e "$1" ] || exit 44; exec cat -- "$1"'
         code, out, err, timed_out, truncated, _ = await self._run(
-            ["sh", "-c", script, "sh", path], timeout_s=120, user="root", workdir="/", output_cap=max_bytes)
+            ["sh", "-c", script, "sh", path], timeout_s=120, user="root", workdir="/", output_cap=max_bytes,
+            keep_caps=FILE_CAPS)
         if code == 44:
             return None
         if code == 43:
