@@ -89,6 +89,11 @@ def classify_agent_run(run: AgentRun) -> tuple[Outcome, str] | None:
     return None
 
 
+def agent_caused(reason: str | None) -> bool:
+    """Whether an outcome reason is one of `classify_agent_run`'s agent failures (timeout or exit)."""
+    return bool(reason) and (reason.startswith(f"{AGENT_TIMEOUT}:") or reason.startswith(f"{AGENT_FAULT}:"))
+
+
 def agent_failure(result: AttemptResult, reason: str) -> None:
     """Mark an attempt as the agent's failure: `failed`, reward 0, the reason kept."""
     result.outcome, result.reward, result.reason = Outcome.failed, 0.0, reason
