@@ -28,8 +28,11 @@ __all__ = [
     "KILL_SCRIPT",
     "WorkerPool",
     "append_capped",
+    "STOP_SCRIPT",
+    "exists_script_argv",
     "kill_script_argv",
     "run_selector",
+    "stop_script_argv",
 ]
 
 T = TypeVar("T")
@@ -54,6 +57,36 @@ done
 exit 0
 """
 
+# Runs as root inside the sandbox (`Sandbox.stop_agent_processes`, in band): stop, then kill, every process
+# but PID 1 (the keep-alive) and this shell, until none is left. `kill -1` reaches every process of the pid
+# namespace at once; stopped first, none can fork meanwhile. Zombies (state Z) are dead already and skipped.
+STOP_SCRIPT = r"""
+count_others() {  # sets n without a subshell: a subshell would count itself
+  n=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    if [ "$p" = 1 ] || [ "$p" = "$$" ]; then continue; fi
+    { read -r line < "$d/stat"; } 2>/dev/null || continue
+    state=${line##*) }; state=${state%% *}
+    if [ "$state" != Z ] && [ "$state" != X ]; then n=$((n + 1)); fi
+  done
+}
+round=0
+count_others
+while [ "$n" != 0 ]; do
+  round=$((round + 1))
+  if [ "$round" -gt 50 ]; then echo "$n processes remain after 50 rounds of kill -KILL -1" >&2; exit 1; fi
+  kill -STOP -1 2>/dev/null
+  kill -KILL -1 2>/dev/null
+  sleep 0.1 2>/dev/null || :
+  count_others
+done
+exit 0
+"""
+
+# Prints, NUL-separated, which of its arguments exist (a dangling symlink included).
+EXISTS_SCRIPT = r'for p; do if [ -e "$p" ] || [ -L "$p" ]; then printf "%s\0" "$p"; fi; done'
+
 # PID 1 of a container or pod, whatever the image: `sleep infinity` where supported, else a loop.
 KEEPALIVE = ["/bin/sh", "-c", "exec sleep infinity 2>/dev/null; while :; do sleep 3600; done"]
 
@@ -61,6 +94,16 @@ KEEPALIVE = ["/bin/sh", "-c", "exec sleep infinity 2>/dev/null; while :; do slee
 def kill_script_argv(marker: str) -> list[str]:
     """The command that kills every process of the exec carrying `marker` (run it as root in the sandbox)."""
     return ["/bin/sh", "-c", KILL_SCRIPT, "sh", f"{EXEC_MARKER}={marker}"]
+
+
+def stop_script_argv() -> list[str]:
+    """The in-band command that ends every process but PID 1 (run it as root in the sandbox)."""
+    return ["/bin/sh", "-c", STOP_SCRIPT]
+
+
+def exists_script_argv(paths: list[str]) -> list[str]:
+    """The in-band command that prints (NUL-separated) which of `paths` exist."""
+    return ["/bin/sh", "-c", EXISTS_SCRIPT, "sh", *paths]
 
 
 def run_selector(run_label: str | None) -> dict[str, str]:
