@@ -120,8 +120,12 @@ class EpisodeRunner:
                 t1 = time.monotonic()
                 graded = await grade(task, sb)
                 result.timings["verify_s"] = time.monotonic() - t1
+                result.grading_notes = graded.notes
                 if graded.error:
                     result.outcome, result.reason = Outcome.verifier_error, graded.error
+                elif graded.tampered:  # graded without running the verifier: the agent changed what it runs
+                    result.reward, result.outcome, result.reason = 0.0, Outcome.failed, graded.reason
+                    result.tampered = graded.tampered
                 else:
                     result.reward = graded.reward
                     result.outcome = Outcome.passed if graded.reward >= 1.0 else Outcome.failed

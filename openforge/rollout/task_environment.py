@@ -26,8 +26,9 @@ __all__ = ["make_sandbox_spec", "setup_environment"]
 def make_sandbox_spec(task: Task, image_map: ImageMap | None, *, name: str | None = None, run: str | None = None,
                       **overrides: Any) -> SandboxSpec:
     """A ``SandboxSpec`` for the task: its (mapped) image, or its Dockerfile's directory with the image map for
-    its FROM lines; its resources, workdir and ``[environment] env``. ``overrides`` are further SandboxSpec
-    fields (proxy_uds, mounts, ...)."""
+    its FROM lines; its resources (storage and the build's time limit included), workdir, ``[environment] env``
+    and whether building may reach the network (``allow_internet``). ``overrides`` are further SandboxSpec
+    fields (proxy_uds, mounts, user, ...)."""
     env = task_environment(task, image_map)
     res = task.resources
     fields: dict[str, Any] = {
@@ -37,6 +38,9 @@ def make_sandbox_spec(task: Task, image_map: ImageMap | None, *, name: str | Non
         "pids": res.pids,
         "workdir": env.workdir,
         "env": dict(task.config.environment.env),
+        "storage_mb": res.storage_mb,
+        "build_timeout_s": res.build_timeout_s,
+        "build_network": bool(task.config.environment.allow_internet),
     }
     if run is not None:
         fields["run"] = run

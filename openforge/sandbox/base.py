@@ -128,6 +128,11 @@ class SandboxSpec(BaseModel):
       `openforge-base:bookworm`); `None` = the image's user (Docker) / the local backend's agent user.
     - `timeout_s`: optional lifetime after which a backend may reap the sandbox on its own (Kubernetes
       `activeDeadlineSeconds`); Docker and local rely on `destroy()` / `cleanup()`.
+    - `storage_mb`: how much the sandbox may write to its file system: Docker's storage quota where the daemon
+      has one (overlay2 on xfs with `pquota`; elsewhere the provider says once that it is not enforced),
+      Kubernetes' `ephemeral-storage` request and limit; None: no limit.
+    - `build_timeout_s`, `build_network`: building `dockerfile_dir` may take at most this long (None: no
+      limit), and its `RUN` steps reach the network only with `build_network` (the task's `allow_internet`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -149,6 +154,9 @@ class SandboxSpec(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     user: str | None = None
     timeout_s: float | None = None
+    storage_mb: int | None = Field(None, ge=16)
+    build_timeout_s: float | None = Field(None, gt=0)
+    build_network: bool = False
 
     @field_validator("name")
     @classmethod

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from .base import LABEL_MANAGED, LABEL_RUN, label_value
 
 __all__ = [
+    "AGENT_CAPABILITIES",
     "EXEC_MARKER",
     "FORWARDER_PY",
     "ExecDeadline",
@@ -38,6 +39,17 @@ __all__ = [
 T = TypeVar("T")
 
 EXEC_MARKER = "OPENFORGE_EXEC_ID"
+
+# The capabilities a sandbox's processes may hold (Docker `cap_drop: ALL` + `cap_add`, the same in Kubernetes):
+# what a Harbor task's root agent needs to install packages and edit system files (file ownership and modes,
+# switching users as apt and su do, signalling its own processes, binding low ports for a task's server),
+# i.e. Docker's default set without NET_RAW (raw sockets), MKNOD (device nodes), SETFCAP (file capabilities)
+# and SYS_CHROOT. SETPCAP stays: grading needs it to drop the verifier's capabilities (`setpriv`).
+AGENT_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP",
+                      "NET_BIND_SERVICE", "AUDIT_WRITE")
+# Open files per process in a sandbox (a runtime's default can be a million); a daemon whose own limit is lower
+# cannot grant it, and its sandboxes then keep the daemon's.
+NOFILE_LIMIT = 16384
 KILL_GRACE_S = 5.0  # after a timeout kill, how long to wait for the exec's output to end
 FORWARDER_PY = Path(__file__).with_name("forwarder.py")  # the proxy bridge / local launcher, run as a file
 
@@ -58,26 +70,43 @@ exit 0
 """
 
 # Runs as root inside the sandbox (`Sandbox.stop_agent_processes`, in band): stop, then kill, every process
-# but PID 1 (the keep-alive) and this shell, until none is left. `kill -1` reaches every process of the pid
-# namespace at once; stopped first, none can fork meanwhile. Zombies (state Z) are dead already and skipped.
+# but PID 1 and this shell until none is left — with the argument `spare-keepalive` also the eldest child of
+# PID 1 (the keep-alive under an init such as Docker's tini). Without it, `kill -1` reaches every process of the
+# pid namespace at once; either way processes are stopped first, so none can fork meanwhile. Zombies (state Z)
+# are dead already and skipped. Builtins only: nothing is forked but `sleep`.
 STOP_SCRIPT = r"""
-count_others() {  # sets n without a subshell: a subshell would count itself
-  n=0
+keep=
+if [ "${1:-}" = spare-keepalive ]; then
+  eldest=
+  for d in /proc/[0-9]*; do
+    { read -r line < "$d/stat"; } 2>/dev/null || continue
+    set -- ${line##*) }
+    if [ "$2" = 1 ] && { [ -z "$eldest" ] || [ "${20}" -lt "$eldest" ]; }; then eldest=${20}; keep=${d#/proc/}; fi
+  done
+fi
+others=
+count_others() {  # sets n and others without a subshell: a subshell would count itself
+  n=0; others=
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
-    if [ "$p" = 1 ] || [ "$p" = "$$" ]; then continue; fi
+    if [ "$p" = 1 ] || [ "$p" = "$$" ] || [ "$p" = "$keep" ]; then continue; fi
     { read -r line < "$d/stat"; } 2>/dev/null || continue
     state=${line##*) }; state=${state%% *}
-    if [ "$state" != Z ] && [ "$state" != X ]; then n=$((n + 1)); fi
+    if [ "$state" != Z ] && [ "$state" != X ]; then n=$((n + 1)); others="$others $p"; fi
   done
 }
 round=0
 count_others
 while [ "$n" != 0 ]; do
   round=$((round + 1))
-  if [ "$round" -gt 50 ]; then echo "$n processes remain after 50 rounds of kill -KILL -1" >&2; exit 1; fi
-  kill -STOP -1 2>/dev/null
-  kill -KILL -1 2>/dev/null
+  if [ "$round" -gt 50 ]; then echo "$n processes remain after 50 rounds of SIGKILL" >&2; exit 1; fi
+  if [ -z "$keep" ]; then
+    kill -STOP -1 2>/dev/null; kill -KILL -1 2>/dev/null
+  else
+    for p in $others; do kill -STOP "$p" 2>/dev/null; done
+    count_others
+    for p in $others; do kill -KILL "$p" 2>/dev/null; done
+  fi
   sleep 0.1 2>/dev/null || :
   count_others
 done
@@ -96,9 +125,10 @@ def kill_script_argv(marker: str) -> list[str]:
     return ["/bin/sh", "-c", KILL_SCRIPT, "sh", f"{EXEC_MARKER}={marker}"]
 
 
-def stop_script_argv() -> list[str]:
-    """The in-band command that ends every process but PID 1 (run it as root in the sandbox)."""
-    return ["/bin/sh", "-c", STOP_SCRIPT]
+def stop_script_argv(spare_keepalive: bool = False) -> list[str]:
+    """The in-band command that ends every process but PID 1 (and, with `spare_keepalive`, PID 1's eldest
+    child); run it as root in the sandbox."""
+    return ["/bin/sh", "-c", STOP_SCRIPT, "sh"] + (["spare-keepalive"] if spare_keepalive else [])
 
 
 def exists_script_argv(paths: list[str]) -> list[str]:
