@@ -28,7 +28,7 @@ from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
 from openforge.rollout.grading import grade, tail
-from openforge.rollout.task_environment import make_sandbox_spec, setup_environment
+from openforge.rollout.task_environment import agent_spec_user, make_sandbox_spec, setup_environment
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.solution import SolutionError, solution_script
@@ -109,6 +109,7 @@ class EpisodeRunner:
                     proxy_uds=self.proxy.uds, mounts=self._mounts(adapter),
                     memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
                     timeout_s=self._lifetime(task),
+                    user=agent_spec_user(task, self.config.agent_user) if self.provider.builds_images else None,
                 )
                 sb = await self._create(spec)
                 await setup_environment(task, sb, self.provider)

@@ -14,13 +14,24 @@ import secrets
 from pathlib import PurePosixPath
 from typing import Any
 
-from openforge.sandbox import Sandbox, SandboxProvider, SandboxSpec, sandbox_name
+from openforge.sandbox import Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks.environment import task_environment
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError, copy_args, env_instruction, parse_dockerfile
 from openforge.tasks.model import Task
 
-__all__ = ["make_sandbox_spec", "setup_environment"]
+__all__ = ["AGENT_USER", "agent_spec_user", "make_sandbox_spec", "setup_environment"]
+
+#: The unprivileged agent of Docker and Kubernetes sandboxes (`agent_user: agent`): numeric, so that it works in
+#: any image (the offline base image names it `agent`).
+AGENT_USER = "1000:1000"
+
+
+def agent_spec_user(task: Task, run_choice: str | None) -> str | None:
+    """`SandboxSpec.user` for the agent: the run's choice (`RolloutConfig.agent_user`), else the task's
+    `[agent] user`, else root; root is None (the image's user, root in Harbor images), `agent` is AGENT_USER."""
+    choice = run_choice or task.config.agent.user or "root"
+    return AGENT_USER if choice == "agent" else None
 
 
 def make_sandbox_spec(task: Task, image_map: ImageMap | None, *, name: str | None = None, run: str | None = None,
@@ -56,8 +67,17 @@ def make_sandbox_spec(task: Task, image_map: ImageMap | None, *, name: str | Non
 async def setup_environment(task: Task, sandbox: Sandbox, provider: SandboxProvider,
                             timeout_s: float | None = None) -> None:
     """Bring a fresh sandbox to the task's initial state where the backend did not build the image (local);
-    nothing to do where it did. Raises LocalEmulationError when a Dockerfile step cannot be replayed."""
-    if provider.builds_images or task.dockerfile is None:
+    where it did, only give the work directory to an unprivileged agent (`spec.user` AGENT_USER), as a Harbor
+    image's files belong to root. Raises LocalEmulationError when a Dockerfile step cannot be replayed."""
+    if provider.builds_images:
+        if sandbox.spec.user == AGENT_USER and sandbox.spec.workdir:
+            r = await sandbox.exec(["chown", "-R", AGENT_USER, sandbox.spec.workdir], timeout_s=timeout_s or 300,
+                                   user="0:0", workdir="/")
+            if r.exit_code != 0:
+                raise SandboxError(f"sandbox {sandbox.name}: cannot give {sandbox.spec.workdir} to the agent user: "
+                                   f"{(r.stderr or r.stdout).strip()[-500:]}")
+        return
+    if task.dockerfile is None:
         return
     timeout = timeout_s or task.resources.build_timeout_s
     ctx = task.dockerfile.parent.resolve()

@@ -69,13 +69,16 @@ done
 exit 0
 """
 
-# Runs as root inside the sandbox (`Sandbox.stop_agent_processes`, in band): stop, then kill, every process
-# but PID 1 and this shell until none is left — with the argument `spare-keepalive` also the eldest child of
-# PID 1 (the keep-alive under an init such as Docker's tini). Without it, `kill -1` reaches every process of the
-# pid namespace at once; either way processes are stopped first, so none can fork meanwhile. Zombies (state Z)
-# are dead already and skipped. Builtins only: nothing is forked but `sleep`.
+# Runs as root inside the sandbox (`Sandbox.stop_agent_processes`, in band): stop (SIGSTOP), then kill, every
+# process but PID 1, this shell and its ancestors (none in a container exec; a launcher where the exec is
+# wrapped), until none is left — with the argument `spare-keepalive` also the eldest child of PID 1 (the
+# keep-alive under an init such as Docker's tini). Stopped processes cannot fork, so rounds converge on a fork
+# bomb too. Zombies (state Z) are dead already and skipped. It refuses to run unless the keep-alive carries
+# KEEPALIVE_MARK: in any other pid namespace (a host's) it would reach far more than a sandbox. Shell builtins
+# only, but `sleep` (a fork bomb may leave no process to spare).
 STOP_SCRIPT = r"""
 keep=
+guard=1
 if [ "${1:-}" = spare-keepalive ]; then
   eldest=
   for d in /proc/[0-9]*; do
@@ -83,13 +86,28 @@ if [ "${1:-}" = spare-keepalive ]; then
     set -- ${line##*) }
     if [ "$2" = 1 ] && { [ -z "$eldest" ] || [ "${20}" -lt "$eldest" ]; }; then eldest=${20}; keep=${d#/proc/}; fi
   done
+  guard=$keep
 fi
-others=
+envline=
+[ -n "$guard" ] && { read -r envline < "/proc/$guard/environ"; } 2>/dev/null
+case "$envline" in
+  *OPENFORGE_KEEPALIVE=1*) ;;
+  *) echo "refusing to stop processes: process ${guard:-?} is not an openforge keep-alive (not a sandbox's pid namespace)" >&2
+     exit 2 ;;
+esac
+spare=" 1 $keep "
+p=$$
+while [ -n "$p" ] && [ "$p" != 0 ] && [ "$p" != 1 ]; do
+  spare="$spare$p "
+  { read -r line < "/proc/$p/stat"; } 2>/dev/null || break
+  set -- ${line##*) }
+  p=$2
+done
 count_others() {  # sets n and others without a subshell: a subshell would count itself
   n=0; others=
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
-    if [ "$p" = 1 ] || [ "$p" = "$$" ] || [ "$p" = "$keep" ]; then continue; fi
+    case "$spare" in *" $p "*) continue ;; esac
     { read -r line < "$d/stat"; } 2>/dev/null || continue
     state=${line##*) }; state=${state%% *}
     if [ "$state" != Z ] && [ "$state" != X ]; then n=$((n + 1)); others="$others $p"; fi
@@ -99,15 +117,12 @@ round=0
 count_others
 while [ "$n" != 0 ]; do
   round=$((round + 1))
-  if [ "$round" -gt 50 ]; then echo "$n processes remain after 50 rounds of SIGKILL" >&2; exit 1; fi
-  if [ -z "$keep" ]; then
-    kill -STOP -1 2>/dev/null; kill -KILL -1 2>/dev/null
-  else
-    for p in $others; do kill -STOP "$p" 2>/dev/null; done
-    count_others
-    for p in $others; do kill -KILL "$p" 2>/dev/null; done
-  fi
-  sleep 0.1 2>/dev/null || :
+  if [ "$round" -gt 100 ]; then echo "$n processes remain after 100 rounds of SIGKILL" >&2; exit 1; fi
+  for p in $others; do kill -STOP "$p" 2>/dev/null; done
+  count_others
+  for p in $others; do kill -STOP "$p" 2>/dev/null; done
+  for p in $others; do kill -KILL "$p" 2>/dev/null; done
+  sleep 0.05 2>/dev/null || :
   count_others
 done
 exit 0
@@ -116,8 +131,10 @@ exit 0
 # Prints, NUL-separated, which of its arguments exist (a dangling symlink included).
 EXISTS_SCRIPT = r'for p; do if [ -e "$p" ] || [ -L "$p" ]; then printf "%s\0" "$p"; fi; done'
 
-# PID 1 of a container or pod, whatever the image: `sleep infinity` where supported, else a loop.
-KEEPALIVE = ["/bin/sh", "-c", "exec sleep infinity 2>/dev/null; while :; do sleep 3600; done"]
+# PID 1 of a container or pod (Docker: the init's child), whatever the image: `sleep infinity` where supported,
+# else a loop. Its environment carries KEEPALIVE_MARK, by which the in-band process stop recognises it.
+KEEPALIVE_MARK = "OPENFORGE_KEEPALIVE=1"
+KEEPALIVE = ["/bin/sh", "-c", f"export {KEEPALIVE_MARK}; exec sleep infinity 2>/dev/null; while :; do sleep 3600; done"]
 
 
 def kill_script_argv(marker: str) -> list[str]:

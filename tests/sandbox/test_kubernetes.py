@@ -60,8 +60,9 @@ async def test_create_exec_copy_read_destroy(fake_api, provider, tmp_path):
     labels = pod["metadata"]["labels"]
     assert labels[LABEL_MANAGED] == "1" and labels[LABEL_RUN] == "life" and labels[LABEL_NAME] == sb.name
     assert pod["spec"]["restartPolicy"] == "Never" and pod["spec"]["automountServiceAccountToken"] is False
-    # the pod reaches the proxy by its Service name, not the host's socket
-    assert sb.proxy_url == f"http://openforge-proxy.{NS}.svc:8100"
+    # the pod reaches the proxy by its Service's cluster IP (read through the API: pods get no DNS), not the
+    # host's socket
+    assert sb.proxy_url == "http://10.96.0.10:8100"
     assert {"name": "OPENFORGE_PROXY_URL", "value": sb.proxy_url} in pod["spec"]["containers"][0]["env"]
 
     r = await sb.exec('echo "$TASK_VAR $EXTRA"; pwd; echo oops >&2; exit 7', timeout_s=20, env={"EXTRA": "x y"})
