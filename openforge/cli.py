@@ -277,7 +277,8 @@ def _run_rollouts(config, report: bool) -> None:
     except RolloutError as e:
         fail(str(e))
     console.print(f"{summary.done} episodes run, {summary.skipped} already finished: "
-                  + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items())))
+                  + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
+                  + (f" ({summary.tampered} failed for tampering with the verifier)" if summary.tampered else ""))
     if report:
         with TrajectoryStore.open(config.run) as store:
             write_report(store, config.run, console)

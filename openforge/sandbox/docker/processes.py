@@ -1,9 +1,11 @@
 """Stopping every process of a container but its init and keep-alive, for grading
-(`Sandbox.stop_agent_processes`): from the host, through the container's cgroup, with the container frozen
-(`docker pause`) so nothing forks while it is killed; then thawed, and again until none is left. A fork bomb
-cannot outrun it and an agent cannot hide from it (it does not run anything in the container). Needs the
-daemon's pid namespace (the orchestrator on the Docker host, as root); elsewhere it falls back to the in-band
-`common.STOP_SCRIPT`, sparing the keep-alive.
+(`Sandbox.stop_agent_processes`): from the host, through the container's cgroup — every process is sent
+SIGSTOP (a stopped process cannot fork; the list is read again until no running one is left), then SIGKILL,
+and again until none is left. A fork bomb cannot outrun it and an agent cannot hide from it (nothing runs in
+the container). The cgroup freezer (`docker pause`) would do the first part at once, but it fails on a
+container busy forking ("unable to freeze"), so it is not used. Needs the daemon's pid namespace (the
+orchestrator on the Docker host, as root); elsewhere it falls back to the in-band `common.STOP_SCRIPT`,
+sparing the keep-alive.
 """
 
 from __future__ import annotations
@@ -71,33 +73,36 @@ def stop_container_processes(conn: DockerConnection, container_id: str, name: st
     if not os.path.exists(f"/proc/{init_pid}") or not container_host_pids(container_id):
         _stop_in_band(conn, container_id, name, has_init)
         return
-    api = conn.api
     for _ in range(ROUNDS):
         procs = _living(container_host_pids(container_id))
         if init_pid not in procs:
             raise SandboxError(f"sandbox {name}: the container's init process is gone")
-        victims = [pid for pid in procs if pid not in _keep(init_pid, has_init, procs)]
+        keep = _keep(init_pid, has_init, procs)
+        victims = [pid for pid in procs if pid not in keep]
         if not victims:
             return
-        try:
-            api.pause(container_id)
-        except docker_errors() as e:
-            raise infra_error(f"cannot freeze sandbox {name} to stop its processes", e) from e
-        try:
-            for pid in victims:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        finally:
-            try:
-                api.unpause(container_id)
-            except docker_errors() as e:
-                raise infra_error(f"cannot thaw sandbox {name}", e) from e
+        stopped: set[int] = set()
+        for _ in range(ROUNDS):  # stop everything, including what forked while we were stopping
+            running = [pid for pid, st in _living(container_host_pids(container_id)).items()
+                       if pid not in keep and pid not in stopped]
+            if not running:
+                break
+            for pid in running:
+                _signal(pid, signal.SIGSTOP)
+                stopped.add(pid)
+        for pid in stopped | set(victims):
+            _signal(pid, signal.SIGKILL)
         end = time.monotonic() + 2.0
-        while time.monotonic() < end and _living(victims):
+        while time.monotonic() < end and _living(list(stopped)):
             time.sleep(0.02)
     raise SandboxError(f"sandbox {name}: processes remain after {ROUNDS} rounds of SIGKILL")
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def _stop_in_band(conn: DockerConnection, container_id: str, name: str, has_init: bool) -> None:
