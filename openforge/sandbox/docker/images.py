@@ -163,7 +163,7 @@ class ImageBuilder:
             (ctx / "Dockerfile").write_text(dockerfile_text)
             log: list[str] = []
             error: str | None = None
-            late = f"the build ran past its {timeout_s:g}s limit ([environment] build_timeout_sec)"
+            late = f"the build ran past its {timeout_s or 0:g}s limit ([environment] build_timeout_sec)"
             events = self.conn.api.build(
                 path=str(ctx), tag=tag, rm=True, forcerm=True, pull=False, decode=True,
                 labels={LABEL_MANAGED: "1", "openforge.context-hash": digest}, network_mode=network,

@@ -180,8 +180,8 @@ class DockerSandbox(Sandbox):
                                   self._p.init)
 
     async def changed_paths(self) -> list[PathChange]:
-        """`docker diff` against the image, minus what the runtime adds (mount points, its init binary,
-        /etc/hosts and the like)."""
+        """`docker diff` against the image, minus what the runtime adds (mount points with what is below and
+        the directories above them, its init binary, /etc/hosts and the like)."""
         self._check()
         rows = await self._p.pool.submit(self._diff_blocking)
         mounts = [m.target.rstrip("/") or "/" for m in self.spec.mounts]
@@ -192,8 +192,7 @@ class DockerSandbox(Sandbox):
                 continue
             if self._p.init and path == "/usr/sbin/docker-init":
                 continue
-            if any(path == t or path.startswith(t + "/") or (kind == "added" and t.startswith(path + "/"))
-                   for t in mounts):
+            if any(path == t or path.startswith(t + "/") or t.startswith(path.rstrip("/") + "/") for t in mounts):
                 continue
             out.append(PathChange(path=path, kind=kind))
         return out
