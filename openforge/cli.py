@@ -156,7 +156,8 @@ def k8s_manifests(
     runs_pvc: Optional[str] = typer.Option(None, help="PersistentVolumeClaim for run directories (default: emptyDir)."),
     admin_token_secret: Optional[str] = typer.Option(None, help="Secret (key `token`) with the proxy's admin token."),
     run_label: Optional[str] = typer.Option(None, help="Sandbox label of the run, if not the run name (see `rollout`)."),
-    dns: bool = typer.Option(True, help="Let sandboxes resolve the proxy's Service name (egress to kube-dns :53)."),
+    dns: bool = typer.Option(False, help="Also let sandboxes reach kube-dns :53 (off: they reach the proxy by its "
+                             "Service's cluster IP, and a name server would be a tunnel out)."),
 ) -> None:
     """Print (multi-document YAML) everything a run needs: Namespace, proxy Deployment + Service, RBAC for the
     orchestrator, NetworkPolicies. Apply with `kubectl apply -f -`."""
@@ -276,7 +277,8 @@ def _run_rollouts(config, report: bool) -> None:
     except RolloutError as e:
         fail(str(e))
     console.print(f"{summary.done} episodes run, {summary.skipped} already finished: "
-                  + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items())))
+                  + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
+                  + (f" ({summary.tampered} failed for tampering with the verifier)" if summary.tampered else ""))
     if report:
         with TrajectoryStore.open(config.run) as store:
             write_report(store, config.run, console)
@@ -302,6 +304,9 @@ ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="F
 AttemptsOpt = Annotated[int, typer.Option(help="Tries per episode; only infrastructure failures are retried.")]
 TimeoutOpt = Annotated[Optional[float], typer.Option(help="Harness wall-clock limit in seconds (default: each task's).")]
 ResumeOpt = Annotated[bool, typer.Option(help="Continue a run: skip episodes already finished.")]
+AgentUserOpt = Annotated[Optional[str], typer.Option(
+    "--agent-user", help="Who the agent runs as in docker/kubernetes sandboxes: root (default, as Harbor tasks "
+    "expect) or agent (unprivileged); default: each task's [agent] user, else root.")]
 MaxNewTokensOpt = Annotated[Optional[int], typer.Option(
     help="Cap on tokens sampled per model call (default: RolloutConfig's); also react's own per-reply cap.")]
 
@@ -335,13 +340,14 @@ def _rollout_command(report: bool):
                 agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False,
                 sandbox_option: SandboxOptionOpt = None,
                 proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen"),
-                max_new_tokens: MaxNewTokensOpt = _rollout_default("max_new_tokens")) -> None:
+                max_new_tokens: MaxNewTokensOpt = _rollout_default("max_new_tokens"),
+                agent_user: AgentUserOpt = None) -> None:
         config = _rollout_config(
             tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
             sandbox_options=_key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
             samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
             image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout,
-            resume=resume, max_new_tokens=max_new_tokens,
+            resume=resume, max_new_tokens=max_new_tokens, agent_user=agent_user,
         )
         _run_rollouts(config, report=report)
 

@@ -33,7 +33,7 @@ from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
 from openforge.rollout.grading import grade, tail
-from openforge.rollout.task_environment import make_sandbox_spec, setup_environment
+from openforge.rollout.task_environment import agent_spec_user, make_sandbox_spec, setup_environment
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.solution import SolutionError, solution_script
@@ -114,6 +114,7 @@ class EpisodeRunner:
                     proxy_uds=self.proxy.uds, mounts=self._mounts(adapter),
                     memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
                     timeout_s=self._lifetime(task),
+                    user=agent_spec_user(task, self.config.agent_user) if self.provider.builds_images else None,
                 )
                 sb = await self._create(spec)
                 await setup_environment(task, sb, self.provider)
@@ -127,8 +128,12 @@ class EpisodeRunner:
                 t1 = time.monotonic()
                 graded = await grade(task, sb)
                 result.timings["verify_s"] = time.monotonic() - t1
+                result.grading_notes = graded.notes
                 if graded.error:
                     result.outcome, result.reason = Outcome.verifier_error, graded.error
+                elif graded.tampered:  # graded without running the verifier: the agent changed what it runs
+                    result.reward, result.outcome, result.reason = 0.0, Outcome.failed, graded.reason
+                    result.tampered = graded.tampered
                 else:
                     result.reward = graded.reward
                     result.outcome = Outcome.passed if graded.reward >= 1.0 else Outcome.failed

@@ -30,6 +30,8 @@ class RunOutcome:
     verifier_exit: int | None = None
     solution_output: str = ""
     verifier_output: str = ""
+    tampered: list[str] = field(default_factory=list)  # what the tamper check found (the reward is then 0)
+    tamper_reason: str | None = None
 
 
 @dataclass
@@ -60,8 +62,9 @@ async def run_script_and_verify(
 ) -> RunOutcome:
     """In a fresh sandbox: run ``script`` with the files of its directory beside it, in the workdir and as the
     agent user, as the oracle teacher does (the same command, ``openforge.tasks.solution``; ``script=None``:
-    run nothing); empty ``/logs/verifier``; copy ``tests/`` to ``/tests``; run ``bash /tests/test.sh`` as root
-    in the workdir; read the reward (reward.json wins over reward.txt)."""
+    run nothing); then grade the sandbox as an episode is graded (``openforge.rollout.grading``: processes
+    stopped, tamper check, fresh ``/logs/verifier`` and ``/tests``, the verifier as root without capabilities,
+    the reward read safely)."""
     out = RunOutcome(script=label)
     res = task.resources
     try:
@@ -85,6 +88,7 @@ async def run_script_and_verify(
                 return out
         graded = await grade(task, sb, res.verifier_timeout_s)
         out.verifier_exit, out.verifier_output, out.reward = graded.exit_code, graded.output, graded.reward
+        out.tampered, out.tamper_reason = graded.tampered, graded.reason
         if graded.error:
             out.error = f"{label}: {graded.error}"
     except LocalEmulationError as e:
@@ -117,6 +121,10 @@ async def validate_task_by_running(
     result.solve_reward = solve.reward
     if solve.error:
         result.errors.append(solve.error)
+    elif solve.tampered:
+        result.errors.append(
+            f"solve.sh was graded as tampering with the verifier ({solve.tamper_reason}); if the task means the "
+            "agent to change these paths, allow them in task.toml: [verifier] allowed_changes = [globs]")
     elif solve.reward != 1.0:
         result.errors.append(
             f"solve.sh scored {solve.reward:g}, expected 1.0 (solution exit {solve.solution_exit}); "

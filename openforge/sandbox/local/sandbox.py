@@ -310,6 +310,10 @@ class LocalSandbox(Sandbox):
 
     # -- status / destroy ----------------------------------------------------------------------------------
 
+    async def stop_agent_processes(self) -> None:
+        """Nothing to stop: every exec has its own pid namespace, and everything in it dies with the exec."""
+        self._check()
+
     async def status(self) -> SandboxStatus:
         if self._destroyed:
             return SandboxStatus(alive=False, reason="destroyed")
