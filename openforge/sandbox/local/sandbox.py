@@ -17,9 +17,12 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ..archive import copy_in_target, extract_archive, make_tar
-from ..base import DEFAULT_OUTPUT_CAP, ExecResult, Sandbox, SandboxError, SandboxSpec, SandboxStatus, command_argv
+from ..base import (DEFAULT_OUTPUT_CAP, ExecResult, PathChange, Sandbox, SandboxError, SandboxSpec, SandboxStatus,
+                    command_argv)
 from ..common import FORWARDER_PY, KILL_GRACE_S, append_capped
-from .bwrap import RESERVED_TOPS, Bwrap
+from ..filesnap import Snapshot, diff_snapshots
+from .bwrap import RESERVED_TOPS, SYSTEM_RO, Bwrap
+from .changes import host_snapshot
 from .cgroups import Cgroup
 from .users import is_root
 
@@ -56,6 +59,7 @@ class LocalSandbox(Sandbox):
             self.proxy_url = None
         self._procs: set[asyncio.subprocess.Process] = set()
         self._destroyed = False
+        self._baseline = self._snapshot()  # `changed_paths` compares with this (the state at creation)
 
     def __repr__(self) -> str:
         return f"LocalSandbox(name={self.name!r}, dir={str(self.dir)!r})"
@@ -311,8 +315,32 @@ class LocalSandbox(Sandbox):
     # -- status / destroy ----------------------------------------------------------------------------------
 
     async def stop_agent_processes(self) -> None:
-        """Nothing to stop: every exec has its own pid namespace, and everything in it dies with the exec."""
+        """Out of band, from the host: every exec still running is killed (its process group: bubblewrap, whose
+        pid namespace dies with it), and every process left in the sandbox's cgroup. Each exec has its own pid
+        namespace, so normally nothing is left once the harness has exited; this makes sure."""
         self._check()
+        for proc in list(self._procs):
+            self._kill(proc)
+        if self._cg.ok:
+            await asyncio.to_thread(self._cg.kill_all)
+            if self._cg.pids():
+                raise SandboxError(f"sandbox {self.name}: processes survive in its cgroup after SIGKILL")
+
+    async def mark_initial_state(self) -> None:
+        """The task's initial state is in place (its Dockerfile replayed): `changed_paths` compares with now."""
+        self._check()
+        self._baseline = await asyncio.to_thread(self._snapshot)
+
+    async def changed_paths(self) -> list[PathChange]:
+        """What changed since the sandbox was created (or since `mark_initial_state`), read from the host
+        (`changes.host_snapshot`): the agent's commands are not asked."""
+        self._check()
+        return diff_snapshots(self._baseline, await asyncio.to_thread(self._snapshot))
+
+    def _snapshot(self) -> Snapshot:
+        skip = {f"/{top}" for top in SYSTEM_RO} | {"/proc", "/dev", "/run", "/sys"}
+        skip |= {m.target for m in self.spec.mounts}
+        return host_snapshot(self.fs, skip)
 
     async def status(self) -> SandboxStatus:
         if self._destroyed:
