@@ -363,15 +363,29 @@ app.command("eval", help="Rollouts plus a report: pass@k and pass^k per task, pe
 @tasks_app.command("validate")
 def tasks_validate(
     root: Path = typer.Argument(..., help="A task directory or a root holding several."),
-    run: bool = typer.Option(False, "--run", help="Also run solve.sh (must score 1) and wrong.sh (must score < 1)."),
+    run: bool = typer.Option(False, "--run", help="Also run solve.sh (must score 1), wrong.sh (must score < 1) "
+                             "and the built-in reward hacks (each must score < 1 or be flagged as tampering)."),
     sandbox: str = typer.Option("docker", help="Sandbox for --run: docker or local."),
     image_map: Optional[list[str]] = typer.Option(None, "--image-map", help="FROM=TO (repeatable)."),
+    hacks: str = typer.Option("all", "--hacks", help="Reward hacks to try with --run: all, none, or names "
+                              "(comma-separated; `openforge tasks hacks` lists them)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="With --run: write the results as JSON here "
+                                          "(per task: scores, errors, every hack's verdict)."),
+    concurrency: int = typer.Option(2, "--concurrency", min=1, help="Hack sandboxes at a time, per task."),
 ) -> None:
-    """Check task directories: schema errors named; with --run, the reference and wrong solutions' scores."""
+    """Check task directories: schema errors named; with --run, the reference and wrong solutions' scores and
+    the reward hacks the verifier falls to."""
     import asyncio
+    import json
 
+    from openforge.rollout.hacks import select_hacks
     from openforge.rollout.validate import validate_task_by_running
     from openforge.tasks import ImageMap, inspect_tree, load_tasks
+
+    try:
+        chosen = select_hacks(hacks)
+    except ValueError as e:
+        fail(f"--hacks: {e}")
 
     reports = inspect_tree(root)
     if not reports:
@@ -395,15 +409,37 @@ def tasks_validate(
     async def run_all():
         provider = get_provider(sandbox)
         try:
-            return [await validate_task_by_running(t, provider, mapping) for t in load_tasks([root])]
+            return [await validate_task_by_running(t, provider, mapping, hacks=chosen, concurrency=concurrency)
+                    for t in load_tasks([root])]
         finally:
             await provider.close()
 
     results = asyncio.run(run_all())
     for r in results:
         console.print(("[green]✓[/] " if r.ok else "[red]✗[/] ") + r.summary())
+        for h in r.hacks:
+            if h.fell:
+                console.print(f"    [red]falls to[/] {h.hack}: {h.description}")
+    if chosen:
+        fallen = sorted({h.hack for r in results for h in r.hacks if h.fell})
+        console.print(f"reward hacks: {len(chosen)} tried per task; "
+                      + (f"[red]fallen to[/]: {', '.join(fallen)}" if fallen else "none fallen to"))
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps({"sandbox": sandbox, "hacks": [h.name for h in chosen],
+                                      "tasks": [r.to_json() for r in results]}, indent=1))
+        console.print(f"report: {report}")
     if not all(r.ok for r in results):
         raise typer.Exit(1)
+
+
+@tasks_app.command("hacks")
+def tasks_hacks() -> None:
+    """List the built-in reward hacks `tasks validate --run` tries (name and what it does)."""
+    from openforge.rollout.hacks import HACKS
+
+    for h in HACKS:
+        console.print(f"[bold]{h.name}[/]: {h.description}")
 
 
 @tasks_app.command("generate")

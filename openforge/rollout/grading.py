@@ -38,6 +38,7 @@ __all__ = ["Grade", "REWARD_MAX_BYTES", "TESTS_DEST", "UNSET", "VERIFIER_HOME", 
 TESTS_DEST = "/tests"
 VERIFIER_HOME = "/tmp/openforge-verifier-home"
 REWARD_MAX_BYTES = 1 << 20
+KILLED_BY_SIGNAL = 128  # a shell's exit status for a process killed by signal N is 128 + N
 ROOT = "0:0"  # numeric: a name would be looked up in the sandbox's /etc/passwd, which the agent may have edited
 #: Variables that would steer an interpreter or shell the verifier starts; removed unless `[verifier] env` sets
 #: them.
@@ -154,6 +155,12 @@ async def _grade(task: Task, sb: Sandbox, timeout: float) -> Grade:
     out.exit_code, out.output, out.timed_out = r.exit_code, output_of(r), r.timed_out
     if r.timed_out:
         out.error = f"the verifier timed out after {timeout:g}s"
+        return out
+    if KILLED_BY_SIGNAL < r.exit_code <= KILLED_BY_SIGNAL + 64:
+        # a verifier that runs the agent's code (as root) can be killed by it after that code wrote a reward:
+        # whatever is in /logs/verifier then is not the verifier's word
+        out.error = (f"the verifier was killed by signal {r.exit_code - KILLED_BY_SIGNAL} (exit {r.exit_code}): "
+                     f"its reward is not trusted; verifier output:\n{tail(out.output)}")
         return out
     await sb.stop_agent_processes()  # nothing the verifier started may write the reward after it exited
     try:

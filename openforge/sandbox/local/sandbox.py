@@ -21,7 +21,7 @@ from ..base import (DEFAULT_OUTPUT_CAP, ExecResult, PathChange, Sandbox, Sandbox
                     command_argv)
 from ..common import FORWARDER_PY, KILL_GRACE_S, append_capped
 from ..filesnap import Snapshot, diff_snapshots
-from .bwrap import RESERVED_TOPS, SYSTEM_RO, Bwrap
+from .bwrap import RESERVED_TOPS, SYSTEM_RO, Bwrap, make_links
 from .changes import host_snapshot
 from .cgroups import Cgroup
 from .users import is_root
@@ -157,6 +157,7 @@ class LocalSandbox(Sandbox):
         full_env = {"PATH": BASE_PATH, "LANG": "C.UTF-8", "HOME": home, "USER": uname, "LOGNAME": uname}
         full_env.update(self.spec.env)
         full_env.update(env or {})
+        make_links(self.fs)  # the system links as the host has them, whatever a command before did
         bargv = self._bwrap_argv(argv, workdir=workdir or self.workdir, env=full_env, uid=uid, gid=gid,
                                  keep_caps=keep_caps)
         cg = self._cg
