@@ -66,14 +66,7 @@ def extract_archive(tf: tarfile.TarFile, dest: Path, *, is_dir: bool) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             if not _inside(target.parent.resolve(), root):
                 continue
-            if target.is_symlink():
-                target.unlink()
-            f = tf.extractfile(m)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                if f is not None:
-                    shutil.copyfileobj(f, out)
-            os.chmod(target, m.mode & 0o755 | 0o600)
+            _write_member(tf, m, target)
         elif m.issym():
             link = PurePosixPath(m.linkname)
             resolved = (target.parent / m.linkname).resolve() if not link.is_absolute() else None
@@ -98,18 +91,23 @@ def extract_archive(tf: tarfile.TarFile, dest: Path, *, is_dir: bool) -> None:
             pass
 
 
+def _write_member(tf: tarfile.TarFile, m: tarfile.TarInfo, target: Path) -> None:
+    """Write a file member to `target`, never through a link (one there is replaced)."""
+    if target.is_symlink():
+        target.unlink()
+    f = tf.extractfile(m)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        if f is not None:
+            shutil.copyfileobj(f, out)
+    os.chmod(target, m.mode & 0o755 | 0o600)
+
+
 def _extract_single(tf: tarfile.TarFile, dest: Path) -> None:
     for m in tf:
         if m.isfile():
             dest.parent.mkdir(parents=True, exist_ok=True)
-            if dest.is_symlink():
-                dest.unlink()
-            f = tf.extractfile(m)
-            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                if f is not None:
-                    shutil.copyfileobj(f, out)
-            os.chmod(dest, m.mode & 0o755 | 0o600)
+            _write_member(tf, m, dest)
             return
         if m.issym():
             link = PurePosixPath(m.linkname)

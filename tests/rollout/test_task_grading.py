@@ -17,6 +17,7 @@ import pytest
 from openforge.rollout import validate as validate_mod
 from openforge.rollout.task_environment import make_sandbox_spec
 from openforge.rollout.validate import run_script_and_verify, validate_task_by_running
+from openforge.sandbox import SandboxSpec
 from openforge.tasks import ImageMap, generate_family_tasks, load_task, load_tasks
 
 from support.paths import EXAMPLES
@@ -122,6 +123,7 @@ class _FakeSandbox:
 
     def __init__(self, root: Path, task, fail_exec: bool = False):
         self.root, self.destroyed, self.fail_exec = root, False, fail_exec
+        self.spec = SandboxSpec(name="fake", workdir="/app")
         self.app = root / "app"
         from openforge.tasks.local import materialize_environment
 
@@ -165,8 +167,23 @@ class _FakeProvider:
         return sb
 
 
+async def _stand_in_grade(task, sb, timeout_s=None):
+    """FAKE grading for the stand-in sandbox: the verifier run plainly (the real grading, exercised in real
+    sandboxes by test_grading_docker.py, runs root scripts that must not touch this machine's own paths)."""
+    from openforge.rollout.grading import Grade
+    from openforge.tasks.reward import read_reward
+
+    await sb.exec("rm -rf /logs/verifier && mkdir -p /logs/verifier", timeout_s=60)
+    await sb.copy_in(task.tests_dir, "/tests")
+    r = await sb.exec("bash /tests/test.sh", timeout_s=timeout_s or 60)
+    texts = [await sb.read_file(f"/logs/verifier/{n}") for n in ("reward.json", "reward.txt")]
+    return Grade(reward=read_reward(*[t.decode() if t is not None else None for t in texts]), exit_code=r.exit_code,
+                 output=r.stdout)
+
+
 def test_validate_by_running_with_a_stand_in_sandbox(tmp_path, monkeypatch):
     monkeypatch.setattr(validate_mod, "make_sandbox_spec", lambda task, image_map, **kw: {"task": task.id})
+    monkeypatch.setattr(validate_mod, "grade", _stand_in_grade)
     task = load_task(EXAMPLES / "train" / "fix-sum-range")  # writes reward.json
     prov = _FakeProvider(tmp_path)
     prov.task = task

@@ -158,20 +158,22 @@ class DockerProvider(SandboxProvider):
 
         while True:
             cid = None
+            storage = bool(spec.storage_mb) and self.storage_quota is not False
+            nofile = self.nofile_limit is not False
             try:
-                cid = self._new_container(spec, image, mounts)
+                cid = self._new_container(spec, image, mounts, storage=storage, nofile=nofile)
                 self.conn.api.start(cid)
-                if spec.storage_mb and self.storage_quota is None:
+                if storage:
                     self.storage_quota = True
                 return cid
             except docker.errors.APIError as e:
                 if cid:
                     self.remove_container(cid)
                 msg = short_error(e)
-                if spec.storage_mb and self.storage_quota is not False and "storage-opt" in msg:
+                if storage and "storage-opt" in msg:
                     self._without("storage_quota", "the Docker daemon cannot limit a container's disk use (%s): "
                                   "[environment] storage_mb is not enforced by this run's sandboxes", msg)
-                elif self.nofile_limit is not False and "rlimit" in msg:
+                elif nofile and "rlimit" in msg:
                     self._without("nofile_limit", "the Docker daemon cannot give containers an open-files limit of "
                                   f"{NOFILE_LIMIT} (%s): they keep the daemon's", msg)
                 else:
@@ -183,19 +185,19 @@ class DockerProvider(SandboxProvider):
                 log.warning(message, detail)
             setattr(self, feature, False)
 
-    def _new_container(self, spec: SandboxSpec, image: str, mounts: list[Any]) -> str:
+    def _new_container(self, spec: SandboxSpec, image: str, mounts: list[Any], *, storage: bool,
+                       nofile: bool) -> str:
         import docker.types
 
         api = self.conn.api
         mem = f"{spec.memory_mb}m"
-        storage = {"size": f"{spec.storage_mb}M"} if spec.storage_mb and self.storage_quota is not False else None
-        ulimits = ([docker.types.Ulimit(name="nofile", soft=NOFILE_LIMIT, hard=NOFILE_LIMIT)]
-                   if self.nofile_limit is not False else None)
+        storage_opt = {"size": f"{spec.storage_mb}M"} if storage else None
+        ulimits = [docker.types.Ulimit(name="nofile", soft=NOFILE_LIMIT, hard=NOFILE_LIMIT)] if nofile else None
         host_config = api.create_host_config(
             network_mode="none", nano_cpus=int(spec.cpus * 1e9), mem_limit=mem, memswap_limit=mem,
             pids_limit=spec.pids, mounts=mounts, init=self.init or None, auto_remove=False,
             cap_drop=["ALL"], cap_add=list(AGENT_CAPABILITIES), security_opt=["no-new-privileges"],
-            ulimits=ulimits, storage_opt=storage,
+            ulimits=ulimits, storage_opt=storage_opt,
         )
         return api.create_container(
             image, command=KEEPALIVE[1:], entrypoint=KEEPALIVE[:1], name=spec.name, labels=spec.all_labels(),
