@@ -68,6 +68,9 @@ done
 
 # Runs the verifier: the environment cleaned (`unset` line prepended), capabilities dropped where setpriv can.
 VERIFIER_SCRIPT = r"""
+while IFS=: read -r key value; do  # shell built-ins only: no capability left to drop (the local sandbox)
+  if [ "$key" = CapBnd ]; then case $value in *[!0[:space:]]*) ;; *) exec bash "$1" ;; esac; fi
+done < /proc/self/status
 if command -v setpriv >/dev/null 2>&1 && setpriv --bounding-set=-all --inh-caps=-all --no-new-privs true 2>/dev/null
 then
   exec setpriv --bounding-set=-all --inh-caps=-all --no-new-privs -- bash "$1"
