@@ -50,8 +50,19 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from openforge.sandbox import SandboxSpec
 from openforge.sandbox.local import BASE_PATH, Cgroup, LocalProvider, remove_sandbox_dir
+from openforge.sandbox.local.sandbox import RUN_DIR
+
+FORWARDER_IN_SANDBOX = f"{RUN_DIR}/forwarder.py"
 
 V4 = "v4.channel.k8s.io"
+
+
+def _container_privileges(container: dict) -> list[str]:
+    """A command prefix giving a process the container's privileges: the capabilities its securityContext adds
+    (the rest dropped from the bounding set, so root's permitted set is exactly those) and no_new_privs."""
+    added = container.get("securityContext", {}).get("capabilities", {}).get("add", [])
+    bounding = ",".join(["-all", *(f"+{c.lower()}" for c in added)])
+    return ["setpriv", f"--bounding-set={bounding}", "--no-new-privs", "--"]
 
 
 def _status(code: int, reason: str, message: str) -> JSONResponse:
@@ -288,7 +299,8 @@ class FakeKubernetesAPI:
         """The pod's pid namespace, its PID 1 running the pod's command (the keep-alive) as the container would."""
         argv = [*container.get("command", []), *container.get("args", [])] or ["sleep", "infinity"]
         holder = await asyncio.create_subprocess_exec(
-            "unshare", "--pid", "--mount", "--mount-proc", "--fork", "--kill-child", *argv, stdin=asyncio.subprocess.DEVNULL,
+            "unshare", "--pid", "--mount", "--mount-proc", "--fork", "--kill-child", *_container_privileges(container),
+            *argv, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
         self._pid1[name] = holder
         end = time.monotonic() + 10
@@ -438,6 +450,13 @@ class FakeKubernetesAPI:
         env = {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8",
                **{e["name"]: e.get("value", "") for e in container.get("env") or []}}
         bargv = sb._bwrap_argv(argv, workdir=container.get("workingDir") or "/", env=env, uid=0, gid=0)
+        # The container's privileges, as the kubelet would set them from the pod's securityContext: the local
+        # backend's launcher (which drops every capability) is replaced by `setpriv` keeping the capabilities
+        # the pod adds, with no_new_privs (allowPrivilegeEscalation: false).
+        start = bargv.index("--") + 1  # bwrap's own arguments end here; the launcher follows
+        assert bargv[start + 2] == FORWARDER_IN_SANDBOX, bargv
+        launcher = bargv.index("--", start)
+        bargv[start:launcher + 1] = _container_privileges(container)
         # execs of one pod share its pid namespace, as in a container: the backend's kill-by-marker exec must see
         # the command it kills, and the process stop must see everything but the pod's PID 1
         bargv.remove("--unshare-pid")
