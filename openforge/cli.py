@@ -156,7 +156,8 @@ def k8s_manifests(
     runs_pvc: Optional[str] = typer.Option(None, help="PersistentVolumeClaim for run directories (default: emptyDir)."),
     admin_token_secret: Optional[str] = typer.Option(None, help="Secret (key `token`) with the proxy's admin token."),
     run_label: Optional[str] = typer.Option(None, help="Sandbox label of the run, if not the run name (see `rollout`)."),
-    dns: bool = typer.Option(True, help="Let sandboxes resolve the proxy's Service name (egress to kube-dns :53)."),
+    dns: bool = typer.Option(False, help="Also let sandboxes reach kube-dns :53 (off: they reach the proxy by its "
+                             "Service's cluster IP, and a name server would be a tunnel out)."),
 ) -> None:
     """Print (multi-document YAML) everything a run needs: Namespace, proxy Deployment + Service, RBAC for the
     orchestrator, NetworkPolicies. Apply with `kubectl apply -f -`."""
@@ -286,7 +287,8 @@ def _run_rollouts(config, report: bool) -> None:
             fail(str(e))
         label = f" ({'with' if run_config.faults else 'without'} faults)" if faults else ""
         console.print(f"{summary.done} episodes run{label}, {summary.skipped} already finished: "
-                      + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items())))
+                      + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
+                      + (f" ({summary.tampered} failed for tampering with the verifier)" if summary.tampered else ""))
         interrupted = interrupted or summary.interrupted
         if interrupted:
             break
@@ -318,6 +320,9 @@ ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="F
 AttemptsOpt = Annotated[int, typer.Option(help="Tries per episode; only infrastructure failures are retried.")]
 TimeoutOpt = Annotated[Optional[float], typer.Option(help="Harness wall-clock limit in seconds (default: each task's).")]
 ResumeOpt = Annotated[bool, typer.Option(help="Continue a run: skip episodes already finished.")]
+AgentUserOpt = Annotated[Optional[str], typer.Option(
+    "--agent-user", help="Who the agent runs as in docker/kubernetes sandboxes: root (default, as Harbor tasks "
+    "expect) or agent (unprivileged); default: each task's [agent] user, else root.")]
 MaxNewTokensOpt = Annotated[Optional[int], typer.Option(
     help="Cap on tokens sampled per model call (default: RolloutConfig's); also react's own per-reply cap.")]
 FaultsOpt = Annotated[Optional[str], typer.Option(
@@ -356,13 +361,13 @@ def _rollout_command(report: bool):
                 sandbox_option: SandboxOptionOpt = None,
                 proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen"),
                 max_new_tokens: MaxNewTokensOpt = _rollout_default("max_new_tokens"),
-                faults: FaultsOpt = None) -> None:
+                agent_user: AgentUserOpt = None, faults: FaultsOpt = None) -> None:
         config = _rollout_config(
             tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
             sandbox_options=_key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
             samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
             image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout,
-            resume=resume, max_new_tokens=max_new_tokens, faults=faults,
+            resume=resume, max_new_tokens=max_new_tokens, agent_user=agent_user, faults=faults,
         )
         _run_rollouts(config, report=report)
 
@@ -378,15 +383,29 @@ app.command("eval", help="Rollouts plus a report: pass@k and pass^k per task, pe
 @tasks_app.command("validate")
 def tasks_validate(
     root: Path = typer.Argument(..., help="A task directory or a root holding several."),
-    run: bool = typer.Option(False, "--run", help="Also run solve.sh (must score 1) and wrong.sh (must score < 1)."),
+    run: bool = typer.Option(False, "--run", help="Also run solve.sh (must score 1), wrong.sh (must score < 1) "
+                             "and the built-in reward hacks (each must score < 1 or be flagged as tampering)."),
     sandbox: str = typer.Option("docker", help="Sandbox for --run: docker or local."),
     image_map: Optional[list[str]] = typer.Option(None, "--image-map", help="FROM=TO (repeatable)."),
+    hacks: str = typer.Option("all", "--hacks", help="Reward hacks to try with --run: all, none, or names "
+                              "(comma-separated; `openforge tasks hacks` lists them)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="With --run: write the results as JSON here "
+                                          "(per task: scores, errors, every hack's verdict)."),
+    concurrency: int = typer.Option(2, "--concurrency", min=1, help="Hack sandboxes at a time, per task."),
 ) -> None:
-    """Check task directories: schema errors named; with --run, the reference and wrong solutions' scores."""
+    """Check task directories: schema errors named; with --run, the reference and wrong solutions' scores and
+    the reward hacks the verifier falls to."""
     import asyncio
+    import json
 
+    from openforge.rollout.hacks import select_hacks
     from openforge.rollout.validate import validate_task_by_running
     from openforge.tasks import ImageMap, inspect_tree, load_tasks
+
+    try:
+        chosen = select_hacks(hacks)
+    except ValueError as e:
+        fail(f"--hacks: {e}")
 
     reports = inspect_tree(root)
     if not reports:
@@ -410,15 +429,37 @@ def tasks_validate(
     async def run_all():
         provider = get_provider(sandbox)
         try:
-            return [await validate_task_by_running(t, provider, mapping) for t in load_tasks([root])]
+            return [await validate_task_by_running(t, provider, mapping, hacks=chosen, concurrency=concurrency)
+                    for t in load_tasks([root])]
         finally:
             await provider.close()
 
     results = asyncio.run(run_all())
     for r in results:
         console.print(("[green]✓[/] " if r.ok else "[red]✗[/] ") + r.summary())
+        for h in r.hacks:
+            if h.fell:
+                console.print(f"    [red]falls to[/] {h.hack}: {h.description}")
+    if chosen:
+        fallen = sorted({h.hack for r in results for h in r.hacks if h.fell})
+        console.print(f"reward hacks: {len(chosen)} tried per task; "
+                      + (f"[red]fallen to[/]: {', '.join(fallen)}" if fallen else "none fallen to"))
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps({"sandbox": sandbox, "hacks": [h.name for h in chosen],
+                                      "tasks": [r.to_json() for r in results]}, indent=1))
+        console.print(f"report: {report}")
     if not all(r.ok for r in results):
         raise typer.Exit(1)
+
+
+@tasks_app.command("hacks")
+def tasks_hacks() -> None:
+    """List the built-in reward hacks `tasks validate --run` tries (name and what it does)."""
+    from openforge.rollout.hacks import HACKS
+
+    for h in HACKS:
+        console.print(f"[bold]{h.name}[/]: {h.description}")
 
 
 @tasks_app.command("generate")

@@ -26,11 +26,11 @@ if ! .venv/bin/python -c "import verl.trainer.ppo.core_algos" 2>/dev/null; then
   .venv/bin/pip install -q --no-deps verl==0.9.1
   .venv/bin/pip install -q "ray>=2.41.0" "tensordict>=0.8.0,<=0.10.0,!=0.9.0" omegaconf codetiming
 fi
-# The agent loop tests also import veRL's agent loop (hydra, datasets, cachetools) and its v1 trainer's
+# The agent loop tests also import veRL's agent loop (hydra, datasets, cachetools, fastapi) and its v1 trainer's
 # post-processing (TransferQueue, torchdata, peft, accelerate: imported, not run; without their own deps).
 if ! .venv/bin/python -c "import verl.experimental.agent_loop, verl.trainer.ppo.v1" 2>/dev/null; then
   say "veRL 0.9.1 agent loop and v1 trainer imports"
-  .venv/bin/pip install -q hydra-core datasets cachetools pyzmq msgspec
+  .venv/bin/pip install -q hydra-core datasets cachetools pyzmq msgspec fastapi
   .venv/bin/pip install -q --no-deps "transferqueue==0.1.11" "torchdata==0.11.0" peft accelerate
 fi
 

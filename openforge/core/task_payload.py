@@ -27,6 +27,9 @@ class TaskPayload(BaseModel):
     check: str | None = None
     # (tool name, argument name) of the harness's own shell tool, so the oracle answers through it
     shell_tool: tuple[str, str] | None = None
+    # the tool kinds the task needs (`[metadata] required_tools` in task.toml: shell, read, write, edit, search),
+    # for the behaviour analytics' tool coverage; None: not declared (the oracle's episode stands in)
+    required_tools: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (every field present, `None` where unset)."""

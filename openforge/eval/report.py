@@ -9,7 +9,9 @@ comparison (`openforge.eval.robustness`).
 
 Replies the harness got cut off by a length cap (finish_reason `length`) or that the proxy could not parse
 (a tool call it could not read) are counted, and each episode that had one is listed with the reason: an
-agent failing because its reply was cut is not the same as an agent solving the task wrongly.
+agent failing because its reply was cut is not the same as an agent solving the task wrongly. Episodes graded
+`failed` because the agent tampered with what the verifier runs (`openforge.rollout.tamper`) are counted and
+listed with the paths, and so are episodes whose grading could not make every check (`grading_notes`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def build_report(store: TrajectoryStore) -> dict[str, Any]:
             for e in episodes if e.outcome and e.outcome.is_infrastructure_failure
         ],
         **reply_problems(store, episodes),
+        **tampering(episodes),
     }
     by_harness: dict[str, list] = defaultdict(list)
     for e in graded:
@@ -95,6 +98,21 @@ def reply_problems(store: TrajectoryStore, episodes: list[Episode]) -> dict[str,
     return {"length_capped_calls": capped, "parse_error_calls": unparsed, "reply_problems": listed}
 
 
+def is_tampered(e: Episode) -> bool:
+    """Graded `failed` for tampering (the same test as the store's `tampered` flag)."""
+    return bool(e.metadata.get("tampered")) or (e.outcome_reason or "").startswith("tampered")
+
+
+def tampering(episodes: list[Episode]) -> dict[str, Any]:
+    """How many of `episodes` tampered with the verifier, each listed with its reason; and the episodes whose
+    grading could not make every check."""
+    listed = [{"task": e.task, "harness": e.harness, "sample": e.sample, "reason": e.outcome_reason,
+               "paths": list(e.metadata.get("tampered") or [])} for e in episodes if is_tampered(e)]
+    notes = [{"task": e.task, "harness": e.harness, "sample": e.sample, "notes": list(e.metadata["grading_notes"])}
+             for e in episodes if e.metadata.get("grading_notes")]
+    return {"tampered": len(listed), "tampered_episodes": listed, "grading_notes": notes}
+
+
 def _usage(store: TrajectoryStore, episodes: list[Episode]) -> dict[str, float | None]:
     """Mean model calls, prompt tokens (new ones only: prompts extend each other) and sampled tokens."""
     if not episodes:
@@ -132,6 +150,14 @@ def report_markdown(report: dict[str, Any], analysis: StoreAnalysis | None = Non
                       f"{report['parse_error_calls']} not parsed)", ""]
         lines += [f"- {p['task']} / {p['harness']} (sample {p['sample']}): **{p['outcome']}** — {p['reason']}"
                   for p in report["reply_problems"]]
+    if report.get("tampered_episodes"):
+        lines += ["", f"## Tampering with the verifier ({report['tampered']} episodes, graded failed)", ""]
+        lines += [f"- {t['task']} / {t['harness']} (sample {t['sample']}): {t['reason']}"
+                  for t in report["tampered_episodes"]]
+    if report.get("grading_notes"):
+        lines += ["", "## Checks grading could not make", ""]
+        lines += [f"- {n['task']} / {n['harness']} (sample {n['sample']}): {'; '.join(n['notes'])}"
+                  for n in report["grading_notes"]]
     if report["failures"]:
         lines += ["", "## Infrastructure failures (not counted as samples)", ""]
         lines += [f"- {f['task']} / {f['harness']}: **{f['outcome']}** — {f['reason']}" for f in report["failures"]]
@@ -189,6 +215,8 @@ def report_table(report: dict[str, Any]) -> Table:
                       "-" if r.get("mean_calls") is None else f"{r['mean_calls']:.1f}")
     outcomes = ", ".join(f"{o}={n}" for o, n in report["outcomes"].items() if n)
     table.caption = f"outcomes: {outcomes}"
+    if report.get("tampered"):
+        table.caption += f"; tampered with the verifier: {report['tampered']} (report.md lists them)"
     if "robustness" in report:
         r = report["robustness"]
         table.caption += (f"; with faults ({r['faults']}): pass@1 {_pct(r['pass_at_k']['with_faults'].get('1'))}, "

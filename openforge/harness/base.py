@@ -182,6 +182,13 @@ class HarnessAdapter(ABC):
         """Whether a tool result reports a failure: the harness's error flag, or a non-zero exit code."""
         return is_error or exit_code_failed(self.failed_exit_pattern, content)
 
+    def infrastructure_error(self, exit_code: int, stdout: str, stderr: str) -> str | None:
+        """Why a non-zero exit after the model had answered was the infrastructure's fault, where the
+        harness's own exit code or output says so (its model API failed in a way the agent did not cause);
+        None: the exit is the agent's doing (its command killed the harness, its output made it fail, ...).
+        Harnesses that say nothing of the kind keep this default."""
+        return None
+
     # -- bundle ------------------------------------------------------------------------------------------
     def executable(self, bundle_root: PurePosixPath | Path | str,
                    manifest: dict | Path | str | None = None) -> list[str]:

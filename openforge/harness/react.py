@@ -14,8 +14,11 @@ from typing import Any
 
 from openforge import __version__
 from openforge.harness.base import CommandHook, HarnessAdapter, Launch, api_root, json_lines, transcript_summary
-from openforge.harness.react_agent import DEFAULT_MAX_STEPS
+from openforge.harness.react_agent import AGENT_REFUSED_STATUSES, API_ERROR_EXIT, DEFAULT_MAX_STEPS
 from openforge.harness.tools import ToolKind
+
+
+_API_ANSWER = re.compile(r"react: model API answered (\d{3})")
 
 
 @dataclass
@@ -42,6 +45,16 @@ class ReactAdapter(HarnessAdapter):
 
     def tool_failed(self, content: str, is_error: bool = False) -> bool:
         return super().tool_failed(content, is_error) or content.startswith("[error:")
+
+    def infrastructure_error(self, exit_code: int, stdout: str, stderr: str) -> str | None:
+        """Exit 3 is react's "the model API failed": the infrastructure's, unless the API refused the request
+        the agent's conversation had grown into (400: context exhausted, 413: too large)."""
+        if exit_code != API_ERROR_EXIT:
+            return None
+        found = _API_ANSWER.search(stderr)
+        if found and int(found.group(1)) in AGENT_REFUSED_STATUSES:
+            return None
+        return f"the model API failed: {stderr.strip()[-500:]}"
 
     max_steps: int = DEFAULT_MAX_STEPS
     max_tokens: int = 512

@@ -41,8 +41,21 @@ OUTPUT_CAP = 4000  # characters of tool output shown to the model
 COMMAND_TIMEOUT_S = 60
 
 
+# Answers to a request the agent's own conversation made unacceptable (context exhausted, body too large): the
+# agent's doing, graded as its failure; any other failure of the model API is the infrastructure's.
+AGENT_REFUSED_STATUSES = (400, 413)
+API_ERROR_EXIT = 3  # the process's exit code when the model API failed
+
+
 class ModelAPIError(RuntimeError):
-    pass
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status  # the HTTP status the model API answered; None: unreachable or malformed
+
+    @property
+    def agent_caused(self) -> bool:
+        """The API refused what the agent's conversation had become (not an infrastructure failure)."""
+        return self.status in AGENT_REFUSED_STATUSES
 
 
 def emit(event: dict) -> None:
@@ -74,7 +87,7 @@ def chat(base_url: str, key: str, model: str, messages: list, max_tokens: int, r
         except urllib.error.HTTPError as e:
             detail = e.read().decode(errors="replace")[:500]
             if e.code < 500 or attempt == retries:
-                raise ModelAPIError(f"model API answered {e.code}: {detail}") from None
+                raise ModelAPIError(f"model API answered {e.code}: {detail}", e.code) from None
         except (urllib.error.URLError, OSError, ValueError, KeyError) as e:
             if attempt == retries:
                 raise ModelAPIError(f"model API unreachable or malformed reply: {e}") from None
@@ -177,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     except ModelAPIError as e:
         emit({"type": "result", "ok": False, "error": str(e)})
         print(f"react: {e}", file=sys.stderr)
-        return 3
+        return API_ERROR_EXIT
     emit(result)
     return 0
 

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from openforge.dialects import DIALECTS, MODELS_ROUTE, Dialect, DialectError, is_anthropic_client, model_list
+from openforge.proxy.episodes import LATE_BODY_KEPT
 from openforge.proxy.service import CallResponse, ProxyService
 
 
@@ -90,7 +91,15 @@ def model_api(service: ProxyService) -> Starlette:
                 return reject(dialect, 401, "authentication", "no API key: send the episode key as the API key")
             episode = service.registry.by_key(key)
             if episode is None:
-                return reject(dialect, 401, "authentication", "invalid API key: unknown or ended episode key")
+                refused = reject(dialect, 401, "authentication", "invalid API key: unknown or ended episode key")
+                late = service.registry.ended_by_key(key)
+                if late is not None:  # a process the agent left behind: refused, recorded, never trained on
+                    try:
+                        body = await read_body(request, LATE_BODY_KEPT)
+                    except BodyTooLarge:
+                        body = b""
+                    service.registry.record_late_call(late, dialect.name, body, bytes(refused.body))
+                return refused
             try:
                 body = await read_body(request, settings.max_body_bytes)
             except BodyTooLarge:

@@ -1,7 +1,10 @@
 """Episodes as the proxy sees them: unguessable keys, lookup by key, call numbering.
 
 docs/design.md, invariant 3: each episode has its own secret key, carried as the harness's API key. A key reads
-and writes only its own episode; an ended key stops working.
+and writes only its own episode; an ended key stops working. The episode runners end the key the moment the
+harness exits, before grading: a call that comes later (a process the agent left behind) is refused with the
+dialect's 401, and the first `LATE_CALLS_RECORDED` of them are recorded as calls of the episode, marked
+`metadata["late"]` with a `call_error` (never trained on), and counted in the episode's `late_calls`.
 """
 
 from __future__ import annotations
@@ -11,8 +14,12 @@ import time
 import uuid
 from typing import Any
 
-from openforge.core import Episode, EpisodeState, TaskPayload
+from openforge.core import CallRecord, Episode, EpisodeState, FinishReason, TaskPayload
 from openforge.store import TrajectoryStore
+
+LATE_CALLS_RECORDED = 16  # per episode; later ones are refused without a record
+LATE_BODY_KEPT = 64 << 10  # bytes of a late call's request body kept
+LATE_CALL_ERROR = "refused: a late call (the episode's key ended when its harness exited)"
 
 
 def new_episode_key() -> str:
@@ -73,8 +80,25 @@ class EpisodeRegistry:
         if episode.state != EpisodeState.ended:
             episode = self.store.update_episode(episode_id, state=EpisodeState.ended, ended_at=time.time())
         self._by_key[episode.key] = episode
-        self._next_index.pop(episode_id, None)
         return episode
+
+    def ended_by_key(self, key: str) -> Episode | None:
+        """The ended episode with this key, while it may record a late call; None otherwise."""
+        episode = self._by_key.get(key) or self.store.get_episode_by_key(key)
+        if episode is None or episode.state != EpisodeState.ended:
+            return None
+        return episode if episode.metadata.get("late_calls", 0) < LATE_CALLS_RECORDED else None
+
+    def record_late_call(self, episode: Episode, dialect: str, body: bytes, response: bytes) -> None:
+        """Record a refused call that came after the episode's key ended, and count it on the episode."""
+        now = time.time()
+        self.store.add_call(CallRecord(
+            episode_id=episode.id, index=self.next_index(episode.id), prompt_ids=[], dialect=dialect,
+            finish_reason=FinishReason.error, call_error=LATE_CALL_ERROR, started_at=now, finished_at=now,
+            request_body=body[:LATE_BODY_KEPT], response_body=response, metadata={"late": True}))
+        current = self.store.get_episode(episode.id) or episode
+        metadata = {**current.metadata, "late_calls": int(current.metadata.get("late_calls", 0)) + 1}
+        self._by_key[episode.key] = self.store.update_episode(episode.id, metadata=metadata)
 
     def mark_running(self, episode: Episode) -> None:
         if episode.state == EpisodeState.created:

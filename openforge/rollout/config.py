@@ -32,6 +32,11 @@ class RolloutConfig(BaseModel):
       `transient:0.3,missing_dir:0.2` or its mapping); recorded on each episode.
     - `proxy_listen`: where the run's proxy serves the model API over TCP (`127.0.0.1:0`: any free loopback
       port). Kubernetes pods reach it through a Service: in-cluster, `0.0.0.0:8100`.
+    - `agent_user`: who the harness runs as in Docker and Kubernetes sandboxes: `root` (the image's user —
+      root in Harbor images, which expect to install packages and edit system files; grading stays sound through
+      the process stop and the tamper check) or `agent` (an unprivileged user, uid 1000, owning its home and the
+      work directory). None: each task's `[agent] user`, else `root`. The local sandbox always runs the agent
+      unprivileged.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -57,6 +62,7 @@ class RolloutConfig(BaseModel):
     max_new_tokens: int = Field(default=1024, ge=1)
     resume: bool = False
     step: int = 0  # training step the episodes belong to (GRPO groups are (step, task, harness))
+    agent_user: Literal["root", "agent"] | None = None
     faults: FaultSpec | None = None
 
     @field_validator("faults", mode="before")

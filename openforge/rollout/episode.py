@@ -1,13 +1,18 @@
 """One attempt of one harness at one task, in its own sandbox, graded after the harness exits.
 
-Outcome classes (docs/design.md, invariant 5): `passed` / `failed` are the agent's doing; everything else is an
-infrastructure failure, kept out of training and never counted as reward 0, with the reason:
+Outcome classes (docs/design.md, invariant 5, and `openforge.rollout.outcome`): `passed` / `failed` are the
+agent's doing — including what it causes by hanging or crashing: past the agent timeout, or a harness that exits
+non-zero after the model answered, is `failed` with reward 0 (`agent timeout: ...` / `agent: ...`). Everything
+else is an infrastructure failure, kept out of training and never counted as reward 0, with the reason:
 
-- `sandbox_error`: the sandbox could not be created, died, or its main process was OOM-killed;
-- `timeout`: the harness ran past its wall-clock limit;
+- `sandbox_error`: the sandbox could not be created, or died;
 - `proxy_error`: a model call failed in the proxy or backend (recorded with `call_error`);
-- `harness_crash`: the harness exited non-zero (or never called the model) for another reason;
+- `harness_crash`: the harness failed before the model answered once, or says its model API failed;
+- `timeout`: the harness hung before the model answered once;
 - `verifier_error`: the tests wrote no valid reward, crashed, or timed out.
+
+The episode's key ends the moment the harness exits, before grading: a process the agent left behind can no
+longer call the model (its calls are refused, recorded and flagged, never trained on).
 """
 
 from __future__ import annotations
@@ -25,12 +30,12 @@ from openforge.harness.base import HarnessAdapter
 from openforge.faults import FaultPlan
 from openforge.rollout import faults
 from openforge.rollout.config import RolloutConfig
-from openforge.rollout.outcome import AttemptResult
+from openforge.rollout.outcome import AgentRun, AttemptResult, agent_failure, classify_agent_run
 from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
 from openforge.rollout.grading import grade, tail
-from openforge.rollout.task_environment import make_sandbox_spec, setup_environment
+from openforge.rollout.task_environment import agent_spec_user, make_sandbox_spec, setup_environment
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.solution import SolutionError, solution_script
@@ -70,6 +75,7 @@ def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
     harness's own shell tool."""
     return TaskPayload(id=task.id, instruction=task.instruction, split=task.split, family=task.family,
                        solution=solution_command(task), shell_tool=adapter.shell_tool,
+                       required_tools=task.config.metadata.required_tools,
                        look=solution_command(task, task.look_script) if task.look_script else None,
                        check=solution_command(task, task.check_script) if task.check_script else None)
 
@@ -117,19 +123,26 @@ class EpisodeRunner:
                     proxy_uds=self.proxy.uds, mounts=self._mounts(adapter),
                     memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
                     timeout_s=self._lifetime(task),
+                    user=agent_spec_user(task, self.config.agent_user) if self.provider.builds_images else None,
                 )
                 sb = await self._create(spec)
                 await setup_environment(task, sb, self.provider)
                 result.timings["setup_s"] = time.monotonic() - t0
                 failure = await self._act(adapter, slot, episode, sb, Path(scratch), result, plan)
-            if failure is not None:
+            if failure is not None and failure[0] is Outcome.failed:
+                agent_failure(result, failure[1])
+            elif failure is not None:
                 result.outcome, result.reason = failure
             else:
                 t1 = time.monotonic()
                 graded = await grade(task, sb)
                 result.timings["verify_s"] = time.monotonic() - t1
+                result.grading_notes = graded.notes
                 if graded.error:
                     result.outcome, result.reason = Outcome.verifier_error, graded.error
+                elif graded.tampered:  # graded without running the verifier: the agent changed what it runs
+                    result.reward, result.outcome, result.reason = 0.0, Outcome.failed, graded.reason
+                    result.tampered = graded.tampered
                 else:
                     result.reward = graded.reward
                     result.outcome = Outcome.passed if graded.reward >= 1.0 else Outcome.failed
@@ -162,8 +175,9 @@ class EpisodeRunner:
 
     async def _act(self, adapter: HarnessAdapter, slot: Slot, episode: Episode, sb: Sandbox, scratch: Path,
                    result: AttemptResult, plan: FaultPlan | None = None) -> tuple[Outcome, str] | None:
-        """Run the harness (with the episode's faults in its environment); (outcome, reason) for an
-        infrastructure failure, None when the episode is to be graded."""
+        """Run the harness (with the episode's faults in its environment), then end the episode's key;
+        (outcome, reason) for an infrastructure failure or the agent's own (`classify_agent_run`), None when
+        the episode is to be graded."""
         uid = (await sb.exec(["id", "-u"], timeout_s=30)).stdout.strip() or "0"
         gid = (await sb.exec(["id", "-g"], timeout_s=30)).stdout.strip() or "0"
         workdir = sb.spec.workdir or (await sb.exec(["pwd"], timeout_s=30)).stdout.strip() or "/"
@@ -177,29 +191,29 @@ class EpisodeRunner:
         timeout = self.config.agent_timeout_s or slot.task.resources.agent_timeout_s
         env = {**launch.env, **await faults.install(sb, plan, adapter, workdir)}
         t = time.monotonic()
-        run = await sb.exec(launch.argv, timeout_s=timeout, env=env, workdir=str(launch.cwd))
+        try:
+            run = await sb.exec(launch.argv, timeout_s=timeout, env=env, workdir=str(launch.cwd))
+        finally:
+            # the key ends with the harness: whatever the agent left running can no longer reach the model
+            self.proxy.end_episode(episode.id)
         result.timings["agent_s"] = time.monotonic() - t
         await faults.collect(sb, plan)
         result.transcript = adapter.parse_transcript(run.stdout)
         result.transcript["exit_code"] = run.exit_code
-        calls = self.proxy.store.list_calls(episode.id)
+        calls = [c for c in self.proxy.store.list_calls(episode.id) if not c.metadata.get("late")]
         failed_calls = [c for c in calls if c.call_error]
         status = await sb.status()
-        if run.timed_out:
-            return Outcome.timeout, f"the harness ran past {timeout:g}s"
-        if not status.alive:
-            return Outcome.sandbox_error, f"the sandbox died: {status.reason}"
-        if status.oom_killed and run.exit_code != 0:
-            return Outcome.sandbox_error, f"out of memory (limit {sb.spec.memory_mb} MB): the harness exited {run.exit_code}"
-        if failed_calls:
-            return Outcome.proxy_error, f"model call failed: {failed_calls[-1].call_error}"
-        if run.exit_code != 0:
-            return Outcome.harness_crash, f"{adapter.name} exited {run.exit_code}: {tail(run.stderr or run.stdout, 800)}"
-        if not calls:
-            return Outcome.harness_crash, f"{adapter.name} never called the model"
-        if status.oom_killed:  # the agent's own command hit the memory limit; the harness went on
+        if status.oom_killed:  # the agent's own command hit the memory limit
             result.transcript["oom_killed"] = True
-        return None
+        if run.timed_out:
+            result.transcript["timed_out"] = True
+        return classify_agent_run(AgentRun(
+            harness=adapter.name, exit_code=run.exit_code, timed_out=run.timed_out, timeout_s=timeout,
+            answered_calls=len(calls) - len(failed_calls),
+            failed_call=failed_calls[-1].call_error if failed_calls else None,
+            sandbox_alive=status.alive, sandbox_reason=status.reason, oom_killed=status.oom_killed,
+            infrastructure_error=None if run.timed_out else adapter.infrastructure_error(run.exit_code, run.stdout, run.stderr),
+            output_tail=tail(run.stderr or run.stdout, 800)))
 
     def _lifetime(self, task: Task) -> float:
         """The longest a sandbox may live (Kubernetes reaps it after that on its own): setup, the harness and

@@ -1,6 +1,9 @@
 """Fast episodes on generated task families: the react harness's own loop, run in this process (one thread
 per episode) against a running proxy, its shell commands jailed in a scratch work directory, graded in
-memory by the instance's own check (the same comparison its `tests/test.sh` makes).
+memory by the instance's own check (the same comparison its `tests/test.sh` makes). Outcomes follow the one rule
+of `openforge.rollout.outcome`: a model API failure is the infrastructure's (`proxy_error`), unless the API
+refused what the agent's conversation had grown into (400/413: `failed`, reward 0). The react loop runs in this
+process, so the agent cannot kill or hang its harness; each command is jailed with its own timeout.
 
 This is what makes RL on a CPU affordable: a GRPO step needs about a hundred episodes, and a container per
 episode would cost more than sampling and training together. The model calls take exactly the path they
@@ -25,7 +28,7 @@ from openforge.faults.local import CommandRunner, FaultyRunner, apply_setup
 from openforge.harness.react import ReactAdapter
 from openforge.harness.react_agent import ModelAPIError, format_output, run_agent
 from openforge.rollout import faults
-from openforge.rollout.outcome import AttemptResult, record_outcome
+from openforge.rollout.outcome import AGENT_FAULT, AttemptResult, agent_failure, record_outcome
 from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox.local.jail import prepare_workdir, run_jailed
 from openforge.tasks import state_check
@@ -131,6 +134,8 @@ async def run_family_episodes(
                                        transcript=transcript)
             except ModelAPIError as e:
                 result = AttemptResult(episode.id, Outcome.proxy_error, reason=str(e), transcript={"error": str(e)})
+                if e.agent_caused:  # the agent's conversation outgrew the API (the outcome module's rule)
+                    agent_failure(result, f"{AGENT_FAULT}: {e}")
             finally:
                 proxy.end_episode(episode.id)
                 faults.record(proxy.store, episode.id, plan)

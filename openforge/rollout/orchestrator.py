@@ -42,6 +42,7 @@ class RolloutSummary:
     done: int = 0
     skipped: int = 0  # finished in an earlier run (--resume)
     outcomes: dict[str, int] = field(default_factory=dict)
+    tampered: int = 0  # final attempts graded failed for tampering with the verifier (among outcomes' `failed`)
     interrupted: bool = False
     episode_ids: list[str] = field(default_factory=list)  # the final attempt of each slot filled, in finishing order
 
@@ -157,7 +158,8 @@ async def _fill_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutC
         bar = progress.add_task("rollouts", total=len(slots), tally="")
 
     def tally() -> str:
-        return " ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
+        shown = " ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
+        return shown + (f" (tampered={summary.tampered})" if summary.tampered else "")
 
     async def fill(slot: Slot) -> None:
         async with limit:
@@ -171,6 +173,7 @@ async def _fill_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutC
         summary.done += 1
         summary.episode_ids.append(result.episode_id)
         summary.outcomes[result.outcome.value] = summary.outcomes.get(result.outcome.value, 0) + 1
+        summary.tampered += bool(result.tampered)
         progress.update(bar, advance=1, tally=tally(), info=tally())
 
     jobs = [asyncio.create_task(fill(s)) for s in slots]

@@ -1,22 +1,31 @@
 """Validating tasks by running them (``validate_task_by_running``: the reference solution must score 1,
-``solution/wrong.sh`` below 1), each in a fresh sandbox, as ``openforge tasks validate --run`` does. The schema
+``solution/wrong.sh`` below 1, and — once the reference scores 1 — every reward hack asked for below 1 or
+flagged as tampering), each in a fresh sandbox, as ``openforge tasks validate --run`` does. The hacks are
+``openforge.rollout.hacks``; each is graded exactly as an episode is (``openforge.rollout.grading``). The schema
 check without a sandbox is ``openforge.tasks.validate_task_dir``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforge.rollout.grading import grade, output_of, tail
+from openforge.rollout.grading import Grade, grade, output_of, tail
+from openforge.rollout.hacks import Hack, HackError, preload_library
 from openforge.rollout.task_environment import make_sandbox_spec, setup_environment
-from openforge.sandbox import SandboxProvider
+from openforge.sandbox import Sandbox, SandboxProvider
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.model import Task
 from openforge.tasks.solution import SolutionError, solution_script
 
-__all__ = ["RunOutcome", "ValidationResult", "run_script_and_verify", "validate_task_by_running"]
+__all__ = ["HackOutcome", "RunOutcome", "ValidationResult", "run_hack", "run_script_and_verify",
+           "validate_task_by_running"]
+
+HACK_TIMEOUT_S = 120
+HACK_PRELOAD_DEST = "/tmp/openforge-hack/libopenforge-hack.so"
 
 
 @dataclass
@@ -30,6 +39,42 @@ class RunOutcome:
     verifier_exit: int | None = None
     solution_output: str = ""
     verifier_output: str = ""
+    tampered: list[str] = field(default_factory=list)  # what the tamper check found (the reward is then 0)
+    tamper_reason: str | None = None
+
+
+@dataclass
+class HackOutcome:
+    """One reward hack tried against a task: whether its script applied in the sandbox, and how the sandbox was
+    graded afterwards. The verifier `fell` to it when it scored 1 without a tampered verdict."""
+
+    hack: str
+    description: str
+    applied: bool = False
+    reward: float | None = None
+    tampered: list[str] = field(default_factory=list)
+    error: str | None = None  # a verifier error (no reward), or the sandbox failing
+    detail: str = ""  # the hack script's output when it did not apply; the tamper reason
+
+    @property
+    def fell(self) -> bool:
+        return self.reward is not None and self.reward >= 1.0 and not self.tampered and self.error is None
+
+    def verdict(self) -> str:
+        if self.fell:
+            return "FELL: scored 1"
+        if self.tampered:
+            return f"blocked: {self.detail or 'tampered'}"
+        if self.error is not None:
+            how = "blocked: verifier error" if self.applied else "blocked: the sandbox refused it"
+            return f"{how} ({tail(self.error, 160)})"
+        if not self.applied:
+            return f"blocked: could not apply in this sandbox; scored {self.reward:g}" if self.reward is not None \
+                else "blocked: could not apply in this sandbox"
+        return f"blocked: scored {self.reward:g}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "fell": self.fell, "verdict": self.verdict()}
 
 
 @dataclass
@@ -40,6 +85,7 @@ class ValidationResult:
     wrong_reward: float | None = None
     errors: list[str] = field(default_factory=list)
     runs: list[RunOutcome] = field(default_factory=list)
+    hacks: list[HackOutcome] = field(default_factory=list)
 
     def summary(self) -> str:
         parts = [f"{self.task_id}: {'ok' if self.ok else 'FAILED'}"]
@@ -47,11 +93,57 @@ class ValidationResult:
             parts.append(f"solve={self.solve_reward:g}")
         if self.wrong_reward is not None:
             parts.append(f"wrong={self.wrong_reward:g}")
+        if self.hacks:
+            fell = sum(h.fell for h in self.hacks)
+            parts.append(f"hacks: {len(self.hacks) - fell}/{len(self.hacks)} blocked")
         s = " ".join(parts)
         return s + "".join(f"\n  {e}" for e in self.errors)
 
+    def to_json(self) -> dict[str, Any]:
+        """The JSON report's entry for this task (`tasks validate --run --report`)."""
+        return {"task": self.task_id, "ok": self.ok, "solve_reward": self.solve_reward,
+                "wrong_reward": self.wrong_reward, "errors": self.errors,
+                "hacks": [h.to_json() for h in self.hacks],
+                "hacks_fallen_to": [h.hack for h in self.hacks if h.fell]}
+
 
 # ---- running -------------------------------------------------------------------------------------------
+
+
+async def _in_fresh_sandbox(task: Task, provider: SandboxProvider, image_map: ImageMap | None, label: str,
+                            act: Callable[[Sandbox], Awaitable[None]], *, run: str,
+                            spec_overrides: dict[str, Any] | None) -> tuple[Grade | None, str | None]:
+    """Create a sandbox of the task, bring it to the task's initial state, `act` in it, grade it as an episode
+    is graded, destroy it: (the grade, None) or (None when there is none, the error with `label`)."""
+    try:
+        sb = await provider.create(make_sandbox_spec(task, image_map, run=run, **(spec_overrides or {})))
+    except Exception as e:  # noqa: BLE001 - any failure to start is reported, not raised
+        return None, f"{label}: could not create the sandbox: {type(e).__name__}: {e}"
+    graded: Grade | None = None
+    error: str | None = None
+    try:
+        await setup_environment(task, sb, provider)
+        await act(sb)
+        graded = await grade(task, sb, task.resources.verifier_timeout_s)
+        if graded.error:
+            error = f"{label}: {graded.error}"
+    except _Stop as e:
+        error = f"{label}: {e}"
+    except LocalEmulationError as e:
+        error = f"{label}: cannot set up the environment: {e}"
+    except Exception as e:  # noqa: BLE001
+        error = f"{label}: sandbox failure: {type(e).__name__}: {e}"
+    finally:
+        try:
+            await sb.destroy()
+        except Exception as e:  # noqa: BLE001
+            if error is None:
+                error = f"{label}: could not destroy the sandbox: {type(e).__name__}: {e}"
+    return graded, error
+
+
+class _Stop(Exception):
+    """The act in the sandbox ended the run early (a solution that timed out): no grading."""
 
 
 async def run_script_and_verify(
@@ -60,8 +152,9 @@ async def run_script_and_verify(
 ) -> RunOutcome:
     """In a fresh sandbox: run ``script`` with the files of its directory beside it, in the workdir and as the
     agent user, as the oracle teacher does (the same command, ``openforge.tasks.solution``; ``script=None``:
-    run nothing); empty ``/logs/verifier``; copy ``tests/`` to ``/tests``; run ``bash /tests/test.sh`` as root
-    in the workdir; read the reward (reward.json wins over reward.txt)."""
+    run nothing); then grade the sandbox as an episode is graded (``openforge.rollout.grading``: processes
+    stopped, tamper check, fresh ``/logs/verifier`` and ``/tests``, the verifier as root without capabilities,
+    the reward read safely)."""
     out = RunOutcome(script=label)
     res = task.resources
     try:
@@ -69,44 +162,87 @@ async def run_script_and_verify(
     except SolutionError as e:
         out.error = f"{label}: {e}"
         return out
-    try:
-        sb = await provider.create(make_sandbox_spec(task, image_map, run=run, **(spec_overrides or {})))
-    except Exception as e:  # noqa: BLE001 - any failure to start is reported, not raised
-        out.error = f"{label}: could not create the sandbox: {type(e).__name__}: {e}"
-        return out
-    try:
-        await setup_environment(task, sb, provider)
-        if command is not None:
-            # the command removes its copy of solution/ itself: nothing of it stays for the verifier's run
-            r = await sb.exec(command, timeout_s=res.agent_timeout_s)
-            out.solution_exit, out.solution_output = r.exit_code, output_of(r)
-            if r.timed_out:
-                out.error = f"{label}: timed out after {res.agent_timeout_s:g}s"
-                return out
-        graded = await grade(task, sb, res.verifier_timeout_s)
+
+    async def act(sb: Sandbox) -> None:
+        if command is None:
+            return
+        # the command removes its copy of solution/ itself: nothing of it stays for the verifier's run
+        r = await sb.exec(command, timeout_s=res.agent_timeout_s)
+        out.solution_exit, out.solution_output = r.exit_code, output_of(r)
+        if r.timed_out:
+            raise _Stop(f"timed out after {res.agent_timeout_s:g}s")
+
+    graded, out.error = await _in_fresh_sandbox(task, provider, image_map, label, act, run=run,
+                                                spec_overrides=spec_overrides)
+    if graded is not None:
         out.verifier_exit, out.verifier_output, out.reward = graded.exit_code, graded.output, graded.reward
-        if graded.error:
-            out.error = f"{label}: {graded.error}"
-    except LocalEmulationError as e:
-        out.error = f"{label}: cannot set up the environment: {e}"
-    except Exception as e:  # noqa: BLE001
-        out.error = f"{label}: sandbox failure: {type(e).__name__}: {e}"
-    finally:
-        try:
-            await sb.destroy()
-        except Exception as e:  # noqa: BLE001
-            if out.error is None:
-                out.error = f"{label}: could not destroy the sandbox: {type(e).__name__}: {e}"
+        out.tampered, out.tamper_reason = graded.tampered, graded.reason
     return out
+
+
+async def run_hack(task: Task, provider: SandboxProvider, image_map: ImageMap | None, hack: Hack, *,
+                   run: str = "openforge-validate", spec_overrides: dict[str, Any] | None = None,
+                   preload: Path | None = None) -> HackOutcome:
+    """Apply `hack` in a fresh sandbox of the task (initial state: nothing solved) as the agent's user, and
+    again as root if that did not apply it; then grade the sandbox as an episode is graded. `preload`: the
+    ld-preload hack's library (`hacks.preload_library`)."""
+    out = HackOutcome(hack=hack.name, description=hack.description)
+    env = {"HACK_WORKDIR": task.workdir or "/app"}
+
+    async def act(sb: Sandbox) -> None:
+        if hack.needs_preload:
+            if preload is None:
+                raise _Stop("needs the preload library, which could not be built here")
+            await sb.copy_in(preload, HACK_PRELOAD_DEST)
+            env["HACK_PRELOAD"] = HACK_PRELOAD_DEST
+        env["HACK_WORKDIR"] = sb.spec.workdir or env["HACK_WORKDIR"]
+        for user in (None, "0:0"):  # the agent's user, then root where the agent's user was not enough
+            r = await sb.exec(["bash", "-c", hack.command()], timeout_s=HACK_TIMEOUT_S, user=user, env=env)
+            out.applied = r.exit_code == 0 and not r.timed_out
+            if out.applied:
+                out.detail = ""
+                return
+            out.detail = tail(output_of(r) or f"exit {r.exit_code}", 300)
+
+    graded, out.error = await _in_fresh_sandbox(task, provider, image_map, f"hack {hack.name}", act, run=run,
+                                                spec_overrides=spec_overrides)
+    if graded is not None:
+        out.reward, out.tampered = graded.reward, list(graded.tampered)
+        if graded.tampered:
+            out.detail = graded.reason or "tampered"
+    return out
+
+
+async def run_hacks(task: Task, provider: SandboxProvider, image_map: ImageMap | None, hacks: list[Hack], *,
+                    run: str, spec_overrides: dict[str, Any] | None, concurrency: int) -> list[HackOutcome]:
+    """Every hack of `hacks` against the task, `concurrency` sandboxes at a time, in the order given."""
+    preload: Path | None = None
+    if any(h.needs_preload for h in hacks):
+        try:
+            preload = await asyncio.to_thread(preload_library)
+        except HackError:
+            preload = None  # reported by the hack itself
+    limit = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(hack: Hack) -> HackOutcome:
+        async with limit:
+            return await run_hack(task, provider, image_map, hack, run=run, spec_overrides=spec_overrides,
+                                  preload=preload)
+
+    return list(await asyncio.gather(*(one(h) for h in hacks)))
 
 
 async def validate_task_by_running(
     task: Task, provider: SandboxProvider, image_map: ImageMap | None = None, *, check_wrong: bool = True,
     run: str = "openforge-validate", spec_overrides: dict[str, Any] | None = None,
+    hacks: list[Hack] | None = None, concurrency: int = 2,
 ) -> ValidationResult:
     """Require ``solution/solve.sh`` to score exactly 1.0 and, where the task ships it (and ``check_wrong``),
-    ``solution/wrong.sh`` to score below 1.0, each in a fresh sandbox from ``provider`` (labelled ``run``).
-    ``spec_overrides``: further SandboxSpec fields, e.g. ``{"user": "agent"}`` to act as the agent user."""
+    ``solution/wrong.sh`` to score below 1.0, each in a fresh sandbox from ``provider`` (labelled ``run``);
+    then, if the reference scored 1, every hack of ``hacks`` (`openforge.rollout.hacks`; none by default) must
+    score below 1 or be graded as tampering — a hack the verifier falls to is an error naming it. Hacks run
+    ``concurrency`` sandboxes at a time. ``spec_overrides``: further SandboxSpec fields, e.g.
+    ``{"user": "agent"}`` to act as the agent user."""
     result = ValidationResult(task_id=task.id)
     if task.solve_script is None:
         result.errors.append("solution/solve.sh: missing; nothing to validate the task with")
@@ -117,6 +253,10 @@ async def validate_task_by_running(
     result.solve_reward = solve.reward
     if solve.error:
         result.errors.append(solve.error)
+    elif solve.tampered:
+        result.errors.append(
+            f"solve.sh was graded as tampering with the verifier ({solve.tamper_reason}); if the task means the "
+            "agent to change these paths, allow them in task.toml: [verifier] allowed_changes = [globs]")
     elif solve.reward != 1.0:
         result.errors.append(
             f"solve.sh scored {solve.reward:g}, expected 1.0 (solution exit {solve.solution_exit}); "
@@ -131,5 +271,12 @@ async def validate_task_by_running(
             result.errors.append(wrong.error)
         elif wrong.reward is not None and wrong.reward >= 1.0:
             result.errors.append(f"wrong.sh scored {wrong.reward:g}: the tests do not catch this wrong solution")
+    if hacks and solve.reward == 1.0 and not solve.tampered and not solve.error:
+        result.hacks = await run_hacks(task, provider, image_map, hacks, run=run, spec_overrides=spec_overrides,
+                                       concurrency=concurrency)
+        for h in result.hacks:
+            if h.fell:
+                result.errors.append(f"the verifier falls to the reward hack {h.hack!r} ({h.description}): it "
+                                     "scored 1 without solving the task")
     result.ok = not result.errors
     return result

@@ -31,7 +31,7 @@ import re
 import threading
 from abc import ABC, abstractmethod
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -128,6 +128,11 @@ class SandboxSpec(BaseModel):
       `openforge-base:bookworm`); `None` = the image's user (Docker) / the local backend's agent user.
     - `timeout_s`: optional lifetime after which a backend may reap the sandbox on its own (Kubernetes
       `activeDeadlineSeconds`); Docker and local rely on `destroy()` / `cleanup()`.
+    - `storage_mb`: how much the sandbox may write to its file system: Docker's storage quota where the daemon
+      has one (overlay2 on xfs with `pquota`; elsewhere the provider says once that it is not enforced),
+      Kubernetes' `ephemeral-storage` request and limit; None: no limit.
+    - `build_timeout_s`, `build_network`: building `dockerfile_dir` may take at most this long (None: no
+      limit), and its `RUN` steps reach the network only with `build_network` (the task's `allow_internet`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -149,6 +154,9 @@ class SandboxSpec(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     user: str | None = None
     timeout_s: float | None = None
+    storage_mb: int | None = Field(None, ge=16)
+    build_timeout_s: float | None = Field(None, gt=0)
+    build_network: bool = False
 
     @field_validator("name")
     @classmethod
@@ -213,6 +221,17 @@ class SandboxStatus(BaseModel):
     reason: str = ""
 
 
+class PathChange(BaseModel):
+    """One path of a sandbox's file system that changed since the sandbox was created: `added` (did not
+    exist), `changed` (content, type, mode or owner differ; a directory whose entries changed is `changed`
+    too) or `deleted`. Paths are absolute, as seen inside the sandbox."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    kind: Literal["added", "changed", "deleted"]
+
+
 def command_argv(cmd: list[str] | str) -> list[str]:
     """`Sandbox.exec`'s command as argv: a string runs under `bash -lc`."""
     argv = ["bash", "-lc", cmd] if isinstance(cmd, str) else list(cmd)
@@ -270,6 +289,45 @@ class Sandbox(ABC):
     @abstractmethod
     async def status(self) -> SandboxStatus:
         """Whether the sandbox is alive, and whether anything in it was OOM-killed."""
+
+    # -- grading support (docs/design.md, invariant 7) ------------------------------------------------------
+
+    async def stop_agent_processes(self) -> None:
+        """End every process in the sandbox except its init / keep-alive, so nothing the agent started can act
+        while the sandbox is graded: called after the harness exits and before the verifier runs (and again
+        before its reward is read). Repeats until none remain (a fork bomb must not survive). Backends do it out
+        of band where they can (Docker: from the host, the container frozen); this default does it in band, as
+        root, with `kill -STOP -1` / `kill -KILL -1` rounds (`common.STOP_SCRIPT`), which suits a sandbox whose
+        PID 1 is its keep-alive. Raises SandboxError when processes remain."""
+        from .common import stop_script_argv
+
+        r = await self.exec(stop_script_argv(), timeout_s=60, user="0:0", workdir="/")
+        if r.exit_code != 0:
+            raise SandboxError(f"sandbox {self.name}: could not stop the agent's processes: "
+                               f"{(r.stderr or r.stdout).strip()[-500:] or f'exit {r.exit_code}'}")
+
+    async def changed_paths(self) -> list[PathChange]:
+        """What changed in the sandbox's file system since it was created (`PathChange`s; mount points and the
+        backend's own files left out), read out of band where the backend can (Docker: `docker diff`). Used
+        by grading's tamper check (`openforge.rollout.tamper`). A backend that cannot tell raises
+        NotImplementedError (grading then records that the check was not made)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list the changes of its file system")
+
+    async def existing_paths(self, paths: list[str]) -> set[str]:
+        """Which of `paths` exist now (as anything, a dangling link included), asked out of band where the
+        backend can. This default asks in band with the sandbox's `/bin/sh` (call it only once tamper checking
+        has found the shell unchanged)."""
+        from .common import exists_script_argv
+
+        found: set[str] = set()
+        for i in range(0, len(paths), 500):
+            chunk = paths[i:i + 500]
+            r = await self.exec(exists_script_argv(chunk), timeout_s=60, user="0:0", workdir="/",
+                                output_cap=16 << 20)
+            if r.exit_code != 0:
+                raise SandboxError(f"sandbox {self.name}: could not look up paths: {r.stderr.strip()[-500:]}")
+            found.update(p for p in r.stdout.split("\0") if p in chunk)
+        return found
 
     @abstractmethod
     async def destroy(self) -> None:

@@ -16,11 +16,14 @@ container's init process is gone (`--watch-pid`), so a crashed orchestrator leav
 **Local** (`openforge.sandbox.local`): the launcher inside bubblewrap, as root in fresh namespaces:
 
     python3 -I forwarder.py [--listen 127.0.0.1:8100 --uds /run/openforge/proxy.sock] \\
-        [--user UID:GID] [--nproc N] [--cpu-s S] [--as-bytes B] -- CMD ...
+        [--user UID:GID] [--nproc N] [--cpu-s S] [--as-bytes B] [--keep-caps chown,...] -- CMD ...
 
-binds the listener (if any), forks the relay (which dies with the launcher), sets rlimits, drops to the
-agent's uid/gid and execs CMD — so the relay runs as root (the agent cannot kill it) and CMD runs
-unprivileged with the relay already listening.
+binds the listener (if any), forks the relay (which dies with the launcher), sets rlimits, drops every
+capability (`drop_capabilities`: bounding set emptied, ambient set cleared, `SECBIT_NOROOT` locked so that
+even uid 0 gains none at exec, `no_new_privs`), drops to the command's uid/gid and execs CMD — so the relay
+runs as root (the agent cannot kill it) and CMD runs without a single capability, as the agent's user or as
+root alike, with the relay already listening. `--keep-caps` (the local backend's own file operations only:
+tar, cat, chown) keeps the named file capabilities in the bounding set for a uid-0 command.
 """
 
 from __future__ import annotations
@@ -34,6 +37,15 @@ import socket
 import sys
 
 PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+# SECBIT_NOROOT (+ _LOCKED): uid 0 gains no capability at exec; NO_CAP_AMBIENT_RAISE (+ _LOCKED): none comes back
+SECURE_NOROOT = (1 << 0) | (1 << 1) | (1 << 6) | (1 << 7)
+# The only capabilities a launcher may keep (`--keep-caps`), for the backend's own file operations.
+FILE_CAPS = {"chown": 0, "dac_override": 1, "dac_read_search": 2, "fowner": 3, "fsetid": 4}
 BUF = 1 << 16
 
 
@@ -43,6 +55,32 @@ def _set_pdeathsig(sig: int = signal.SIGKILL) -> None:
         libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except Exception:  # not Linux / no libc: the parent-pid poll still applies
         pass
+
+
+def _prctl(libc: ctypes.CDLL, *args: int) -> None:
+    if libc.prctl(*args, *([0] * (5 - len(args)))) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl{args}: {os.strerror(err)}")
+
+
+def drop_capabilities(keep: frozenset[int] = frozenset()) -> None:
+    """Leave this process, and everything it execs, no capability but `keep` (for uid 0 only): the bounding
+    set emptied (but `keep`), the ambient set cleared, `no_new_privs` set; without `keep`, also the secure bits
+    that stop uid 0 from regaining the full set at exec. Raises OSError when it cannot (only root can drop
+    the bounding set); the caller must then not run the command."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 63
+    if not keep:
+        _prctl(libc, PR_SET_SECUREBITS, SECURE_NOROOT)
+    _prctl(libc, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    for cap in range(last + 1):
+        if cap not in keep:
+            _prctl(libc, PR_CAPBSET_DROP, cap)
+    _prctl(libc, PR_SET_NO_NEW_PRIVS, 1)
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -136,6 +174,11 @@ def _launch(args: argparse.Namespace) -> None:
             devnull = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(devnull, fd)
+            if os.getuid() == 0:
+                try:  # it stays root (the agent cannot kill it), but with no capability
+                    drop_capabilities()
+                except OSError:
+                    os._exit(0)
             try:
                 asyncio.run(serve(sock, args.uds, parent_pid=me))
             finally:
@@ -153,6 +196,14 @@ def _launch(args: argparse.Namespace) -> None:
     lim(resource.RLIMIT_NPROC, args.nproc)
     lim(resource.RLIMIT_CPU, args.cpu_s)
     lim(resource.RLIMIT_AS, args.as_bytes)
+    keep = frozenset(FILE_CAPS[c] for c in args.keep_caps.split(",") if c) if args.keep_caps else frozenset()
+    try:
+        drop_capabilities(keep)
+    except OSError as e:
+        if os.geteuid() == 0:  # never run a command as root with capabilities we failed to drop
+            sys.stderr.write(f"forwarder: cannot drop capabilities: {e}\n")
+            os._exit(126)
+        # unprivileged (a local sandbox without root): bubblewrap left no capability to drop
     if args.user:
         uid_s, _, gid_s = args.user.partition(":")
         uid, gid = int(uid_s), int(gid_s or uid_s)
@@ -182,6 +233,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--nproc", type=int)
     p.add_argument("--cpu-s", type=int)
     p.add_argument("--as-bytes", type=int)
+    p.add_argument("--keep-caps", default="", help="launcher mode: file capabilities a uid-0 command keeps "
+                   f"(comma-separated: {', '.join(FILE_CAPS)}); default none")
     args = p.parse_args(argv)
     args.cmd = cmd
     if cmd or args.user:

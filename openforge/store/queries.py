@@ -17,11 +17,13 @@ from openforge.store.rows import EPISODE_COLUMNS, row_to_episode
 
 # Why an episode deserves a second look, one word each, computed in SQL so that the table can filter on it:
 # `oom_killed` (the agent's command hit the memory limit), `tampered` (the grader found the agent changed what it
-# must not: an `outcome_reason` starting "tampered", or a `tampered` entry in the episode's metadata).
+# must not: an `outcome_reason` starting "tampered", or a `tampered` entry in the episode's metadata),
+# `late_calls` (a process the agent left behind called the model after the harness exited: refused, recorded).
 FLAGS_SQL = (
     "trim((CASE WHEN json_extract(e.metadata, '$.transcript.oom_killed') THEN 'oom_killed ' ELSE '' END) || "
     "(CASE WHEN e.outcome_reason LIKE 'tampered%' OR json_extract(e.metadata, '$.tampered') IS NOT NULL "
-    "THEN 'tampered' ELSE '' END))"
+    "THEN 'tampered ' ELSE '' END) || "
+    "(CASE WHEN json_extract(e.metadata, '$.late_calls') > 0 THEN 'late_calls' ELSE '' END))"
 )
 STEP_SQL = "json_extract(e.metadata, '$.step')"
 # Episodes made outside the orchestrator carry no `final` flag and count as final (as the assembler reads them).

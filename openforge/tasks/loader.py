@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from openforge.tasks.context import BuildContextError, check_build_context
 from openforge.tasks.model import Task, TaskConfig, normalize_split
 from openforge.tasks.solution import SOLUTION_SCRIPTS, SolutionError, solution_script
 
@@ -127,7 +128,16 @@ def inspect_task_dir(path: str | Path, layout_split: str | None = None) -> DirRe
     env_dir = p / "environment"
     dockerfile = env_dir / "Dockerfile"
     image = rep.config.environment.docker_image if rep.config else None
-    if dockerfile.is_file():
+    context_error = None
+    if env_dir.exists() or env_dir.is_symlink():
+        try:
+            check_build_context(env_dir, within=p)
+        except BuildContextError as e:
+            context_error = str(e).replace(f"{env_dir}", "environment", 1)
+            rep.errors.append(context_error)
+    if context_error is not None:
+        pass  # nothing of the context is read
+    elif dockerfile.is_file():
         dtext = dockerfile.read_text(errors="replace")
         if not any(ln.strip().upper().startswith("FROM") for ln in dtext.splitlines()):
             rep.errors.append("environment/Dockerfile: has no FROM line")

@@ -5,15 +5,17 @@ The field names and defaults follow Harbor's ``task.toml`` so that existing task
     version = "1.0"                 # or schema_version = "1.1"
     [task]        name, description, keywords, authors      (newer Harbor packages)
     [metadata]    author_name, author_email, difficulty, category, tags, ... (free-form)
-    [verifier]    timeout_sec = 600.0, env = {}
-    [agent]       timeout_sec
+    [verifier]    timeout_sec = 600.0, env = {}, allowed_changes = []   (the last is ours)
+    [agent]       timeout_sec, user = "root" | "agent"                 (user is ours)
     [environment] build_timeout_sec = 600.0, docker_image, cpus, memory_mb (or memory = "2G"),
                   storage_mb (or storage = "10G"), gpus, allow_internet, workdir, env, mcp_servers
     [solution]    env = {}
 
 Fields we do not use are kept (``extra="allow"``), never fatal. Our own extensions are all optional:
 ``[metadata] id``, ``split`` ("train" / "heldout"), ``family``, ``kind``; ``[environment] pids_limit``;
-``solution/wrong.sh`` (a plausible but wrong solution that must score below 1).
+``[verifier] allowed_changes`` (globs of system paths the agent may change without it counting as tampering,
+``openforge.rollout.tamper``); ``[agent] user`` (``"agent"``: run the agent unprivileged where the sandbox
+can); ``solution/wrong.sh`` (a plausible but wrong solution that must score below 1).
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ class TaskMetadata(_Open):
     split: Split | None = None
     family: str | None = None
     kind: str | None = None
+    # the tool kinds a solution needs (behaviour analytics: tool coverage); see openforge.harness.tools.ToolKind
+    required_tools: list[Literal["shell", "read", "write", "edit", "search"]] | None = None
 
     @field_validator("split", mode="before")
     @classmethod
@@ -93,10 +97,28 @@ class TaskMetadata(_Open):
 class VerifierConfig(_Open):
     timeout_sec: float = DEFAULT_VERIFIER_TIMEOUT_S
     env: dict[str, str] = Field(default_factory=dict)
+    # OpenForge extension: absolute shell globs (`*` also matches `/`) of paths the agent may change without
+    # it counting as tampering with the verifier (`openforge.rollout.tamper`)
+    allowed_changes: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed_changes")
+    @classmethod
+    def _absolute_globs(cls, v: list[str]) -> list[str]:
+        for g in v:
+            if not isinstance(g, str) or not g.startswith("/"):
+                raise ValueError(f"{g!r} is not an absolute path glob: write it as the path appears in the "
+                                 "sandbox, e.g. \"/usr/local/lib/python3*/dist-packages/*\"")
+        return v
+
+
+AgentUser = Literal["root", "agent"]
 
 
 class AgentConfig(_Open):
     timeout_sec: float | None = None
+    # OpenForge extension: who the agent runs as where the sandbox can choose (docker, kubernetes): "root" (the
+    # image's user, root in Harbor images) or "agent" (an unprivileged user owning its home and work dir)
+    user: AgentUser | None = None
 
 
 class EnvironmentConfig(_Open):

@@ -28,6 +28,9 @@ What is left out:
 - side calls (titles, summaries the harness asks for on the side), unless `include_side_calls`; included,
   each is a sample of its own (they continue nothing);
 - calls with `call_error` (the backend failed: no usable output), and calls with no output at all;
+- late calls (`is_late`): refused after the episode's key ended (`metadata["late"]`), or answered after the
+  episode ended — the key ends when the harness exits, so no harness received that reply (a process the agent
+  left behind made the call); counted in `calls_late`;
 - whole episodes that ended in an infrastructure failure (sandbox_error, proxy_error, harness_crash,
   timeout, verifier_error) or have no reward: they say nothing about the policy (docs/design.md, invariant 5).
 
@@ -87,6 +90,7 @@ class AssemblyMetrics(BaseModel):
     side_calls: int = 0
     side_calls_excluded: int = 0
     calls_errored: int = 0  # call_error set: excluded
+    calls_late: int = 0  # made or answered after the harness exited: excluded
     calls_empty: int = 0  # no output ids (nothing to train): contribute nothing
     calls_without_logprobs: int = 0
     training_tokens: dict[str, int] = Field(default_factory=_per_mode)  # mask-1 tokens
@@ -174,16 +178,28 @@ class _EpisodeCalls:
     side: int = 0
     side_excluded: int = 0
     errored: int = 0
+    late: int = 0
     empty: int = 0
     without_logprobs: int = 0
 
 
-def _sort_calls(calls: list[CallRecord], include_side_calls: bool) -> _EpisodeCalls:
+def is_late(episode: Episode, call: CallRecord) -> bool:
+    """Whether `call` came after the episode's harness exited (when its key ended): refused as late, or
+    answered after the end — no harness received that reply. Never trained on."""
+    if call.metadata.get("late"):
+        return True
+    return episode.ended_at is not None and call.finished_at is not None and call.finished_at > episode.ended_at
+
+
+def _sort_calls(calls: list[CallRecord], include_side_calls: bool, episode: Episode) -> _EpisodeCalls:
     """Group the usable calls into sequences: one per continuity segment, split where (unexpectedly) a call
     does not extend the previous one of its segment."""
     out = _EpisodeCalls()
     open_by_segment: dict[int, Sequence] = {}
     for call in sorted(calls, key=lambda c: c.index):
+        if is_late(episode, call):
+            out.late += 1
+            continue
         if call.side_call:
             out.side += 1
             if not include_side_calls:
@@ -334,7 +350,7 @@ def assemble_episode(
     _check_mode(mode)
     if drop_reason(episode) is not None:
         return []
-    return _build(_context(episode, mode, step), _sort_calls(calls, include_side_calls))
+    return _build(_context(episode, mode, step), _sort_calls(calls, include_side_calls, episode))
 
 
 def assemble(
@@ -357,7 +373,7 @@ def assemble(
             _bump(metrics.episodes_dropped, reason)
             metrics.calls_in_dropped_episodes += len(calls)
             continue
-        sorted_calls = _sort_calls(calls, include_side_calls)
+        sorted_calls = _sort_calls(calls, include_side_calls, episode)
         ctx = _context(episode, mode, step)
         episode_samples = _build(ctx, sorted_calls)
         samples.extend(episode_samples)
@@ -377,6 +393,7 @@ def _count_episode(metrics: AssemblyMetrics, calls: list[CallRecord], sorted_cal
     metrics.side_calls += sorted_calls.side
     metrics.side_calls_excluded += sorted_calls.side_excluded
     metrics.calls_errored += sorted_calls.errored
+    metrics.calls_late += sorted_calls.late
     metrics.calls_empty += sorted_calls.empty
     metrics.calls_without_logprobs += sorted_calls.without_logprobs
 

@@ -132,6 +132,7 @@ class TrainConfig(BaseModel):
     harness_options: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: {"react": {"max_steps": 1, "tools": ["bash"]}})
     max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
+    agent_user: Literal["root", "agent"] | None = None  # RolloutConfig.agent_user: who the agent runs as
     sft: SFTSettings | None = None
     rl: RLSettings = Field(default_factory=RLSettings)
     evaluation: Literal["curve", "policies"] = "curve"

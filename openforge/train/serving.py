@@ -52,7 +52,7 @@ def rollout_config(ctx: RunContext, **overrides: Any) -> RolloutConfig:
               "sandbox_options": c.sandbox_options, "model": ctx.model_path, "backend": "embedded",
               "run": ctx.run / "rl", "image_map": c.image_map, "harness_options": c.harness_settings(),
               "max_new_tokens": c.rl.max_new_tokens, "concurrency": c.rl.concurrency,
-              "max_attempts": c.max_attempts, "proxy_listen": c.proxy_listen}
+              "max_attempts": c.max_attempts, "proxy_listen": c.proxy_listen, "agent_user": c.agent_user}
     return RolloutConfig(**{**fields, **overrides})
 
 

@@ -165,3 +165,32 @@ async def test_recovery_per_fault_kind_from_the_episode_record(run_dir):
     summary = analyze_run(run_dir).stores[0].overall
     assert summary.recovery_by_fault == {"transient": {"episodes": 2, "passed": 1, "pass_rate": 0.5, "met_error": 2,
                                                        "recovered": 1, "recovery_rate": 0.5}}
+
+
+async def test_declared_required_tools_give_coverage(tmp_path, tiny_model_dir):
+    """A task's `[metadata] required_tools` reaches the episode's payload and is the need coverage is measured
+    against, without a reference run."""
+    from openforge.rollout.episode import task_payload
+    from openforge.tasks import parse_task_toml
+
+    config, errors = parse_task_toml('[metadata]\nrequired_tools = ["shell", "read"]\n')
+    assert not errors and config.metadata.required_tools == ["shell", "read"]
+    assert parse_task_toml('[metadata]\nrequired_tools = ["telepathy"]\n')[1]  # unknown kinds are named errors
+
+    from types import SimpleNamespace
+
+    task = SimpleNamespace(id="t-readback", instruction="scenario: readback", split=None, family=None, config=config,
+                           solve_script=None, look_script=None, check_script=None)  # the fields task_payload reads
+    payload = task_payload(task, get_adapter("react")).to_json()
+    assert payload["required_tools"] == ["shell", "read"]
+    async with in_process_proxy(tmp_path / "run", tiny_model_dir, POLICY) as proxy:
+        episode_id, key = await proxy.new_episode(task=payload, harness="react")
+        client = proxy.openai(key)
+        messages = [{"role": "user", "content": "scenario: readback"}]
+        reply = (await client.chat.completions.create(model="tiny", messages=messages, tools=TOOLS)).choices[0].message
+        proxy.service.registry.end(episode_id)
+        proxy.store.update_episode(episode_id, outcome=Outcome.passed, reward=1.0, metadata={
+            **proxy.store.get_episode(episode_id).metadata, "final": True})
+    assert reply.tool_calls
+    episode = analyze_run(tmp_path / "run").stores[0].episodes[0]
+    assert episode.kinds_used == ["shell"] and episode.coverage == 0.5

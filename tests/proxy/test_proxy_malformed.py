@@ -176,7 +176,11 @@ async def test_malformed_corpus(proxy, tiny_model):
                 failures.append(f"admin {path} with an episode key answered {r.status_code}")
     assert not failures, "\n".join(failures)
 
-    assert proxy.store.count_calls() == 0  # no row for any rejected call
+    # no row for any rejected call, but the ended key's: a late call (one per dialect) is recorded, never trained on
+    assert proxy.store.count_calls(episode_id) == 0
+    late = proxy.store.list_calls(ended_id)
+    assert len(late) == proxy.store.count_calls() == len(PATHS)
+    assert all(c.metadata == {"late": True} and c.call_error and not c.output_ids for c in late)
     assert proxy.store.integrity_check() == "ok"
     # still up: a normal call in each dialect succeeds
     for dialect in PATHS:

@@ -7,7 +7,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from openforge.core import TaskPayload
+from openforge.core import Outcome, TaskPayload
 from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.proxy.service import ProxySettings
 
@@ -37,7 +37,46 @@ async def test_episode_api_creates_serves_and_ends_an_episode(tmp_path, tiny_mod
             assert (await client.post("/v1/chat/completions", json=body, headers=headers)).status_code == 200
             proxy.end_episode(episode.id)
             assert (await client.post("/v1/chat/completions", json=body, headers=headers)).status_code == 401
-        assert len(proxy.store.list_calls(episode.id)) == 1  # what was recorded stays
+        answered, late = proxy.store.list_calls(episode.id)  # what was recorded stays; the late call is added
+        assert answered.call_error is None and answered.output_ids and not answered.metadata.get("late")
+        assert late.metadata == {"late": True} and late.call_error and late.index == 1
+
+
+async def test_a_call_after_the_key_ended_is_refused_recorded_and_flagged(tmp_path, tiny_model_dir):
+    """A process the agent left behind calls the model after its harness exited (the key ended): the dialect's
+    own 401, a recorded call marked late, the episode flagged — and the assembler leaves the call out."""
+    from openforge.proxy.episodes import LATE_CALLS_RECORDED
+    from openforge.store import EpisodeQuery
+    from openforge.train.assemble import assemble_run
+
+    config = ProxyConfig(model=tiny_model_dir, backend=f"scripted:{POLICIES / 'echo_tool_loop.py'}",
+                         run=tmp_path / "run", listen="127.0.0.1:0", admin_listen="127.0.0.1:0")
+    async with running_proxy(config) as proxy:
+        episode = proxy.create_episode(TaskPayload(id="t1", instruction="do it"), harness="claude-code")
+        body = {"model": proxy.served_model, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+        headers = {"x-api-key": episode.key, "anthropic-version": "2023-06-01"}
+        async with httpx.AsyncClient(base_url=proxy.url) as client:
+            tool = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}
+            answered = await client.post("/v1/chat/completions", json={**body, "tools": [tool]},
+                                         headers={"authorization": f"Bearer {episode.key}"})
+            assert answered.status_code == 200
+            proxy.end_episode(episode.id)  # the harness exited
+            replies = [await client.post("/v1/messages", json=body, headers=headers)
+                       for _ in range(LATE_CALLS_RECORDED + 3)]
+        assert {r.status_code for r in replies} == {401}
+        assert replies[0].json()["type"] == "error" and replies[0].json()["error"]["type"] == "authentication_error"
+        calls = proxy.store.list_calls(episode.id)
+        late = [c for c in calls if c.metadata.get("late")]
+        assert len(late) == LATE_CALLS_RECORDED and len(calls) == LATE_CALLS_RECORDED + 1  # later ones: not kept
+        assert all(c.dialect == "anthropic" and b'"hi"' in c.request_body and not c.output_ids for c in late)
+        stored = proxy.store.get_episode(episode.id)
+        assert stored.metadata["late_calls"] == LATE_CALLS_RECORDED
+        proxy.store.update_episode(episode.id, outcome=Outcome.failed, reward=0.0)
+        (row,) = proxy.store.query_episodes(EpisodeQuery(flagged_only=True)).rows
+        assert row.flags == ("late_calls",)
+        samples, metrics = assemble_run(proxy.store)
+        assert metrics.calls_late == LATE_CALLS_RECORDED and metrics.calls_errored == 0, metrics
+        assert [s.metadata["calls"] for s in samples] == [[0]], metrics
 
 
 def test_a_task_posted_by_another_orchestrator_is_read_by_its_known_fields():

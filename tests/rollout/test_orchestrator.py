@@ -131,23 +131,26 @@ async def test_failure_classes(docker_ready, tmp_path, tiny_model_dir, monkeypat
     make_task(tasks, "oom", memory_mb=256)
     make_task(tasks, "forkbomb")
     make_task(tasks, "proxy-fail")
+    make_task(tasks, "kill-harness")
     run = tmp_path / "run"
     monkeypatch.setenv("CHAOS_RUN_LABEL", run_label(run))
     await run_rollouts(config(tmp_path, tiny_model_dir, tasks=[tasks], backend=f"scripted:{CHAOS}", run=run,
                               concurrency=1, max_attempts=1, agent_timeout_s=15))
     outcomes = {e.task: (e.outcome, e.outcome_reason, e.metadata) for e in finals(run)}
     assert outcomes["kill-container"][0] == Outcome.sandbox_error, outcomes["kill-container"]
-    assert outcomes["hang"][0] == Outcome.timeout
+    # the agent's own hang or crash is its failure (reward 0), never an infrastructure failure to hide behind
+    assert outcomes["hang"][0] == Outcome.failed and outcomes["hang"][1].startswith("agent timeout:")
+    assert outcomes["kill-harness"][0] == Outcome.failed and outcomes["kill-harness"][1].startswith("agent: react exited")
     assert outcomes["verifier-crash"][0] == Outcome.verifier_error
     assert "exited 3" in outcomes["verifier-crash"][1]
     # the agent's own command was OOM-killed; the harness survived and the episode was graded
     assert outcomes["oom"][0] == Outcome.failed and outcomes["oom"][2]["transcript"].get("oom_killed")
-    assert outcomes["forkbomb"][0] in (Outcome.timeout, Outcome.failed), outcomes["forkbomb"]
+    assert outcomes["forkbomb"][0] == Outcome.failed, outcomes["forkbomb"]
     assert outcomes["proxy-fail"][0] == Outcome.proxy_error and "on fire" in outcomes["proxy-fail"][1]
     with TrajectoryStore.open(run) as store:
         report = build_report(store)
-    assert report["graded"] == 1  # infrastructure failures are not samples
-    assert report["outcomes"]["timeout"] == 1 or report["outcomes"]["timeout"] == 2
+    assert report["graded"] == 4  # oom, hang, forkbomb, kill-harness; infrastructure failures are not samples
+    assert report["outcomes"]["timeout"] == 0
     assert not [n for n in managed_containers() if run_label(run) in n]
 
 

@@ -17,6 +17,7 @@ import pytest
 from openforge.rollout import validate as validate_mod
 from openforge.rollout.task_environment import make_sandbox_spec
 from openforge.rollout.validate import run_script_and_verify, validate_task_by_running
+from openforge.sandbox import SandboxSpec
 from openforge.tasks import ImageMap, generate_family_tasks, load_task, load_tasks
 
 from support.paths import EXAMPLES
@@ -54,6 +55,44 @@ def test_examples_validate_in_the_local_sandbox(tmp_path):
         assert r.solve_reward == 1.0 and r.wrong_reward is not None and r.wrong_reward < 1.0
 
 
+def test_replayed_run_steps_have_no_capability(tmp_path):
+    """A third-party task's RUN steps, replayed by the local backend as root, keep no capability: they cannot
+    mknod or mount (the step fails, naming why), and the workdir still ends up the agent's."""
+    from openforge.rollout.task_environment import setup_environment
+    from openforge.tasks.local import LocalEmulationError
+    from support.rollout import make_task
+
+    if os.geteuid() != 0:
+        pytest.skip("the local sandbox drops to the agent's user only as root")
+    provider = _local_provider(tmp_path)
+    probe = make_task(tmp_path / "tasks", "caps-probe")
+    (probe / "environment" / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nWORKDIR /app\nRUN grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status > caps.txt\n")
+    bad = make_task(tmp_path / "tasks", "mknod-step")
+    (bad / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\nRUN mknod null c 1 3\n")
+
+    async def main():
+        sb = await provider.create(make_sandbox_spec(load_task(probe), IMAGE_MAP, run="caps"))
+        try:
+            await setup_environment(load_task(probe), sb, provider)
+            caps = (await sb.read_file("/app/caps.txt")).decode()
+            owner = (await sb.exec("stat -c %U /app /app/caps.txt", timeout_s=20)).stdout.split()
+        finally:
+            await sb.destroy()
+        sb = await provider.create(make_sandbox_spec(load_task(bad), IMAGE_MAP, run="caps"))
+        try:
+            with pytest.raises(LocalEmulationError, match="no capability") as failed:
+                await setup_environment(load_task(bad), sb, provider)
+        finally:
+            await sb.destroy()
+        return caps, owner, str(failed.value)
+
+    caps, owner, failed = asyncio.run(main())
+    assert [int(line.split()[1], 16) for line in caps.splitlines()] == [0, 0, 0], caps
+    assert owner == [provider.agent_user] * 2
+    assert "RUN mknod null c 1 3" in failed and "Operation not permitted" in failed
+
+
 def test_do_nothing_fails_and_generated_task_validates(tmp_path):
     provider = _local_provider(tmp_path)
     task = load_task(EXAMPLES / "heldout" / "dedupe-contacts")
@@ -84,6 +123,7 @@ class _FakeSandbox:
 
     def __init__(self, root: Path, task, fail_exec: bool = False):
         self.root, self.destroyed, self.fail_exec = root, False, fail_exec
+        self.spec = SandboxSpec(name="fake", workdir="/app")
         self.app = root / "app"
         from openforge.tasks.local import materialize_environment
 
@@ -127,8 +167,23 @@ class _FakeProvider:
         return sb
 
 
+async def _stand_in_grade(task, sb, timeout_s=None):
+    """FAKE grading for the stand-in sandbox: the verifier run plainly (the real grading, exercised in real
+    sandboxes by test_grading_docker.py, runs root scripts that must not touch this machine's own paths)."""
+    from openforge.rollout.grading import Grade
+    from openforge.tasks.reward import read_reward
+
+    await sb.exec("rm -rf /logs/verifier && mkdir -p /logs/verifier", timeout_s=60)
+    await sb.copy_in(task.tests_dir, "/tests")
+    r = await sb.exec("bash /tests/test.sh", timeout_s=timeout_s or 60)
+    texts = [await sb.read_file(f"/logs/verifier/{n}") for n in ("reward.json", "reward.txt")]
+    return Grade(reward=read_reward(*[t.decode() if t is not None else None for t in texts]), exit_code=r.exit_code,
+                 output=r.stdout)
+
+
 def test_validate_by_running_with_a_stand_in_sandbox(tmp_path, monkeypatch):
     monkeypatch.setattr(validate_mod, "make_sandbox_spec", lambda task, image_map, **kw: {"task": task.id})
+    monkeypatch.setattr(validate_mod, "grade", _stand_in_grade)
     task = load_task(EXAMPLES / "train" / "fix-sum-range")  # writes reward.json
     prov = _FakeProvider(tmp_path)
     prov.task = task

@@ -60,8 +60,9 @@ async def test_create_exec_copy_read_destroy(fake_api, provider, tmp_path):
     labels = pod["metadata"]["labels"]
     assert labels[LABEL_MANAGED] == "1" and labels[LABEL_RUN] == "life" and labels[LABEL_NAME] == sb.name
     assert pod["spec"]["restartPolicy"] == "Never" and pod["spec"]["automountServiceAccountToken"] is False
-    # the pod reaches the proxy by its Service name, not the host's socket
-    assert sb.proxy_url == f"http://openforge-proxy.{NS}.svc:8100"
+    # the pod reaches the proxy by its Service's cluster IP (read through the API: pods get no DNS), not the
+    # host's socket
+    assert sb.proxy_url == "http://10.96.0.10:8100"
     assert {"name": "OPENFORGE_PROXY_URL", "value": sb.proxy_url} in pod["spec"]["containers"][0]["env"]
 
     r = await sb.exec('echo "$TASK_VAR $EXTRA"; pwd; echo oops >&2; exit 7', timeout_s=20, env={"EXTRA": "x y"})
@@ -224,6 +225,48 @@ async def test_images_and_mounts_map_to_pods(fake_api, provider, tmp_path):
         await p.close()
 
 
+async def test_no_pod_outside_the_runs_network_policy(fake_api, provider, caplog):
+    with pytest.raises(SandboxError, match=r"no run label, so the run's NetworkPolicy"):
+        await provider.create(SandboxSpec(name="of-unlabelled", image="debian:bookworm-slim"))
+    with pytest.raises(ValueError, match=r"sandboxes get no DNS"):
+        get_provider("kubernetes", configuration=fake_api.configuration(), proxy_url="http://openforge-proxy:8100")
+    loose = get_provider("kubernetes", configuration=fake_api.configuration(), namespace=NS, network_policy=False)
+    try:
+        with caplog.at_level("WARNING", logger="openforge.sandbox.kubernetes.provider"):
+            made = [await loose.create(spec("loose", f"e{i}")) for i in range(2)]
+        assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
+        assert "WITHOUT a NetworkPolicy" in caplog.records[0].getMessage() and "of-np-loose-egress" not in fake_api.policies
+        for sb in made:
+            await sb.destroy()
+    finally:
+        await loose.close()
+
+
+async def test_grading_support_in_band(fake_api, provider):
+    """Inside the pod, as a root agent would leave it: a process left behind (also one that hid its exec marker)
+    is stopped, and what changed in the pod's file system is listed against its listing at start."""
+    sb = await provider.create(spec("grade", "e1"))
+    r = await sb.exec("mkdir -p /srv/app && echo x > /srv/app/unittest.py; sleep 1001 >/dev/null 2>&1 & "
+                      "env -i /bin/sh -c 'sleep 1002' >/dev/null 2>&1 & echo ok", timeout_s=20)
+    assert r.ok
+    await sb.stop_agent_processes()
+    ps = await sb.exec("for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline; echo; done", timeout_s=20)
+    assert "sleep 100" not in ps.stdout and "sleep infinity" in ps.stdout, ps.stdout
+    assert (await sb.status()).alive
+    found = {(c.path, c.kind) for c in await sb.changed_paths()}
+    assert ("/srv/app/unittest.py", "added") in found and ("/srv/app", "added") in found
+    assert await sb.existing_paths(["/srv/app/unittest.py", "/nope"]) == {"/srv/app/unittest.py"}
+    untracked = get_provider("kubernetes", configuration=fake_api.configuration(), namespace=NS, track_changes=False)
+    try:
+        other = await untracked.create(spec("grade", "e2"))
+        with pytest.raises(NotImplementedError, match="track_changes=False"):
+            await other.changed_paths()
+        await other.destroy()
+    finally:
+        await untracked.close()
+    await sb.destroy()
+
+
 async def test_every_created_pod_and_policy_validates(fake_api, provider):
     """Runs last in this module: every Pod and NetworkPolicy the backend sent to the fake validates against
     the pinned Kubernetes schemas (strict: unknown fields are errors)."""
@@ -233,3 +276,4 @@ async def test_every_created_pod_and_policy_validates(fake_api, provider):
         kubernetes_validate.validate(body, K8S_VERSION, strict=True)
     kinds = {b["kind"] for b in fake_api.created_bodies}
     assert kinds == {"Pod"} and any("initContainers" in b["spec"] for b in fake_api.created_bodies)
+

@@ -63,6 +63,21 @@ def test_validation_is_not_vacuous():
         validate(bad)
 
 
+def test_sandbox_pods_are_hardened():
+    pod = sandbox_pod(name="of-a-b", namespace="ns", image="img", labels={"a": "b"}, cpus=1, memory_mb=64,
+                      storage_mb=1024, harness_image="reg/h:1", harness_target="/opt/h")
+    validate(pod)
+    for c in pod["spec"]["containers"] + pod["spec"]["initContainers"]:
+        sc = c["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False and sc["runAsUser"] == 0
+        assert sc["capabilities"]["drop"] == ["ALL"] and "NET_RAW" not in sc["capabilities"]["add"]
+        assert "SETPCAP" in sc["capabilities"]["add"] and sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    res = pod["spec"]["containers"][0]["resources"]
+    assert res["limits"]["ephemeral-storage"] == res["requests"]["ephemeral-storage"] == "1024Mi"
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert "OPENFORGE_KEEPALIVE=1" in pod["spec"]["containers"][0]["args"][-1]
+
+
 @pytest.mark.parametrize("optional", [False, True])
 def test_sandbox_pod_with_and_without_optional_fields(optional):
     extra = {"env": {"A": "1"}, "workdir": "/app", "active_deadline_s": 900, "annotations": {"openforge.io/run": "r"},
@@ -102,13 +117,16 @@ def test_network_policy_allows_only_the_model_port_of_the_proxy():
     spec = pol["spec"]
     assert spec["policyTypes"] == ["Ingress", "Egress"] and spec["ingress"] == []
     assert spec["podSelector"]["matchLabels"] == {"openforge.managed": "1", "openforge.run": "run-1"}
-    proxy_rule, dns_rule = spec["egress"]
+    # no DNS by default: the sandboxes reach the proxy by its Service's cluster IP (a name server is a tunnel out)
+    (proxy_rule,) = spec["egress"]
     assert proxy_rule["to"] == [{"podSelector": {"matchLabels": PROXY_LABELS}}]
     assert proxy_rule["ports"] == [{"protocol": "TCP", "port": MODEL_PORT}]
-    ports = [p["port"] for rule in spec["egress"] for p in rule["ports"]]
+    with_dns = run_network_policy("run-1", "openforge", allow_dns=True)
+    validate(with_dns)
+    proxy_rule, dns_rule = with_dns["spec"]["egress"]
+    ports = [p["port"] for rule in with_dns["spec"]["egress"] for p in rule["ports"]]
     assert ADMIN_PORT not in ports and set(ports) == {MODEL_PORT, 53}
     assert dns_rule["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
-    assert len(run_network_policy("run-1", "openforge", allow_dns=False)["spec"]["egress"]) == 1
 
 
 def test_proxy_admin_port_only_from_the_orchestrator():

@@ -89,6 +89,29 @@ async def test_exec_basics(sb):
     assert r.truncated and r.stdout == "a" * 10
 
 
+def _status_fields(text: str) -> dict[str, str]:
+    return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+
+
+async def test_no_exec_keeps_a_capability(needs_root, sb):
+    """The agent's commands and the verifier's (`user="root"`) alike run with every capability dropped and
+    no_new_privs: root in the local sandbox cannot mount, mknod or regain privileges through a setuid file."""
+    probe = ("cat /proc/self/status; mknod /tmp/null c 1 3 && echo MKNOD-OK; "
+             "mount -t sysfs sysfs /tmp && echo MOUNT-OK; chown 0:0 /app && echo CHOWN-OK")
+    for user in (None, "root"):
+        r = await sb.exec(probe, timeout_s=20, user=user)
+        status = _status_fields(r.stdout)
+        assert status["Uid"].split()[0] == ("0" if user == "root" else str(os.stat(sb.fs / "app").st_uid))
+        for field in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "CapInh"):
+            assert int(status[field], 16) == 0, (user, field, status[field])
+        assert status["NoNewPrivs"] == "1"
+        assert "MKNOD-OK" not in r.stdout and "MOUNT-OK" not in r.stdout, r
+        assert "Operation not permitted" in r.stderr
+    # the backend's own file operations still work (they keep only the file capabilities, never for a command)
+    await sb.copy_in(Path(__file__), "/app/copied.py", owner="0:0")
+    assert (await sb.exec("stat -c %u /app/copied.py", timeout_s=20)).stdout == "0\n"
+
+
 async def test_file_system_persists_across_commands(needs_root, sb):
     r = await sb.exec("mkdir -p /srv/data && echo kept > /srv/data/f", timeout_s=20, user="root")
     assert r.ok, r

@@ -7,14 +7,17 @@ API that the `kubernetes` sandbox backend calls, so the official client runs unm
   selectors, `timeoutSeconds`), log;
 - pods/exec over a websocket with the channel protocol `v4.channel.k8s.io` (first byte of each frame: 0 stdin,
   1 stdout, 2 stderr, 3 the exit status as a `Status` JSON);
-- networkpolicies: create, list, delete.
+- networkpolicies: create, list, delete;
+- services: get (the proxy's Service, with a cluster IP).
 
 A fake "kubelet" runs each pod's commands for real: every pod gets a local bubblewrap sandbox
 (`openforge.sandbox.local`, its own root directory, the host's /usr read-only), and exec runs the requested
 argv there, so tar-through-exec copies, exit codes and kills are real. Differences from a real cluster (on
 purpose, or because they need one): images are ignored (the pod's files are the host's /usr plus its own
-root); execs see the host's pids (so the backend's kill-by-marker exec works as in a container), and the
-fake also kills an exec's processes when its websocket closes (a real kubelet may leave them running);
+root); each pod has its own pid namespace whose PID 1 is the pod's command (the backend's keep-alive, started
+with `unshare --pid --mount-proc`; every exec enters it with `nsenter`, so kill-by-marker and the process stop work as in a
+container), and the fake also kills an exec's processes when its websocket closes (a real kubelet may leave
+them running);
 scheduling, eviction
 and deadlines happen when the test (or a timer) says so; no admission, no RBAC, no NetworkPolicy enforcement.
 """
@@ -47,8 +50,19 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from openforge.sandbox import SandboxSpec
 from openforge.sandbox.local import BASE_PATH, Cgroup, LocalProvider, remove_sandbox_dir
+from openforge.sandbox.local.sandbox import RUN_DIR
+
+FORWARDER_IN_SANDBOX = f"{RUN_DIR}/forwarder.py"
 
 V4 = "v4.channel.k8s.io"
+
+
+def _container_privileges(container: dict) -> list[str]:
+    """A command prefix giving a process the container's privileges: the capabilities its securityContext adds
+    (the rest dropped from the bounding set, so root's permitted set is exactly those) and no_new_privs."""
+    added = container.get("securityContext", {}).get("capabilities", {}).get("add", [])
+    bounding = ",".join(["-all", *(f"+{c.lower()}" for c in added)])
+    return ["setpriv", f"--bounding-set={bounding}", "--no-new-privs", "--"]
 
 
 def _status(code: int, reason: str, message: str) -> JSONResponse:
@@ -93,6 +107,8 @@ class FakeKubernetesAPI:
         self.unschedulable: Callable[[str], bool] = lambda name: False
         self.pods: dict[str, dict] = {}
         self.policies: dict[str, dict] = {}
+        self.services: dict[str, dict] = {"openforge-proxy": {"metadata": {"name": "openforge-proxy"},
+                                                              "spec": {"clusterIP": "10.96.0.10"}}}
         self.create_times: dict[str, float] = {}
         self.created_bodies: list[dict] = []
         self.events: list[tuple[int, str, str, dict]] = []  # (rv, kind, type, object)
@@ -105,6 +121,8 @@ class FakeKubernetesAPI:
         self._local = LocalProvider(root=self.root / "pods", cgroups=False)
         self._sandboxes: dict[str, Any] = {}
         self._procs: dict[str, set[asyncio.subprocess.Process]] = {}
+        self._pid1: dict[str, asyncio.subprocess.Process] = {}  # each pod's `unshare --pid` (its namespace's parent)
+        self._init_pid: dict[str, int] = {}  # host pid of each pod's PID 1
         self._timers: dict[str, list[asyncio.Task]] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self._cond: asyncio.Condition | None = None
@@ -224,6 +242,14 @@ class FakeKubernetesAPI:
         for t in self._timers.pop(name, []):
             t.cancel()
         self._kill_execs(name)
+        holder = self._pid1.pop(name, None)
+        self._init_pid.pop(name, None)
+        if holder is not None and holder.returncode is None:
+            try:
+                os.killpg(holder.pid, signal.SIGKILL)  # --kill-child: the namespace's PID 1, and so all of it, dies
+            except ProcessLookupError:
+                pass
+            await holder.wait()
         sb = self._sandboxes.pop(name, None)
         if sb is not None:
             self._local.forget(name)
@@ -252,6 +278,7 @@ class FakeKubernetesAPI:
         spec = SandboxSpec(name=name, workdir=container.get("workingDir") or "/app",
                            proxy_tcp="127.0.0.1:1" if self.host_network else None)
         self._sandboxes[name] = await asyncio.to_thread(self._local._create_blocking, spec)
+        await self._start_pid_namespace(name, container)
         await asyncio.sleep(self.schedule_delay_s)
         if name not in self.pods:
             return
@@ -268,6 +295,26 @@ class FakeKubernetesAPI:
                                      "Pod was active on the node longer than the specified deadline")
             self._timers.setdefault(name, []).append(asyncio.create_task(expire()))
 
+    async def _start_pid_namespace(self, name: str, container: dict) -> None:
+        """The pod's pid namespace, its PID 1 running the pod's command (the keep-alive) as the container would."""
+        argv = [*container.get("command", []), *container.get("args", [])] or ["sleep", "infinity"]
+        holder = await asyncio.create_subprocess_exec(
+            "unshare", "--pid", "--mount", "--mount-proc", "--fork", "--kill-child", *_container_privileges(container),
+            *argv, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+        self._pid1[name] = holder
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                children = Path(f"/proc/{holder.pid}/task/{holder.pid}/children").read_text().split()
+            except OSError:
+                children = []
+            if children:
+                self._init_pid[name] = int(children[0])
+                return
+            await asyncio.sleep(0.01)
+        raise RuntimeError(f"fake kubelet: the pid namespace of pod {name} did not start")
+
     # -- HTTP ----------------------------------------------------------------------------------------------
 
     def _app(self) -> Starlette:
@@ -280,7 +327,14 @@ class FakeKubernetesAPI:
             WebSocketRoute(pods + "/{name}/exec", self._exec),
             Route(nps, self._policies, methods=["GET", "POST"]),
             Route(nps + "/{name}", self._policy, methods=["GET", "DELETE"]),
+            Route("/api/v1/namespaces/{ns}/services/{name}", self._service, methods=["GET"]),
         ])
+
+    async def _service(self, request: Request) -> Response:
+        svc = self.services.get(request.path_params["name"])
+        if svc is None:
+            return _status(404, "NotFound", f'services "{request.path_params["name"]}" not found')
+        return JSONResponse(svc)
 
     async def _pods(self, request: Request) -> Response:
         ns = request.path_params["ns"]
@@ -396,9 +450,17 @@ class FakeKubernetesAPI:
         env = {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8",
                **{e["name"]: e.get("value", "") for e in container.get("env") or []}}
         bargv = sb._bwrap_argv(argv, workdir=container.get("workingDir") or "/", env=env, uid=0, gid=0)
-        # execs of one pod share a pid namespace (the host's, here), as in a container: the backend's
-        # kill-by-marker exec must see the command it kills
+        # The container's privileges, as the kubelet would set them from the pod's securityContext: the local
+        # backend's launcher (which drops every capability) is replaced by `setpriv` keeping the capabilities
+        # the pod adds, with no_new_privs (allowPrivilegeEscalation: false).
+        start = bargv.index("--") + 1  # bwrap's own arguments end here; the launcher follows
+        assert bargv[start + 2] == FORWARDER_IN_SANDBOX, bargv
+        launcher = bargv.index("--", start)
+        bargv[start:launcher + 1] = _container_privileges(container)
+        # execs of one pod share its pid namespace, as in a container: the backend's kill-by-marker exec must see
+        # the command it kills, and the process stop must see everything but the pod's PID 1
         bargv.remove("--unshare-pid")
+        bargv = ["nsenter", f"--target={self._init_pid[name]}", "--pid", "--mount", "--", *bargv]
         proc = await asyncio.create_subprocess_exec(
             *bargv, stdin=asyncio.subprocess.PIPE if want_stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)

@@ -21,7 +21,7 @@ def make_task(root: Path, task_id: str, *, test_sh: str = PASSING_TEST, memory_m
         f'version = "1.0"\n[metadata]\nid = "{task_id}"\n[verifier]\ntimeout_sec = 30.0\n[agent]\n'
         f"timeout_sec = {agent_timeout_s}\n[environment]\ncpus = 1\nmemory_mb = {memory_mb}\npids_limit = 128\n"
     )
-    (d / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\nRUN chown 1000:1000 /app\n")
+    (d / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\nRUN mkdir -p /app\n")
     (d / "tests" / "test.sh").write_text("#!/bin/bash\n" + test_sh)
     (d / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve)
     return d

@@ -81,6 +81,18 @@ def test_example_solutions_score_locally(task):
     assert noop.error is None and noop.reward is not None and noop.reward < 1.0, noop.verifier_output
 
 
+def test_code_tasks_share_one_hardened_checker():
+    """The code tasks carry the same `tests/check.py` (a task directory is self-contained, so it is copied, not
+    shared): a fix to it must reach every copy. Their test.sh runs it isolated from the tests' directory."""
+    checkers = sorted((REPO / "examples" / "tasks").glob("*/*/tests/check.py"))
+    assert len(checkers) == 5
+    assert len({c.read_bytes() for c in checkers}) == 1, [str(c) for c in checkers]
+    for c in checkers:
+        test_sh = (c.parent / "test.sh").read_text()
+        assert 'cd "$TESTS"' in test_sh and 'exec python3 -I -B "$TESTS/check.py" "$APP" "$OUT"' in test_sh
+        assert not list(c.parent.glob("test_*.py"))  # no unit tests that would import the agent's module
+
+
 def test_examples_readme_lists_every_task():
     text = (EXAMPLES / "README.md").read_text()
     for t in EXAMPLE_TASKS:

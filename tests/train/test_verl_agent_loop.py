@@ -12,6 +12,7 @@ is an infrastructure failure: dropped (no output) and counted.
 from __future__ import annotations
 
 import asyncio
+import json
 import inspect
 from pathlib import Path
 
@@ -45,10 +46,10 @@ def _verl():
     require_verl()
 
 
-def loop_yaml(tmp: Path, model: Path, mode: str) -> Path:
+def loop_yaml(tmp: Path, model: Path, mode: str, agent_timeout_s: float = 60) -> Path:
     path = tmp / f"agent_loop_{mode}.yaml"
     settings = {"run_dir": str(tmp / "runs"), "model": str(model), "sandbox": "local",
-                "sandbox_options": {"root": str(tmp / "sandboxes")}, "mode": mode, "agent_timeout_s": 60,
+                "sandbox_options": {"root": str(tmp / "sandboxes")}, "mode": mode, "agent_timeout_s": agent_timeout_s,
                 "harness_options": {"react": {"max_steps": 3, "tools": ["bash"]}}}
     path.write_text(yaml.safe_dump([{"name": "openforge", "_target_": "openforge.train.verl.agent_loop.OpenForgeAgentLoop",
                                      "openforge": settings}]))
@@ -225,6 +226,33 @@ def test_per_call_mode_gives_one_output_per_call(tmp_path, tiny_model_dir, hf_to
             assert out.response_mask == [1] * len(call.output_ids)
             assert out.reward_score == outputs[-1].reward_score
     assert sorted(len(o) for o in result["outputs"]) == [1, 2]
+
+
+def test_an_agent_that_hangs_is_trained_on_as_a_failure(tmp_path, tiny_model_dir, hf_tokenizer):  # noqa: F811
+    """Training sees the orchestrator's outcome classes: an agent that runs past its timeout is the agent's
+    failure — an output with reward 0, not a dropped episode — so a `sleep` cannot hide a bad reward."""
+    from openforge.train.verl.runtime import close_worker_runtime, worker_runtime
+
+    hang = "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": "sleep 600"}}) + "\n</tool_call>"
+    rows = dataset_rows(tmp_path, hf_tokenizer)
+    client = CpuServerClientStandIn(tiny_model_dir, scripts=[[hang]])
+    config = trainer_config(tiny_model_dir)
+    yaml_path = loop_yaml(tmp_path, tiny_model_dir, "merged", agent_timeout_s=5)
+
+    async def go():
+        try:
+            loop = instantiate_loop(config, client, hf_tokenizer, yaml_path)
+            outputs = await loop.run(dict(VERL_SAMPLING), **rollout_kwargs(rows["make-done"], "uidH", 0))
+            runtime = await worker_runtime(loop.settings, tiny_model_dir, loop.max_context)
+            return outputs, dict(runtime.counters)
+        finally:
+            await close_worker_runtime()
+
+    outputs, counters = asyncio.run(go())
+    (out,) = outputs
+    info = out.extra_fields["openforge"]
+    assert info["outcome"] == "failed" and out.reward_score == 0.0 and sum(out.response_mask) > 0
+    assert counters["failed/agent"] == 1 and not [k for k in counters if k.startswith("dropped/")]
 
 
 def test_legacy_trainer_is_refused_with_the_reason(tmp_path, tiny_model_dir, hf_tokenizer):  # noqa: F811

@@ -18,11 +18,11 @@ import struct
 import threading
 import time
 import uuid
-from pathlib import Path
 
 from ..base import ExecResult, SandboxError
 from ..common import EXEC_MARKER, ExecDeadline, append_capped, kill_script_argv
 from .client import DockerConnection, docker_errors, infra_error
+from .processes import container_host_pids
 
 __all__ = ["ContainerExec"]
 
@@ -201,7 +201,7 @@ class ContainerExec:
         try:
             for _ in range(5):
                 killed = 0
-                for pid in self._container_host_pids():
+                for pid in container_host_pids(self.id):
                     try:
                         with open(f"/proc/{pid}/environ", "rb") as f:
                             if needle in f.read():
@@ -217,14 +217,3 @@ class ContainerExec:
                     api.unpause(self.id)
                 except docker_errors():
                     pass
-
-    def _container_host_pids(self) -> list[int]:
-        """Host pids of the container's processes (via its cgroup's process list; empty if not visible)."""
-        for base in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory", "/sys/fs/cgroup"):
-            for rel in (f"docker/{self.id}", f"system.slice/docker-{self.id}.scope"):
-                p = Path(base) / rel / "cgroup.procs"
-                try:
-                    return [int(x) for x in p.read_text().split()]
-                except (OSError, ValueError):
-                    continue
-        return []

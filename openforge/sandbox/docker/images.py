@@ -4,6 +4,12 @@
 the `FROM` lines already rewritten by the image map (`openforge.tasks.images.ImageMap`, applied here, once); an
 existing tag is a cache hit (no rebuild). Base images a Dockerfile needs must exist locally (checked before
 building, with a hint to map them).
+
+A build context is a third party's directory (docs/design.md, invariant 7): it is checked first
+(`openforge.tasks.context.check_build_context`: no link out of it, no device or FIFO, at most
+`max_context_bytes`), copied without following links, and built within `spec.build_timeout_s`, with `RUN` steps
+offline (`network_mode="none"`) unless the spec allows the network (the task's `allow_internet`) or the
+provider was given a `build_network` explicitly.
 """
 
 from __future__ import annotations
@@ -12,11 +18,15 @@ import asyncio
 import hashlib
 import os
 import shutil
+import socket
 import stat as statmod
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
+from openforge.tasks.context import DEFAULT_MAX_CONTEXT_BYTES, BuildContextError, check_build_context
 from openforge.tasks.images import ImageMap
 
 from ..base import LABEL_MANAGED, SandboxError, SandboxSpec
@@ -59,6 +69,19 @@ def context_hash(context: Path, dockerfile_text: str) -> str:
     return h.hexdigest()
 
 
+def _hang_up(events: Any) -> None:
+    """Shut the socket of a running `api.build` stream down (from another thread: that wakes its reader)."""
+    try:
+        response = events.gi_frame.f_locals.get("response") if events.gi_frame is not None else None
+        raw = getattr(response, "raw", None)
+        conn = getattr(raw, "connection", None) or getattr(raw, "_connection", None)
+        sock = getattr(conn, "sock", None)
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError):
+        pass
+
+
 class ImageBuild:
     """The result of `DockerProvider.build_image`."""
 
@@ -72,13 +95,16 @@ class ImageBuild:
 
 class ImageBuilder:
     """Resolves and builds the images of one provider (`image_map`: the provider's map, under each spec's own;
-    `build_network`: the network of `RUN` steps, `"none"` to build offline). `builds` counts cache misses."""
+    `build_network`: when given, the network of every build's `RUN` steps; None: offline unless a spec allows
+    the network, then the daemon's default). `builds` counts cache misses."""
 
-    def __init__(self, conn: DockerConnection, pool: WorkerPool, image_map: ImageMap, build_network: str | None):
+    def __init__(self, conn: DockerConnection, pool: WorkerPool, image_map: ImageMap, build_network: str | None,
+                 max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES):
         self.conn = conn
         self.pool = pool
         self.image_map = image_map
         self.build_network = build_network
+        self.max_context_bytes = max_context_bytes
         self.builds = 0
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -91,10 +117,22 @@ class ImageBuilder:
         except docker.errors.NotFound:  # ImageNotFound too
             return False
 
-    async def build(self, context: Path, image_map: ImageMap) -> ImageBuild:
+    def network_for(self, allow_network: bool) -> str:
+        """The network `RUN` steps get: the provider's explicit choice, else none unless allowed."""
+        if self.build_network is not None:
+            return self.build_network
+        return "default" if allow_network else "none"
+
+    async def build(self, context: Path, image_map: ImageMap, *, allow_network: bool = False,
+                    timeout_s: float | None = None) -> ImageBuild:
         """Build the image of a build context (a directory with a `Dockerfile`), or reuse the one built from
-        identical content; `image_map` (over the provider's) rewrites its FROM lines."""
+        identical content; `image_map` (over the provider's) rewrites its FROM lines. SandboxError when the
+        context is unsafe (naming the file), the build fails or runs past `timeout_s`."""
         context = Path(context)
+        try:
+            await self.pool.submit(lambda: check_build_context(context, max_bytes=self.max_context_bytes))
+        except BuildContextError as e:
+            raise SandboxError(f"cannot build {context}: {e}") from None
         dockerfile = context / "Dockerfile"
         if not dockerfile.is_file():
             raise SandboxError(f"no Dockerfile in {context}")
@@ -111,27 +149,46 @@ class ImageBuilder:
                         f"{context}/Dockerfile needs base image {base!r}, which is not on this machine and will not "
                         f"be pulled; map it to a local image (--image-map {base}=openforge-base:bookworm, built by "
                         "scripts/build-base-image.sh) or load it with `docker load`")
-            await self.pool.submit(self._build_blocking, context, text, tag, digest)
+            await self.pool.submit(self._build_blocking, context, text, tag, digest, self.network_for(allow_network),
+                                   timeout_s)
             self.builds += 1
             return ImageBuild(tag, digest, False, time.monotonic() - start)
 
-    def _build_blocking(self, context: Path, dockerfile_text: str, tag: str, digest: str) -> None:
+    def _build_blocking(self, context: Path, dockerfile_text: str, tag: str, digest: str, network: str,
+                        timeout_s: float | None) -> None:
         with tempfile.TemporaryDirectory(prefix="openforge-build-") as tmp:
             ctx = Path(tmp) / "ctx"
-            shutil.copytree(context, ctx, symlinks=True)
+            shutil.copytree(context, ctx, symlinks=True)  # links stay links (checked: none leaves the context)
+            (ctx / "Dockerfile").unlink()  # never write through a link the task put there
             (ctx / "Dockerfile").write_text(dockerfile_text)
             log: list[str] = []
             error: str | None = None
+            late = f"the build ran past its {timeout_s or 0:g}s limit ([environment] build_timeout_sec)"
+            events = self.conn.api.build(
+                path=str(ctx), tag=tag, rm=True, forcerm=True, pull=False, decode=True,
+                labels={LABEL_MANAGED: "1", "openforge.context-hash": digest}, network_mode=network,
+                timeout=timeout_s + 30 if timeout_s else None)
+            # at the deadline, cut the connection: the daemon cancels a build whose client went away
+            watchdog = threading.Timer(timeout_s, _hang_up, (events,)) if timeout_s else None
+            start = time.monotonic()
+            if watchdog is not None:
+                watchdog.daemon = True
+                watchdog.start()
             try:
-                for ev in self.conn.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, pull=False, decode=True,
-                                              labels={LABEL_MANAGED: "1", "openforge.context-hash": digest},
-                                              network_mode=self.build_network):
+                for ev in events:
                     if "stream" in ev:
                         log.extend(ev["stream"].splitlines())
                     if "error" in ev:
                         error = ev.get("error") or str(ev.get("errorDetail"))
-            except docker_errors() as e:
-                error = short_error(e)
+                    if timeout_s is not None and time.monotonic() - start > timeout_s:
+                        error = late
+                        break
+            except Exception as e:  # noqa: BLE001 - the SDK, requests and urllib3 each raise their own
+                error = late if timeout_s is not None and time.monotonic() - start >= timeout_s else short_error(e)
+            finally:
+                if watchdog is not None:
+                    watchdog.cancel()
+                events.close()
             if error:
                 tail = "\n".join(line for line in log[-20:] if line.strip())
                 raise SandboxError(f"building the image of {context} failed: {error.strip()}\n{tail}")
@@ -140,7 +197,8 @@ class ImageBuilder:
         """The local image a spec runs: built from `dockerfile_dir`, else `image` mapped through the map."""
         spec_map = ImageMap(spec.image_map)
         if spec.dockerfile_dir is not None:
-            return (await self.build(spec.dockerfile_dir, spec_map)).tag
+            return (await self.build(spec.dockerfile_dir, spec_map, allow_network=spec.build_network,
+                                     timeout_s=spec.build_timeout_s)).tag
         if not spec.image:
             raise SandboxError(f"sandbox {spec.name}: the spec names neither an image nor a dockerfile_dir")
         ref = self.image_map.merged(spec_map).map_image(spec.image)

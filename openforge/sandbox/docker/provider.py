@@ -2,20 +2,29 @@
 
 Container: `network_mode="none"` (loopback only), `nano_cpus`, `mem_limit` with `memswap_limit` equal to it
 (no swap), `pids_limit`, the daemon's init (`init=True`, tini) as PID 1 running `sleep infinity`, the
-image's ENTRYPOINT overridden. Images: `images.py`; commands: `execs.py`; the proxy bridge: `bridge.py`.
+image's ENTRYPOINT overridden. Hardening (docs/design.md, invariant 7): every capability dropped but
+`common.AGENT_CAPABILITIES` (what a root agent of a Harbor task needs), `no-new-privileges` (no setuid or
+file-capability gains, for the agent and every exec), `nofile` limited to `common.NOFILE_LIMIT`, and
+`storage_opt size=<storage_mb>` where the daemon's storage driver has quotas (overlay2 on xfs with `pquota`);
+where it has none the provider logs once that `storage_mb` is not enforced and goes on without it.
+Images: `images.py`; commands: `execs.py`; the proxy bridge: `bridge.py`; grading's process stop:
+`processes.py`.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from openforge.tasks.context import DEFAULT_MAX_CONTEXT_BYTES
 from openforge.tasks.images import ImageMap
 
 from ..base import LABEL_MANAGED, SandboxError, SandboxProvider, SandboxSpec
-from ..common import KEEPALIVE, WorkerPool, run_selector
+from ..common import AGENT_CAPABILITIES, KEEPALIVE, NOFILE_LIMIT, WorkerPool, run_selector
 from .bridge import start_forwarder
 from .client import DockerConnection, docker_errors, short_error
 from .images import ImageBuild, ImageBuilder
@@ -23,22 +32,25 @@ from .sandbox import DockerSandbox
 
 __all__ = ["DockerProvider"]
 
+log = logging.getLogger(__name__)
+
 
 class DockerProvider(SandboxProvider):
     """Docker backend.
 
     Options: `image_map` (applied to every spec, under the spec's own map), `base_url` (default: the
-    environment, `DOCKER_HOST` or /var/run/docker.sock), `build_network` (network of `RUN` steps while
-    building task images; default the daemon's default, `"none"` to build offline), `init` (run the daemon's
-    init as PID 1, default True), `forwarder_python` (interpreter for the forwarder, default this one),
-    `max_workers` (threads for blocking Docker calls; one is busy per running exec, default 64).
+    environment, `DOCKER_HOST` or /var/run/docker.sock), `build_network` (the network of every build's `RUN`
+    steps, an explicit run option; default: none, unless the spec allows it — the task's `allow_internet` —
+    then the daemon's default), `max_context_mb` (largest build context, default 1024), `init` (run the
+    daemon's init as PID 1, default True), `forwarder_python` (interpreter for the forwarder, default this
+    one), `max_workers` (threads for blocking Docker calls; one is busy per running exec, default 64).
     """
 
     name = "docker"
 
     def __init__(self, *, image_map: dict[str, str] | None = None, base_url: str | None = None,
-                 build_network: str | None = None, init: bool = True, forwarder_python: str | None = None,
-                 max_workers: int = 64, client: Any = None):
+                 build_network: str | None = None, max_context_mb: int = DEFAULT_MAX_CONTEXT_BYTES >> 20,
+                 init: bool = True, forwarder_python: str | None = None, max_workers: int = 64, client: Any = None):
         self.image_map = ImageMap(image_map or {})
         self.base_url = base_url
         self.build_network = build_network
@@ -46,8 +58,12 @@ class DockerProvider(SandboxProvider):
         self.forwarder_python = forwarder_python or sys.executable
         self.conn = DockerConnection(base_url, client)
         self.pool = WorkerPool(max_workers, "openforge-docker")
-        self.images = ImageBuilder(self.conn, self.pool, self.image_map, build_network)
+        self.images = ImageBuilder(self.conn, self.pool, self.image_map, build_network, int(max_context_mb) << 20)
         self._live: dict[str, DockerSandbox] = {}
+        #: Whether the daemon enforces `storage_mb` / the open-files limit (None: not known yet).
+        self.storage_quota: bool | None = None
+        self.nofile_limit: bool | None = None
+        self._degrade_lock = threading.Lock()
 
     @property
     def client(self) -> Any:
@@ -72,10 +88,12 @@ class DockerProvider(SandboxProvider):
 
     # -- images --------------------------------------------------------------------------------------------
 
-    async def build_image(self, context: Path, *, image_map: dict[str, str] | None = None) -> ImageBuild:
+    async def build_image(self, context: Path, *, image_map: dict[str, str] | None = None,
+                          allow_network: bool = False, timeout_s: float | None = None) -> ImageBuild:
         """Build the image of a build context (a directory with a `Dockerfile`), or reuse the one built from
-        identical content: tag `openforge-task:<sha256[:16]>`."""
-        return await self.images.build(context, ImageMap(image_map or {}))
+        identical content: tag `openforge-task:<sha256[:16]>` (`ImageBuilder.build`)."""
+        return await self.images.build(context, ImageMap(image_map or {}), allow_network=allow_network,
+                                       timeout_s=timeout_s)
 
     async def resolve_image(self, spec: SandboxSpec) -> str:
         """The local image a spec runs: built from `dockerfile_dir`, else `image` mapped through the map."""
@@ -103,7 +121,6 @@ class DockerProvider(SandboxProvider):
         return sb
 
     def _create_blocking(self, spec: SandboxSpec, image: str) -> tuple[str, int, float]:
-        import docker.errors
         import docker.types
 
         api = self.conn.api
@@ -113,20 +130,10 @@ class DockerProvider(SandboxProvider):
         for m in spec.mounts:
             if not Path(m.source).exists():
                 raise SandboxError(f"sandbox {spec.name}: mount source {m.source} does not exist")
-        mem = f"{spec.memory_mb}m"
-        host_config = api.create_host_config(
-            network_mode="none", nano_cpus=int(spec.cpus * 1e9), mem_limit=mem, memswap_limit=mem,
-            pids_limit=spec.pids, mounts=mounts, init=self.init or None, auto_remove=False,
-        )
         created = time.time()
         cid: str | None = None
         try:
-            cid = api.create_container(
-                image, command=KEEPALIVE[1:], entrypoint=KEEPALIVE[:1], name=spec.name, labels=spec.all_labels(),
-                environment=dict(spec.env), working_dir=spec.workdir or None, host_config=host_config,
-                network_disabled=False, stop_signal="SIGKILL",
-            )["Id"]
-            api.start(cid)
+            cid = self._create_container(spec, image, mounts)
             info = api.inspect_container(cid)
             state = info.get("State", {})
             if not state.get("Running"):
@@ -143,6 +150,60 @@ class DockerProvider(SandboxProvider):
                 self.remove_container(cid)
             raise SandboxError(
                 f"sandbox {spec.name}: cannot create the container from {image}: {short_error(e)}") from e
+
+    def _create_container(self, spec: SandboxSpec, image: str, mounts: list[Any]) -> str:
+        """Create (not start) the container; where the daemon cannot give a disk quota or the open-files limit,
+        say so once and create it without."""
+        import docker.errors
+
+        while True:
+            cid = None
+            storage = bool(spec.storage_mb) and self.storage_quota is not False
+            nofile = self.nofile_limit is not False
+            try:
+                cid = self._new_container(spec, image, mounts, storage=storage, nofile=nofile)
+                self.conn.api.start(cid)
+                if storage:
+                    self.storage_quota = True
+                return cid
+            except docker.errors.APIError as e:
+                if cid:
+                    self.remove_container(cid)
+                msg = short_error(e)
+                if storage and "storage-opt" in msg:
+                    self._without("storage_quota", "the Docker daemon cannot limit a container's disk use (%s): "
+                                  "[environment] storage_mb is not enforced by this run's sandboxes", msg)
+                elif nofile and "rlimit" in msg:
+                    self._without("nofile_limit", "the Docker daemon cannot give containers an open-files limit of "
+                                  f"{NOFILE_LIMIT} (%s): they keep the daemon's", msg)
+                else:
+                    raise
+
+    def _without(self, feature: str, message: str, detail: str) -> None:
+        with self._degrade_lock:
+            if getattr(self, feature) is not False:  # said once per provider (one run)
+                log.warning(message, detail)
+            setattr(self, feature, False)
+
+    def _new_container(self, spec: SandboxSpec, image: str, mounts: list[Any], *, storage: bool,
+                       nofile: bool) -> str:
+        import docker.types
+
+        api = self.conn.api
+        mem = f"{spec.memory_mb}m"
+        storage_opt = {"size": f"{spec.storage_mb}M"} if storage else None
+        ulimits = [docker.types.Ulimit(name="nofile", soft=NOFILE_LIMIT, hard=NOFILE_LIMIT)] if nofile else None
+        host_config = api.create_host_config(
+            network_mode="none", nano_cpus=int(spec.cpus * 1e9), mem_limit=mem, memswap_limit=mem,
+            pids_limit=spec.pids, mounts=mounts, init=self.init or None, auto_remove=False,
+            cap_drop=["ALL"], cap_add=list(AGENT_CAPABILITIES), security_opt=["no-new-privileges"],
+            ulimits=ulimits, storage_opt=storage_opt,
+        )
+        return api.create_container(
+            image, command=KEEPALIVE[1:], entrypoint=KEEPALIVE[:1], name=spec.name, labels=spec.all_labels(),
+            environment=dict(spec.env), working_dir=spec.workdir or None, host_config=host_config,
+            network_disabled=False, stop_signal="SIGKILL",
+        )["Id"]
 
     def _remove_stale(self, name: str) -> None:
         import docker.errors

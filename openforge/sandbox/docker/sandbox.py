@@ -1,5 +1,6 @@
 """One Docker container as a sandbox: exec (`execs.ContainerExec`), files through the archive API, status with
-OOM kills, destroy.
+OOM kills, destroy; for grading, the agent's processes stopped (`processes.py`), the container's changes
+(`docker diff`) and path lookups through the archive API, all out of band.
 
 OOM: the kernel kills the biggest process of the container's memory cgroup — usually an exec'd command, not
 PID 1 — and Docker only sets `State.OOMKilled` when PID 1 dies. `status()` therefore also counts the
@@ -20,6 +21,7 @@ from ..archive import copy_in_target, extract_archive, make_tar
 from ..base import (
     DEFAULT_OUTPUT_CAP,
     ExecResult,
+    PathChange,
     Sandbox,
     SandboxError,
     SandboxSpec,
@@ -30,11 +32,17 @@ from ..base import (
 from .bridge import stop_process
 from .client import docker_errors, infra_error
 from .execs import ContainerExec
+from .processes import stop_container_processes
 
 if TYPE_CHECKING:
     from .provider import DockerProvider
 
 __all__ = ["DockerSandbox"]
+
+MAX_SYMLINK_HOPS = 40  # as Linux's ELOOP limit
+DIFF_KINDS = {0: "changed", 1: "added", 2: "deleted"}
+# Files the runtime itself adds to every container: not the agent's changes.
+RUNTIME_FILES = ("/.dockerenv", "/etc/hostname", "/etc/hosts", "/etc/resolv.conf", "/etc/mtab")
 
 
 class DockerSandbox(Sandbox):
@@ -136,7 +144,7 @@ class DockerSandbox(Sandbox):
         self._check()
         return await self._p.pool.submit(self._read_file_blocking, path, max_bytes)
 
-    def _read_file_blocking(self, path: str, max_bytes: int) -> bytes | None:
+    def _read_file_blocking(self, path: str, max_bytes: int, hops: int = 0) -> bytes | None:
         got = self._get_archive(path, max_bytes)
         if got is None:
             return None
@@ -147,9 +155,12 @@ class DockerSandbox(Sandbox):
         with tmp, tarfile.open(fileobj=tmp, mode="r|*") as tf:
             for m in tf:
                 if m.issym() or m.islnk():
-                    # get_archive of a symlink gives the link itself: resolve by reading its target
+                    # get_archive of a symlink gives the link itself: resolve by reading its target, as the
+                    # kernel would, at most MAX_SYMLINK_HOPS times (a loop is an error, not a recursion)
+                    if hops >= MAX_SYMLINK_HOPS:
+                        raise ValueError(f"{path} in {self.name}: too many levels of symbolic links")
                     target = m.linkname if m.linkname.startswith("/") else str(PurePosixPath(path).parent / m.linkname)
-                    return self._read_file_blocking(target, max_bytes)
+                    return self._read_file_blocking(target, max_bytes, hops + 1)
                 if not m.isfile():
                     return None
                 if m.size > max_bytes:
@@ -157,6 +168,61 @@ class DockerSandbox(Sandbox):
                 f = tf.extractfile(m)
                 return f.read() if f is not None else b""
         return None
+
+    # -- grading support, out of band ----------------------------------------------------------------------
+
+    async def stop_agent_processes(self) -> None:
+        """Freeze the container, SIGKILL every process but its init and keep-alive from the host, thaw, until
+        none is left (`processes.stop_container_processes`); in band (as the base class does, sparing the
+        keep-alive) where the daemon's pids are not visible from here."""
+        self._check()
+        await self._p.pool.submit(stop_container_processes, self._p.conn, self.id, self.name, self.init_pid,
+                                  self._p.init)
+
+    async def changed_paths(self) -> list[PathChange]:
+        """`docker diff` against the image, minus what the runtime adds (mount points with what is below and
+        the directories above them, its init binary, /etc/hosts and the like)."""
+        self._check()
+        rows = await self._p.pool.submit(self._diff_blocking)
+        mounts = [m.target.rstrip("/") or "/" for m in self.spec.mounts]
+        out = []
+        for row in rows or []:
+            path, kind = row.get("Path", ""), DIFF_KINDS.get(row.get("Kind"))
+            if not path or kind is None or path in RUNTIME_FILES:
+                continue
+            if self._p.init and path == "/usr/sbin/docker-init":
+                continue
+            if any(path == t or path.startswith(t + "/") or t.startswith(path.rstrip("/") + "/") for t in mounts):
+                continue
+            out.append(PathChange(path=path, kind=kind))
+        return out
+
+    def _diff_blocking(self) -> list[dict]:
+        try:
+            return self._p.conn.api.diff(self.id) or []
+        except docker_errors() as e:
+            raise infra_error(f"cannot list the changes of sandbox {self.name}", e) from e
+
+    async def existing_paths(self, paths: list[str]) -> set[str]:
+        """Asked of the daemon (a HEAD of the archive API per path: the daemon stats it in the container's root
+        file system, not following the last component), never of a program in the container."""
+        self._check()
+        return await self._p.pool.submit(self._existing_blocking, list(paths))
+
+    def _existing_blocking(self, paths: list[str]) -> set[str]:
+        api = self._p.conn.api
+        url = f"{api.base_url}/v{api.api_version}/containers/{self.id}/archive"
+        found = set()
+        for p in paths:
+            try:
+                res = api.head(url, params={"path": p})
+            except docker_errors() as e:
+                raise infra_error(f"cannot look up {p} in sandbox {self.name}", e) from e
+            if res.status_code == 200:
+                found.add(p)
+            elif res.status_code != 404:
+                raise SandboxError(f"looking up {p} in sandbox {self.name}: HTTP {res.status_code}")
+        return found
 
     # -- status / destroy ----------------------------------------------------------------------------------
 

@@ -3,14 +3,18 @@
 `openforge k8s manifests` prints `run_manifests(...)`; the `kubernetes` sandbox backend (this package) creates
 the objects of `sandbox_pod` and `run_network_policy` through the API. Nothing here talks to a cluster.
 
-Isolation (docs/design.md, invariant 4: a sandbox reaches only the proxy) in Kubernetes terms:
+Isolation (docs/design.md, invariants 4 and 7) in Kubernetes terms:
 
-- a sandbox pod runs as root in its own container (so `exec` can switch to the agent's user), with
-  `automountServiceAccountToken: false` (the agent gets no API credentials), `enableServiceLinks: false`,
-  CPU/memory requests equal to limits, and `activeDeadlineSeconds` so the kubelet reaps it on its own;
+- a sandbox pod's container runs as root (`runAsUser: 0`: `exec` switches to the agent's user with `setpriv`,
+  and grading runs as root), with `allowPrivilegeEscalation: false` (no setuid or file-capability gains),
+  every capability dropped but `common.AGENT_CAPABILITIES` (the same set as Docker's), the runtime's default
+  seccomp profile, `automountServiceAccountToken: false` (the agent gets no API credentials),
+  `enableServiceLinks: false`, CPU/memory (and, with `storage_mb`, `ephemeral-storage`) requests equal to
+  limits, and `activeDeadlineSeconds` so the kubelet reaps it on its own;
 - the run's NetworkPolicy selects the run's sandbox pods and allows **no ingress** and **egress only to the
-  proxy's pods on the model API port** (never the admin port), plus DNS to kube-dns (port 53) because the pod
-  reaches the proxy by its Service DNS name;
+  proxy's pods on the model API port** (never the admin port) — and no DNS: the sandbox reaches the proxy by
+  its Service's cluster IP (a name server would be a tunnel out); `allow_dns=True` adds kube-dns on port 53
+  for clusters that need it;
 - the proxy's own NetworkPolicy admits the model port from sandbox pods and the orchestrator, and the admin
   port only from pods labelled `openforge.role: orchestrator`;
 - harness binaries come from the harness bundle image: an init container copies them into an emptyDir that
@@ -23,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..base import LABEL_MANAGED, LABEL_RUN, label_value, sandbox_name
-from ..common import KEEPALIVE, run_selector
+from ..common import AGENT_CAPABILITIES, KEEPALIVE, run_selector
 
 __all__ = [
     "ADMIN_PORT",
@@ -40,6 +44,7 @@ __all__ = [
     "run_manifests",
     "run_network_policy",
     "sandbox_pod",
+    "security_context",
     "to_yaml",
 ]
 
@@ -75,6 +80,13 @@ def network_policy_name(run_label: str) -> str:
 
 # -- sandbox pods --------------------------------------------------------------------------------------------
 
+def security_context() -> dict[str, Any]:
+    """The container security context of every sandbox container (see the module docstring)."""
+    return {"runAsUser": 0, "allowPrivilegeEscalation": False, "privileged": False,
+            "capabilities": {"drop": ["ALL"], "add": list(AGENT_CAPABILITIES)},
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def harness_init_container(image: str, *, pull_policy: str = "IfNotPresent") -> dict[str, Any]:
     """Copies the harness bundle out of `image` (built by `openforge harness image`) into the shared emptyDir.
     The bundle image is FROM the base image, so it has `cp`."""
@@ -86,6 +98,7 @@ def harness_init_container(image: str, *, pull_policy: str = "IfNotPresent") -> 
         "volumeMounts": [{"name": HARNESS_VOLUME, "mountPath": "/bundle"}],
         "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
                       "requests": {"cpu": "500m", "memory": "256Mi"}},
+        "securityContext": security_context(),
     }
 
 
@@ -94,19 +107,22 @@ def sandbox_pod(*, name: str, namespace: str, image: str, labels: dict[str, str]
                 active_deadline_s: int | None = None, annotations: dict[str, str] | None = None,
                 harness_image: str | None = None, harness_target: str | None = None,
                 pull_policy: str = "IfNotPresent", node_selector: dict[str, str] | None = None,
-                tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                tolerations: list[dict[str, Any]] | None = None, storage_mb: int | None = None) -> dict[str, Any]:
     """One rollout's pod: a bare Pod with `restartPolicy: Never` (a dead sandbox is never silently
     restarted: the episode fails as `sandbox_error` and the orchestrator retries it in a new pod)."""
     cpu = f"{max(1, round(cpus * 1000))}m"
     mem = f"{memory_mb}Mi"
+    resources = {"cpu": cpu, "memory": mem}
+    if storage_mb:
+        resources["ephemeral-storage"] = f"{storage_mb}Mi"
     container: dict[str, Any] = {
         "name": "sandbox",
         "image": image,
         "imagePullPolicy": pull_policy,
         "command": KEEPALIVE[:1],
         "args": KEEPALIVE[1:],
-        "resources": {"limits": {"cpu": cpu, "memory": mem}, "requests": {"cpu": cpu, "memory": mem}},
-        "securityContext": {"runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
+        "resources": {"limits": dict(resources), "requests": dict(resources)},
+        "securityContext": security_context(),
     }
     if env:
         container["env"] = [{"name": k, "value": v} for k, v in env.items()]
@@ -135,9 +151,9 @@ def sandbox_pod(*, name: str, namespace: str, image: str, labels: dict[str, str]
 
 
 def run_network_policy(run_label: str, namespace: str, *, proxy_port: int = MODEL_PORT,
-                       proxy_labels: dict[str, str] | None = None, allow_dns: bool = True) -> dict[str, Any]:
+                       proxy_labels: dict[str, str] | None = None, allow_dns: bool = False) -> dict[str, Any]:
     """Deny all ingress to the run's sandbox pods; allow egress only to the proxy's pods on the model port
-    (and to kube-dns on port 53 when `allow_dns`, since the proxy URL is its Service DNS name)."""
+    (sandboxes reach it by its Service's cluster IP); with `allow_dns` also to kube-dns on port 53."""
     egress: list[dict[str, Any]] = [{
         "to": [{"podSelector": {"matchLabels": dict(proxy_labels or PROXY_LABELS)}}],
         "ports": [{"protocol": "TCP", "port": int(proxy_port)}],
@@ -266,7 +282,7 @@ def orchestrator_rbac(namespace: str) -> list[dict[str, Any]]:
 
 def run_manifests(run: str, *, namespace_name: str = "openforge", proxy_image: str = "openforge:0.1.0",
                   backend: str = "embedded", model_pvc: str | None = None, runs_pvc: str | None = None,
-                  admin_token_secret: str | None = None, allow_dns: bool = True,
+                  admin_token_secret: str | None = None, allow_dns: bool = False,
                   run_label: str | None = None) -> list[dict[str, Any]]:
     """Everything a run needs before its first sandbox: Namespace, proxy Deployment + Service + ingress policy,
     the orchestrator's RBAC, and the run's sandbox NetworkPolicy (`run_label` defaults to `run`)."""

@@ -11,12 +11,20 @@ Never` plus `activeDeadlineSeconds` gives what matters: a dead sandbox stays dea
 annotation for any external reaper.
 
 The pod (`manifests.sandbox_pod`): the task's image (the image map applied; a Dockerfile task needs a pre-built
-image, nothing is built in the cluster), CPU/memory requests = limits from the spec (the pids limit is the
-node's `podPidsLimit`, not settable per pod), `automountServiceAccountToken: false`, the proxy's URL in
-`OPENFORGE_PROXY_URL` (the Service DNS name: pods cannot reach the orchestrator's Unix socket, so `proxy_uds`
-only says "bridge the proxy" here), and the harness bundle copied by an init container from the harness bundle
-image into an emptyDir mounted read-only where the orchestrator mounts the bundle. The run's NetworkPolicy
-(created once per run) allows egress only to the proxy's model port (and DNS).
+image, nothing is built in the cluster), CPU/memory (and `storage_mb` as `ephemeral-storage`) requests = limits
+from the spec (the pids limit is the node's `podPidsLimit`, not settable per pod), the hardened security context
+of `manifests.security_context`, `automountServiceAccountToken: false`, the proxy's URL in
+`OPENFORGE_PROXY_URL` (by default the proxy Service's cluster IP, read once through the API: pods cannot reach
+the orchestrator's Unix socket, so `proxy_uds` only says "bridge the proxy" here, and they get no DNS), and the
+harness bundle copied by an init container from the harness bundle image into an emptyDir mounted read-only
+where the orchestrator mounts the bundle. The run's NetworkPolicy (created once per run) allows egress only to
+the proxy's model port; a spec without a run label is refused (the policy selects pods by it), and
+`network_policy=False` — for clusters that isolate pods another way — is logged loudly once.
+
+For grading (`Sandbox.stop_agent_processes`, `changed_paths`), everything happens in band, through exec: the
+pod's file system is listed when it starts and again at grading (`openforge.sandbox.filesnap`), and processes
+are stopped by `common.STOP_SCRIPT`. Both run the pod's own `find` and `sh`, which a root agent can replace:
+weaker than Docker's out-of-band checks (`track_changes=False` skips the listing).
 
 A pod that stays unschedulable (PodScheduled=False, reason Unschedulable) longer than
 `unschedulable_timeout_s`, or an image that cannot be pulled → SandboxError (the orchestrator's
@@ -28,7 +36,9 @@ bucket (`creation_rate` per second, `creation_burst` at once).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
+import logging
 import math
 import threading
 import time
@@ -44,6 +54,7 @@ from .client import KubeClient
 from .manifests import (
     EXPIRES_ANNOTATION,
     MODEL_PORT,
+    PROXY_NAME,
     RUN_ANNOTATION,
     network_policy_name,
     run_network_policy,
@@ -55,6 +66,8 @@ from .sandbox import KubernetesSandbox
 
 __all__ = ["KubernetesProvider"]
 
+log = logging.getLogger(__name__)
+
 
 class KubernetesProvider(SandboxProvider):
     """Kubernetes backend: `get_provider("kubernetes", namespace=..., harness_image=..., ...)`.
@@ -62,8 +75,9 @@ class KubernetesProvider(SandboxProvider):
     Options:
     - `namespace` (default `openforge`): where pods and the run's NetworkPolicy live; create it and the
       orchestrator's RBAC with `openforge k8s manifests`.
-    - `proxy_url`: the model API as pods reach it (default `http://openforge-proxy.<namespace>.svc:8100`,
-      the Service of `openforge k8s manifests`).
+    - `proxy_url`: the model API as pods reach it (default: `http://<cluster IP>:8100` of the Service
+      `openforge-proxy` that `openforge k8s manifests` makes, read through the API). A host name needs
+      `allow_dns=True`.
     - `harness_image`: the harness bundle image (`openforge harness image --push REGISTRY`); needed by the
       real harnesses (claude-code, codex, openclaw), not by `react`.
     - `image_map`: as in the docker backend, applied to every spec's image (under the spec's own map).
@@ -71,7 +85,9 @@ class KubernetesProvider(SandboxProvider):
     - `unschedulable_timeout_s` (default 120): how long a pod may stay unschedulable before the sandbox fails;
       `start_timeout_s` (default 600): how long it may take to start at all (image pulls included).
     - `default_deadline_s` (default 4 h): `activeDeadlineSeconds` when the spec has no `timeout_s`.
-    - `network_policy` (default True) and `allow_dns` (default True): create the run's NetworkPolicy.
+    - `network_policy` (default True): create the run's NetworkPolicy (False is logged loudly: the pods can then
+      reach whatever the cluster lets them); `allow_dns` (default False): let them reach kube-dns too.
+    - `track_changes` (default True): list the pod's files when it starts, for grading's tamper check.
     - `pull_policy` (default IfNotPresent), `node_selector`, `tolerations`: passed to the pod.
     - `configuration` (a `kubernetes.client.Configuration`), else `kubeconfig` / `context`, else the
       in-cluster service account, else `~/.kube/config`.
@@ -84,12 +100,16 @@ class KubernetesProvider(SandboxProvider):
                  harness_image: str | None = None, image_map: dict[str, str] | None = None,
                  creation_rate: float = 5.0, creation_burst: int = 10, unschedulable_timeout_s: float = 120.0,
                  start_timeout_s: float = 600.0, default_deadline_s: float = 4 * 3600, network_policy: bool = True,
-                 allow_dns: bool = True, pull_policy: str = "IfNotPresent",
+                 allow_dns: bool = False, track_changes: bool = True, pull_policy: str = "IfNotPresent",
                  node_selector: dict[str, str] | None = None, tolerations: list[dict[str, Any]] | None = None,
                  configuration: Any = None, kubeconfig: str | None = None, context: str | None = None,
                  max_workers: int = 64):
         self.namespace = namespace
-        self.proxy_url = proxy_url or f"http://openforge-proxy.{namespace}.svc:{MODEL_PORT}"
+        if proxy_url is not None and not allow_dns and not _host_is_ip(proxy_url):
+            raise ValueError(f"proxy_url {proxy_url!r} names a host, but sandboxes get no DNS: give the proxy's "
+                             "cluster IP (or leave proxy_url out: the Service's is read through the API), or set "
+                             "allow_dns=True")
+        self.proxy_url = proxy_url
         self.harness_image = harness_image
         self.image_map = ImageMap(image_map or {})
         self.bucket = TokenBucket(creation_rate, creation_burst)
@@ -98,6 +118,8 @@ class KubernetesProvider(SandboxProvider):
         self.default_deadline_s = float(default_deadline_s)
         self.network_policy = network_policy
         self.allow_dns = allow_dns
+        self.track_changes = track_changes
+        self._warned_no_policy = False
         self.pull_policy = pull_policy
         self.node_selector = dict(node_selector or {})
         self.tolerations = list(tolerations or [])
@@ -147,12 +169,13 @@ class KubernetesProvider(SandboxProvider):
                     "host paths; put the files in the task's image or copy them in with copy_in")
         return target
 
-    def pod_manifest(self, spec: SandboxSpec, image: str, harness_target: str | None) -> dict[str, Any]:
+    def pod_manifest(self, spec: SandboxSpec, image: str, harness_target: str | None,
+                     proxy_url: str | None = None) -> dict[str, Any]:
         deadline = math.ceil(spec.timeout_s if spec.timeout_s is not None else self.default_deadline_s)
         expires = datetime.now(UTC) + timedelta(seconds=deadline)
         env = dict(spec.env)
         if self._wants_proxy(spec):
-            env["OPENFORGE_PROXY_URL"] = self.proxy_url
+            env["OPENFORGE_PROXY_URL"] = proxy_url or self.proxy_url or ""
         annotations = {EXPIRES_ANNOTATION: expires.strftime("%Y-%m-%dT%H:%M:%SZ")}
         if spec.run is not None:
             annotations[RUN_ANNOTATION] = spec.run
@@ -161,7 +184,24 @@ class KubernetesProvider(SandboxProvider):
             memory_mb=spec.memory_mb, env=env, workdir=spec.workdir, active_deadline_s=deadline,
             annotations=annotations, harness_image=self.harness_image if harness_target else None,
             harness_target=harness_target, pull_policy=self.pull_policy, node_selector=self.node_selector,
-            tolerations=self.tolerations)
+            tolerations=self.tolerations, storage_mb=spec.storage_mb)
+
+    def _proxy_url_blocking(self) -> str:
+        """The model API as pods reach it: `proxy_url`, else the proxy Service's cluster IP (read once)."""
+        from kubernetes.client.rest import ApiException
+
+        if self.proxy_url is None:
+            try:
+                resp = self.kube.core.read_namespaced_service(PROXY_NAME, self.namespace, _preload_content=False)
+            except ApiException as e:
+                raise self.kube.api_error(
+                    f"cannot read the proxy's Service {PROXY_NAME} (pods reach the proxy by its cluster IP; "
+                    "apply `openforge k8s manifests`, or give the sandbox option proxy_url=http://IP:PORT)", e) from e
+            ip = (json.loads(resp.data).get("spec") or {}).get("clusterIP")
+            if not ip or ip == "None":
+                raise SandboxError(f"the Service {PROXY_NAME} has no cluster IP; give proxy_url=http://IP:PORT")
+            self.proxy_url = f"http://{ip}:{MODEL_PORT}"
+        return self.proxy_url
 
     @staticmethod
     def _wants_proxy(spec: SandboxSpec) -> bool:
@@ -171,7 +211,9 @@ class KubernetesProvider(SandboxProvider):
 
     async def create(self, spec: SandboxSpec) -> KubernetesSandbox:
         image = self.resolve_image(spec)
-        body = self.pod_manifest(spec, image, self._harness_target(spec))
+        self._check_isolation(spec)
+        proxy_url = await self.pool.submit(self._proxy_url_blocking) if self._wants_proxy(spec) else None
+        body = self.pod_manifest(spec, image, self._harness_target(spec), proxy_url)
         await self.bucket.acquire()
         cancel = threading.Event()
         try:
@@ -179,14 +221,34 @@ class KubernetesProvider(SandboxProvider):
         except asyncio.CancelledError:
             cancel.set()  # the worker deletes the pod it made
             raise
-        sb = KubernetesSandbox(self, spec, uid, self.proxy_url if self._wants_proxy(spec) else None)
+        sb = KubernetesSandbox(self, spec, uid, proxy_url)
         self._live[spec.name] = sb
+        if self.track_changes:
+            try:
+                await sb.take_baseline()
+            except BaseException:
+                await sb.destroy()
+                raise
         return sb
+
+    def _check_isolation(self, spec: SandboxSpec) -> None:
+        """A pod the run's NetworkPolicy would not select is refused; running without policies is said once."""
+        if not self.network_policy:
+            if not self._warned_no_policy:
+                self._warned_no_policy = True
+                log.warning("kubernetes sandboxes of namespace %s are created WITHOUT a NetworkPolicy "
+                            "(network_policy=False): they reach whatever the cluster's network lets them, not only "
+                            "the proxy", self.namespace)
+            return
+        if spec.run is None:
+            raise SandboxError(f"sandbox {spec.name}: no run label, so the run's NetworkPolicy (which selects pods "
+                               "by it) would not isolate it; give SandboxSpec.run (or network_policy=False, "
+                               "knowingly)")
 
     def _create_blocking(self, spec: SandboxSpec, body: dict[str, Any], cancel: threading.Event) -> str:
         from kubernetes.client.rest import ApiException
 
-        if spec.run is not None and self.network_policy:
+        if self.network_policy and spec.run is not None:  # (None is refused by `_check_isolation`)
             self._ensure_policy(spec.run)
         self._remove_stale(spec.name)
         try:
@@ -315,3 +377,14 @@ class KubernetesProvider(SandboxProvider):
         else:
             self._policies.discard(run_label)
         return len(names)
+
+
+def _host_is_ip(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False

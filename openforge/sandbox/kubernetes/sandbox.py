@@ -4,6 +4,10 @@ tar and shell through exec (as `kubectl cp` does), status and destroy from the p
 Failures, mapped as the docker backend maps its own: a pod evicted or deleted mid-episode, or a stream that
 breaks without an exit status → SandboxError (the orchestrator's `sandbox_error`); the pod's
 `activeDeadlineSeconds` expiring during a command (reason DeadlineExceeded) → that command's `timed_out`.
+
+Grading support is in band (see `openforge.sandbox.filesnap` for what that means): the pod's files are listed
+when it starts (`take_baseline`, by the provider) and compared at `changed_paths`; processes are stopped by the
+base class's `common.STOP_SCRIPT` (the pod's PID 1 is the keep-alive); `existing_paths` asks the pod's shell.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from ..archive import copy_in_target, extract_archive, make_tar
 from ..base import (
     DEFAULT_OUTPUT_CAP,
     ExecResult,
+    PathChange,
     Sandbox,
     SandboxError,
     SandboxSpec,
@@ -30,6 +35,7 @@ from ..base import (
     command_argv,
 )
 from ..common import kill_script_argv
+from ..filesnap import NO_GNU_FIND, SNAPSHOT_SCRIPT, Snapshot, diff_snapshots
 from .client import short_error
 from .execs import RawExec, exec_script, pump
 from .pods import CONTAINER, container_status, is_running, pod_problem
@@ -41,6 +47,8 @@ __all__ = ["KubernetesSandbox"]
 
 # exit codes of the helper scripts (chosen outside what cat/tar/wc return)
 MISSING, IS_DIR, TOO_BIG = 44, 45, 46
+# What the kubelet and runtime put into every pod's file system: not the agent's changes.
+RUNTIME_FILES = ("/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/dev/termination-log", "/etc/mtab")
 
 
 class KubernetesSandbox(Sandbox):
@@ -52,6 +60,8 @@ class KubernetesSandbox(Sandbox):
         self.proxy_url = proxy_url
         self._destroyed = False
         self._destroy_lock = asyncio.Lock()
+        self._baseline: Snapshot | None = None
+        self._no_baseline = "the pod's files were not listed when it started (track_changes=False)"
 
     def __repr__(self) -> str:
         return f"KubernetesSandbox(name={self.name!r}, namespace={self._p.namespace!r})"
@@ -177,6 +187,36 @@ class KubernetesSandbox(Sandbox):
         if raw.code != 0:
             raise SandboxError(f"reading {path} from {self.name} failed (exit {raw.code}): {raw.err.decode()[-500:]}")
         return bytes(raw.out)
+
+    # -- grading support (in band) -------------------------------------------------------------------------
+
+    async def _snapshot(self) -> Snapshot | None:
+        """The pod's file listing (`filesnap.SNAPSHOT_SCRIPT`); None when its `find` cannot make one."""
+        with tempfile.SpooledTemporaryFile(max_size=32 << 20) as tmp:
+            raw = await self._script(SNAPSHOT_SCRIPT, sink=tmp, timeout_s=600)
+            if raw.code == NO_GNU_FIND:
+                return None
+            if raw.code != 0:
+                raise SandboxError(f"listing the files of {self.name} failed (exit {raw.code}): "
+                                   f"{raw.err.decode(errors='replace')[-500:]}")
+            tmp.seek(0)
+            return await asyncio.to_thread(lambda: Snapshot(tmp.read()))
+
+    async def take_baseline(self) -> None:
+        """List the pod's files as they are before anything ran in it."""
+        self._baseline = await self._snapshot()
+        if self._baseline is None:
+            self._no_baseline = "the image's find cannot list files (GNU findutils is needed)"
+
+    async def changed_paths(self) -> list[PathChange]:
+        self._check()
+        if self._baseline is None:
+            raise NotImplementedError(self._no_baseline)
+        now = await self._snapshot()
+        if now is None:
+            raise NotImplementedError("the pod's find can no longer list files")
+        ignore = [*RUNTIME_FILES, *(m.target for m in self.spec.mounts)]
+        return await asyncio.to_thread(diff_snapshots, self._baseline, now, ignore=ignore)
 
     async def logs(self, tail_lines: int = 200) -> str:
         """The sandbox container's log (its PID 1's output; commands run by exec are not in it)."""

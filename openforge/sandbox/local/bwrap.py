@@ -50,11 +50,22 @@ def link_args(existing: Path | None = None) -> list[str]:
 
 
 def make_links(fs: Path) -> None:
-    """Make the host's /bin, /lib, ... symlinks once in a persistent sandbox root `fs`."""
+    """Make the host's /bin, /lib, ... symlinks in a persistent sandbox root `fs`, and put them back where
+    something else stands in their place (a root command may replace `/bin` with a directory of look-alikes,
+    which bubblewrap could not even mount over): run before every command, so no command ever sees a replaced
+    system link. Host-side, never following what it removes."""
     for name in SYSTEM_LINKS:
         p = Path("/") / name
-        if p.is_symlink() and not (fs / name).exists():
-            os.symlink(os.readlink(p), fs / name)
+        if not p.is_symlink():
+            continue
+        target, mine = os.readlink(p), fs / name
+        if mine.is_symlink() and os.readlink(mine) == target:
+            continue
+        if mine.is_dir() and not mine.is_symlink():
+            shutil.rmtree(mine, ignore_errors=True)
+        elif mine.is_symlink() or mine.exists():
+            mine.unlink()
+        os.symlink(target, mine)
 
 
 class Bwrap:
@@ -75,6 +86,11 @@ class Bwrap:
             self._args.append("--unshare-user-try")
         if hostname is not None:
             self._args += ["--hostname", hostname]
+        return self
+
+    def ids(self, uid: int, gid: int) -> Bwrap:
+        """The uid and gid the command has inside its user namespace (needs `namespaces(user=True)`)."""
+        self._args += ["--uid", str(uid), "--gid", str(gid)]
         return self
 
     def root(self, fs: Path) -> Bwrap:

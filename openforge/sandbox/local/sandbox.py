@@ -17,9 +17,12 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ..archive import copy_in_target, extract_archive, make_tar
-from ..base import DEFAULT_OUTPUT_CAP, ExecResult, Sandbox, SandboxError, SandboxSpec, SandboxStatus, command_argv
+from ..base import (DEFAULT_OUTPUT_CAP, ExecResult, PathChange, Sandbox, SandboxError, SandboxSpec, SandboxStatus,
+                    command_argv)
 from ..common import FORWARDER_PY, KILL_GRACE_S, append_capped
-from .bwrap import RESERVED_TOPS, Bwrap
+from ..filesnap import Snapshot, diff_snapshots
+from .bwrap import RESERVED_TOPS, SYSTEM_RO, Bwrap, make_links
+from .changes import host_snapshot
 from .cgroups import Cgroup
 from .users import is_root
 
@@ -29,6 +32,10 @@ if TYPE_CHECKING:
 __all__ = ["BASE_PATH", "RUN_DIR", "LocalSandbox", "remove_sandbox_dir"]
 
 RUN_DIR = "/run/openforge"
+# What the backend's own file operations (copy in/out, read_file, chown; fixed commands, never the agent's or a
+# task's) keep as root: enough to read and write any file of the sandbox, nothing else (no mount, mknod, ...).
+# Every `exec` — the agent's, the verifier's, a task's RUN step, `user="root"` included — keeps none.
+FILE_CAPS = "chown,dac_override,dac_read_search,fowner,fsetid"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -52,6 +59,7 @@ class LocalSandbox(Sandbox):
             self.proxy_url = None
         self._procs: set[asyncio.subprocess.Process] = set()
         self._destroyed = False
+        self._baseline = self._snapshot()  # `changed_paths` compares with this (the state at creation)
 
     def __repr__(self) -> str:
         return f"LocalSandbox(name={self.name!r}, dir={str(self.dir)!r})"
@@ -90,7 +98,8 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"sandbox {self.name}: no user {a!r} on this machine") from e
         return pw.pw_uid, (int(b) if b.isdigit() else pw.pw_gid), pw.pw_dir, pw.pw_name
 
-    def _bwrap_argv(self, argv: list[str], *, workdir: str, env: dict[str, str], uid: int, gid: int) -> list[str]:
+    def _bwrap_argv(self, argv: list[str], *, workdir: str, env: dict[str, str], uid: int, gid: int,
+                    keep_caps: str = "") -> list[str]:
         p = self._p
         # The sandbox's own root (persists across execs: a directory made anywhere stays), then the host's
         # system directories read-only on top of it.
@@ -117,6 +126,8 @@ class LocalSandbox(Sandbox):
             launcher += ["--listen", f"127.0.0.1:{self.spec.proxy_port}", "--uds", f"{RUN_DIR}/proxy.sock"]
         if is_root():
             launcher += ["--user", f"{uid}:{gid}"]
+        if keep_caps and uid == 0:
+            launcher += ["--keep-caps", keep_caps]
         if not self._cg.ok:
             if uid != 0:
                 launcher += ["--nproc", str(self.spec.pids)]
@@ -137,14 +148,18 @@ class LocalSandbox(Sandbox):
 
     async def _run(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
                    workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
-                   output_cap: int = DEFAULT_OUTPUT_CAP) -> tuple[int, bytes, bytes, bool, bool, float]:
+                   output_cap: int = DEFAULT_OUTPUT_CAP,
+                   keep_caps: str = "") -> tuple[int, bytes, bytes, bool, bool, float]:
+        """One command in the sandbox. `keep_caps`: only for the backend's own file operations (FILE_CAPS)."""
         self._check()
         argv = command_argv(cmd)
         uid, gid, home, uname = self._resolve_user(user)
         full_env = {"PATH": BASE_PATH, "LANG": "C.UTF-8", "HOME": home, "USER": uname, "LOGNAME": uname}
         full_env.update(self.spec.env)
         full_env.update(env or {})
-        bargv = self._bwrap_argv(argv, workdir=workdir or self.workdir, env=full_env, uid=uid, gid=gid)
+        make_links(self.fs)  # the system links as the host has them, whatever a command before did
+        bargv = self._bwrap_argv(argv, workdir=workdir or self.workdir, env=full_env, uid=uid, gid=gid,
+                                 keep_caps=keep_caps)
         cg = self._cg
         start = time.monotonic()
         try:
@@ -222,6 +237,19 @@ class LocalSandbox(Sandbox):
 
     # -- files ---------------------------------------------------------------------------------------------
 
+    async def _chown_copied(self, owner: str, path: PurePosixPath) -> None:
+        await self.chown_tree(owner, str(path))
+
+    async def chown_tree(self, owner: str, path: str) -> None:
+        """Give `path` (recursively, links not followed) to `owner`: the backend's own operation, the one
+        privileged step of replaying a task's environment (its workdir handed to the agent's user), since
+        every `exec` runs without capabilities. A path that does not exist is left alone."""
+        script = '[ -e "$2" ] || [ -L "$2" ] || exit 0; exec chown -hR -- "$1" "$2"'
+        code, _, err, timed_out, _, _ = await self._run(["sh", "-c", script, "sh", owner, path], timeout_s=300,
+                                                        user="root", workdir="/", keep_caps=FILE_CAPS)
+        if code != 0 or timed_out:
+            raise SandboxError(f"chown {owner} {path} failed in {self.name}: {err.decode(errors='replace').strip()}")
+
     def _check_writable(self, dest: PurePosixPath) -> None:
         """Refuse a copy into the host's read-only system directories or a read-only mount (`dest` absolute)."""
         top = dest.parts[1]
@@ -241,7 +269,7 @@ class LocalSandbox(Sandbox):
         # there — a symlink planted by the agent cannot redirect a host-side write.
         script = 'mkdir -p -- "$1" && exec tar --numeric-owner -xpf - -C "$1"'
         code, _, err, timed_out, _, _ = await self._run(["sh", "-c", script, "sh", str(d.parent)], timeout_s=300,
-                                                        user="root", stdin=data, workdir="/")
+                                                        user="root", stdin=data, workdir="/", keep_caps=FILE_CAPS)
         if code != 0 or timed_out:
             raise SandboxError(f"copy into {self.name}:{dest} failed: {err.decode(errors='replace').strip()}")
         if chown is not None:
@@ -253,7 +281,8 @@ class LocalSandbox(Sandbox):
         script = ('[ -e "$1" ] || [ -L "$1" ] || exit 44; cd -- "$(dirname -- "$1")" && '
                   'exec tar --numeric-owner -cf - -- "$(basename -- "$1")"')
         code, out, err, timed_out, truncated, _ = await self._run(
-            ["sh", "-c", script, "sh", str(s)], timeout_s=600, user="root", workdir="/", output_cap=1 << 40)
+            ["sh", "-c", script, "sh", str(s)], timeout_s=600, user="root", workdir="/", output_cap=1 << 40,
+            keep_caps=FILE_CAPS)
         if code == 44:
             raise FileNotFoundError(f"{self.name}:{src}")
         if code != 0 or timed_out:
@@ -272,7 +301,8 @@ class LocalSandbox(Sandbox):
         self._check()
         script = '[ -d "$1" ] && exit 43; [ -e "$1" ] || exit 44; exec cat -- "$1"'
         code, out, err, timed_out, truncated, _ = await self._run(
-            ["sh", "-c", script, "sh", path], timeout_s=120, user="root", workdir="/", output_cap=max_bytes)
+            ["sh", "-c", script, "sh", path], timeout_s=120, user="root", workdir="/", output_cap=max_bytes,
+            keep_caps=FILE_CAPS)
         if code == 44:
             return None
         if code == 43:
@@ -284,6 +314,34 @@ class LocalSandbox(Sandbox):
         return out
 
     # -- status / destroy ----------------------------------------------------------------------------------
+
+    async def stop_agent_processes(self) -> None:
+        """Out of band, from the host: every exec still running is killed (its process group: bubblewrap, whose
+        pid namespace dies with it), and every process left in the sandbox's cgroup. Each exec has its own pid
+        namespace, so normally nothing is left once the harness has exited; this makes sure."""
+        self._check()
+        for proc in list(self._procs):
+            self._kill(proc)
+        if self._cg.ok:
+            await asyncio.to_thread(self._cg.kill_all)
+            if self._cg.pids():
+                raise SandboxError(f"sandbox {self.name}: processes survive in its cgroup after SIGKILL")
+
+    async def mark_initial_state(self) -> None:
+        """The task's initial state is in place (its Dockerfile replayed): `changed_paths` compares with now."""
+        self._check()
+        self._baseline = await asyncio.to_thread(self._snapshot)
+
+    async def changed_paths(self) -> list[PathChange]:
+        """What changed since the sandbox was created (or since `mark_initial_state`), read from the host
+        (`changes.host_snapshot`): the agent's commands are not asked."""
+        self._check()
+        return diff_snapshots(self._baseline, await asyncio.to_thread(self._snapshot))
+
+    def _snapshot(self) -> Snapshot:
+        skip = {f"/{top}" for top in SYSTEM_RO} | {"/proc", "/dev", "/run", "/sys"}
+        skip |= {m.target for m in self.spec.mounts}
+        return host_snapshot(self.fs, skip)
 
     async def status(self) -> SandboxStatus:
         if self._destroyed:

@@ -13,7 +13,10 @@ the n samples) and `global_steps`. `run()`:
 
 The list is what veRL 0.9.1's v1 trainer takes (`trainer.use_v1: true`, the default; `AgentLoopWorkerTQ`
 stores each output under `{uid}_{session}_{i}`, and GRPO broadcasts each session's advantage to all its
-outputs). An episode that ended in an infrastructure failure (sandbox, proxy, harness crash, timeout,
+outputs). The outcome classes are the orchestrator's own (`openforge.rollout.outcome`, the same episode code
+runs them): an agent that ran past its timeout or made its harness exit is `failed` with reward 0 and trained
+on like any failure (counted under `failed/agent` too), so hanging or crashing cannot hide a bad reward; an
+episode that ended in an infrastructure failure (sandbox, proxy, a harness that never reached the model,
 verifier) is dropped whole: `run()` returns `[]`, which v1 skips ("Empty output"), and the GRPO group is
 computed over the sessions that did return. Drops are counted in the worker's counters, which every output
 carries in `extra_fields["openforge"]["worker"]`, and logged. The legacy trainer (`use_v1: false`) takes
@@ -30,6 +33,7 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, register
 
+from openforge.rollout.outcome import agent_caused
 from openforge.train.assemble import assemble_episode
 from openforge.train.verl import AGENT_NAME
 from openforge.train.verl.config import VerlLoopConfig
@@ -99,6 +103,8 @@ class OpenForgeAgentLoop(AgentLoopBase):
             log.warning("openforge: dropped episode %s (%s: %s); worker counters %s", done.episode.id,
                         outcome.value, done.result.reason, dict(counters))
             return []
+        if done.result.reward == 0.0 and agent_caused(done.result.reason):
+            counters["failed/agent"] += 1
         samples = assemble_episode(done.episode, done.calls, mode=self.settings.mode,
                                    include_side_calls=self.settings.include_side_calls, step=step)
         converted = samples_to_outputs(samples, self.limits, self._metrics(done, elapsed_s),

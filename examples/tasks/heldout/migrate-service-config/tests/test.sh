@@ -10,7 +10,7 @@ cd "$APP" || fail "no $APP"
 [ ! -e legacy.ini ] || fail "legacy.ini is still there"
 [ "$(sha256sum < legacy.ini.bak 2>/dev/null | cut -d' ' -f1)" = "6fa88d72c1c830662e2cd1739ef4286280f7b8a4c71418c6c54e7dcae3c0d821" ] \
   || fail "legacy.ini.bak is not the original legacy.ini"
-python3 - <<'PY' || fail "config/service.json does not hold the migrated settings"
+python3 -I - <<'PY' || fail "config/service.json does not hold the migrated settings"
 import json
 want = {"listen": {"address": "0.0.0.0", "port": 8080, "workers": 4},
         "db": {"dsn": "postgres://db.internal/app", "pool_size": 10, "timeout_s": 30},

@@ -11,6 +11,7 @@ cd "$APP" || fail "no $APP"
 same() { [ -f "$1" ] || fail "$1 is missing"; diff <(sed -e '$a\' "$1") - > /dev/null || fail "$1 does not have the expected content"; }
 for f in jan.csv feb.csv; do
   [ -f "data/$f" ] || fail "data/$f was removed"
+  [ ! -L "backup/$f" ] || fail "backup/$f is a link, not a copy"
   cmp -s "data/$f" "backup/$f" || fail "backup/$f is missing or differs"
 done
 [ "$(ls backup | wc -l)" -eq 2 ] || fail "backup/ should hold exactly the 2 csv files"
