@@ -208,6 +208,14 @@ def opt_number(
     return float(value)
 
 
+def opt_choice(obj: dict, key: str, path: str, allowed: tuple[str, ...]) -> str | None:
+    """An optional string that must be one of `allowed` (an API's documented values)."""
+    value = opt_str(obj, key, path)
+    if value is not None and value not in allowed:
+        raise bad(at(path, key), f"must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
+    return value
+
+
 def req_list(obj: dict, key: str, path: str) -> list[Any]:
     value = obj.get(key)
     if value is None:
