@@ -53,6 +53,7 @@ _ERROR_TYPES = {
     "prompt_too_long": (400, "invalid_request_error"),
     "authentication": (401, "authentication_error"),
     "not_found": (404, "not_found_error"),
+    "request_timeout": (408, "invalid_request_error"),
     "request_too_large": (413, "request_too_large"),
     "rate_limit": (429, "rate_limit_error"),
     "api_error": (500, "api_error"),
@@ -473,6 +474,9 @@ class _MessageStream(StreamEncoder):
     def text(self, delta: str) -> list[bytes]:
         events = [] if self.open == "text" else self._begin("text", {"type": "text", "text": ""})
         return events + ([self._delta({"type": "text_delta", "text": delta})] if delta else [])
+
+    def keepalive(self) -> list[bytes]:
+        return [wire.sse({"type": "ping"}, "ping")]  # the Messages API's own keep-alive event
 
     def finish(self, reply: Reply) -> list[bytes]:
         events = self._close()

@@ -19,6 +19,7 @@ _OPENAI_ERRORS: dict[str, tuple[int, str, str | None]] = {
     "prompt_too_long": (400, "invalid_request_error", "context_length_exceeded"),
     "authentication": (401, "invalid_request_error", "invalid_api_key"),
     "not_found": (404, "invalid_request_error", "not_found"),
+    "request_timeout": (408, "invalid_request_error", "request_timeout"),
     "request_too_large": (413, "invalid_request_error", "request_too_large"),
     "rate_limit": (429, "requests", "rate_limit_exceeded"),
     "api_error": (500, "server_error", "server_error"),

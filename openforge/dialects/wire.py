@@ -329,6 +329,11 @@ def sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
     return f"{head}data: {payload}\n\n".encode("utf-8", errors="replace")
 
 
+def sse_comment(text: str) -> bytes:
+    """An SSE comment line: clients skip it (a keep-alive)."""
+    return f": {text}\n\n".encode()
+
+
 def pieces(text: str, size: int | None) -> Iterator[str]:
     """`text` in deltas of at most `size` characters (one delta when size is None; none when empty)."""
     if not text:

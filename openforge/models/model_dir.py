@@ -126,6 +126,12 @@ class ModelDir:
         return self.eos_token_ids[0]
 
     @cached_property
+    def max_token_chars(self) -> int:
+        """The most characters one token can stand for (its vocabulary entry is at least as long as the text it
+        decodes to): a text of n characters is at least n / this many tokens."""
+        return max(1, max((len(piece) for piece in self.tokenizer.get_vocab(with_added_tokens=True)), default=1))
+
+    @cached_property
     def tool_call_format(self) -> str:
         """`qwen3_coder` for `<function=...><parameter=...>` templates, else `json` (`<tool_call>{...}`)."""
         return "qwen3_coder" if "<function=" in self.chat_template else "json"
