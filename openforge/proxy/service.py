@@ -148,6 +148,7 @@ class ProxyService:
         self.gate = PauseGate()
         self.calls = CallJobs(keep=settings.replay_cache_per_episode)
         self._render_locks: dict[str, asyncio.Lock] = {}
+        self._large_decodes = asyncio.Semaphore(1)
 
     # ---- the call -----------------------------------------------------------------------------------
     async def handle(self, dialect: Dialect, body: bytes, episode: Episode) -> CallResponse:
@@ -160,7 +161,10 @@ class ProxyService:
                 f"too many messages: {len(request.conversation.messages)} > {self.settings.max_messages}",
                 param="messages",
             ))
-        digest = hashlib.sha256(body).hexdigest()
+        if len(body) > _DECODE_IN_THREAD_BYTES:  # hashing releases the interpreter's lock: off the loop
+            digest = await asyncio.to_thread(lambda: hashlib.sha256(body).hexdigest())
+        else:
+            digest = hashlib.sha256(body).hexdigest()
         job = self.calls.find(episode.id, digest)
         if job is not None:  # the same body again: a retry; it shares the call's reply
             return await self._respond(job, replayed=True)
@@ -176,8 +180,11 @@ class ProxyService:
         return await self._respond(job)
 
     async def decode(self, dialect: Dialect, body: bytes, *, for_count: bool = False) -> DecodedRequest:
+        """The request, decoded. A large body is decoded in a worker thread, one at a time: parsing JSON holds
+        the interpreter's lock while it runs, so several 16 MB bodies at once would still stall the loop."""
         if len(body) > _DECODE_IN_THREAD_BYTES:
-            return await asyncio.to_thread(dialect.decode, body, for_count=for_count)
+            async with self._large_decodes:
+                return await asyncio.to_thread(dialect.decode, body, for_count=for_count)
         return dialect.decode(body, for_count=for_count)
 
     async def _respond(self, job: CallJob, replayed: bool = False) -> CallResponse:
