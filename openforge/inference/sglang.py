@@ -20,11 +20,10 @@ bodies and streams (tests/fixtures/sglang/, whose README says which are captured
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from openforge.core import FinishReason, SamplingParams
-from collections.abc import AsyncIterator
-
 from openforge.inference.base import (
     BackendError,
     GenerationContext,
@@ -138,23 +137,17 @@ class SGLangBackend(RemoteBackend):
         await self.connect()
         self.check_request(prompt_ids, sampling)
         max_new = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
-        ids: list[int] = []
-        logprobs: list[float] = []
-        finish: FinishReason | None = None
-        async for event in self.http.events("/generate", generate_request(prompt_ids, sampling, max_new, stream=True)):
-            event_ids, event_logprobs, reason = parse_generate(event, finished=False)
-            if not self.incremental_stream:  # the output so far: what is new is what follows what we have
-                if event_ids[: len(ids)] != ids:
-                    raise BackendError("SGLang's streamed output does not extend what it streamed before")
-                event_ids, event_logprobs = event_ids[len(ids) :], event_logprobs[len(ids) :]
-            for token_id, logprob in zip(event_ids, event_logprobs):
-                ids.append(token_id)
-                logprobs.append(logprob)
-                yield SampledToken(token_id, logprob)
-            finish = reason or finish
-        if finish is None:
-            raise BackendError("SGLang's stream ended without a finish reason (the request was cut off)")
-        yield GenerationResult(output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version)
+        events = self.http.events("/generate", generate_request(prompt_ids, sampling, max_new, stream=True))
+        async for item in self._tokens(events, self._stream_step):
+            yield item
+
+    def _stream_step(self, event: Any, so_far: list[int]) -> tuple[list[int], list[float], FinishReason | None]:
+        ids, logprobs, reason = parse_generate(event, finished=False)
+        if not self.incremental_stream:  # the output so far: what is new is what follows what we have
+            if ids[: len(so_far)] != so_far:
+                raise BackendError("SGLang's streamed output does not extend what it streamed before")
+            ids, logprobs = ids[len(so_far) :], logprobs[len(so_far) :]
+        return ids, logprobs, reason
 
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext

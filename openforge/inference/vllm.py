@@ -29,11 +29,10 @@ constructed) and the client against `openforge serve-model`, which speaks this s
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from openforge.core import FinishReason, SamplingParams
-from collections.abc import AsyncIterator
-
 from openforge.inference.base import (
     BackendError,
     GenerationContext,
@@ -196,19 +195,9 @@ class VLLMBackend(RemoteBackend):
         self.check_request(prompt_ids, sampling)
         max_tokens = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
         body = completion_request(self.model, prompt_ids, sampling, max_tokens, stream=True)
-        ids: list[int] = []
-        logprobs: list[float] = []
-        finish: FinishReason | None = None
-        async for event in self.http.events("/v1/completions", body):
-            new_ids, new_logprobs, reason = parse_stream_chunk(event)
-            for token_id, logprob in zip(new_ids, new_logprobs):
-                ids.append(token_id)
-                logprobs.append(logprob)
-                yield SampledToken(token_id, logprob)
-            finish = reason or finish
-        if finish is None:
-            raise BackendError("vLLM's stream ended without a finish reason (the request was cut off)")
-        yield GenerationResult(output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version)
+        events = self.http.events("/v1/completions", body)
+        async for item in self._tokens(events, lambda event, so_far: parse_stream_chunk(event)):
+            yield item
 
     async def load_weights(self, path: str) -> int:
         raise NotImplementedError(

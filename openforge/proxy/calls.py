@@ -71,6 +71,8 @@ class CallJob:
         self.failed = failed
         self._done.set()
         self._changed()
+        if not self.followers and len(self.events) > 1:  # kept for retries: one blob, not an object per token
+            self.events = [b"".join(self.events)]
 
     def _changed(self) -> None:
         wake, self._wake = self._wake, asyncio.Event()
@@ -92,9 +94,10 @@ class CallJob:
         try:
             sent = 0
             while True:
-                while sent < len(self.events):
+                events = self.events  # a finished call's events may be joined into one blob meanwhile
+                while sent < len(events):
                     sent += 1
-                    yield self.events[sent - 1]
+                    yield events[sent - 1]
                 if self.done:
                     return
                 await self._wake.wait()

@@ -303,7 +303,7 @@ class ProxyService:
             response = CallResponse(200, body=body)
         else:
             reply, final = streamed.finish(result)
-            response = CallResponse(200, chunks=job.events + final)
+            response = CallResponse(200, chunks=[b"".join(job.events + final)])  # the whole stream, one blob
         timings = {**result.timings, "total_s": time.time() - call.record.started_at}
         if first_token_s is not None and streamed is not None:
             timings["first_token_s"] = first_token_s
@@ -350,7 +350,7 @@ class ProxyService:
         err = DialectError(529, "overloaded", f"backend failed: {message}")
         if job.started:
             final = [call.dialect.error_stream(err, response_id=reply_id)]
-            response = CallResponse(200, chunks=job.events + final)
+            response = CallResponse(200, chunks=[b"".join(job.events + final)])
         else:
             final, response = [], self.error_response(call.dialect, err)
         record = call.record.model_copy(update={
