@@ -113,18 +113,19 @@ async def test_responses_stream_arrives_while_generating(live, tmp_path):
     assert [o.type for o in final.output] == ["message", "function_call"]
 
 
+@pytest.mark.parametrize("when", ["before the first token", "mid-reply"])
 @pytest.mark.parametrize("dialect", ["anthropic", "chat", "responses"])
-async def test_keepalives_while_the_backend_is_silent(tmp_path, tiny_model_dir, dialect):
-    """The policy writes nothing until the gate opens (a long prefill as the client sees it); meanwhile the
-    stream has started and carries the dialect's keep-alives (Anthropic `ping`, a repeated
-    `response.in_progress`, SSE comments), which the SDKs' own accumulators skip. The gate opens once three
-    keep-alives have arrived."""
+async def test_keepalives_while_the_backend_is_silent(tmp_path, tiny_model_dir, dialect, when):
+    """The policy writes nothing until the gate opens — from the start (a long prefill as the client sees it)
+    or after its first piece; meanwhile the stream carries the dialect's keep-alives (Anthropic `ping`, a
+    repeated `response.in_progress`, SSE comments), which the SDKs' own accumulators skip. The gate opens once
+    three keep-alives have arrived."""
     import httpx
 
     gate = Gate(tmp_path)
     async with live_proxy(tmp_path, tiny_model_dir, stream_start_s=0, stream_keepalive_s=0.05) as live:
         episode = live.create_episode()
-        message = f"GATE={gate.path} TOOL SILENT-FIRST"
+        message = f"GATE={gate.path} TOOL" + (" SILENT-FIRST" if when == "before the first token" else "")
         bodies = {
             "anthropic": ("/v1/messages", {"model": "m", "max_tokens": 100, "stream": True, "tools": [BASH],
                                            "messages": [{"role": "user", "content": message}]}),
@@ -139,8 +140,10 @@ async def test_keepalives_while_the_backend_is_silent(tmp_path, tiny_model_dir, 
             async with http.stream("POST", live.url + path, json=body, headers={"authorization": f"Bearer {episode.key}"}) as r:
                 async for chunk in r.aiter_bytes():
                     raw += chunk
-                    if raw.count(keepalive) >= 3 and not gate.path.exists():
-                        assert b'"F"' not in raw  # nothing of the reply yet (its first token is "F"): keep-alives only
+                    start = raw.find(b'"E"') if when == "mid-reply" else 0  # "FIRST-PIECE" ends in "E"
+                    if start >= 0 and raw[start:].count(keepalive) >= 3 and not gate.path.exists():
+                        if when == "before the first token":
+                            assert b'"F"' not in raw  # nothing of the reply yet (its first token is "F")
                         gate.open()
     assert gate.released()
     accumulated = _accumulate(dialect, raw)
