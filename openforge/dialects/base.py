@@ -125,9 +125,10 @@ class StreamEncoder(abc.ABC):
     """One reply's SSE events, written while the reply is produced.
 
     Call `start()` once; then `reasoning(delta)` and `text(delta)` in the order the model wrote them
-    (reasoning first; an empty reasoning delta opens the reasoning part of a reply whose reasoning is empty);
-    then `finish(reply)` with the finished reply, whose output says what the deltas said: it adds the tool
-    calls, the stop reason, usage and the stream's terminator. Each call returns complete events.
+    (reasoning first; an empty reasoning delta opens the reasoning part of a reply whose reasoning is empty),
+    and `keepalive()` whenever nothing else has been sent for a while; then `finish(reply)` with the finished
+    reply, whose output says what the deltas said: it adds the tool calls, the stop reason, usage and the
+    stream's terminator. Each call returns complete events.
     """
 
     def __init__(self, start: ReplyStart, request: DecodedRequest, chunk_chars: int | None):
@@ -146,6 +147,12 @@ class StreamEncoder(abc.ABC):
 
     @abc.abstractmethod
     def finish(self, reply: Reply) -> list[bytes]: ...
+
+    def keepalive(self) -> list[bytes]:
+        """Events that say "still working" while nothing else is sent (a long prefill, a tool call being
+        written), so that a client's idle timeout does not fire. This default is an SSE comment, which every
+        SSE client skips; dialects with an event for it override it."""
+        return [wire.sse_comment("keep-alive")]
 
 
 class Dialect(abc.ABC):

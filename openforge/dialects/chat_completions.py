@@ -68,6 +68,7 @@ class ChatCompletions(Dialect):
             names = {"max_tokens": "max_tokens"}
         sampling = wire.sampling_params(
             max_tokens=max_tokens,
+            # "between 0 and 2" / a probability (the API reference, as the SDK's create-params carry it)
             temperature=wire.opt_number(data, "temperature", "", minimum=0.0, maximum=2.0),
             top_p=wire.opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
             top_k=self._top_k(data),
@@ -78,7 +79,8 @@ class ChatCompletions(Dialect):
         stream = wire.opt_bool(data, "stream", "")
         stream_options = wire.opt_object(data, "stream_options", "") or {}
         tool_choice, forced = self._tool_choice(data, tools)
-        effort = wire.opt_str(data, "reasoning_effort", "")
+        effort = wire.opt_choice(data, "reasoning_effort", "", openai_common.REASONING_EFFORTS)
+        openai_common.check_ranges(data, penalties=True)
         conversation = Conversation(
             system=system, messages=canonical, tools=tools, sampling=sampling,
             response_format=self._response_format(data), model=model,

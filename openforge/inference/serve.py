@@ -3,9 +3,10 @@
 - `GET /v1/models` — one model card, with vLLM's `max_model_len`;
 - `POST /v1/completions` — `prompt` as token ids (or text), `max_tokens`, `temperature`, `top_p`, `top_k`,
   `seed`, `stop`, `stop_token_ids`, `logprobs`, `return_token_ids`, `return_tokens_as_token_ids`,
-  `skip_special_tokens`; answered in vLLM's shape (`choices[0].token_ids`, `choices[0].logprobs.token_logprobs`,
-  `usage`), so the `vllm` client can be tested against it; bad input answers 400 with vLLM's error object
-  `{"error": {"message", "type", "param", "code": <status>}}`;
+  `skip_special_tokens`, `stream`; answered in vLLM's shape (`choices[0].token_ids`,
+  `choices[0].logprobs.token_logprobs`, `usage`; streamed: one event per sampled token with its id and logprob,
+  an event with the finish reason, then `data: [DONE]`), so the `vllm` client can be tested against it; bad input
+  answers 400 with vLLM's error object `{"error": {"message", "type", "param", "code": <status>}}`;
 - `POST /v1/chat/completions` (and `/chat/completions`) — the OpenAI Chat Completions dialect, the proxy's own
   (`openforge.dialects`): requests decoded, replies, streams and errors encoded by it. Text in, the model's
   text out through its chat template (no tool-call or reasoning parsing: that is the proxy's job), JSON or
@@ -14,7 +15,7 @@
   to 1024;
 - `GET /health`.
 
-Not served: `n` > 1, `echo`, `best_of`, streamed `/v1/completions`; `top_logprobs` holds only the sampled token.
+Not served: `n` > 1, `echo`, `best_of`; `top_logprobs` holds only the sampled token.
 Requests carry no episode id, so the prefix cache keeps the most recent requests and each new prompt reuses
 the longest cached prefix (like vLLM's automatic prefix caching). Starlette, as the proxy.
 """
@@ -112,12 +113,14 @@ def create_app(backend: EmbeddedBackend, model_name: str | None = None, close_ba
 
     async def completions(request: Request) -> Response:
         body = await _parse(request, CompletionBody)
-        if body.stream:
-            raise InvalidRequestError("stream: streamed /v1/completions is not supported by serve-model")
         if body.echo:
             raise InvalidRequestError("echo: not supported by serve-model")
         prompt_ids = _prompt_ids(body.prompt, model_dir)
         sampling = body.sampling()
+        if body.stream:
+            backend.check_request(prompt_ids, sampling)  # a 400 before the stream starts
+            events = _completion_stream(backend, name, body, prompt_ids, sampling)
+            return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
         result = await backend.generate(prompt_ids, sampling, GenerationContext())
         text = _output_text(model_dir, result, sampling.stop, body.skip_special_tokens)
         choice: dict[str, Any] = {
@@ -288,6 +291,47 @@ def _chat_logprobs(model_dir, result: GenerationResult) -> dict[str, Any]:
 def _usage(prompt_ids: list[int], result: GenerationResult) -> dict[str, int]:
     n = len(result.output_ids)
     return {"prompt_tokens": len(prompt_ids), "completion_tokens": n, "total_tokens": len(prompt_ids) + n}
+
+
+async def _completion_stream(
+    backend: EmbeddedBackend, name: str, body: CompletionBody, prompt_ids: list[int], sampling: SamplingParams
+) -> AsyncIterator[bytes]:
+    """vLLM's streamed `/v1/completions`: one event per sampled token (its id, its logprob), an event with the
+    finish reason, then `[DONE]`. A failure mid-stream is a `data: {"error": ...}` event, as vLLM writes it."""
+    head = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()), "model": name}
+    first = True
+    try:
+        async for item in backend.stream(prompt_ids, sampling, GenerationContext()):
+            if isinstance(item, GenerationResult):
+                choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": item.finish_reason.value,
+                          "stop_reason": None, "token_ids": [] if body.return_token_ids else None}
+                yield wire.sse({**head, "choices": [choice], "usage": None})
+                break
+            token_text = _token_text(backend, item.id, body.skip_special_tokens)
+            choice = {
+                "index": 0,
+                "text": token_text,
+                "logprobs": {
+                    "text_offset": [0],
+                    "token_logprobs": [item.logprob],
+                    "tokens": [f"token_id:{item.id}" if body.return_tokens_as_token_ids else token_text],
+                    "top_logprobs": [{token_text: item.logprob}],
+                } if body.logprobs is not None else None,
+                "finish_reason": None,
+                "stop_reason": None,
+                "token_ids": [item.id] if body.return_token_ids else None,
+            }
+            if first and body.return_token_ids:
+                choice["prompt_token_ids"] = prompt_ids
+            first = False
+            yield wire.sse({**head, "choices": [choice], "usage": None})
+    except (InvalidRequestError, BackendError) as exc:
+        yield wire.sse({"error": {"message": str(exc), "type": "InternalServerError", "param": None, "code": 500}})
+    yield wire.sse("[DONE]")
+
+
+def _token_text(backend: EmbeddedBackend, token_id: int, skip_special: bool) -> str:
+    return backend.model_dir.tokenizer.decode([token_id], skip_special_tokens=skip_special)
 
 
 # ---- /v1/chat/completions helpers (the Chat Completions dialect) --------------------------------------------------
