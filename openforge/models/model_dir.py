@@ -12,43 +12,71 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from jinja2 import nodes
+from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
 from openforge.core import Conversation, Message
+from openforge.models.hub import ModelRef, resolve_model
+from openforge.models.tool_formats import ToolCallFormat, detect_tool_format
 
 
 class ModelDirError(ValueError):
     """The directory is not a usable model directory; the message says what is missing."""
 
 
-def _jinja_env() -> ImmutableSandboxedEnvironment:
-    # Same settings as transformers' chat-template environment, so any HF template renders the same way.
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+class GenerationTag(Extension):
+    """`{% generation %}...{% endgeneration %}`: transformers marks the assistant's own tokens with it (for
+    its assistant masks); for rendering it is its body."""
 
-    def tojson(value: Any, indent: int | None = None, separators=None, sort_keys: bool = False) -> str:
-        return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.Scope(body, lineno=lineno)
+
+
+def _jinja_env() -> ImmutableSandboxedEnvironment:
+    # Same settings, filters and globals as transformers' chat-template environment, so any HF template renders
+    # the same way.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols", GenerationTag])
+
+    def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators=None,
+               sort_keys: bool = False) -> str:
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     def raise_exception(message: str) -> None:
         raise ModelDirError(f"chat template refused the conversation: {message}")
 
+    def strftime_now(format: str) -> str:  # Llama 3.2's "Today Date"; makes the prompt depend on the day
+        return datetime.now().strftime(format)
+
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
     return env
 
 
 class ModelDir:
-    """A model directory on disk. Loading the weights is separate (`load_model`), since the proxy needs only
-    the tokenizer and template when the backend is remote."""
+    """A model directory on disk, or a Hugging Face Hub id (`ORG/NAME`, `ORG/NAME@REVISION`) resolved through
+    the Hub client's cache (`openforge.models.hub`). Loading the weights is separate (`load_model`), since the
+    proxy needs only the tokenizer and template when the backend is remote: for a Hub id only those files are
+    fetched until the weights are loaded."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        if not self.path.is_dir():
-            raise ModelDirError(f"model directory {self.path} does not exist")
+        self.ref = ModelRef.parse(path)
+        try:
+            self.path = resolve_model(self.ref, weights=False)
+        except FileNotFoundError as e:
+            raise ModelDirError(str(e)) from None
         if not (self.path / "tokenizer.json").is_file():
             raise ModelDirError(f"{self.path} has no tokenizer.json (a fast tokenizer is required)")
         self.config: dict[str, Any] = self._read_json("config.json", required=True)
@@ -123,9 +151,14 @@ class ModelDir:
         return self.eos_token_ids[0]
 
     @cached_property
+    def tool_format(self) -> ToolCallFormat:
+        """The tool-call format the chat template renders (`openforge.models.tool_formats`)."""
+        return detect_tool_format(self.chat_template)
+
+    @property
     def tool_call_format(self) -> str:
-        """`qwen3_coder` for `<function=...><parameter=...>` templates, else `json` (`<tool_call>{...}`)."""
-        return "qwen3_coder" if "<function=" in self.chat_template else "json"
+        """The tool-call format's name: `json`, `qwen3_coder`, `llama3_json`, `mistral`, `deepseek_v3`, ..."""
+        return self.tool_format.name
 
     # ---- text <-> ids -----------------------------------------------------------------------------------
     def encode_text(self, text: str) -> list[int]:
@@ -156,6 +189,8 @@ class ModelDir:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool
     ) -> str:
         """Render HF-style message dicts with the template (no marking)."""
+        if self.tool_format.history_arguments == "json_string":
+            messages = [_arguments_as_json(m) for m in messages]
         return self._template.render(
             messages=messages,
             tools=tools or None,
@@ -182,9 +217,19 @@ class ModelDir:
         import torch
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype or torch.float32)
+        weights = resolve_model(self.ref, weights=True)
+        model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype or torch.float32)
         model.eval()
         return model
+
+
+def _arguments_as_json(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message whose tool calls' arguments are JSON text (for templates that concatenate them)."""
+    if not message.get("tool_calls"):
+        return message
+    calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
+             if isinstance(c["function"].get("arguments"), dict) else c for c in message["tool_calls"]]
+    return {**message, "tool_calls": calls}
 
 
 class ContentMarks:
