@@ -190,13 +190,13 @@ class ModelDir:
     ) -> str:
         """Render HF-style message dicts with the template (no marking)."""
         if self.tool_format.history_arguments == "json_string":
-            messages = [_arguments_as_json(m) for m in messages]
+            messages = [_for_text_templates(m) for m in messages]
         return self._template.render(
             messages=messages,
             tools=tools or None,
             add_generation_prompt=add_generation_prompt,
-            bos_token=self.tokenizer_config.get("bos_token") or "",
-            eos_token=self.tokenizer_config.get("eos_token") or "",
+            bos_token=_token_text(self.tokenizer_config.get("bos_token")),
+            eos_token=_token_text(self.tokenizer_config.get("eos_token")),
         )
 
     def _render_marked(self, conversation: Conversation, add_generation_prompt: bool, marks: "ContentMarks") -> str:
@@ -223,13 +223,21 @@ class ModelDir:
         return model
 
 
-def _arguments_as_json(message: dict[str, Any]) -> dict[str, Any]:
-    """An assistant message whose tool calls' arguments are JSON text (for templates that concatenate them)."""
+def _token_text(token: str | dict | None) -> str:
+    """A special token as tokenizer_config.json names it: a string, or an AddedToken object's `content`."""
+    if isinstance(token, dict):
+        return str(token.get("content") or "")
+    return token or ""
+
+
+def _for_text_templates(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message as templates that concatenate tool calls as text want it (DeepSeek's): arguments as
+    JSON text, and no content (None, OpenAI's convention) when the message only calls tools."""
     if not message.get("tool_calls"):
         return message
     calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
              if isinstance(c["function"].get("arguments"), dict) else c for c in message["tool_calls"]]
-    return {**message, "tool_calls": calls}
+    return {**message, "tool_calls": calls, "content": message.get("content") or None}
 
 
 class ContentMarks:

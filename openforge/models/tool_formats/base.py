@@ -41,8 +41,9 @@ class ToolCallFormat(ABC):
     # Reasoning before the answer, as (open, close); the open marker may be in the prompt (then only close is
     # sampled). None: the format has no such markup.
     think: ClassVar[tuple[str, str] | None] = ("<think>", "</think>")
-    # How earlier tool calls are handed back to the chat template: as objects (most templates) or as JSON text
-    # (templates that concatenate `arguments` into a string, e.g. DeepSeek's).
+    # How earlier tool calls are handed back to the chat template: as objects (most templates) or as JSON text,
+    # with no content (None) when the message only calls tools (templates that concatenate `arguments` into a
+    # string and test `content is none`, e.g. DeepSeek's).
     history_arguments: ClassVar[Literal["object", "json_string"]] = "object"
 
     @classmethod
