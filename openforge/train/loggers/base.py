@@ -2,8 +2,8 @@
 
 A logger gets flat `{name: number}` dicts with a step, and is closed at the end. The run sends, in order:
 - every GRPO step's record (the numbers of RUN/steps.jsonl) as `train/<field>`, at the step's number;
-- every held-out evaluation as `eval/pass_at_1` (`eval/<label>/pass_at_1` for the quickstart's policies) and
-  `eval/graded`, at the number of RL steps the policy had had;
+- every held-out evaluation as `eval/pass_at_1` and `eval/graded`, at the number of RL steps the policy had
+  had (the quickstart's policies, evaluated after training, as `eval/<label>/...` at the last step);
 - the behaviour metrics a report carries (`openforge.analysis` summaries, under its `behaviour` key) as
   `behaviour/<path>`, at the last step.
 """
@@ -74,7 +74,10 @@ class MetricLoggers:
         self.log(step_metrics(record), record.step)
 
     def log_eval(self, record: EvalRecord) -> None:
-        self.log(eval_metrics(record), record.after_steps)
+        # the quickstart's policies are evaluated after training, out of step order: logged at the last step
+        # (steps only go forward in some loggers, e.g. wandb)
+        step = max(self.last_step, record.after_steps) if record.label else record.after_steps
+        self.log(eval_metrics(record), step)
 
     def log_report(self, report: Mapping[str, Any]) -> None:
         self.log(behaviour_metrics(report), self.last_step)

@@ -1,8 +1,11 @@
-"""`mlflow`: an MLflow run in the experiment named by `project`, in a file store under RUN/mlruns unless the
-options name a `tracking_uri` (a tracking server, a database). Needs the `mlflow` extra (mlflow-skinny)."""
+"""`mlflow`: an MLflow run in the experiment named by `project`, in a file store under RUN/mlruns (`mlflow ui
+--backend-store-uri RUN/mlruns`) unless the options name a `tracking_uri` (a tracking server, a database).
+Needs the `mlflow` extra (mlflow-skinny). MLflow 3 keeps its file store in maintenance mode and refuses it
+unless `MLFLOW_ALLOW_FILE_STORE=true`: the default store sets that (a file per metric needs no database)."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +15,10 @@ class MLflowLogger:
     def __init__(self, run: Path, project: str, name: str, config: dict[str, Any], options: dict[str, Any]):
         from mlflow.tracking import MlflowClient
 
-        uri = options.get("tracking_uri") or (run / "mlruns").resolve().as_uri()
+        uri = options.get("tracking_uri")
+        if not uri:
+            uri = (run / "mlruns").resolve().as_uri()
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self.client = MlflowClient(tracking_uri=uri)
         experiment = self.client.get_experiment_by_name(project)
         experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(project)
