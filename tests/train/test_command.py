@@ -99,7 +99,7 @@ def test_families_run_trains_serves_and_reports(families_run):
     # the loggers were sent every step and every evaluation (RUN/metrics.jsonl: what each logger got)
     logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["metrics"]["train/reward"] for r in logged if "train/reward" in r["metrics"]] == [s["reward"] for s in steps]
-    assert [r["step"] for r in logged if "eval/pass_at_1" in r["metrics"]] == [0, 1, 2]
+    assert [r["step"] for r in logged if "eval/graded" in r["metrics"]] == [0, 1, 2]
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
 
 
