@@ -33,9 +33,52 @@ def _terminate_like_ctrl_c(signum, frame) -> None:
         raise KeyboardInterrupt
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"openforge {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _main() -> None:
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print OpenForge's version and exit.")] = False,
+) -> None:
     signal.signal(signal.SIGTERM, _terminate_like_ctrl_c)
+
+
+# What each optional module is installed with (`pip install 'openforge-rl[EXTRA]'`): a command that needs one
+# that is missing says which extra to install instead of printing an ImportError's traceback.
+_EXTRA_OF_MODULE = {
+    "torch": "engine", "transformers": "engine", "safetensors": "engine", "docker": "docker",
+    "kubernetes": "kubernetes", "matplotlib": "report", "pyarrow": "report", "tensorboard": "tensorboard",
+    "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio", "verl": "verl",
+}
+
+
+def missing_extra_message(error: ModuleNotFoundError) -> str | None:
+    """The fix for a missing optional module, or None when the module is not an optional one."""
+    top = (error.name or "").split(".")[0]
+    extra = _EXTRA_OF_MODULE.get(top)
+    if extra is None:
+        return None
+    message = f"this command needs {top}, which is not installed: pip install 'openforge-rl[{extra}]'"
+    if top == "torch" or extra == "engine":
+        message += (" and PyTorch, which is not a dependency (an unpinned torch pulls a CUDA build): install the "
+                    "build for your machine first, e.g. the CPU build as scripts/setup.sh does")
+    return message
+
+
+def main() -> None:
+    """The `openforge` command (console entry point)."""
+    try:
+        app()
+    except ModuleNotFoundError as e:
+        message = missing_extra_message(e)
+        if message is None:
+            raise
+        err_console.print(f"[bold red]error:[/] {message}")
+        raise SystemExit(2) from None
 
 
 model_app = typer.Typer(help="Build and inspect model directories.", no_args_is_help=True)
@@ -588,4 +631,4 @@ def quickstart(
 
 
 if __name__ == "__main__":
-    app()
+    main()
