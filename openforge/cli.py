@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from openforge import __version__
 from openforge.rollout.config import RolloutConfig
@@ -77,7 +78,7 @@ def main() -> None:
         message = missing_extra_message(e)
         if message is None:
             raise
-        err_console.print(f"[bold red]error:[/] {message}")
+        err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
         raise SystemExit(2) from None
 
 
@@ -92,7 +93,9 @@ app.add_typer(k8s_app, name="k8s")
 
 
 def fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
+    """Print the error (as plain text: `openforge-rl[engine]` is not markup; not wrapped, so a command in it can
+    be copied) and exit with `code` (2: a misconfiguration, told once, with its fix)."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 
