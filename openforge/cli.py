@@ -329,6 +329,10 @@ def _run_rollouts(config, report: bool) -> None:
         console.print(f"report: {config.run / 'report.md'}, {config.run / 'report.json'}")
     if summary.interrupted:
         raise typer.Exit(130)
+    if summary.done and not summary.graded:
+        reasons = sorted(summary.failures.items(), key=lambda kv: -kv[1])
+        fail("no episode could be graded; what stopped them:\n" + "\n".join(f"  {n} × {why}" for why, n in reasons[:5]),
+             code=1)
 
 
 # Options shared by `rollout` and `eval` (eval is rollout + a report).
@@ -344,7 +348,7 @@ ModelOpt = Annotated[Path, typer.Option(help="Model directory (tokenizer, chat t
 BackendOpt = Annotated[str, typer.Option(help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle")]
 RunOpt = Annotated[Path, typer.Option("--run", help="Run directory (eval writes report.md and report.json there).")]
 SplitOpt = Annotated[Optional[str], typer.Option(help="Only tasks of this split (train or heldout).")]
-ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="FROM=TO: use local image TO for FROM (repeatable).")]
+ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="FROM=TO: use local image TO for FROM (repeatable); over the task tree's own image-map.yaml, which applies without being named.")]
 AttemptsOpt = Annotated[int, typer.Option(help="Tries per episode; only infrastructure failures are retried.")]
 TimeoutOpt = Annotated[Optional[float], typer.Option(help="Harness wall-clock limit in seconds (default: each task's).")]
 ResumeOpt = Annotated[bool, typer.Option(help="Continue a run: skip episodes already finished.")]
@@ -411,7 +415,7 @@ def tasks_validate(
     import asyncio
 
     from openforge.rollout.validate import validate_task_by_running
-    from openforge.tasks import ImageMap, inspect_tree, load_tasks
+    from openforge.tasks import ImageMap, ImageMapError, inspect_tree, load_tasks, tree_image_map
 
     reports = inspect_tree(root)
     if not reports:
@@ -430,7 +434,10 @@ def tasks_validate(
         return
     from openforge.sandbox import get_provider
 
-    mapping = ImageMap.parse(image_map or [])
+    try:  # the task tree's own image-map.yaml applies; --image-map entries override it
+        mapping = tree_image_map([root])[0].merged(ImageMap.parse(image_map or []))
+    except ImageMapError as e:
+        fail(str(e))
 
     async def run_all():
         provider = get_provider(sandbox)
