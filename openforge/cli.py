@@ -196,7 +196,8 @@ def harness_image(
 def k8s_manifests(
     run: str = typer.Option(..., "--run", help="Run name (labels the run's NetworkPolicy and the proxy)."),
     namespace: str = typer.Option("openforge", help="Namespace of the proxy, the orchestrator and the sandboxes."),
-    proxy_image: str = typer.Option("openforge:0.1.0", help="Image with openforge installed, for the proxy."),
+    proxy_image: Optional[str] = typer.Option(None, help="Image with openforge installed, for the proxy (default: "
+                                              "openforge:<version>, as scripts/build-image.sh builds it)."),
     backend: str = typer.Option("embedded", help="The proxy's inference backend (embedded | vllm:URL | sglang:URL)."),
     model_pvc: Optional[str] = typer.Option(None, help="PersistentVolumeClaim holding the model directory."),
     runs_pvc: Optional[str] = typer.Option(None, help="PersistentVolumeClaim for run directories (default: emptyDir)."),
@@ -206,9 +207,9 @@ def k8s_manifests(
 ) -> None:
     """Print (multi-document YAML) everything a run needs: Namespace, proxy Deployment + Service, RBAC for the
     orchestrator, NetworkPolicies. Apply with `kubectl apply -f -`."""
-    from openforge.sandbox.kubernetes.manifests import run_manifests, to_yaml
+    from openforge.sandbox.kubernetes.manifests import PROXY_IMAGE, run_manifests, to_yaml
 
-    objects = run_manifests(run, namespace_name=namespace, proxy_image=proxy_image, backend=backend,
+    objects = run_manifests(run, namespace_name=namespace, proxy_image=proxy_image or PROXY_IMAGE, backend=backend,
                             model_pvc=model_pvc, runs_pvc=runs_pvc, admin_token_secret=admin_token_secret,
                             allow_dns=dns, run_label=run_label)
     typer.echo(to_yaml(objects), nl=False)

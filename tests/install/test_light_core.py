@@ -17,10 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
+from support.fake_vllm import BASH, FakeVLLM
 from support.inference import ServerThread
 from support.paths import REPO
 from support.proxy_process import start_proxy
@@ -33,9 +30,6 @@ pytestmark = pytest.mark.slow
 
 HEAVY = ["torch", "transformers", "safetensors", "matplotlib", "docker", "pyarrow", "kubernetes", "wandb", "mlflow",
          "tensorboard", "trackio"]
-REPLY = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls /app"}}\n</tool_call>'
-BASH = {"type": "function", "function": {"name": "bash", "description": "Run a command.", "parameters": {
-    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
 
 
 def run(cmd: list, **kw) -> subprocess.CompletedProcess:
@@ -88,28 +82,6 @@ def test_a_command_that_needs_an_extra_names_it(light, tmp_path):
     r = run([venv / "bin" / "openforge", "model", "tiny", tmp_path / "m"])
     assert r.returncode == 2
     assert "pip install 'openforge-rl[engine]'" in r.stderr and "Traceback" not in r.stderr
-
-
-class FakeVLLM:
-    """FAKE vLLM server: GET /v1/models and POST /v1/completions with token-id prompts; every completion is
-    REPLY encoded with the model's tokenizer, then its end-of-turn token."""
-
-    def __init__(self, model: ModelDir):
-        self.output = model.encode_completion(REPLY) + [model.eos_token_ids[0]]
-        self.prompts: list[list[int]] = []
-        self.app = Starlette(routes=[Route("/v1/models", self.models), Route("/v1/completions", self.complete,
-                                                                              methods=["POST"])])
-
-    async def models(self, request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": "fake-vllm", "object": "model", "max_model_len": 8192}]})
-
-    async def complete(self, request: Request) -> JSONResponse:
-        body = await request.json()
-        self.prompts.append(body["prompt"])
-        n = len(self.output)
-        return JSONResponse({"id": "cmpl-fake", "object": "text_completion", "model": body["model"], "choices": [{
-            "index": 0, "text": "", "token_ids": self.output, "finish_reason": "stop",
-            "logprobs": {"token_logprobs": [-0.5] * n, "tokens": [f"token_id:{i}" for i in self.output]}}]})
 
 
 def test_proxy_serves_a_call_from_a_remote_backend(light, tmp_path, tiny_model_dir):
