@@ -124,7 +124,9 @@ def model_tiny(
 
 
 @model_app.command("info")
-def model_info(model: Path = typer.Argument(..., help="A Hugging Face-format model directory.")) -> None:
+def model_info(model: str = typer.Argument(..., help="A Hugging Face-format model directory, or a Hub id "
+                                            "ORG/NAME[@REVISION] (read from the Hugging Face cache, fetched if "
+                                            "missing unless HF_HUB_OFFLINE=1).")) -> None:
     """Show a model directory's tokenizer, context length and tool-call format."""
     from openforge.models import ModelDir, ModelDirError
 
@@ -246,7 +248,7 @@ def k8s_cleanup(
 
 @app.command("serve-model")
 def serve_model_cmd(
-    model: Path = typer.Option(..., help="Model directory to serve."),
+    model: Path = typer.Option(..., help="Model directory to serve, or a Hugging Face Hub id ORG/NAME[@REVISION]."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8000, help="Port to listen on."),
     seed: int = typer.Option(0, help="Default sampling seed."),
@@ -259,7 +261,8 @@ def serve_model_cmd(
 
 @app.command()
 def proxy(
-    model: Path = typer.Option(..., help="Model directory: its tokenizer and chat template render every call."),
+    model: Path = typer.Option(..., help="Model directory, or a Hugging Face Hub id ORG/NAME[@REVISION]: its "
+                               "tokenizer and chat template render every call."),
     backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE"),
     run: Path = typer.Option(..., "--run", help="Run directory: trajectories.db and proxy.json go here."),
     listen: Optional[str] = typer.Option("127.0.0.1:8100", help="HOST:PORT of the model API (port 0: any free)."),
@@ -345,7 +348,8 @@ SandboxOptionOpt = Annotated[Optional[list[str]], typer.Option(
 ProxyListenOpt = Annotated[str, typer.Option(help="HOST:PORT of the run's proxy (model API); in-cluster 0.0.0.0:8100.")]
 SamplesOpt = Annotated[int, typer.Option(help="Episodes per (task, harness); eval reports pass@k and pass^k up to it.")]
 ConcurrencyOpt = Annotated[int, typer.Option(help="Episodes at once.")]
-ModelOpt = Annotated[Path, typer.Option(help="Model directory (tokenizer, chat template, weights).")]
+ModelOpt = Annotated[Path, typer.Option(help="Model directory (tokenizer, chat template, weights), or a Hugging Face "
+                                        "Hub id ORG/NAME[@REVISION].")]
 BackendOpt = Annotated[str, typer.Option(help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle")]
 RunOpt = Annotated[Path, typer.Option("--run", help="Run directory (eval writes report.md and report.json there).")]
 SplitOpt = Annotated[Optional[str], typer.Option(help="Only tasks of this split (train or heldout).")]
