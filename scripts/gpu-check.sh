@@ -144,7 +144,8 @@ harness_run() {  # NAME HARNESS BACKEND EXPECT
     return
   fi
   if ! "${OF[@]}" rollout --tasks "$TASKS" --harness "$harness" --sandbox "$SANDBOX" --samples 1 --concurrency 2 \
-      --model "$MODEL" --backend "$backend" --run "$run" --max-attempts 1 --max-new-tokens 256 >"$run.log" 2>&1; then
+      --model "$MODEL" --backend "$backend" --run "$run" --max-attempts 1 --max-new-tokens 256 \
+      --image-map debian:bookworm-slim=openforge-base:bookworm >"$run.log" 2>&1; then
     line FAIL "$name" "rollout failed; see $run.log"
     return
   fi
