@@ -15,43 +15,71 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from jinja2 import nodes
+from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
 from openforge.core import Conversation, Message
+from openforge.models.hub import ModelRef, resolve_model
+from openforge.models.tool_formats import ToolCallFormat, detect_tool_format
 
 
 class ModelDirError(ValueError):
     """The directory is not a usable model directory; the message says what is missing."""
 
 
-def _jinja_env() -> ImmutableSandboxedEnvironment:
-    # Same settings as transformers' chat-template environment, so any HF template renders the same way.
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+class GenerationTag(Extension):
+    """`{% generation %}...{% endgeneration %}`: transformers marks the assistant's own tokens with it (for
+    its assistant masks); for rendering it is its body."""
 
-    def tojson(value: Any, indent: int | None = None, separators=None, sort_keys: bool = False) -> str:
-        return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.Scope(body, lineno=lineno)
+
+
+def _jinja_env() -> ImmutableSandboxedEnvironment:
+    # Same settings, filters and globals as transformers' chat-template environment, so any HF template renders
+    # the same way.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols", GenerationTag])
+
+    def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators=None,
+               sort_keys: bool = False) -> str:
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     def raise_exception(message: str) -> None:
         raise ModelDirError(f"chat template refused the conversation: {message}")
 
+    def strftime_now(format: str) -> str:  # Llama 3.2's "Today Date"; makes the prompt depend on the day
+        return datetime.now().strftime(format)
+
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
     return env
 
 
 class ModelDir:
-    """A model directory on disk. Loading the weights is separate (`load_model`), since the proxy needs only
-    the tokenizer and template when the backend is remote."""
+    """A model directory on disk, or a Hugging Face Hub id (`ORG/NAME`, `ORG/NAME@REVISION`) resolved through
+    the Hub client's cache (`openforge.models.hub`). Loading the weights is separate (`load_model`), since the
+    proxy needs only the tokenizer and template when the backend is remote: for a Hub id only those files are
+    fetched until the weights are loaded."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        if not self.path.is_dir():
-            raise ModelDirError(f"model directory {self.path} does not exist")
+        self.ref = ModelRef.parse(path)
+        try:
+            self.path = resolve_model(self.ref, weights=False)
+        except FileNotFoundError as e:
+            raise ModelDirError(str(e)) from None
         if not (self.path / "tokenizer.json").is_file():
             raise ModelDirError(f"{self.path} has no tokenizer.json (a fast tokenizer is required)")
         self.config: dict[str, Any] = self._read_json("config.json", required=True)
@@ -132,9 +160,14 @@ class ModelDir:
         return max(1, max((len(piece) for piece in self.tokenizer.get_vocab(with_added_tokens=True)), default=1))
 
     @cached_property
+    def tool_format(self) -> ToolCallFormat:
+        """The tool-call format the chat template renders (`openforge.models.tool_formats`)."""
+        return detect_tool_format(self.chat_template)
+
+    @property
     def tool_call_format(self) -> str:
-        """`qwen3_coder` for `<function=...><parameter=...>` templates, else `json` (`<tool_call>{...}`)."""
-        return "qwen3_coder" if "<function=" in self.chat_template else "json"
+        """The tool-call format's name: `json`, `qwen3_coder`, `llama3_json`, `mistral`, `deepseek_v3`, ..."""
+        return self.tool_format.name
 
     # ---- text <-> ids -----------------------------------------------------------------------------------
     def encode_text(self, text: str) -> list[int]:
@@ -177,12 +210,14 @@ class ModelDir:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool
     ) -> str:
         """Render HF-style message dicts with the template (no marking)."""
+        if self.tool_format.history_arguments == "json_string":
+            messages = [_for_text_templates(m) for m in messages]
         return self._template.render(
             messages=messages,
             tools=tools or None,
             add_generation_prompt=add_generation_prompt,
-            bos_token=self.tokenizer_config.get("bos_token") or "",
-            eos_token=self.tokenizer_config.get("eos_token") or "",
+            bos_token=_token_text(self.tokenizer_config.get("bos_token")),
+            eos_token=_token_text(self.tokenizer_config.get("eos_token")),
         )
 
     def _render_marked(self, conversation: Conversation, add_generation_prompt: bool, marks: "ContentMarks") -> str:
@@ -203,7 +238,8 @@ class ModelDir:
         import torch
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype or torch.float32)
+        weights = resolve_model(self.ref, weights=True)
+        model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype or torch.float32)
         model.eval()
         return model
 
@@ -216,6 +252,23 @@ _MARK_CHARS = re.compile("[\ufdd0-\ufdd5]")
 class ContentCutError(ModelDirError):
     """The chat template cut a conversation string in two (or nested one in another): its markers no longer
     say which text came from the conversation, so the rendering is refused rather than encoded wrongly."""
+
+
+def _token_text(token: str | dict | None) -> str:
+    """A special token as tokenizer_config.json names it: a string, or an AddedToken object's `content`."""
+    if isinstance(token, dict):
+        return str(token.get("content") or "")
+    return token or ""
+
+
+def _for_text_templates(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message as templates that concatenate tool calls as text want it (DeepSeek's): arguments as
+    JSON text, and no content (None, OpenAI's convention) when the message only calls tools."""
+    if not message.get("tool_calls"):
+        return message
+    calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
+             if isinstance(c["function"].get("arguments"), dict) else c for c in message["tool_calls"]]
+    return {**message, "tool_calls": calls, "content": message.get("content") or None}
 
 
 class ContentMarks:

@@ -82,7 +82,7 @@ class StreamedReply:
             model.tool_call_format,
             request.conversation.tools,
             ctx.dialect.call_id_prefix,
-            reasoning=True if prompt_opens_reasoning(prompt_tail) else None,
+            reasoning=True if prompt_opens_reasoning(prompt_tail, model.tool_call_format) else None,
         )
         self.encoder = ctx.dialect.stream_encoder(ctx.head, request)
         # a JSON reply can only be checked whole: its text goes out at the end

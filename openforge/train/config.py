@@ -8,6 +8,7 @@
     sandbox: docker                   # docker | local | kubernetes | auto
     sft: {teacher: oracle, demos: 32, steps: 100}     # optional
     rl: {steps: 20, prompts: 8, group: 4, eval_every: 5}
+    loggers: [tensorboard, {kind: wandb, project: my-team}]   # RUN/metrics.jsonl is always written
 
 See `examples/train/*.yaml` and the README section "openforge train". `openforge quickstart` is this config's
 preset `openforge.train.quickstart.QUICKSTART`.
@@ -91,6 +92,20 @@ class RLSettings(BaseModel):
     concurrency: int = Field(default=4, ge=1)  # sandboxed episodes at once (the in-process path runs all)
 
 
+class LoggerSettings(BaseModel):
+    """A metric logger (`openforge.train.loggers`): `kind` tensorboard | wandb | mlflow | trackio; `project`
+    (wandb/trackio project, MLflow experiment); `name` of the run (default: the run directory's name);
+    `options` for the logger (e.g. wandb `{mode: online}`, mlflow `{tracking_uri: http://...}`). A bare name
+    (`loggers: [tensorboard]`) is a logger with the defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["tensorboard", "wandb", "mlflow", "trackio"]
+    project: str = "openforge"
+    name: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
 class TrainConfig(BaseModel):
     """A training run. `evaluation`: `curve` measures greedy held-out pass@1 during GRPO (before the first step,
     every `rl.eval_every` steps and after the last: RUN/evals.jsonl); `policies` measures it once per policy
@@ -118,6 +133,12 @@ class TrainConfig(BaseModel):
     sft: SFTSettings | None = None
     rl: RLSettings = Field(default_factory=RLSettings)
     evaluation: Literal["curve", "policies"] = "curve"
+    loggers: list[LoggerSettings] = Field(default_factory=list)
+
+    @field_validator("loggers", mode="before")
+    @classmethod
+    def _logger_names(cls, v: Any) -> Any:
+        return [{"kind": item} if isinstance(item, str) else item for item in v] if isinstance(v, list) else v
 
     @model_validator(mode="after")
     def _control_needs_policies(self) -> TrainConfig:
@@ -139,9 +160,11 @@ class TrainConfig(BaseModel):
     @field_validator("model")
     @classmethod
     def _model_dir(cls, v: str) -> str:
-        if v != "tiny" and not (Path(v) / "config.json").is_file():
-            raise ValueError(f"{v!r} is not a model directory (no config.json): give a model directory, or `tiny` "
-                             "to build the tiny model into RUN/model")
+        from openforge.models.hub import ModelRef
+
+        if v != "tiny" and not ModelRef.parse(v).is_hub and not (Path(v) / "config.json").is_file():
+            raise ValueError(f"{v!r} is not a model directory (no config.json): give a model directory, a Hugging "
+                             "Face Hub id (ORG/NAME[@REVISION]), or `tiny` to build the tiny model into RUN/model")
         return v
 
     @field_validator("harnesses")

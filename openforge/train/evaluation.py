@@ -29,6 +29,7 @@ async def evaluate(ctx: RunContext, policy: Path, run: Path, provider: SandboxPr
         score, graded = None, 0
     record = EvalRecord(after_steps=after_steps, pass_at_1=score, graded=graded, policy=str(policy), label=label)
     append_jsonl(ctx.run / EVALS_FILE, record)
+    ctx.loggers.log_eval(record)
     if score is not None:
         name = label or f"after {after_steps} step(s)"
         ctx.console.print(f"{name}: held-out pass@1 = [bold]{100 * score:.1f}%[/] ({graded} graded episodes)")

@@ -121,6 +121,7 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
                     break
                 state.steps.append(record)
                 append_jsonl(ctx.run / STEPS_FILE, record)
+                ctx.loggers.log_step(record)
                 progress.update(bar, completed=min(c.rl.seconds, record.elapsed_s) if by_time else step + 1,
                                 info=summary_line(record))
                 console.print(summary_line(record))
