@@ -63,16 +63,24 @@ def version() -> None:
 def model_tiny(
     out_dir: Path = typer.Argument(..., help="Directory to write the model to (created if missing)."),
     seed: int = typer.Option(0, help="Seed for the tokenizer corpus and the weights."),
+    vocab_size: Optional[int] = typer.Option(None, help="Tokenizer vocabulary (default 1,024): another vocabulary "
+                                             "makes another tokenizer, e.g. a teacher the student cannot share ids with."),
     config: Optional[Path] = typer.Option(None, help="YAML file with the model's shape (TinyModelSpec fields)."),
 ) -> None:
     """Build the tiny random-init model and its tokenizer locally (no download)."""
-    from openforge.config import ConfigError, load_config
+    from pydantic import ValidationError
+
+    from openforge.config import ConfigError, describe_validation_error, load_config
     from openforge.models import TinyModelSpec, build_tiny_model
 
     try:
         spec = load_config(config, TinyModelSpec) if config else TinyModelSpec(seed=seed)
+        if vocab_size is not None:
+            spec = TinyModelSpec(**{**spec.model_dump(), "vocab_size": vocab_size})
     except ConfigError as e:
         fail(str(e))
+    except ValidationError as e:
+        fail(describe_validation_error(e, TinyModelSpec, "options"))
     path = build_tiny_model(out_dir, spec=spec)
     console.print(f"tiny model written to [bold]{path}[/]")
 
@@ -203,17 +211,39 @@ def serve_model_cmd(
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8000, help="Port to listen on."),
     seed: int = typer.Option(0, help="Default sampling seed."),
+    backend: str = typer.Option("embedded", help="embedded | scripted:FILE (a scripted policy, for tests)."),
+    tool_call_parser: str = typer.Option("none", help="none: replies are the model's text; auto: tool calls and "
+                                         "reasoning parsed out of it in the model's format (as vLLM's parser)."),
 ) -> None:
     """Serve the embedded backend over HTTP with the subset of vLLM's API that OpenForge's vllm client uses."""
+    from openforge.inference import InvalidRequestError
     from openforge.inference.serve import serve_model
+    from openforge.models import ModelDir, ModelDirError
 
-    serve_model(model, host=host, port=port, seed=seed)
+    if tool_call_parser not in ("none", "auto"):
+        fail(f"--tool-call-parser {tool_call_parser!r}: use none or auto")
+    parse = None
+    if tool_call_parser == "auto":
+        from openforge.proxy.output_parser import parse_output
+
+        try:
+            tool_format = ModelDir(model).tool_call_format
+        except ModelDirError as e:
+            fail(str(e))
+
+        def parse(text, tools):
+            return parse_output(text, tool_format=tool_format, tools=tools)
+    try:
+        serve_model(model, host=host, port=port, seed=seed, backend=backend, parse_reply=parse)
+    except InvalidRequestError as e:
+        fail(str(e))
 
 
 @app.command()
 def proxy(
     model: Path = typer.Option(..., help="Model directory: its tokenizer and chat template render every call."),
-    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE"),
+    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE | openai:URL | "
+                                "anthropic:URL (a model behind an API: key from $OPENFORGE_UPSTREAM_API_KEY)"),
     run: Path = typer.Option(..., "--run", help="Run directory: trajectories.db and proxy.json go here."),
     listen: Optional[str] = typer.Option("127.0.0.1:8100", help="HOST:PORT of the model API (port 0: any free)."),
     uds: Optional[Path] = typer.Option(None, help="Also serve the model API on this Unix socket (sandboxes reach it through a bridge)."),
@@ -295,7 +325,8 @@ ProxyListenOpt = Annotated[str, typer.Option(help="HOST:PORT of the run's proxy 
 SamplesOpt = Annotated[int, typer.Option(help="Episodes per (task, harness); eval reports pass@k and pass^k up to it.")]
 ConcurrencyOpt = Annotated[int, typer.Option(help="Episodes at once.")]
 ModelOpt = Annotated[Path, typer.Option(help="Model directory (tokenizer, chat template, weights).")]
-BackendOpt = Annotated[str, typer.Option(help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle")]
+BackendOpt = Annotated[str, typer.Option(help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle | openai:URL | "
+                                       "anthropic:URL (a model behind an API; key from $OPENFORGE_UPSTREAM_API_KEY)")]
 RunOpt = Annotated[Path, typer.Option("--run", help="Run directory (eval writes report.md and report.json there).")]
 SplitOpt = Annotated[Optional[str], typer.Option(help="Only tasks of this split (train or heldout).")]
 ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="FROM=TO: use local image TO for FROM (repeatable).")]

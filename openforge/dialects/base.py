@@ -111,6 +111,19 @@ class Reply:
         return ReplyStart(id=self.id, model=self.model, created=self.created, prompt_tokens=self.prompt_tokens)
 
 
+@dataclass
+class DecodedReply:
+    """A model API's reply read back into canonical form: what a model behind that API said (a teacher or a
+    generator behind an upstream API, `openforge.inference.upstream`). `output`'s tool-call ids are the
+    API's own; token counts are the API's `usage` (0 when it gave none); `model` is the model that answered."""
+
+    output: ParsedOutput
+    finish_reason: FinishReason
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model: str = ""
+
+
 @dataclass(frozen=True)
 class ReplyStart:
     """What a stream's opening events say about a reply, known before the model has written anything."""
@@ -208,6 +221,12 @@ class Dialect(abc.ABC):
     def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
         """An error as SSE, for a stream whose 200 status is already sent. `response_id` is used by
         dialects whose in-stream error carries a response object (Responses)."""
+
+    def decode_reply(self, body: bytes | dict[str, Any]) -> DecodedReply:
+        """A non-streaming response body of this API (what `encode` writes) back in canonical form, for a client
+        of an upstream model. The reply is read as the assistant turn a client sends back in its history, by
+        the request decoder: one reading of the format. Raises `DialectError` naming the field at fault."""
+        raise NotImplementedError(f"the {self.name} dialect cannot read replies yet")
 
     def encode_count(self, input_tokens: int) -> dict[str, Any]:
         """The answer to a token-count request (served on `count_routes`)."""

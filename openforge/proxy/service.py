@@ -5,6 +5,7 @@ The order matters for the invariants of docs/design.md:
 - the call is committed to the store *before* any byte of its reply is handed back (invariant 2);
 - a request rejected before sampling (bad body, unknown key, prompt too long) leaves no row behind;
 - a backend failure is recorded with its error and reaches the harness in the dialect's own error shape.
+A message-level backend (a model behind an API) takes the one other path, `message_calls.py`: no token ids.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 
 from openforge.core import CallRecord, Episode, FinishReason, ParsedOutput, SamplingParams
-from openforge.inference import Backend, BackendError, GenerationContext, InvalidRequestError, PromptTooLongError
+from openforge.inference import Backend, BackendError, GenerationContext, InvalidRequestError, MessageBackend, \
+    PromptTooLongError
 from openforge.models import ModelDir
 from openforge.proxy.continuity import ContinuityRenderer
 from openforge.dialects import Dialect, DialectError, Reply
 from openforge.proxy.episodes import EpisodeRegistry
+from openforge.proxy.message_calls import serve_message_call
 from openforge.proxy.output_parser import parse_output
 from openforge.store.writer import AsyncCallWriter
 
@@ -157,6 +160,11 @@ class ProxyService:
             self.gate.leave()
 
     async def _serve(self, dialect, request, body: bytes, digest: str, episode: Episode) -> CallResponse:
+        if isinstance(self.backend, MessageBackend):  # a model behind an API: messages, no token ids
+            response = await serve_message_call(self, self.backend, dialect, request, body, episode)
+            if response.status == 200:
+                self._remember(episode.id, digest, response)
+            return response
         conversation = request.conversation
         if self.registry.calls_before_this_process(episode.id):
             self.renderer.mark_unknown(episode.id, next_segment=self._segments_used(episode.id))
