@@ -68,6 +68,8 @@ def markdown(title: str, report: dict[str, Any], steps: list[StepRecord], evals:
         s = report["sft"]
         lines += [(f"SFT: {s.get('samples')} successful teacher samples, {s.get('steps')} steps, loss "
                    f"{s.get('first_loss', 0):.3f} → {s.get('last_loss', 0):.3f}."), ""]
+        if s.get("selection"):
+            lines += [_selection_line(s["selection"], s.get("rerendered") or 0), ""]
     lines += [f"Held-out pass@1 on {report['heldout_instances']} held-out tasks/instances (greedy):", "",
               "| policy | pass@1 |", "|---|---|"]
     lines += [f"| {_name(e)} | {_pct(e.pass_at_1)} |" for e in evals]
@@ -78,6 +80,15 @@ def markdown(title: str, report: dict[str, Any], steps: list[StepRecord], evals:
     lines += ["", "| phase | seconds |", "|---|---|"] + [f"| {k} | {v} |" for k, v in report["timings_s"].items()]
     lines += ["", "![training reward and held-out pass@1](report.png)"]
     return "\n".join(lines) + "\n"
+
+
+def _selection_line(sel: dict[str, Any], rerendered: int) -> str:
+    dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sel.get("dropped", {}).items() if v) or "none"
+    line = (f"Teacher episodes: {sel.get('episodes')}, kept {sel.get('kept')} on {sel.get('tasks_kept')} of "
+            f"{sel.get('tasks')} tasks (dropped: {dropped}).")
+    if rerendered:
+        line += f" {rerendered} kept episodes came from a teacher behind an API, re-rendered in the student's template."
+    return line
 
 
 def _name(e: EvalRecord) -> str:
