@@ -98,7 +98,7 @@ class RLSettings(BaseModel):
     episodes, one update, a checkpoint, the new weights pushed into the proxy. `seconds`: stop starting steps
     after this wall-clock budget. `eval_every`: greedy held-out pass@1 every so many steps (and before the
     first and after the last); `eval_instances`: held-out instances (families) or at most so many held-out
-    tasks (dirs)."""
+    tasks (dirs). `drop_after`: see `openforge.train.difficulty`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -112,6 +112,9 @@ class RLSettings(BaseModel):
     eval_every: int = Field(default=5, ge=1)  # with `evaluation: curve`
     eval_instances: int = Field(default=32, ge=1)
     concurrency: int = Field(default=4, ge=1)  # sandboxed episodes at once (the in-process path runs all)
+    # Difficulty during training (task directories): drop a task after this many consecutive visits on which all
+    # of its graded episodes passed (saturated) or none did (impossible); None keeps every task.
+    drop_after: int | None = Field(default=None, ge=1)
 
 
 class TrainConfig(BaseModel):
@@ -146,6 +149,14 @@ class TrainConfig(BaseModel):
         if self.sft is not None and self.sft.control and self.evaluation != "policies":
             raise ValueError("sft.control compares policies after training: set `evaluation: policies` (or drop "
                              "sft.control)")
+        return self
+
+    @model_validator(mode="after")
+    def _drop_after_needs_dirs(self) -> TrainConfig:
+        if self.rl.drop_after is not None and self.tasks.families is not None:
+            raise ValueError("rl.drop_after drops task directories that stopped carrying signal; generated families "
+                             "draw fresh instances every step (none is visited twice): use tasks.dirs, or drop "
+                             "rl.drop_after")
         return self
 
     @field_validator("backend")
