@@ -449,6 +449,56 @@ def tasks_generate(
     console.print(f"wrote {len(paths)} tasks to {out}")
 
 
+@tasks_app.command("curate")
+def tasks_curate(
+    config: Optional[Path] = typer.Option(None, help="YAML file of CurateConfig fields (examples/curate/curate.yaml); "
+                                          "the options below override it."),
+    out: Optional[Path] = typer.Option(None, help="Run directory: candidates, ledger, accepted tasks (OUT/tasks), report."),
+    seed_task: Optional[list[Path]] = typer.Option(None, "--seed-task", help="A seed task directory or a root of them "
+                                                   "(repeatable): the generator is grounded in them; never duplicated."),
+    topic: Optional[list[str]] = typer.Option(None, "--topic", help="A topic to write tasks on (repeatable)."),
+    generator: Optional[str] = typer.Option(None, help="openai:URL | anthropic:URL (a generator model; key from "
+                                            "$OPENFORGE_UPSTREAM_API_KEY) | scripted:FILE (a scripted generator, for tests)."),
+    candidates: Optional[int] = typer.Option(None, help="Candidates to propose."),
+    solver: Optional[str] = typer.Option(None, help="Backend spec of the independent solver that estimates difficulty."),
+    solver_model: Optional[Path] = typer.Option(None, help="The solver's model directory (default: the tiny model)."),
+    solver_harness: Optional[str] = typer.Option(None, help="The harness the solver works through (default react)."),
+    attempts: Optional[int] = typer.Option(None, help="Solver attempts per task (k)."),
+    band: Optional[str] = typer.Option(None, help="LOW,HIGH: keep tasks whose estimated pass rate lies in it (0.1,0.9)."),
+    refine_rounds: Optional[int] = typer.Option(None, help="Rounds of sending failures back to the generator."),
+    sandbox: Optional[str] = typer.Option(None, help="docker or local."),
+    image_map: ImageMapOpt = None,
+    hack_suite: Optional[bool] = typer.Option(None, "--hack-suite/--no-hack-suite", help="Run the reward-hack suite."),
+) -> None:
+    """Make tasks: propose → prune → build → test → refine → select, resumable; the funnel, the rejections with
+    their reasons, and time and tokens per accepted task in OUT/report.md."""
+    from openforge.config import ConfigError, read_mapping, validate_config
+    from openforge.curate import CurateConfig, CurateError, run_curation
+
+    try:
+        data = read_mapping(config) if config else {}
+        given = {"out": out, "seeds": seed_task, "topics": topic, "generator": generator, "candidates": candidates,
+                 "refine_rounds": refine_rounds, "sandbox": sandbox, "hack_suite": hack_suite,
+                 "image_map": _image_map(image_map) if image_map else None,
+                 "band": [float(x) for x in band.split(",")] if band else None}
+        data.update({k: v for k, v in given.items() if v is not None})
+        solver_given = {"backend": solver, "model": solver_model, "harness": solver_harness, "attempts": attempts}
+        if any(v is not None for v in solver_given.values()):
+            data["solver"] = {**(data.get("solver") or {}), **{k: v for k, v in solver_given.items() if v is not None}}
+        settings = validate_config(data, CurateConfig, source=str(config or "options"))
+    except ConfigError as e:
+        fail(str(e))
+    except ValueError as e:
+        fail(f"--band {band!r}: give LOW,HIGH, e.g. 0.1,0.9 ({e})")
+    try:
+        run_curation(settings, console)
+    except CurateError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/]: run the same command again to resume")
+        raise typer.Exit(130)
+
+
 @app.command()
 def export(
     run_dir: Path = typer.Argument(..., help="Run directory holding trajectories.db."),

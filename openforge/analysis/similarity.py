@@ -10,7 +10,6 @@ tasks that differ only in a file name or a value still score high — which is w
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 SHINGLE = 3
@@ -39,25 +38,22 @@ def similarity(a: str, b: str, n: int = SHINGLE) -> float:
 
 
 class ShingleIndex:
-    """Texts by key, to find the most similar one to a new text (exact Jaccard: fine for thousands)."""
+    """Items by key, each one or more texts (its parts), to find the item most similar to a new one: two items
+    are as similar as their *least* similar part (exact Jaccard: fine for thousands of items)."""
 
     def __init__(self, n: int = SHINGLE):
         self.n = n
-        self._items: dict[str, frozenset[str]] = {}
+        self._items: dict[str, tuple[frozenset[str], ...]] = {}
 
-    def add(self, key: str, text: str) -> None:
-        self._items[key] = shingles(text, self.n)
+    def add(self, key: str, *parts: str) -> None:
+        self._items[key] = tuple(shingles(p, self.n) for p in parts)
 
-    def add_all(self, items: Iterable[tuple[str, str]]) -> None:
-        for key, text in items:
-            self.add(key, text)
-
-    def nearest(self, text: str) -> tuple[str | None, float]:
-        """(the key of the most similar text, its similarity); (None, 0.0) when the index is empty."""
-        probe = shingles(text, self.n)
+    def nearest(self, *parts: str) -> tuple[str | None, float]:
+        """(the key of the most similar item, its similarity); (None, 0.0) when the index is empty."""
+        probe = tuple(shingles(p, self.n) for p in parts)
         best, score = None, 0.0
         for key, other in self._items.items():
-            s = jaccard(probe, other)
+            s = min(jaccard(a, b) for a, b in zip(probe, other, strict=True))
             if s > score:
                 best, score = key, s
         return best, score
