@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from openforge.tasks.images import DEFAULT_IMAGE_MAP
 
@@ -56,7 +56,7 @@ class CurateConfig(BaseModel):
 
     out: Path = Path("curated")
     seeds: list[Path] = Field(default_factory=list)
-    topics: list[str] = Field(default_factory=list)
+    topics: list[str] = Field(default_factory=list, validate_default=True)
     existing: list[Path] = Field(default_factory=list)  # more task dirs candidates must not duplicate
     generator: str
     generator_options: dict[str, Any] = Field(default_factory=dict)  # e.g. {"model": "kimi-k2"} for openai:URL
@@ -73,14 +73,19 @@ class CurateConfig(BaseModel):
     seed: int = 0
     prices: Prices | None = None
 
-    @model_validator(mode="after")
-    def _something_to_go_on(self) -> CurateConfig:
-        if not self.seeds and not self.topics:
+    @field_validator("topics")
+    @classmethod
+    def _something_to_go_on(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        if not v and not info.data.get("seeds"):
             raise ValueError("give seeds (task directories) or topics (a line each) to ground the generator in")
-        low, high = self.band
-        if not 0.0 <= low <= high <= 1.0:
-            raise ValueError(f"band = {list(self.band)}: give [low, high] with 0 <= low <= high <= 1")
-        return self
+        return v
+
+    @field_validator("band")
+    @classmethod
+    def _band(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0.0 <= v[0] <= v[1] <= 1.0:
+            raise ValueError("give [low, high] with 0 <= low <= high <= 1")
+        return v
 
     @field_validator("generator")
     @classmethod

@@ -29,7 +29,7 @@ from openforge.curate.difficulty import Interrupted, solver_attempts
 from openforge.curate.files import problems, read_task_files, write_task_dir
 from openforge.curate.generators import Evidence, Generator, GeneratorError, ProposalRequest, SeedTask, make_generator
 from openforge.curate.ledger import Candidate, Ledger
-from openforge.curate.prune import duplicate_of, schema_problems, task_text, test_leak
+from openforge.curate.prune import duplicate_of, schema_problems, task_text, leaked_tests
 from openforge.curate.report import CurateReport, build_report, write_report
 from openforge.curate.select import out_of_band, split
 from openforge.rollout.orchestrator import run_label
@@ -197,7 +197,7 @@ def _prune_one(s: Session, candidate: Candidate, files: dict[str, str]) -> tuple
     found = schema_problems(files, s.task_dir(candidate))
     if found:
         return "schema", "; ".join(found)
-    leak = test_leak(files)
+    leak = leaked_tests(files)
     if leak:
         return "leaks_tests", leak
     index = ShingleIndex()
@@ -283,9 +283,10 @@ async def refine(s: Session, round_: int) -> bool:
         async with limit:
             try:
                 proposal = await s.generator.refine(s.proposal(candidate), evidence, round_ + 1)
-            except GeneratorError as e:
+            except GeneratorError as e:  # not a refusal: a later run asks again
                 s.console.print(f"[yellow]refining {candidate.id} failed[/]: {e}")
-                proposal = None
+                s.progress.advance(bar)
+                return
         if proposal is not None:
             child = Candidate(id=f"{candidate.lineage}-r{round_ + 1}", lineage=candidate.lineage, round=round_ + 1,
                               topic=candidate.topic, generator_tokens=proposal.tokens)

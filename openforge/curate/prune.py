@@ -34,7 +34,7 @@ def schema_problems(files: dict[str, str], task_dir) -> list[str]:
     return found or validate_task_dir(task_dir)
 
 
-def test_leak(files: dict[str, str]) -> str | None:
+def leaked_tests(files: dict[str, str]) -> str | None:
     """How the instruction gives the tests away, or None."""
     instruction = files.get("instruction.md", "")
     for name in VERIFIER_NAMES:

@@ -38,7 +38,8 @@ class CurateReport(BaseModel):
     heldout: int
     funnel: list[tuple[str, int]]
     rejected: dict[str, dict[str, int]]  # stage → reason → lineages
-    refined: int  # lineages with more than one version
+    sent_back: int  # failures sent back to the generator with their evidence
+    refined: int  # lineages the generator rewrote (more than one version)
     fixed_by_refine: int  # of them, accepted
     pass_rates: dict[str, float | None]  # accepted task → estimated pass rate
     total: Cost
@@ -89,6 +90,7 @@ def build_report(ledger: Ledger, config: CurateConfig, accepted: list[Candidate]
     return CurateReport(
         candidates=len(final), accepted=len(accepted), train=sum(c.split == "train" for c in accepted),
         heldout=sum(c.split == "heldout" for c in accepted), funnel=funnel, rejected=rejected,
+        sent_back=sum(c.status == "refined" or c.refine_declined for c in every),
         refined=sum(len(v) > 1 for v in versions.values()),
         fixed_by_refine=sum(len(v) > 1 and v[-1].status == "accepted" for v in versions.values()),
         pass_rates={c.lineage: c.pass_rate for c in accepted}, total=total, per_accepted=per,
@@ -110,8 +112,8 @@ def markdown(report: CurateReport, ledger: Ledger) -> str:
     lines += [f"| {name} | {n} |" for name, n in report.funnel]
     lines += ["", "| rejected at | reason | candidates |", "|---|---|---|"]
     lines += [f"| {stage} | {reason} | {n} |" for stage, reasons in report.rejected.items() for reason, n in reasons.items()]
-    lines += ["", f"Refined: {report.refined} candidate(s) sent back to the generator, {report.fixed_by_refine} "
-              "accepted after it.", "",
+    lines += ["", f"Refine: {report.sent_back} failure(s) sent back to the generator with their evidence; it rewrote "
+              f"{report.refined}, of which {report.fixed_by_refine} were accepted.", "",
               f"Accepted {report.accepted} ({report.train} train, {report.heldout} held out) in `{report.tasks_dir}`."]
     if report.per_accepted is not None:
         lines += ["", f"Per accepted task: {_cost_line(report.per_accepted)}. (The paper: about 16 min and $4.)"]

@@ -171,8 +171,9 @@ def create_app(backend: Backend, model_name: str | None = None, close_backend: b
         if decoded.stream and token_stream:
             events = _chat_stream(backend, head, decoded, prompt_ids, sampling)
             return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
-        # a policy may read the conversation (scripted); a model ignores it
-        ctx = GenerationContext(side_call=decoded.side_call, conversation=decoded.conversation)
+        # a policy may read the conversation (scripted); a model ignores it. No call here is a side call: that is
+        # the proxy's notion (a harness's title request), and a request without tools is this server's whole job
+        ctx = GenerationContext(conversation=decoded.conversation)
         try:
             result = await backend.generate(prompt_ids, sampling, ctx)
         except (InvalidRequestError, BackendError) as exc:
