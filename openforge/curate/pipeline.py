@@ -20,7 +20,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from openforge.analysis.similarity import ShingleIndex
+from openforge.core.similarity import ShingleIndex
 from openforge.core.runlock import RunDirBusy, locked_run_dir
 from openforge.curate.build import build_environment
 from openforge.curate.checks import check_grading

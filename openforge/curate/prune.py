@@ -4,7 +4,7 @@
 - `leaks_tests`: the instruction names the verifier (`/tests`, `test.sh`, the reward file) or quotes one of
   its distinctive lines (the agent would be handed the check);
 - `duplicate`: both the instruction, and the tests with the environment's files, are at least `threshold`
-  similar (Jaccard overlap of word shingles, `openforge.analysis.similarity`) to those of an existing task or of
+  similar (Jaccard overlap of word shingles, `openforge.core.similarity`) to those of an existing task or of
   a candidate that got here first. (Two parts, judged apart: tests share much boilerplate, so the instruction
   decides; and one instruction over two different environments makes two tasks.)
 Tasks already solved by doing nothing need the environment: the test stage runs that check (`checks.py`).
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from openforge.analysis.similarity import ShingleIndex
+from openforge.core.similarity import ShingleIndex
 from openforge.curate.files import problems
 from openforge.tasks import validate_task_dir
 

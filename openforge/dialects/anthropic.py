@@ -24,7 +24,7 @@ import base64
 import hashlib
 from typing import Any
 
-from openforge.core import Conversation, FinishReason, Message, ParsedOutput, ToolCall, ToolSpec
+from openforge.core import Conversation, Message, ParsedOutput, ToolCall, ToolSpec
 from openforge.dialects import wire
 from openforge.dialects.base import BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, stop_kind
 from openforge.dialects.base import DecodedReply, DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
@@ -346,15 +346,9 @@ class AnthropicMessages(Dialect):
         content = wire.req_list(data, "content", "")
         builder = ConversationBuilder()  # the reply, read as the assistant turn of a history
         self._assistant(builder, content, "content")
-        turn = builder.messages[-1]
-        usage = wire.opt_object(data, "usage", "") or {}
-        return DecodedReply(
-            output=ParsedOutput(reasoning=turn.reasoning, content=turn.content, tool_calls=turn.tool_calls),
-            finish_reason=FinishReason.length if data.get("stop_reason") == "max_tokens" else FinishReason.stop,
-            prompt_tokens=wire.opt_int(usage, "input_tokens", "usage", minimum=0) or 0,
-            completion_tokens=wire.opt_int(usage, "output_tokens", "usage", minimum=0) or 0,
-            model=wire.opt_str(data, "model", "") or "",
-        )
+        return self._decoded_reply(builder.messages[-1], cut=data.get("stop_reason") == "max_tokens",
+                                   usage=wire.opt_object(data, "usage", "") or {},
+                                   counts=("input_tokens", "output_tokens"), model=wire.opt_str(data, "model", ""))
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:

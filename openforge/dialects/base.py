@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from openforge.core import Conversation, FinishReason, ParsedOutput
+from openforge.core import Conversation, FinishReason, Message, ParsedOutput
 from openforge.dialects import wire
 from openforge.dialects.errors import DialectError
 
@@ -227,6 +227,19 @@ class Dialect(abc.ABC):
         of an upstream model. The reply is read as the assistant turn a client sends back in its history, by
         the request decoder: one reading of the format. Raises `DialectError` naming the field at fault."""
         raise NotImplementedError(f"the {self.name} dialect cannot read replies yet")
+
+    @staticmethod
+    def _decoded_reply(turn: Message, *, cut: bool, usage: dict[str, Any], counts: tuple[str, str],
+                       model: str | None) -> DecodedReply:
+        """A `DecodedReply` from the assistant turn a reply decoded to; `counts` names the usage fields of the
+        prompt and completion token counts."""
+        return DecodedReply(
+            output=ParsedOutput(reasoning=turn.reasoning, content=turn.content, tool_calls=turn.tool_calls),
+            finish_reason=FinishReason.length if cut else FinishReason.stop,
+            prompt_tokens=wire.opt_int(usage, counts[0], "usage", minimum=0) or 0,
+            completion_tokens=wire.opt_int(usage, counts[1], "usage", minimum=0) or 0,
+            model=model or "",
+        )
 
     def encode_count(self, input_tokens: int) -> dict[str, Any]:
         """The answer to a token-count request (served on `count_routes`)."""

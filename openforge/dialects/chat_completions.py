@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openforge.core import Conversation, FinishReason, Message, ParsedOutput, ToolCall, ToolSpec
+from openforge.core import Conversation, Message, ToolCall, ToolSpec
 from openforge.dialects import openai_common, wire
 from openforge.dialects.base import AUDIO_PLACEHOLDER, BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, stop_kind
 from openforge.dialects.base import DecodedReply, DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
@@ -247,15 +247,9 @@ class ChatCompletions(Dialect):
         message = wire.need_object(choice.get("message"), path)
         builder = ConversationBuilder()  # the reply, read as the assistant turn of a history
         self._message(builder, {**message, "role": "assistant"}, path)
-        turn = builder.messages[-1]
-        usage = wire.opt_object(data, "usage", "") or {}
-        return DecodedReply(
-            output=ParsedOutput(reasoning=turn.reasoning, content=turn.content, tool_calls=turn.tool_calls),
-            finish_reason=FinishReason.length if choice.get("finish_reason") == "length" else FinishReason.stop,
-            prompt_tokens=wire.opt_int(usage, "prompt_tokens", "usage", minimum=0) or 0,
-            completion_tokens=wire.opt_int(usage, "completion_tokens", "usage", minimum=0) or 0,
-            model=wire.opt_str(data, "model", "") or "",
-        )
+        return self._decoded_reply(builder.messages[-1], cut=choice.get("finish_reason") == "length",
+                                   usage=wire.opt_object(data, "usage", "") or {},
+                                   counts=("prompt_tokens", "completion_tokens"), model=wire.opt_str(data, "model", ""))
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:

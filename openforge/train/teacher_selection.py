@@ -4,7 +4,7 @@
 its reason, for the report.
 
 Near-identical: the episodes' tool calls, in order, as text (`name {arguments as JSON}`, the reply text where
-an episode made no call), compared with a Jaccard overlap of word shingles (`openforge.analysis.similarity`);
+an episode made no call), compared with a Jaccard overlap of word shingles (`openforge.core.similarity`);
 an episode at least `dedup_similarity` similar to one already kept for its task is a duplicate. The first
 finished episode of a task is kept first.
 """
@@ -16,7 +16,7 @@ from collections import defaultdict
 
 from pydantic import BaseModel, Field
 
-from openforge.analysis.similarity import jaccard, shingles
+from openforge.core.similarity import jaccard, shingles
 from openforge.core import CallRecord, Episode
 from openforge.inference import MESSAGE_LEVEL
 from openforge.store import TrajectoryStore

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from openforge.analysis.similarity import ShingleIndex, similarity
+from openforge.core.similarity import ShingleIndex, similarity
 from openforge.config import ConfigError, validate_config
 from openforge.curate import CurateConfig
 from openforge.curate.files import TASK_FILES, problems, read_task_files, without_own_keys, write_task_dir
