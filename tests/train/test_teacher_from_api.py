@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from openforge.config import ConfigError, validate_config
+from openforge.config import ConfigError, load_config, validate_config
 from openforge.core import CallRecord, Conversation, Episode, Message, Outcome, ParsedOutput, ToolCall, ToolSpec
 from openforge.models import ModelDir
 from openforge.store import TrajectoryStore
@@ -23,7 +23,7 @@ from openforge.train.rerender import rerender_calls, reply_ids
 from openforge.train.teacher import check_teacher_tokenizer
 from openforge.train.teacher_selection import select_teacher_episodes
 
-from support.paths import EXAMPLES
+from support.paths import EXAMPLES, REPO
 from support.proxy import in_process_proxy
 from support.teacher import TEACHER_VOCAB, teacher_model_dir, teacher_server
 
@@ -108,6 +108,12 @@ def test_a_token_level_teacher_with_another_tokenizer_is_refused(tiny_model_dir,
     with pytest.raises(ConfigError, match="drop sft.teacher_model"):
         validate_config({"tasks": {"families": ["create_file"]},
                          "sft": {"teacher": "openai:http://x/v1", "teacher_model": str(tiny_model_dir)}}, TrainConfig)
+
+
+def test_the_example_config_is_valid():
+    config = load_config(REPO / "examples/train/teacher-from-api.yaml", TrainConfig)
+    assert config.sft.teacher.startswith("openai:") and config.sft.dedup_similarity == 0.9
+    assert config.rl.drop_after == 3
 
 
 def test_the_recipe_keeps_passed_distinct_trajectories_up_to_the_cap(tmp_path):
