@@ -109,16 +109,24 @@ def version() -> None:
 def model_tiny(
     out_dir: Path = typer.Argument(..., help="Directory to write the model to (created if missing)."),
     seed: int = typer.Option(0, help="Seed for the tokenizer corpus and the weights."),
+    vocab_size: Optional[int] = typer.Option(None, help="Tokenizer vocabulary (default 1,024): another vocabulary "
+                                             "makes another tokenizer, e.g. a teacher the student cannot share ids with."),
     config: Optional[Path] = typer.Option(None, help="YAML file with the model's shape (TinyModelSpec fields)."),
 ) -> None:
     """Build the tiny random-init model and its tokenizer locally (no download)."""
-    from openforge.config import ConfigError, load_config
+    from pydantic import ValidationError
+
+    from openforge.config import ConfigError, describe_validation_error, load_config
     from openforge.models import TinyModelSpec, build_tiny_model
 
     try:
         spec = load_config(config, TinyModelSpec) if config else TinyModelSpec(seed=seed)
+        if vocab_size is not None:
+            spec = TinyModelSpec(**{**spec.model_dump(), "vocab_size": vocab_size})
     except ConfigError as e:
         fail(str(e))
+    except ValidationError as e:
+        fail(describe_validation_error(e, TinyModelSpec, "options"))
     path = build_tiny_model(out_dir, spec=spec)
     console.print(f"tiny model written to [bold]{path}[/]")
 
@@ -253,18 +261,40 @@ def serve_model_cmd(
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8000, help="Port to listen on."),
     seed: int = typer.Option(0, help="Default sampling seed."),
+    backend: str = typer.Option("embedded", help="embedded | scripted:FILE (a scripted policy, for tests)."),
+    tool_call_parser: str = typer.Option("none", help="none: replies are the model's text; auto: tool calls and "
+                                         "reasoning parsed out of it in the model's format (as vLLM's parser)."),
 ) -> None:
     """Serve the embedded backend over HTTP with the subset of vLLM's API that OpenForge's vllm client uses."""
+    from openforge.inference import InvalidRequestError
     from openforge.inference.serve import serve_model
+    from openforge.models import ModelDir, ModelDirError
 
-    serve_model(model, host=host, port=port, seed=seed)
+    if tool_call_parser not in ("none", "auto"):
+        fail(f"--tool-call-parser {tool_call_parser!r}: use none or auto")
+    parse = None
+    if tool_call_parser == "auto":
+        from openforge.proxy.output_parser import parse_output
+
+        try:
+            tool_format = ModelDir(model).tool_call_format
+        except ModelDirError as e:
+            fail(str(e))
+
+        def parse(text, tools):
+            return parse_output(text, tool_format=tool_format, tools=tools)
+    try:
+        serve_model(model, host=host, port=port, seed=seed, backend=backend, parse_reply=parse)
+    except InvalidRequestError as e:
+        fail(str(e))
 
 
 @app.command()
 def proxy(
     model: Path = typer.Option(..., help="Model directory, or a Hugging Face Hub id ORG/NAME[@REVISION]: its "
                                "tokenizer and chat template render every call."),
-    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE"),
+    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE | openai:URL | "
+                                "anthropic:URL (a model behind an API: key from $OPENFORGE_UPSTREAM_API_KEY)"),
     run: Path = typer.Option(..., "--run", help="Run directory: trajectories.db and proxy.json go here."),
     listen: Optional[str] = typer.Option("127.0.0.1:8100", help="HOST:PORT of the model API (port 0: any free)."),
     uds: Optional[Path] = typer.Option(None, help="Also serve the model API on this Unix socket (sandboxes reach it through a bridge)."),
@@ -352,7 +382,8 @@ SamplesOpt = Annotated[int, typer.Option(help="Episodes per (task, harness); eva
 ConcurrencyOpt = Annotated[int, typer.Option(help="Episodes at once.")]
 ModelOpt = Annotated[Path, typer.Option(help="Model directory (tokenizer, chat template, weights), or a Hugging Face "
                                         "Hub id ORG/NAME[@REVISION].")]
-BackendOpt = Annotated[str, typer.Option(help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle")]
+BackendOpt = Annotated[str, typer.Option(help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle | openai:URL | "
+                                       "anthropic:URL (a model behind an API; key from $OPENFORGE_UPSTREAM_API_KEY)")]
 RunOpt = Annotated[Path, typer.Option("--run", help="Run directory (eval writes report.md and report.json there).")]
 SplitOpt = Annotated[Optional[str], typer.Option(help="Only tasks of this split (train or heldout).")]
 ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="FROM=TO: use local image TO for FROM (repeatable); over the task tree's own image-map.yaml, which applies without being named.")]
@@ -516,6 +547,56 @@ def tasks_generate(
     except (KeyError, ValueError) as e:
         fail(str(e))
     console.print(f"wrote {len(paths)} tasks to {out}")
+
+
+@tasks_app.command("curate")
+def tasks_curate(
+    config: Optional[Path] = typer.Option(None, help="YAML file of CurateConfig fields (examples/curate/curate.yaml); "
+                                          "the options below override it."),
+    out: Optional[Path] = typer.Option(None, help="Run directory: candidates, ledger, accepted tasks (OUT/tasks), report."),
+    seed_task: Optional[list[Path]] = typer.Option(None, "--seed-task", help="A seed task directory or a root of them "
+                                                   "(repeatable): the generator is grounded in them; never duplicated."),
+    topic: Optional[list[str]] = typer.Option(None, "--topic", help="A topic to write tasks on (repeatable)."),
+    generator: Optional[str] = typer.Option(None, help="openai:URL | anthropic:URL (a generator model; key from "
+                                            "$OPENFORGE_UPSTREAM_API_KEY) | scripted:FILE (a scripted generator, for tests)."),
+    candidates: Optional[int] = typer.Option(None, help="Candidates to propose."),
+    solver: Optional[str] = typer.Option(None, help="Backend spec of the independent solver that estimates difficulty."),
+    solver_model: Optional[Path] = typer.Option(None, help="The solver's model directory (default: the tiny model)."),
+    solver_harness: Optional[str] = typer.Option(None, help="The harness the solver works through (default react)."),
+    attempts: Optional[int] = typer.Option(None, help="Solver attempts per task (k)."),
+    band: Optional[str] = typer.Option(None, help="LOW,HIGH: keep tasks whose estimated pass rate lies in it (0.1,0.9)."),
+    refine_rounds: Optional[int] = typer.Option(None, help="Rounds of sending failures back to the generator."),
+    sandbox: Optional[str] = typer.Option(None, help="docker or local."),
+    image_map: ImageMapOpt = None,
+    hack_suite: Optional[bool] = typer.Option(None, "--hack-suite/--no-hack-suite", help="Run the reward-hack suite."),
+) -> None:
+    """Make tasks: propose → prune → build → test → refine → select, resumable; the funnel, the rejections with
+    their reasons, and time and tokens per accepted task in OUT/report.md."""
+    from openforge.config import ConfigError, read_mapping, validate_config
+    from openforge.curate import CurateConfig, CurateError, run_curation
+
+    try:
+        data = read_mapping(config) if config else {}
+        given = {"out": out, "seeds": seed_task, "topics": topic, "generator": generator, "candidates": candidates,
+                 "refine_rounds": refine_rounds, "sandbox": sandbox, "hack_suite": hack_suite,
+                 "image_map": _image_map(image_map) if image_map else None,
+                 "band": [float(x) for x in band.split(",")] if band else None}
+        data.update({k: v for k, v in given.items() if v is not None})
+        solver_given = {"backend": solver, "model": solver_model, "harness": solver_harness, "attempts": attempts}
+        if any(v is not None for v in solver_given.values()):
+            data["solver"] = {**(data.get("solver") or {}), **{k: v for k, v in solver_given.items() if v is not None}}
+        settings = validate_config(data, CurateConfig, source=str(config or "options"))
+    except ConfigError as e:
+        fail(str(e))
+    except ValueError as e:
+        fail(f"--band {band!r}: give LOW,HIGH, e.g. 0.1,0.9 ({e})")
+    try:
+        run_curation(settings, console)
+    except CurateError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/]: run the same command again to resume")
+        raise typer.Exit(130)
 
 
 @app.command()

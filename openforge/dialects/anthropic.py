@@ -27,7 +27,7 @@ from typing import Any
 from openforge.core import Conversation, Message, ParsedOutput, ToolCall, ToolSpec
 from openforge.dialects import wire
 from openforge.dialects.base import BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, stop_kind
-from openforge.dialects.base import DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
+from openforge.dialects.base import DecodedReply, DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
 from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder, ToolSet
 
@@ -386,6 +386,16 @@ class AnthropicMessages(Dialect):
     def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
         _, body = self.error(err)
         return wire.sse(body, "error")
+
+    # ---- response → canonical (a client of an upstream model) -----------------------------------------
+    def decode_reply(self, body: bytes | dict[str, Any]) -> DecodedReply:
+        data = body if isinstance(body, dict) else wire.parse_body(body)
+        content = wire.req_list(data, "content", "")
+        builder = ConversationBuilder()  # the reply, read as the assistant turn of a history
+        self._assistant(builder, content, "content")
+        return self._decoded_reply(builder.messages[-1], cut=data.get("stop_reason") == "max_tokens",
+                                   usage=wire.opt_object(data, "usage", "") or {},
+                                   counts=("input_tokens", "output_tokens"), model=wire.opt_str(data, "model", ""))
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:

@@ -1,5 +1,5 @@
-"""The HTTP plumbing shared by the remote backends (vLLM, SGLang): JSON in, JSON (or a stream of JSON
-server-sent events) out, clear errors.
+"""The HTTP plumbing shared by the remote backends (vLLM, SGLang, upstream model APIs): JSON in, JSON (or a
+stream of JSON server-sent events) out, clear errors.
 
 - connection refused, DNS, timeouts, bodies that are not JSON, 5xx → BackendError naming the server;
 - 400 / 422 (the server refused the request itself) → InvalidRequestError with the server's message.
@@ -29,6 +29,7 @@ class JSONClient:
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
         api_key: str | None = None,
+        headers: dict[str, str] | None = None,
     ):
         if not base_url.startswith(("http://", "https://")):
             raise InvalidRequestError(f"{server} URL must start with http:// or https://, got {base_url!r}")
@@ -36,6 +37,7 @@ class JSONClient:
         self.server = server
         self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.headers.update(headers or {})  # e.g. Anthropic's x-api-key and anthropic-version
         self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
 
     def _client(self) -> httpx.AsyncClient:

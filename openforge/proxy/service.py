@@ -11,6 +11,7 @@ The order matters for the invariants of docs/design.md:
 Nothing here may hold up the event loop, which serves every episode: large bodies are decoded, and prompts
 rendered, in worker threads; a prompt that cannot fit the context is refused from its character count before
 anything is tokenized; each call runs as its own task (`calls.py`), followed by the connections that want it.
+A message-level backend (a model behind an API) takes the one other path, `message_calls.py`: no token ids.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from openforge.inference import (
     GenerationContext,
     GenerationResult,
     InvalidRequestError,
+    MessageBackend,
     PromptTooLongError,
     SampledToken,
 )
@@ -38,6 +40,7 @@ from openforge.models import ModelDir, ModelDirError
 from openforge.proxy.calls import CallJob, CallJobs, CallResponse
 from openforge.proxy.continuity import ContinuityRenderer, RenderedPrompt
 from openforge.proxy.episodes import EpisodeRegistry
+from openforge.proxy.message_calls import serve_message_call
 from openforge.proxy.reply import ReplyContext, StreamedReply, whole_reply
 from openforge.store.writer import AsyncCallWriter
 
@@ -206,6 +209,10 @@ class ProxyService:
                     episode: Episode) -> None:
         await self.gate.enter()
         try:
+            if isinstance(self.backend, MessageBackend):  # a model behind an API: messages, no token ids
+                response = await serve_message_call(self, self.backend, dialect, request, body, episode)
+                job.finish(response, failed=response.status != 200)
+                return
             prepared = await self._prepare(dialect, request, body, episode)
             if isinstance(prepared, CallResponse):
                 job.finish(prepared, failed=True)
