@@ -33,9 +33,17 @@ is read back to show that no tool-loop call broke continuity (a break would mean
 100k case is run again under cProfile (a second proxy process, profiled only during the tool-loop calls) and
 the functions where the proxy spends its CPU are printed.
 
-    python benchmarks/proxy.py             # a few minutes on 2 cores (first run: + LiteLLM's install)
-    python benchmarks/proxy.py --quick     # about a minute
+Parts 3-6 (`_proxy_scale.py`, `_proxy_faults.py`, where each is described): time to first byte / first token
+against the whole reply, streamed, per dialect; 64 concurrent Claude Code-shaped episodes growing to 100k
+tokens for 10 minutes, with abuse windows (slowloris, 16 MB bodies, 1,000 idle connections through a
+forwarder): lost / duplicated calls, p50 / p99, RSS slope, open descriptors, abuse p99 against quiet p99;
+20 SIGKILLs in the middle of streaming tool loops; throughput at 64 concurrent streams against LiteLLM on the
+same (canned) backend. The figures go to `benchmarks/results/proxy.json` (`--results`).
+
+    python benchmarks/proxy.py             # everything: about 20 minutes on 2 cores (first run: + LiteLLM's install)
+    python benchmarks/proxy.py --quick     # a few minutes
     python benchmarks/proxy.py --skip-litellm --skip-latency   # part 2 only
+    python benchmarks/proxy.py --only stream,load,faults,throughput
 
 Every process it starts is stopped on exit (Ctrl-C too); all traffic stays on 127.0.0.1. Benchmarks are not
 tests: nothing here asserts on timings.
@@ -78,6 +86,10 @@ except ImportError:  # run with another interpreter: use the project's virtualen
         os.execv(str(venv_python), [str(venv_python), *sys.argv])
     raise
 
+from _proxy_faults import faults as fault_benchmark
+from _proxy_faults import throughput as throughput_benchmark
+from _proxy_scale import load as load_benchmark
+from _proxy_scale import stream_timing
 from _proxy_support import (
     LITELLM_ENV,
     Children,
@@ -808,12 +820,40 @@ def parse_args(argv=None):
     p.add_argument("--skip-cpu", action="store_true", help="part 1 only")
     p.add_argument("--skip-profile", action="store_true", help="part 2 without the cProfile run")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, stores, profile)")
+    p.add_argument("--only", help="comma-separated parts to run: latency,cpu,stream,load,faults,throughput")
+    p.add_argument("--stream-tokens", type=int, default=128, help="tokens per streamed reply in part 3")
+    p.add_argument("--stream-calls", type=int, help="measured calls per dialect in part 3 (default 10)")
+    p.add_argument("--stream-prompt-chars", type=int, default=4000, help="prompt size in part 3")
+    p.add_argument("--load-episodes", type=int, default=64, help="concurrent episodes in part 4")
+    p.add_argument("--load-s", type=float, help="duration of part 4 in seconds (default 600)")
+    p.add_argument("--load-context", type=int, default=100_000, help="episodes restart past this many tokens")
+    p.add_argument("--abuse-window-s", type=float, help="length of the quiet / abuse windows (default 30)")
+    p.add_argument("--kills", type=int, help="SIGKILLs in part 5 (default 20)")
+    p.add_argument("--fault-clients", type=int, default=8, help="harness-shaped clients in part 5")
+    p.add_argument("--fault-calls-per-episode", type=int, default=20)
+    p.add_argument("--throughput-concurrency", type=int, default=64)
+    p.add_argument("--throughput-s", type=float, help="seconds per target in part 6 (default 30)")
+    p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "proxy.json",
+                   help="where the figures are written (JSON)")
     args = p.parse_args(argv)
     quick = args.quick
     args.calls = args.calls or (5 if quick else 10)
     args.rounds_1 = args.rounds_1 or (4 if quick else 20)
     args.rounds_n = args.rounds_n or (1 if quick else 4)
     args.tool_calls = args.tool_calls or (5 if quick else 10)
+    args.stream_calls = args.stream_calls or (3 if quick else 10)
+    args.load_s = args.load_s or (60 if quick else 600)
+    args.abuse_window_s = args.abuse_window_s or (10 if quick else 30)
+    args.kills = args.kills if args.kills is not None else (5 if quick else 20)
+    args.throughput_s = args.throughput_s or (10 if quick else 30)
+    parts = {"latency", "cpu", "stream", "load", "faults", "throughput"}
+    if args.only:
+        chosen = {x.strip() for x in args.only.split(",") if x.strip()}
+        unknown = chosen - parts
+        if unknown:
+            p.error(f"unknown parts {sorted(unknown)}; choose from {sorted(parts)}")
+        parts = chosen
+    args.parts = parts - {name for name in ("latency", "cpu") if getattr(args, f"skip_{name}")}
     return args
 
 
@@ -843,7 +883,8 @@ def start_serve_model(children: Children, model: Path, seed: int, pin: bool) -> 
     return proc, port, where
 
 
-def start_litellm(children: Children, args, work: Path, served: str, port: int) -> tuple[subprocess.Popen, int, str]:
+def start_litellm(children: Children, args, work: Path, served: str, port: int,
+                  cpus: set[int] | None = None) -> tuple[subprocess.Popen, int, str]:
     exe = ensure_litellm(args.litellm_venv, LITELLM_VERSION, console)
     key = "sk-bench-" + secrets.token_hex(24)
     config = work / "litellm.yaml"
@@ -854,6 +895,7 @@ def start_litellm(children: Children, args, work: Path, served: str, port: int) 
         [str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(lport), "--num_workers", "1"],
         env=loopback_env(LITELLM_ENV),
         cwd=work,
+        cpus=cpus,
     )
 
     def up():
@@ -899,15 +941,40 @@ def main(argv=None) -> None:
 
         served = ModelDir(model).path.name
         latency, cpu = None, None
-        if not args.skip_latency:
+        results: dict = {"command": "python benchmarks/proxy.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                         "openforge": git_head(), "python": platform.python_version(), "cpus": os.cpu_count(),
+                         "load_average_start": os.getloadavg()[0]}
+        if "latency" in args.parts:
             latency = run_part1(args, children, work, model, served)
-        if not args.skip_cpu:
+            results["latency"] = {f"{streams} streams / {name}": row for (streams, name), row in latency.items()}
+        if "cpu" in args.parts:
             console.rule("Part 2: OpenForge CPU time per call vs context")
             records, checks, messages, policy = asyncio.run(cpu_benchmark(args, children, model, work))
             cpu = cpu_tables(args, records, checks)
+            results["cpu_per_call"] = {k: v for k, v in cpu.items() if k != "per_size"}
+            results["cpu_per_call"]["per_size_mean_p50_s"] = {str(k): v for k, v in cpu["per_size"].items()}
             if not args.skip_profile:
                 asyncio.run(profile_run(args, children, model, work, policy, messages))
+        filler = filler_text(400_000, seed=1)
+        if "stream" in args.parts:
+            console.rule("Part 3: streaming — first byte, first token, whole reply")
+            results["stream"] = asyncio.run(stream_timing(args, children, model, work, filler))
+            console.print_json(data=results["stream"])
+        if "load" in args.parts:
+            console.rule(f"Part 4: {args.load_episodes} concurrent episodes for {args.load_s:.0f} s, with abuse windows")
+            results["load"] = asyncio.run(load_benchmark(args, children, model, work, filler))
+            console.print_json(data=results["load"])
+        if "faults" in args.parts:
+            console.rule(f"Part 5: {args.kills} SIGKILLs in streaming tool loops")
+            results["faults"] = asyncio.run(fault_benchmark(args, children, model, work, filler))
+            console.print_json(data=results["faults"])
+        if "throughput" in args.parts:
+            console.rule(f"Part 6: throughput at {args.throughput_concurrency} concurrent streams, OpenForge vs LiteLLM")
+            results["throughput"] = asyncio.run(throughput_benchmark(args, children, model, work, start_litellm))
+            console.print_json(data=results["throughput"])
+        results["load_average_end"] = os.getloadavg()[0]
         print_summary(args, latency, cpu)
+        write_results(args.results, results)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted; stopping the processes started[/]")
     finally:
@@ -916,6 +983,25 @@ def main(argv=None) -> None:
             console.print(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def write_results(path: Path, results: dict) -> None:
+    """The figures as JSON; NaN (a figure that could not be taken) becomes null."""
+
+    def clean(value):
+        if isinstance(value, float) and math.isnan(value):
+            return None
+        if isinstance(value, dict):
+            return {str(k): clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        if isinstance(value, (np.floating, np.integer)):
+            return clean(value.item())
+        return value
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(clean(results), indent=2) + "\n")
+    console.print(f"figures written to {path}")
 
 
 def print_summary(args, latency: dict | None, cpu: dict | None) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from openforge import __version__
 from openforge.rollout.config import RolloutConfig
@@ -33,9 +34,52 @@ def _terminate_like_ctrl_c(signum, frame) -> None:
         raise KeyboardInterrupt
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"openforge {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _main() -> None:
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print OpenForge's version and exit.")] = False,
+) -> None:
     signal.signal(signal.SIGTERM, _terminate_like_ctrl_c)
+
+
+# What each optional module is installed with (`pip install 'openforge-rl[EXTRA]'`): a command that needs one
+# that is missing says which extra to install instead of printing an ImportError's traceback.
+_EXTRA_OF_MODULE = {
+    "torch": "engine", "transformers": "engine", "safetensors": "engine", "docker": "docker",
+    "kubernetes": "kubernetes", "matplotlib": "report", "pyarrow": "report", "tensorboard": "tensorboard",
+    "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio", "verl": "verl",
+}
+
+
+def missing_extra_message(error: ModuleNotFoundError) -> str | None:
+    """The fix for a missing optional module, or None when the module is not an optional one."""
+    top = (error.name or "").split(".")[0]
+    extra = _EXTRA_OF_MODULE.get(top)
+    if extra is None:
+        return None
+    message = f"this command needs {top}, which is not installed: pip install 'openforge-rl[{extra}]'"
+    if top == "torch" or extra == "engine":
+        message += (" and PyTorch, which is not a dependency (an unpinned torch pulls a CUDA build): install the "
+                    "build for your machine first, e.g. the CPU build as scripts/setup.sh does")
+    return message
+
+
+def main() -> None:
+    """The `openforge` command (console entry point)."""
+    try:
+        app()
+    except ModuleNotFoundError as e:
+        message = missing_extra_message(e)
+        if message is None:
+            raise
+        err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+        raise SystemExit(2) from None
 
 
 model_app = typer.Typer(help="Build and inspect model directories.", no_args_is_help=True)
@@ -49,7 +93,9 @@ app.add_typer(k8s_app, name="k8s")
 
 
 def fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
+    """Print the error (as plain text: `openforge-rl[engine]` is not markup; not wrapped, so a command in it can
+    be copied) and exit with `code` (2: a misconfiguration, told once, with its fix)."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -63,22 +109,32 @@ def version() -> None:
 def model_tiny(
     out_dir: Path = typer.Argument(..., help="Directory to write the model to (created if missing)."),
     seed: int = typer.Option(0, help="Seed for the tokenizer corpus and the weights."),
+    vocab_size: Optional[int] = typer.Option(None, help="Tokenizer vocabulary (default 1,024): another vocabulary "
+                                             "makes another tokenizer, e.g. a teacher the student cannot share ids with."),
     config: Optional[Path] = typer.Option(None, help="YAML file with the model's shape (TinyModelSpec fields)."),
 ) -> None:
     """Build the tiny random-init model and its tokenizer locally (no download)."""
-    from openforge.config import ConfigError, load_config
+    from pydantic import ValidationError
+
+    from openforge.config import ConfigError, describe_validation_error, load_config
     from openforge.models import TinyModelSpec, build_tiny_model
 
     try:
         spec = load_config(config, TinyModelSpec) if config else TinyModelSpec(seed=seed)
+        if vocab_size is not None:
+            spec = TinyModelSpec(**{**spec.model_dump(), "vocab_size": vocab_size})
     except ConfigError as e:
         fail(str(e))
+    except ValidationError as e:
+        fail(describe_validation_error(e, TinyModelSpec, "options"))
     path = build_tiny_model(out_dir, spec=spec)
     console.print(f"tiny model written to [bold]{path}[/]")
 
 
 @model_app.command("info")
-def model_info(model: Path = typer.Argument(..., help="A Hugging Face-format model directory.")) -> None:
+def model_info(model: str = typer.Argument(..., help="A Hugging Face-format model directory, or a Hub id "
+                                            "ORG/NAME[@REVISION] (read from the Hugging Face cache, fetched if "
+                                            "missing unless HF_HUB_OFFLINE=1).")) -> None:
     """Show a model directory's tokenizer, context length and tool-call format."""
     from openforge.models import ModelDir, ModelDirError
 
@@ -150,7 +206,8 @@ def harness_image(
 def k8s_manifests(
     run: str = typer.Option(..., "--run", help="Run name (labels the run's NetworkPolicy and the proxy)."),
     namespace: str = typer.Option("openforge", help="Namespace of the proxy, the orchestrator and the sandboxes."),
-    proxy_image: str = typer.Option("openforge:0.1.0", help="Image with openforge installed, for the proxy."),
+    proxy_image: Optional[str] = typer.Option(None, help="Image with openforge installed, for the proxy (default: "
+                                              "openforge:<version>, as scripts/build-image.sh builds it)."),
     backend: str = typer.Option("embedded", help="The proxy's inference backend (embedded | vllm:URL | sglang:URL)."),
     model_pvc: Optional[str] = typer.Option(None, help="PersistentVolumeClaim holding the model directory."),
     runs_pvc: Optional[str] = typer.Option(None, help="PersistentVolumeClaim for run directories (default: emptyDir)."),
@@ -161,9 +218,9 @@ def k8s_manifests(
 ) -> None:
     """Print (multi-document YAML) everything a run needs: Namespace, proxy Deployment + Service, RBAC for the
     orchestrator, NetworkPolicies. Apply with `kubectl apply -f -`."""
-    from openforge.sandbox.kubernetes.manifests import run_manifests, to_yaml
+    from openforge.sandbox.kubernetes.manifests import PROXY_IMAGE, run_manifests, to_yaml
 
-    objects = run_manifests(run, namespace_name=namespace, proxy_image=proxy_image, backend=backend,
+    objects = run_manifests(run, namespace_name=namespace, proxy_image=proxy_image or PROXY_IMAGE, backend=backend,
                             model_pvc=model_pvc, runs_pvc=runs_pvc, admin_token_secret=admin_token_secret,
                             allow_dns=dns, run_label=run_label)
     typer.echo(to_yaml(objects), nl=False)
@@ -200,21 +257,44 @@ def k8s_cleanup(
 
 @app.command("serve-model")
 def serve_model_cmd(
-    model: Path = typer.Option(..., help="Model directory to serve."),
+    model: Path = typer.Option(..., help="Model directory to serve, or a Hugging Face Hub id ORG/NAME[@REVISION]."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8000, help="Port to listen on."),
     seed: int = typer.Option(0, help="Default sampling seed."),
+    backend: str = typer.Option("embedded", help="embedded | scripted:FILE (a scripted policy, for tests)."),
+    tool_call_parser: str = typer.Option("none", help="none: replies are the model's text; auto: tool calls and "
+                                         "reasoning parsed out of it in the model's format (as vLLM's parser)."),
 ) -> None:
     """Serve the embedded backend over HTTP with the subset of vLLM's API that OpenForge's vllm client uses."""
+    from openforge.inference import InvalidRequestError
     from openforge.inference.serve import serve_model
+    from openforge.models import ModelDir, ModelDirError
 
-    serve_model(model, host=host, port=port, seed=seed)
+    if tool_call_parser not in ("none", "auto"):
+        fail(f"--tool-call-parser {tool_call_parser!r}: use none or auto")
+    parse = None
+    if tool_call_parser == "auto":
+        from openforge.proxy.output_parser import parse_output
+
+        try:
+            tool_format = ModelDir(model).tool_call_format
+        except ModelDirError as e:
+            fail(str(e))
+
+        def parse(text, tools):
+            return parse_output(text, tool_format=tool_format, tools=tools)
+    try:
+        serve_model(model, host=host, port=port, seed=seed, backend=backend, parse_reply=parse)
+    except InvalidRequestError as e:
+        fail(str(e))
 
 
 @app.command()
 def proxy(
-    model: Path = typer.Option(..., help="Model directory: its tokenizer and chat template render every call."),
-    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE"),
+    model: Path = typer.Option(..., help="Model directory, or a Hugging Face Hub id ORG/NAME[@REVISION]: its "
+                               "tokenizer and chat template render every call."),
+    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE | openai:URL | "
+                                "anthropic:URL (a model behind an API: key from $OPENFORGE_UPSTREAM_API_KEY)"),
     run: Path = typer.Option(..., "--run", help="Run directory: trajectories.db and proxy.json go here."),
     listen: Optional[str] = typer.Option("127.0.0.1:8100", help="HOST:PORT of the model API (port 0: any free)."),
     uds: Optional[Path] = typer.Option(None, help="Also serve the model API on this Unix socket (sandboxes reach it through a bridge)."),
@@ -301,6 +381,10 @@ def _run_rollouts(config, report: bool) -> None:
                       f"{config.run / 'analysis.png'}")
     if interrupted:
         raise typer.Exit(130)
+    if summary.done and not summary.graded:
+        reasons = sorted(summary.failures.items(), key=lambda kv: -kv[1])
+        fail("no episode could be graded; what stopped them:\n" + "\n".join(f"  {n} × {why}" for why, n in reasons[:5]),
+             code=1)
 
 
 # Options shared by `rollout` and `eval` (eval is rollout + a report).
@@ -312,11 +396,13 @@ SandboxOptionOpt = Annotated[Optional[list[str]], typer.Option(
 ProxyListenOpt = Annotated[str, typer.Option(help="HOST:PORT of the run's proxy (model API); in-cluster 0.0.0.0:8100.")]
 SamplesOpt = Annotated[int, typer.Option(help="Episodes per (task, harness); eval reports pass@k and pass^k up to it.")]
 ConcurrencyOpt = Annotated[int, typer.Option(help="Episodes at once.")]
-ModelOpt = Annotated[Path, typer.Option(help="Model directory (tokenizer, chat template, weights).")]
-BackendOpt = Annotated[str, typer.Option(help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle")]
+ModelOpt = Annotated[Path, typer.Option(help="Model directory (tokenizer, chat template, weights), or a Hugging Face "
+                                        "Hub id ORG/NAME[@REVISION].")]
+BackendOpt = Annotated[str, typer.Option(help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle | openai:URL | "
+                                       "anthropic:URL (a model behind an API; key from $OPENFORGE_UPSTREAM_API_KEY)")]
 RunOpt = Annotated[Path, typer.Option("--run", help="Run directory (eval writes report.md and report.json there).")]
 SplitOpt = Annotated[Optional[str], typer.Option(help="Only tasks of this split (train or heldout).")]
-ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="FROM=TO: use local image TO for FROM (repeatable).")]
+ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="FROM=TO: use local image TO for FROM (repeatable); over the task tree's own image-map.yaml, which applies without being named.")]
 AttemptsOpt = Annotated[int, typer.Option(help="Tries per episode; only infrastructure failures are retried.")]
 TimeoutOpt = Annotated[Optional[float], typer.Option(help="Harness wall-clock limit in seconds (default: each task's).")]
 ResumeOpt = Annotated[bool, typer.Option(help="Continue a run: skip episodes already finished.")]
@@ -400,7 +486,7 @@ def tasks_validate(
 
     from openforge.rollout.hacks import select_hacks
     from openforge.rollout.validate import validate_task_by_running
-    from openforge.tasks import ImageMap, inspect_tree, load_tasks
+    from openforge.tasks import ImageMap, ImageMapError, inspect_tree, load_tasks, tree_image_map
 
     try:
         chosen = select_hacks(hacks)
@@ -424,7 +510,10 @@ def tasks_validate(
         return
     from openforge.sandbox import get_provider
 
-    mapping = ImageMap.parse(image_map or [])
+    try:  # the task tree's own image-map.yaml applies; --image-map entries override it
+        mapping = tree_image_map([root])[0].merged(ImageMap.parse(image_map or []))
+    except ImageMapError as e:
+        fail(str(e))
 
     async def run_all():
         provider = get_provider(sandbox)
@@ -478,6 +567,56 @@ def tasks_generate(
     except (KeyError, ValueError) as e:
         fail(str(e))
     console.print(f"wrote {len(paths)} tasks to {out}")
+
+
+@tasks_app.command("curate")
+def tasks_curate(
+    config: Optional[Path] = typer.Option(None, help="YAML file of CurateConfig fields (examples/curate/curate.yaml); "
+                                          "the options below override it."),
+    out: Optional[Path] = typer.Option(None, help="Run directory: candidates, ledger, accepted tasks (OUT/tasks), report."),
+    seed_task: Optional[list[Path]] = typer.Option(None, "--seed-task", help="A seed task directory or a root of them "
+                                                   "(repeatable): the generator is grounded in them; never duplicated."),
+    topic: Optional[list[str]] = typer.Option(None, "--topic", help="A topic to write tasks on (repeatable)."),
+    generator: Optional[str] = typer.Option(None, help="openai:URL | anthropic:URL (a generator model; key from "
+                                            "$OPENFORGE_UPSTREAM_API_KEY) | scripted:FILE (a scripted generator, for tests)."),
+    candidates: Optional[int] = typer.Option(None, help="Candidates to propose."),
+    solver: Optional[str] = typer.Option(None, help="Backend spec of the independent solver that estimates difficulty."),
+    solver_model: Optional[Path] = typer.Option(None, help="The solver's model directory (default: the tiny model)."),
+    solver_harness: Optional[str] = typer.Option(None, help="The harness the solver works through (default react)."),
+    attempts: Optional[int] = typer.Option(None, help="Solver attempts per task (k)."),
+    band: Optional[str] = typer.Option(None, help="LOW,HIGH: keep tasks whose estimated pass rate lies in it (0.1,0.9)."),
+    refine_rounds: Optional[int] = typer.Option(None, help="Rounds of sending failures back to the generator."),
+    sandbox: Optional[str] = typer.Option(None, help="docker or local."),
+    image_map: ImageMapOpt = None,
+    hack_suite: Optional[bool] = typer.Option(None, "--hack-suite/--no-hack-suite", help="Run the reward-hack suite."),
+) -> None:
+    """Make tasks: propose → prune → build → test → refine → select, resumable; the funnel, the rejections with
+    their reasons, and time and tokens per accepted task in OUT/report.md."""
+    from openforge.config import ConfigError, read_mapping, validate_config
+    from openforge.curate import CurateConfig, CurateError, run_curation
+
+    try:
+        data = read_mapping(config) if config else {}
+        given = {"out": out, "seeds": seed_task, "topics": topic, "generator": generator, "candidates": candidates,
+                 "refine_rounds": refine_rounds, "sandbox": sandbox, "hack_suite": hack_suite,
+                 "image_map": _image_map(image_map) if image_map else None,
+                 "band": [float(x) for x in band.split(",")] if band else None}
+        data.update({k: v for k, v in given.items() if v is not None})
+        solver_given = {"backend": solver, "model": solver_model, "harness": solver_harness, "attempts": attempts}
+        if any(v is not None for v in solver_given.values()):
+            data["solver"] = {**(data.get("solver") or {}), **{k: v for k, v in solver_given.items() if v is not None}}
+        settings = validate_config(data, CurateConfig, source=str(config or "options"))
+    except ConfigError as e:
+        fail(str(e))
+    except ValueError as e:
+        fail(f"--band {band!r}: give LOW,HIGH, e.g. 0.1,0.9 ({e})")
+    try:
+        run_curation(settings, console)
+    except CurateError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/]: run the same command again to resume")
+        raise typer.Exit(130)
 
 
 @app.command()
@@ -661,4 +800,4 @@ def quickstart(
 
 
 if __name__ == "__main__":
-    app()
+    main()

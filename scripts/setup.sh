@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv and install OpenForge with everything its commands and tests need. Idempotent and quick when
-# nothing changed. Works on a fresh Debian/Ubuntu machine with Python >= 3.11 (installs python3-venv if needed).
+# Create .venv and install OpenForge (the distribution openforge-rl) with everything its commands and tests need,
+# at the versions in constraints.txt (the tested ones). Idempotent and quick when nothing changed. Works on a
+# fresh Debian/Ubuntu machine with Python >= 3.11 (installs python3-venv if needed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,13 +35,13 @@ fi
 
 # Reinstall only when the project's requirements (or the requested extras) changed.
 stamp=.venv/.openforge-installed
-want="$(sha256sum pyproject.toml | cut -d' ' -f1) $TORCH_SPEC $EXTRAS"
+want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1) $TORCH_SPEC $EXTRAS"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
     say "installing $TORCH_SPEC"
-    .venv/bin/pip install -q "$TORCH_SPEC"
+    .venv/bin/pip install -q -c constraints.txt "$TORCH_SPEC"
   fi
-  say "installing openforge[$EXTRAS]"
-  .venv/bin/pip install -q -e ".[$EXTRAS]"
+  say "installing openforge-rl[$EXTRAS] (constraints.txt)"
+  .venv/bin/pip install -q -c constraints.txt -e ".[$EXTRAS]"
   echo "$want" > "$stamp"
 fi

@@ -7,7 +7,7 @@
 The one implementation of each format: the proxy, `openforge serve-model` and the harness tests' stub model
 API decode requests and encode replies, streams and errors through these, and take their routes from here.
 This room depends on `openforge.core` only. `base` holds the contract (Dialect, StreamEncoder,
-DecodedRequest, Reply); `errors` the dialect-neutral DialectError; `wire` the safe body parsing and SSE
+DecodedRequest, Reply, DecodedReply); `errors` the dialect-neutral DialectError; `wire` the safe body parsing and SSE
 framing they share; `history` the tool-call bookkeeping; `openai_common` what the two OpenAI formats share;
 `catalog` the model listing.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 from openforge.dialects.anthropic import AnthropicMessages
 from openforge.dialects.base import (
     BLOCK_SEPARATOR,
+    DecodedReply,
     DecodedRequest,
     Dialect,
     Reply,
@@ -55,6 +56,7 @@ __all__ = [
     "ROUTES",
     "AnthropicMessages",
     "ChatCompletions",
+    "DecodedReply",
     "DecodedRequest",
     "Dialect",
     "DialectError",

@@ -27,7 +27,7 @@ from typing import Any
 from openforge.core import Conversation, Message, ParsedOutput, ToolCall, ToolSpec
 from openforge.dialects import wire
 from openforge.dialects.base import BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, stop_kind
-from openforge.dialects.base import DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
+from openforge.dialects.base import DecodedReply, DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
 from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder, ToolSet
 
@@ -53,6 +53,7 @@ _ERROR_TYPES = {
     "prompt_too_long": (400, "invalid_request_error"),
     "authentication": (401, "authentication_error"),
     "not_found": (404, "not_found_error"),
+    "request_timeout": (408, "invalid_request_error"),
     "request_too_large": (413, "request_too_large"),
     "rate_limit": (429, "rate_limit_error"),
     "api_error": (500, "api_error"),
@@ -85,15 +86,24 @@ class AnthropicMessages(Dialect):
         for i, message in enumerate(messages):
             self._message(builder, message, wire.at("messages", i))
 
+        # The ranges of the Messages API reference (platform.claude.com/docs/en/api/messages): temperature
+        # "ranges from 0.0 to 1.0", top_p a probability, top_k a count.
+        temperature = wire.opt_number(data, "temperature", "", minimum=0.0, maximum=1.0)
+        top_p = wire.opt_number(data, "top_p", "", minimum=0.0, maximum=1.0)
+        top_k = wire.opt_int(data, "top_k", "", minimum=0)
         sampling = wire.sampling_params(
             max_tokens=max_tokens,
-            temperature=wire.opt_number(data, "temperature", "", minimum=0.0),
-            top_p=wire.opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
-            top_k=wire.opt_int(data, "top_k", "", minimum=0),
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
             stop=wire.str_list(wire.opt_list(data, "stop_sequences", ""), "stop_sequences"),
             names={"stop": "stop_sequences"},
         )
         tool_choice, forced = self._tool_choice(data, tools)
+        thinking = self._thinking(data, max_tokens)
+        if thinking:
+            self._check_thinking_compatible(temperature, top_p, top_k, tool_choice)
+        self._effort(data)
         disable_parallel = (wire.opt_object(data, "tool_choice", "") or {}).get("disable_parallel_tool_use") is True
         conversation = Conversation(
             system=self._system(data.get("system")), messages=builder.messages, tools=tools, sampling=sampling,
@@ -101,7 +111,7 @@ class AnthropicMessages(Dialect):
         )
         return self._decoded(
             data, conversation, model=model, max_tokens_requested=max_tokens, tool_choice=tool_choice,
-            forced_tool=forced, parallel_tool_calls=not disable_parallel, reasoning_requested=self._thinking(data),
+            forced_tool=forced, parallel_tool_calls=not disable_parallel, reasoning_requested=thinking,
             dropped_tools=dropped,
         )
 
@@ -281,11 +291,48 @@ class AnthropicMessages(Dialect):
             return "tool", name
         raise wire.bad("tool_choice.type", f"must be 'auto', 'any', 'tool' or 'none', got {kind!r}")
 
-    def _thinking(self, data: dict) -> bool | None:
+    def _thinking(self, data: dict, max_tokens: int | None) -> bool | None:
+        """Whether thinking was asked for (None: not said), checked as the API checks it: `type` one of
+        enabled / disabled / adaptive; with `enabled`, `budget_tokens` "must be ≥1024 and less than
+        max_tokens" (platform.claude.com/docs/en/build-with-claude/extended-thinking, and the SDK's
+        ThinkingConfigEnabledParam)."""
         thinking = wire.opt_object(data, "thinking", "")
         if thinking is None:
             return None
-        return thinking.get("type") in ("enabled", "adaptive")
+        kind = wire.req_str(thinking, "type", "thinking")
+        if kind not in ("enabled", "disabled", "adaptive"):
+            raise wire.bad("thinking.type", f"must be 'enabled', 'disabled' or 'adaptive', got {kind!r}")
+        if kind == "enabled":
+            budget = wire.opt_int(thinking, "budget_tokens", "thinking")
+            if budget is None:
+                raise wire.bad("thinking.budget_tokens", "is required when thinking is enabled")
+            if budget < 1024:
+                raise wire.bad("thinking.budget_tokens", f"must be at least 1024, got {budget}")
+            if max_tokens is not None and budget >= max_tokens:
+                raise wire.bad("thinking.budget_tokens", f"must be less than max_tokens ({max_tokens}), got {budget}")
+        return kind != "disabled"
+
+    @staticmethod
+    def _check_thinking_compatible(
+        temperature: float | None, top_p: float | None, top_k: int | None, tool_choice: str
+    ) -> None:
+        """Thinking "isn't compatible with temperature or top_k modifications as well as forced tool use";
+        top_p may be set between 0.95 and 1 (extended-thinking docs, "Feature compatibility")."""
+        if temperature is not None and temperature != 1.0:
+            raise wire.bad("temperature", f"may only be set to 1 when thinking is enabled, got {temperature}")
+        if top_k is not None:
+            raise wire.bad("top_k", "cannot be set when thinking is enabled")
+        if top_p is not None and top_p < 0.95:
+            raise wire.bad("top_p", f"must be between 0.95 and 1 when thinking is enabled, got {top_p}")
+        if tool_choice in ("required", "tool"):
+            raise wire.bad("tool_choice", "thinking cannot be used with forced tool use ('any' or 'tool')")
+
+    @staticmethod
+    def _effort(data: dict) -> None:
+        # output_config.effort: the values of the SDK's OutputConfigParam
+        config = wire.opt_object(data, "output_config", "")
+        if config is not None:
+            wire.opt_choice(config, "effort", "output_config", ("low", "medium", "high", "xhigh", "max"))
 
     def _response_format(self, data: dict) -> dict | None:
         config = wire.opt_object(data, "output_config", "")
@@ -339,6 +386,16 @@ class AnthropicMessages(Dialect):
     def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
         _, body = self.error(err)
         return wire.sse(body, "error")
+
+    # ---- response → canonical (a client of an upstream model) -----------------------------------------
+    def decode_reply(self, body: bytes | dict[str, Any]) -> DecodedReply:
+        data = body if isinstance(body, dict) else wire.parse_body(body)
+        content = wire.req_list(data, "content", "")
+        builder = ConversationBuilder()  # the reply, read as the assistant turn of a history
+        self._assistant(builder, content, "content")
+        return self._decoded_reply(builder.messages[-1], cut=data.get("stop_reason") == "max_tokens",
+                                   usage=wire.opt_object(data, "usage", "") or {},
+                                   counts=("input_tokens", "output_tokens"), model=wire.opt_str(data, "model", ""))
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
@@ -427,6 +484,9 @@ class _MessageStream(StreamEncoder):
     def text(self, delta: str) -> list[bytes]:
         events = [] if self.open == "text" else self._begin("text", {"type": "text", "text": ""})
         return events + ([self._delta({"type": "text_delta", "text": delta})] if delta else [])
+
+    def keepalive(self) -> list[bytes]:
+        return [wire.sse({"type": "ping"}, "ping")]  # the Messages API's own keep-alive event
 
     def finish(self, reply: Reply) -> list[bytes]:
         events = self._close()

@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from openforge.core import Conversation, FinishReason, ParsedOutput
+from openforge.core import Conversation, FinishReason, Message, ParsedOutput
 from openforge.dialects import wire
 from openforge.dialects.errors import DialectError
 
@@ -111,6 +111,19 @@ class Reply:
         return ReplyStart(id=self.id, model=self.model, created=self.created, prompt_tokens=self.prompt_tokens)
 
 
+@dataclass
+class DecodedReply:
+    """A model API's reply read back into canonical form: what a model behind that API said (a teacher or a
+    generator behind an upstream API, `openforge.inference.upstream`). `output`'s tool-call ids are the
+    API's own; token counts are the API's `usage` (0 when it gave none); `model` is the model that answered."""
+
+    output: ParsedOutput
+    finish_reason: FinishReason
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model: str = ""
+
+
 @dataclass(frozen=True)
 class ReplyStart:
     """What a stream's opening events say about a reply, known before the model has written anything."""
@@ -125,9 +138,10 @@ class StreamEncoder(abc.ABC):
     """One reply's SSE events, written while the reply is produced.
 
     Call `start()` once; then `reasoning(delta)` and `text(delta)` in the order the model wrote them
-    (reasoning first; an empty reasoning delta opens the reasoning part of a reply whose reasoning is empty);
-    then `finish(reply)` with the finished reply, whose output says what the deltas said: it adds the tool
-    calls, the stop reason, usage and the stream's terminator. Each call returns complete events.
+    (reasoning first; an empty reasoning delta opens the reasoning part of a reply whose reasoning is empty),
+    and `keepalive()` whenever nothing else has been sent for a while; then `finish(reply)` with the finished
+    reply, whose output says what the deltas said: it adds the tool calls, the stop reason, usage and the
+    stream's terminator. Each call returns complete events.
     """
 
     def __init__(self, start: ReplyStart, request: DecodedRequest, chunk_chars: int | None):
@@ -146,6 +160,12 @@ class StreamEncoder(abc.ABC):
 
     @abc.abstractmethod
     def finish(self, reply: Reply) -> list[bytes]: ...
+
+    def keepalive(self) -> list[bytes]:
+        """Events that say "still working" while nothing else is sent (a long prefill, a tool call being
+        written), so that a client's idle timeout does not fire. This default is an SSE comment, which every
+        SSE client skips; dialects with an event for it override it."""
+        return [wire.sse_comment("keep-alive")]
 
 
 class Dialect(abc.ABC):
@@ -208,6 +228,25 @@ class Dialect(abc.ABC):
     def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
         """An error as SSE, for a stream whose 200 status is already sent. `response_id` is used by
         dialects whose in-stream error carries a response object (Responses)."""
+
+    def decode_reply(self, body: bytes | dict[str, Any]) -> DecodedReply:
+        """A non-streaming response body of this API (what `encode` writes) back in canonical form, for a client
+        of an upstream model. The reply is read as the assistant turn a client sends back in its history, by
+        the request decoder: one reading of the format. Raises `DialectError` naming the field at fault."""
+        raise NotImplementedError(f"the {self.name} dialect cannot read replies yet")
+
+    @staticmethod
+    def _decoded_reply(turn: Message, *, cut: bool, usage: dict[str, Any], counts: tuple[str, str],
+                       model: str | None) -> DecodedReply:
+        """A `DecodedReply` from the assistant turn a reply decoded to; `counts` names the usage fields of the
+        prompt and completion token counts."""
+        return DecodedReply(
+            output=ParsedOutput(reasoning=turn.reasoning, content=turn.content, tool_calls=turn.tool_calls),
+            finish_reason=FinishReason.length if cut else FinishReason.stop,
+            prompt_tokens=wire.opt_int(usage, counts[0], "usage", minimum=0) or 0,
+            completion_tokens=wire.opt_int(usage, counts[1], "usage", minimum=0) or 0,
+            model=model or "",
+        )
 
     def encode_count(self, input_tokens: int) -> dict[str, Any]:
         """The answer to a token-count request (served on `count_routes`)."""

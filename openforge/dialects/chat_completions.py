@@ -22,7 +22,7 @@ from typing import Any
 from openforge.core import Conversation, Message, ToolCall, ToolSpec
 from openforge.dialects import openai_common, wire
 from openforge.dialects.base import AUDIO_PLACEHOLDER, BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, stop_kind
-from openforge.dialects.base import DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
+from openforge.dialects.base import DecodedReply, DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
 from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder, ToolSet
 
@@ -68,6 +68,7 @@ class ChatCompletions(Dialect):
             names = {"max_tokens": "max_tokens"}
         sampling = wire.sampling_params(
             max_tokens=max_tokens,
+            # "between 0 and 2" / a probability (the API reference, as the SDK's create-params carry it)
             temperature=wire.opt_number(data, "temperature", "", minimum=0.0, maximum=2.0),
             top_p=wire.opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
             top_k=self._top_k(data),
@@ -78,7 +79,8 @@ class ChatCompletions(Dialect):
         stream = wire.opt_bool(data, "stream", "")
         stream_options = wire.opt_object(data, "stream_options", "") or {}
         tool_choice, forced = self._tool_choice(data, tools)
-        effort = wire.opt_str(data, "reasoning_effort", "")
+        effort = wire.opt_choice(data, "reasoning_effort", "", openai_common.REASONING_EFFORTS)
+        openai_common.check_ranges(data, penalties=True)
         conversation = Conversation(
             system=system, messages=canonical, tools=tools, sampling=sampling,
             response_format=self._response_format(data), model=model,
@@ -235,6 +237,21 @@ class ChatCompletions(Dialect):
         # A data line carrying "error" is what the OpenAI SDKs (and LiteLLM) raise on mid-stream.
         _, body = self.error(err)
         return wire.sse(body)
+
+    # ---- response → canonical (a client of an upstream model) -----------------------------------------
+    def decode_reply(self, body: bytes | dict[str, Any]) -> DecodedReply:
+        data = body if isinstance(body, dict) else wire.parse_body(body)
+        choices = wire.req_list(data, "choices", "")
+        if not choices:
+            raise wire.bad("choices", "must hold one choice")
+        choice = wire.need_object(choices[0], wire.at("choices", 0))
+        path = wire.at(wire.at("choices", 0), "message")
+        message = wire.need_object(choice.get("message"), path)
+        builder = ConversationBuilder()  # the reply, read as the assistant turn of a history
+        self._message(builder, {**message, "role": "assistant"}, path)
+        return self._decoded_reply(builder.messages[-1], cut=choice.get("finish_reason") == "length",
+                                   usage=wire.opt_object(data, "usage", "") or {},
+                                   counts=("prompt_tokens", "completion_tokens"), model=wire.opt_str(data, "model", ""))
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:

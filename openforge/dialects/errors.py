@@ -9,6 +9,7 @@ ERROR_STATUS: dict[str, int] = {
     "prompt_too_long": 400,
     "authentication": 401,
     "not_found": 404,
+    "request_timeout": 408,
     "request_too_large": 413,
     "rate_limit": 429,
     "api_error": 500,

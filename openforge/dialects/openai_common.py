@@ -19,6 +19,7 @@ _OPENAI_ERRORS: dict[str, tuple[int, str, str | None]] = {
     "prompt_too_long": (400, "invalid_request_error", "context_length_exceeded"),
     "authentication": (401, "invalid_request_error", "invalid_api_key"),
     "not_found": (404, "invalid_request_error", "not_found"),
+    "request_timeout": (408, "invalid_request_error", "request_timeout"),
     "request_too_large": (413, "invalid_request_error", "request_too_large"),
     "rate_limit": (429, "requests", "rate_limit_exceeded"),
     "api_error": (500, "server_error", "server_error"),
@@ -70,3 +71,21 @@ def response_format(fmt: dict | None, path: str, json_schema: Callable[[dict], d
     if kind == "json_schema":
         return json_schema(fmt)
     raise wire.bad(wire.at(path, "type"), f"must be 'text', 'json_object' or 'json_schema', got {kind!r}")
+
+
+# The values and ranges of OpenAI's API reference (platform.openai.com/docs/api-reference, as the SDK's
+# `ReasoningEffort`, `Reasoning` and create-params docstrings carry them): reasoning effort, summary,
+# penalties "between -2.0 and 2.0", top_logprobs "an integer between 0 and 20".
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+REASONING_SUMMARIES = ("auto", "concise", "detailed")
+
+
+def check_ranges(data: dict, *, penalties: bool) -> None:
+    """The range checks both OpenAI dialects share (temperature, top_p and token limits are read with the
+    sampling parameters): `top_logprobs`, and for Chat Completions the two penalties."""
+    top_logprobs = wire.opt_int(data, "top_logprobs", "", minimum=0)
+    if top_logprobs is not None and top_logprobs > 20:
+        raise wire.bad("top_logprobs", f"must be between 0 and 20, got {top_logprobs}")
+    if penalties:
+        for name in ("presence_penalty", "frequency_penalty"):
+            wire.opt_number(data, name, "", minimum=-2.0, maximum=2.0)

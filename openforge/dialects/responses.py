@@ -109,12 +109,17 @@ class OpenAIResponses(Dialect):
         max_tokens = wire.opt_int(data, "max_output_tokens", "", minimum=1)
         sampling = wire.sampling_params(
             max_tokens=max_tokens,
+            # "between 0 and 2" / a probability (the API reference, as the SDK's create-params carry it)
             temperature=wire.opt_number(data, "temperature", "", minimum=0.0, maximum=2.0),
             top_p=wire.opt_number(data, "top_p", "", minimum=0.0, maximum=1.0),
             names={"max_tokens": "max_output_tokens"},
         )
         tool_choice, forced = self._tool_choice(data, routes)
         reasoning = wire.opt_object(data, "reasoning", "")
+        if reasoning is not None:
+            wire.opt_choice(reasoning, "effort", "reasoning", openai_common.REASONING_EFFORTS)
+            wire.opt_choice(reasoning, "summary", "reasoning", openai_common.REASONING_SUMMARIES)
+        openai_common.check_ranges(data, penalties=False)
         conversation = Conversation(
             system=wire.opt_str(data, "instructions", ""), messages=builder.messages, tools=tools, sampling=sampling,
             response_format=self._response_format(data), model=model,

@@ -183,6 +183,13 @@ class EventStream(StreamEncoder):
             self.event("response.in_progress", {"response": in_progress}),
         ]
 
+    def keepalive(self) -> list[bytes]:
+        # An event, not an SSE comment: Codex's stream idle timer restarts on events only (it skips the types it
+        # does not act on, as it skips this one), and `response.in_progress` is the Responses API's own word
+        # for "still working".
+        in_progress = _response(self.head, self.request, status="in_progress", output=[], usage=None)
+        return [self.event("response.in_progress", {"response": in_progress})]
+
     def reasoning(self, delta: str) -> list[bytes]:
         events = [] if self.open == "reasoning" else self._begin("reasoning")
         self.written += delta

@@ -208,6 +208,14 @@ def opt_number(
     return float(value)
 
 
+def opt_choice(obj: dict, key: str, path: str, allowed: tuple[str, ...]) -> str | None:
+    """An optional string that must be one of `allowed` (an API's documented values)."""
+    value = opt_str(obj, key, path)
+    if value is not None and value not in allowed:
+        raise bad(at(path, key), f"must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
+    return value
+
+
 def req_list(obj: dict, key: str, path: str) -> list[Any]:
     value = obj.get(key)
     if value is None:
@@ -319,6 +327,11 @@ def sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
     payload = data if isinstance(data, str) else dumps(data)
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {payload}\n\n".encode("utf-8", errors="replace")
+
+
+def sse_comment(text: str) -> bytes:
+    """An SSE comment line: clients skip it (a keep-alive)."""
+    return f": {text}\n\n".encode()
 
 
 def pieces(text: str, size: int | None) -> Iterator[str]:

@@ -7,6 +7,9 @@
 - `sglang:URL`        an SGLang server, e.g. `sglang:http://gpu-node:30000`
 - `scripted:FILE`     a scripted policy: a JSON file of turns or a Python file defining respond()
 - `oracle`            the teacher: each task's reference solution through the harness's shell tool
+- `openai:URL`        a model behind an OpenAI-compatible Chat Completions API (`URL` = its /v1 base URL)
+- `anthropic:URL`     a model behind the Anthropic Messages API
+The last two answer in messages, not token ids (`message.MessageBackend`, `upstream.py`).
 
 Heavy modules (torch, transformers) are imported only by the backends that need them.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from openforge.inference.message import MESSAGE_LEVEL, MessageBackend, MessageResult
 from openforge.inference.base import (
     Backend,
     BackendError,
@@ -22,12 +26,14 @@ from openforge.inference.base import (
     GenerationResult,
     InvalidRequestError,
     PromptTooLongError,
+    SampledToken,
     check_token_ids,
     clamp_max_tokens,
     parse_sampling,
 )
 
-SPEC_FORMS = "embedded, vllm:URL, sglang:URL, scripted:FILE, oracle"
+SPEC_FORMS = "embedded, vllm:URL, sglang:URL, scripted:FILE, oracle, openai:URL, anthropic:URL"
+MESSAGE_LEVEL_KINDS = ("openai", "anthropic")
 
 
 def make_backend(spec: str, model_dir=None, **options) -> Backend:
@@ -49,6 +55,10 @@ def make_backend(spec: str, model_dir=None, **options) -> Backend:
         from openforge.inference.sglang import SGLangBackend
 
         return SGLangBackend(arg, **options)
+    if kind in MESSAGE_LEVEL_KINDS and arg.startswith(("http://", "https://")):
+        from openforge.inference.upstream import UpstreamBackend
+
+        return UpstreamBackend(kind, arg, **options)
     if kind == "oracle" and not arg:
         from openforge.inference.oracle import OracleBackend
 
@@ -58,6 +68,11 @@ def make_backend(spec: str, model_dir=None, **options) -> Backend:
 
         return ScriptedBackend(Path(arg), _require(model_dir, spec), **options)
     raise InvalidRequestError(f"backend {spec!r} is not understood; use one of: {SPEC_FORMS}")
+
+
+def is_message_level(spec: str) -> bool:
+    """Whether `spec` names a backend that answers in messages (a model behind an API), not token ids."""
+    return spec.partition(":")[0].strip().lower() in MESSAGE_LEVEL_KINDS
 
 
 def _require(model_dir, spec: str):
@@ -83,9 +98,14 @@ __all__ = [
     "GenerationContext",
     "GenerationResult",
     "InvalidRequestError",
+    "MESSAGE_LEVEL",
+    "MessageBackend",
+    "MessageResult",
     "PromptTooLongError",
+    "SampledToken",
     "check_token_ids",
     "clamp_max_tokens",
+    "is_message_level",
     "make_backend",
     "parse_sampling",
 ]

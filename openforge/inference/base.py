@@ -8,8 +8,9 @@ policies, which read the decoded conversation from the context to decide what to
 from __future__ import annotations
 
 import abc
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -49,6 +50,13 @@ class GenerationContext:
     task: Any = None
 
 
+class SampledToken(NamedTuple):
+    """One token as a streaming backend samples it."""
+
+    id: int
+    logprob: float
+
+
 @dataclass
 class GenerationResult:
     output_ids: list[int]
@@ -81,6 +89,22 @@ class Backend(abc.ABC):
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
     ) -> GenerationResult: ...
+
+    #: whether `stream` yields tokens as they are sampled (False: all of them once generation has finished)
+    streams_tokens: bool = False
+
+    async def stream(
+        self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
+    ) -> AsyncIterator[SampledToken | GenerationResult]:
+        """Each `SampledToken` as it is sampled, then the `GenerationResult` (whose ids and logprobs are
+        those tokens). Leaving the iteration early, or cancelling it, stops the generation.
+
+        This default waits for `generate` and then replays its tokens; backends that can stream override it
+        (and set `streams_tokens`)."""
+        result = await self.generate(prompt_ids, sampling, ctx)
+        for token_id, logprob in zip(result.output_ids, result.logprobs):
+            yield SampledToken(token_id, logprob)
+        yield result
 
     async def load_weights(self, path: str) -> int:
         """Load new weights from a model directory; returns the new policy version."""
@@ -122,3 +146,11 @@ def check_token_ids(ids: list[int], vocab_size: int, what: str = "prompt") -> No
 def clamp_max_tokens(prompt_len: int, sampling: SamplingParams, max_context: int) -> int:
     """The most new tokens that still fit in the context."""
     return max(0, min(sampling.max_tokens, max_context - prompt_len))
+
+
+async def collect(events: AsyncIterator[SampledToken | GenerationResult]) -> GenerationResult:
+    """The result at the end of a `Backend.stream` (for backends whose `generate` is their stream)."""
+    async for event in events:
+        if isinstance(event, GenerationResult):
+            return event
+    raise BackendError("the backend's stream ended without a result")

@@ -23,6 +23,7 @@ from openforge.inference.base import (
     GenerationContext,
     GenerationResult,
     InvalidRequestError,
+    SampledToken,
     check_token_ids,
     clamp_max_tokens,
 )
@@ -122,11 +123,13 @@ class EmbeddedBackend(Backend):
             self._engine.cancel(job)
             raise
 
+    streams_tokens = True
+
     async def stream(
         self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
-    ) -> AsyncIterator[tuple[int, float] | GenerationResult]:
-        """Like `generate`, but yields each (token id, logprob) as it is sampled, then the GenerationResult.
-        Leaving the iteration early (or cancelling it) stops the generation."""
+    ) -> AsyncIterator[SampledToken | GenerationResult]:
+        """Like `generate`, but yields each token as the engine samples it (a per-job callback on the engine
+        thread), then the GenerationResult. Leaving the iteration early (or cancelling it) stops the job."""
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
 
@@ -136,7 +139,7 @@ class EmbeddedBackend(Backend):
             except RuntimeError:  # loop closed
                 pass
 
-        job = self._job(prompt_ids, sampling, ctx, push, on_token=lambda t, lp: push((t, lp)))
+        job = self._job(prompt_ids, sampling, ctx, push, on_token=lambda t, lp: push(SampledToken(t, lp)))
         self._engine.submit(job)
         finished = False
         try:

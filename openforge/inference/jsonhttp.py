@@ -1,4 +1,5 @@
-"""The HTTP plumbing shared by the remote backends (vLLM, SGLang): JSON in, JSON out, clear errors.
+"""The HTTP plumbing shared by the remote backends (vLLM, SGLang, upstream model APIs): JSON in, JSON (or a
+stream of JSON server-sent events) out, clear errors.
 
 - connection refused, DNS, timeouts, bodies that are not JSON, 5xx → BackendError naming the server;
 - 400 / 422 (the server refused the request itself) → InvalidRequestError with the server's message.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -27,6 +29,7 @@ class JSONClient:
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
         api_key: str | None = None,
+        headers: dict[str, str] | None = None,
     ):
         if not base_url.startswith(("http://", "https://")):
             raise InvalidRequestError(f"{server} URL must start with http:// or https://, got {base_url!r}")
@@ -34,6 +37,7 @@ class JSONClient:
         self.server = server
         self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.headers.update(headers or {})  # e.g. Anthropic's x-api-key and anthropic-version
         self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
 
     def _client(self) -> httpx.AsyncClient:
@@ -55,26 +59,53 @@ class JSONClient:
         url = f"{self.base_url}{path}"
         try:
             response = await self._client().request(method, url, json=body)
-        except httpx.TimeoutException:
-            raise BackendError(
-                f"{self.server} at {url} did not answer within {self.timeout.read:g} s (timeout)"
-            ) from None
-        except httpx.ConnectError as exc:
-            raise BackendError(f"cannot connect to {self.server} at {url}: {exc or 'connection refused'}") from None
         except httpx.HTTPError as exc:
-            raise BackendError(f"{self.server} at {url} failed: {type(exc).__name__}: {exc}") from None
-        if response.status_code in (400, 413, 422):
-            raise InvalidRequestError(
-                f"{self.server} refused the request ({response.status_code}): {_message(response)}"
-            )
-        if response.status_code >= 400:
-            raise BackendError(f"{self.server} at {url} answered {response.status_code}: {_message(response)}")
+            raise self._failure(url, exc) from None
+        self._check_status(url, response)
         try:
             return response.json()
         except json.JSONDecodeError:
             raise BackendError(
                 f"{self.server} at {url} answered with a body that is not JSON: {response.text[:200]!r}"
             ) from None
+
+    async def events(self, path: str, body: dict[str, Any]) -> AsyncIterator[Any]:
+        """POST `body` and yield the JSON of each `data:` line of the server-sent events that answer it, up to
+        `data: [DONE]` or the end of the stream. Leaving the iteration closes the connection (the server then
+        aborts the request)."""
+        url = f"{self.base_url}{path}"
+        try:
+            async with self._client().stream("POST", url, json=body) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    self._check_status(url, response)
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue  # event names, comments, keep-alives
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        return
+                    try:
+                        yield json.loads(data)
+                    except json.JSONDecodeError:
+                        raise BackendError(f"{self.server} at {url} streamed an event that is not JSON: {data[:200]!r}")
+        except httpx.HTTPError as exc:
+            raise self._failure(url, exc) from None
+
+    def _failure(self, url: str, exc: httpx.HTTPError) -> BackendError:
+        if isinstance(exc, httpx.TimeoutException):
+            return BackendError(f"{self.server} at {url} did not answer within {self.timeout.read:g} s (timeout)")
+        if isinstance(exc, httpx.ConnectError):
+            return BackendError(f"cannot connect to {self.server} at {url}: {exc or 'connection refused'}")
+        return BackendError(f"{self.server} at {url} failed: {type(exc).__name__}: {exc}")
+
+    def _check_status(self, url: str, response: httpx.Response) -> None:
+        if response.status_code in (400, 413, 422):
+            raise InvalidRequestError(
+                f"{self.server} refused the request ({response.status_code}): {_message(response)}"
+            )
+        if response.status_code >= 400:
+            raise BackendError(f"{self.server} at {url} answered {response.status_code}: {_message(response)}")
 
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.items()), {}

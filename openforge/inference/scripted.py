@@ -7,24 +7,35 @@ Two forms:
   get `side` (default: an empty reply); after the last turn the last one repeats;
 - a Python file defining `respond(conversation, call_index) -> str` (a third parameter, `task`, receives the
   episode's task when the function accepts it) and optionally `respond_side(conversation) -> str`.
+  `respond` may also be a generator of text pieces: each piece is streamed as soon as it is yielded (tests use
+  this to hold a reply half-written).
 
 The text stands for what the model would sample, so its control markup (`<tool_call>`, `<think>`, ...) is
 tokenized *as* control tokens, and the end-of-turn token is appended. Log-probabilities are 0.0: the policy
-is deterministic.
+is deterministic. The policy's code runs in a worker thread, never on the event loop, so a slow policy
+holds up only its own call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import inspect
 import json
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 from openforge.core import Conversation, FinishReason, SamplingParams
-from openforge.inference.base import Backend, GenerationContext, GenerationResult, clamp_max_tokens
+from openforge.inference.base import (
+    Backend,
+    GenerationContext,
+    GenerationResult,
+    SampledToken,
+    clamp_max_tokens,
+    collect,
+)
 
 END_OF_TURN = "<|im_end|>"
 
@@ -65,47 +76,79 @@ class ScriptedBackend(Backend):
     def max_context(self) -> int:
         return self.model_dir.max_context
 
+    streams_tokens = True
+
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
     ) -> GenerationResult:
+        return await collect(self.stream(prompt_ids, sampling, ctx))
+
+    async def stream(
+        self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
+    ) -> AsyncIterator[SampledToken | GenerationResult]:
         self.check_request(prompt_ids, sampling)
         if ctx.side_call:
-            text = self._policy.side(ctx.conversation, ctx.task)
+            call = lambda: self._policy.side(ctx.conversation, ctx.task)  # noqa: E731
         else:
             index = self._turns_taken[ctx.episode_id]
             self._turns_taken[ctx.episode_id] = index + 1
-            text = self._policy.respond(ctx.conversation, index, ctx.task)
-        if not isinstance(text, str):
-            raise ScriptError(f"{self.script} returned {type(text).__name__}, not the reply text (str)")
-        ids = self._encode(text)
-        output, finish = _cut(ids, set(sampling.stop_token_ids) | set(self.model_dir.eos_token_ids))
+            call = lambda: self._policy.respond(ctx.conversation, index, ctx.task)  # noqa: E731
+        reply = await asyncio.to_thread(call)
         if self.honours_max_tokens:
             limit = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
         else:
             limit = max(0, self.max_context - len(prompt_ids))
-        if len(output) > limit:
-            output, finish = output[:limit], FinishReason.length
-        return GenerationResult(
-            output_ids=output,
-            logprobs=[0.0] * len(output),
-            finish_reason=finish,
-            policy_version=self.policy_version,
+        stop_ids = set(sampling.stop_token_ids) | set(self.model_dir.eos_token_ids)
+        output: list[int] = []
+        finish: FinishReason | None = None
+        async for ids in self._pieces(reply):
+            for token_id in ids:
+                if len(output) >= limit:  # as a sampler stops at the budget
+                    finish = FinishReason.length
+                    break
+                output.append(token_id)
+                yield SampledToken(token_id, 0.0)
+                if token_id in stop_ids:  # as a sampler stops at a stop token
+                    finish = FinishReason.stop
+                    break
+            if finish is not None:
+                break
+        finish = finish or FinishReason.stop
+        yield GenerationResult(
+            output_ids=output, logprobs=[0.0] * len(output), finish_reason=finish, policy_version=self.policy_version
         )
 
-    def _encode(self, text: str) -> list[int]:
+    async def _pieces(self, reply) -> AsyncIterator[list[int]]:
+        """The reply's token ids, piece by piece (a string is one piece), the end-of-turn token last unless
+        the text already ends the turn."""
+        if isinstance(reply, str):
+            yield self._encode(reply)
+            return
+        if not isinstance(reply, Iterator):
+            raise ScriptError(f"{self.script} returned {type(reply).__name__}, not the reply text (str)")
+        last: list[int] = []
+        while True:
+            piece = await asyncio.to_thread(next, reply, None)  # the policy may block between pieces
+            if piece is None:
+                break
+            if not isinstance(piece, str):
+                raise ScriptError(f"{self.script} yielded {type(piece).__name__}, not a piece of text (str)")
+            ids = self._encode_piece(piece)
+            if ids:
+                last = ids
+                yield ids
+        if not last or last[-1] not in self.model_dir.eos_token_ids:
+            yield [self._end_of_turn]
+
+    def _encode_piece(self, text: str) -> list[int]:
         encode = getattr(self.model_dir, "encode_completion", None)
-        ids = encode(text) if encode else encode_completion(self.model_dir.tokenizer, text)
+        return encode(text) if encode else encode_completion(self.model_dir.tokenizer, text)
+
+    def _encode(self, text: str) -> list[int]:
+        ids = self._encode_piece(text)
         if not ids or ids[-1] not in self.model_dir.eos_token_ids:
             ids.append(self._end_of_turn)
         return ids
-
-
-def _cut(ids: list[int], stop_ids: set[int]) -> tuple[list[int], FinishReason]:
-    """Up to and including the first stop token, as a sampler would have stopped there."""
-    for i, tid in enumerate(ids):
-        if tid in stop_ids:
-            return ids[: i + 1], FinishReason.stop
-    return ids, FinishReason.stop
 
 
 class _Policy:

@@ -3,18 +3,24 @@
 - `GET /v1/models` — one model card, with vLLM's `max_model_len`;
 - `POST /v1/completions` — `prompt` as token ids (or text), `max_tokens`, `temperature`, `top_p`, `top_k`,
   `seed`, `stop`, `stop_token_ids`, `logprobs`, `return_token_ids`, `return_tokens_as_token_ids`,
-  `skip_special_tokens`; answered in vLLM's shape (`choices[0].token_ids`, `choices[0].logprobs.token_logprobs`,
-  `usage`), so the `vllm` client can be tested against it; bad input answers 400 with vLLM's error object
-  `{"error": {"message", "type", "param", "code": <status>}}`;
+  `skip_special_tokens`, `stream`; answered in vLLM's shape (`choices[0].token_ids`,
+  `choices[0].logprobs.token_logprobs`, `usage`; streamed: one event per sampled token with its id and logprob,
+  an event with the finish reason, then `data: [DONE]`), so the `vllm` client can be tested against it; bad input
+  answers 400 with vLLM's error object `{"error": {"message", "type", "param", "code": <status>}}`;
 - `POST /v1/chat/completions` (and `/chat/completions`) — the OpenAI Chat Completions dialect, the proxy's own
   (`openforge.dialects`): requests decoded, replies, streams and errors encoded by it. Text in, the model's
-  text out through its chat template (no tool-call or reasoning parsing: that is the proxy's job), JSON or
-  streamed token by token (SSE), so that peers such as LiteLLM can be benchmarked against the same server.
+  text out through its chat template, JSON or streamed token by token (SSE), so that peers such as LiteLLM can
+  be benchmarked against the same server. Tool calls and reasoning stay in the text unless a reply parser is
+  given (`--tool-call-parser auto`, as vLLM's `--tool-call-parser`: the proxy's own output parser, handed in by
+  the command line): then replies carry `tool_calls` and `reasoning_content` and a stream is the dialect's
+  stream of the finished reply — what a teacher behind `--backend openai:URL` needs.
   vLLM's extensions `stop_token_ids`, `logprobs` and `return_token_ids` are read too; `max_tokens` defaults
   to 1024;
 - `GET /health`.
 
-Not served: `n` > 1, `echo`, `best_of`, streamed `/v1/completions`; `top_logprobs` holds only the sampled token.
+The model is served by the embedded backend, or by a scripted policy (`--backend scripted:FILE`: a teacher or
+generator for tests, whose policy sees the decoded conversation). Not served: `n` > 1, `echo`, `best_of`;
+`top_logprobs` holds only the sampled token.
 Requests carry no episode id, so the prefix cache keeps the most recent requests and each new prompt reuses
 the longest cached prefix (like vLLM's automatic prefix caching). Starlette, as the proxy.
 """
@@ -26,6 +32,7 @@ import time
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, AsyncIterator
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -34,10 +41,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from openforge.core import FinishReason, ParsedOutput, SamplingParams
+from openforge.core import FinishReason, ParsedOutput, SamplingParams, ToolSpec
 from openforge.dialects import DIALECTS, MODELS_ROUTE, DecodedRequest, DialectError, Reply, ReplyStart, model_list
 from openforge.dialects import wire
 from openforge.inference.base import (
+    Backend,
     BackendError,
     GenerationContext,
     GenerationResult,
@@ -50,6 +58,10 @@ from openforge.inference.embedded import EmbeddedBackend
 CHAT = DIALECTS["chat_completions"]
 CHAT_DEFAULT_MAX_TOKENS = 1024
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # vLLM's
+SERVABLE = "embedded | scripted:FILE"
+
+# Sampled text → reasoning, text and tool calls, given the offered tools (the proxy's output parser).
+ReplyParser = Callable[[str, list[ToolSpec]], ParsedOutput]
 
 
 class CompletionBody(BaseModel):
@@ -92,8 +104,10 @@ class CompletionBody(BaseModel):
 # ---- the app ----------------------------------------------------------------------------------------------------
 
 
-def create_app(backend: EmbeddedBackend, model_name: str | None = None, close_backend: bool = True) -> Starlette:
-    """The app serving `backend`; `close_backend`: close it when the server shuts down."""
+def create_app(backend: Backend, model_name: str | None = None, close_backend: bool = True,
+               parse_reply: ReplyParser | None = None) -> Starlette:
+    """The app serving `backend` (one that holds its `model_dir`: embedded, scripted); `close_backend`: close it
+    when the server shuts down; `parse_reply`: split chat replies into reasoning, text and tool calls."""
     model_dir = backend.model_dir
     name = model_name or Path(model_dir.path).name
 
@@ -112,12 +126,14 @@ def create_app(backend: EmbeddedBackend, model_name: str | None = None, close_ba
 
     async def completions(request: Request) -> Response:
         body = await _parse(request, CompletionBody)
-        if body.stream:
-            raise InvalidRequestError("stream: streamed /v1/completions is not supported by serve-model")
         if body.echo:
             raise InvalidRequestError("echo: not supported by serve-model")
         prompt_ids = _prompt_ids(body.prompt, model_dir)
         sampling = body.sampling()
+        if body.stream:
+            backend.check_request(prompt_ids, sampling)  # a 400 before the stream starts
+            events = _completion_stream(backend, name, body, prompt_ids, sampling)
+            return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
         result = await backend.generate(prompt_ids, sampling, GenerationContext())
         text = _output_text(model_dir, result, sampling.stop, body.skip_special_tokens)
         choice: dict[str, Any] = {
@@ -155,14 +171,22 @@ def create_app(backend: EmbeddedBackend, model_name: str | None = None, close_ba
         except (DialectError, InvalidRequestError) as exc:
             return _chat_error(exc)
         head = ReplyStart(id=CHAT.new_reply_id(), model=name, created=int(time.time()), prompt_tokens=len(prompt_ids))
-        if decoded.stream:
+        token_stream = parse_reply is None and isinstance(backend, EmbeddedBackend)
+        if decoded.stream and token_stream:
             events = _chat_stream(backend, head, decoded, prompt_ids, sampling)
             return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        # a policy may read the conversation (scripted); a model ignores it. No call here is a side call: that is
+        # the proxy's notion (a harness's title request), and a request without tools is this server's whole job
+        ctx = GenerationContext(conversation=decoded.conversation)
         try:
-            result = await backend.generate(prompt_ids, sampling, GenerationContext())
+            result = await backend.generate(prompt_ids, sampling, ctx)
         except (InvalidRequestError, BackendError) as exc:
             return _chat_error(exc)
-        body = CHAT.encode(_chat_reply(head, model_dir, result, sampling), decoded)
+        reply = _chat_reply(head, model_dir, result, sampling, parse_reply, decoded.conversation.tools)
+        if decoded.stream:  # the finished reply as the dialect streams it
+            return StreamingResponse(iter(CHAT.stream(reply, decoded)), media_type="text/event-stream",
+                                     headers={"cache-control": "no-cache"})
+        body = CHAT.encode(reply, decoded)
         choice = body["choices"][0]  # vLLM's extensions
         if want_logprobs:
             choice["logprobs"] = _chat_logprobs(model_dir, result)
@@ -182,12 +206,19 @@ def create_app(backend: EmbeddedBackend, model_name: str | None = None, close_ba
     return app
 
 
-def serve_model(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, seed: int = 0) -> None:
-    """Serve the model directory with the embedded backend until interrupted (blocking)."""
+def serve_model(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, seed: int = 0,
+                backend: str = "embedded", parse_reply: ReplyParser | None = None) -> None:
+    """Serve the model directory with the embedded backend (or `backend`, a scripted policy) until interrupted
+    (blocking)."""
     import uvicorn
 
-    backend = EmbeddedBackend(model_dir, seed=seed)
-    uvicorn.run(create_app(backend), host=host, port=port, log_level="info")
+    from openforge.inference import make_backend
+
+    kind = backend.partition(":")[0]
+    if kind not in ("embedded", "scripted"):
+        raise InvalidRequestError(f"serve-model serves {SERVABLE}, not {backend!r}")
+    served = EmbeddedBackend(model_dir, seed=seed) if kind == "embedded" else make_backend(backend, model_dir)
+    uvicorn.run(create_app(served, parse_reply=parse_reply), host=host, port=port, log_level="info")
 
 
 # ---- /v1/completions helpers (vLLM's own API) ---------------------------------------------------------------------
@@ -290,6 +321,47 @@ def _usage(prompt_ids: list[int], result: GenerationResult) -> dict[str, int]:
     return {"prompt_tokens": len(prompt_ids), "completion_tokens": n, "total_tokens": len(prompt_ids) + n}
 
 
+async def _completion_stream(
+    backend: EmbeddedBackend, name: str, body: CompletionBody, prompt_ids: list[int], sampling: SamplingParams
+) -> AsyncIterator[bytes]:
+    """vLLM's streamed `/v1/completions`: one event per sampled token (its id, its logprob), an event with the
+    finish reason, then `[DONE]`. A failure mid-stream is a `data: {"error": ...}` event, as vLLM writes it."""
+    head = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()), "model": name}
+    first = True
+    try:
+        async for item in backend.stream(prompt_ids, sampling, GenerationContext()):
+            if isinstance(item, GenerationResult):
+                choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": item.finish_reason.value,
+                          "stop_reason": None, "token_ids": [] if body.return_token_ids else None}
+                yield wire.sse({**head, "choices": [choice], "usage": None})
+                break
+            token_text = _token_text(backend, item.id, body.skip_special_tokens)
+            choice = {
+                "index": 0,
+                "text": token_text,
+                "logprobs": {
+                    "text_offset": [0],
+                    "token_logprobs": [item.logprob],
+                    "tokens": [f"token_id:{item.id}" if body.return_tokens_as_token_ids else token_text],
+                    "top_logprobs": [{token_text: item.logprob}],
+                } if body.logprobs is not None else None,
+                "finish_reason": None,
+                "stop_reason": None,
+                "token_ids": [item.id] if body.return_token_ids else None,
+            }
+            if first and body.return_token_ids:
+                choice["prompt_token_ids"] = prompt_ids
+            first = False
+            yield wire.sse({**head, "choices": [choice], "usage": None})
+    except (InvalidRequestError, BackendError) as exc:
+        yield wire.sse({"error": {"message": str(exc), "type": "InternalServerError", "param": None, "code": 500}})
+    yield wire.sse("[DONE]")
+
+
+def _token_text(backend: EmbeddedBackend, token_id: int, skip_special: bool) -> str:
+    return backend.model_dir.tokenizer.decode([token_id], skip_special_tokens=skip_special)
+
+
 # ---- /v1/chat/completions helpers (the Chat Completions dialect) --------------------------------------------------
 
 
@@ -318,12 +390,13 @@ def _chat_error(exc: DialectError | InvalidRequestError | BackendError) -> Respo
     return JSONResponse(body, status_code=status)
 
 
-def _chat_reply(head: ReplyStart, model_dir, result: GenerationResult, sampling: SamplingParams) -> Reply:
+def _chat_reply(head: ReplyStart, model_dir, result: GenerationResult, sampling: SamplingParams,
+                parse_reply: ReplyParser | None = None, tools: list[ToolSpec] | None = None) -> Reply:
     text = _output_text(model_dir, result, sampling.stop, skip_special=False)
     return Reply(
         id=head.id,
         model=head.model,
-        output=ParsedOutput(content=text),
+        output=parse_reply(text, tools or []) if parse_reply else ParsedOutput(content=text),
         finish_reason=result.finish_reason,
         prompt_tokens=head.prompt_tokens,
         completion_tokens=len(result.output_ids),

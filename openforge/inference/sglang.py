@@ -9,12 +9,18 @@ the server runs with SGLANG_RETURN_ORIGINAL_LOGPROB set (then before temperature
 (`sampling_seed`) is honoured only by servers started with `--enable-deterministic-inference`.
 `load_weights(path)` uses SGLang's documented `/update_weights_from_disk`.
 
-Untested against a real SGLang server until a GPU run exists; the parser is tested against recorded SGLang
-response bodies (tests/fixtures/sglang/).
+Streaming (`stream`): the same request with `"stream": true`; SGLang answers server-sent events, each a
+`/generate` answer so far, then `data: [DONE]`. By default each event is cumulative (the whole output so far:
+`meta_info.output_token_logprobs` grows); a server started with `--incremental-streaming-output` sends only
+what is new. `connect()` reads which from `/get_server_info`.
+
+Untested against a real SGLang server until a GPU run exists; the parsers are tested against SGLang response
+bodies and streams (tests/fixtures/sglang/, whose README says which are captured and which are constructed).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from openforge.core import FinishReason, SamplingParams
@@ -22,6 +28,7 @@ from openforge.inference.base import (
     BackendError,
     GenerationContext,
     GenerationResult,
+    SampledToken,
     clamp_max_tokens,
 )
 from openforge.inference.remote import RemoteBackend
@@ -29,7 +36,9 @@ from openforge.inference.remote import RemoteBackend
 _FINISH = {"stop": FinishReason.stop, "length": FinishReason.length}
 
 
-def generate_request(prompt_ids: list[int], sampling: SamplingParams, max_new_tokens: int) -> dict[str, Any]:
+def generate_request(
+    prompt_ids: list[int], sampling: SamplingParams, max_new_tokens: int, *, stream: bool = False
+) -> dict[str, Any]:
     """The body of `POST /generate` for one token-id prompt."""
     params: dict[str, Any] = {
         "temperature": sampling.temperature,
@@ -45,11 +54,12 @@ def generate_request(prompt_ids: list[int], sampling: SamplingParams, max_new_to
         params["stop"] = list(sampling.stop)
     if sampling.seed is not None:
         params["sampling_seed"] = sampling.seed
-    return {"input_ids": list(prompt_ids), "sampling_params": params, "return_logprob": True, "stream": False}
+    return {"input_ids": list(prompt_ids), "sampling_params": params, "return_logprob": True, "stream": stream}
 
 
-def parse_generate(body: Any) -> tuple[list[int], list[float], FinishReason]:
-    """(output ids, their logprobs, finish reason) from a `/generate` response body."""
+def parse_generate(body: Any, *, finished: bool = True) -> tuple[list[int], list[float], FinishReason | None]:
+    """(output ids, their logprobs, finish reason) from a `/generate` response body. `finished=False`: one
+    event of a stream, whose finish reason is null until the last."""
     if isinstance(body, list):  # a batch answer; we send one prompt
         if len(body) != 1:
             raise BackendError(f"SGLang answered {len(body)} results for one prompt")
@@ -72,6 +82,8 @@ def parse_generate(body: Any) -> tuple[list[int], list[float], FinishReason]:
         raise BackendError("SGLang's output_ids disagree with the ids in output_token_logprobs")
     reason = meta.get("finish_reason")
     kind = reason.get("type") if isinstance(reason, dict) else reason
+    if kind is None and not finished:
+        return ids, logprobs, None
     if kind not in _FINISH:
         detail = reason.get("message") if isinstance(reason, dict) else None
         raise BackendError(
@@ -97,17 +109,45 @@ class SGLangBackend(RemoteBackend):
     ):
         super().__init__(base_url, max_context=max_context, timeout=timeout, connect_timeout=connect_timeout,
                          api_key=api_key)
+        self.incremental_stream = False  # learned from the server by connect()
 
     async def connect(self) -> None:
         if self._server_checked:
             return
-        if self._max_context is None:
+        try:
             info = await self.http.get("/get_server_info")
-            length = info.get("context_length") if isinstance(info, dict) else None
+        except BackendError:
+            if self._max_context is None:
+                raise
+            info = {}  # the context length was given; streams then take SGLang's default (cumulative) form
+        info = info if isinstance(info, dict) else {}
+        if self._max_context is None:
+            length = info.get("context_length")
             if not length:
                 raise BackendError(f"SGLang at {self.base_url} did not say its context_length; pass max_context")
             self._max_context = int(length)
+        self.incremental_stream = bool(info.get("incremental_streaming_output", False))
         self._server_checked = True
+
+    streams_tokens = True
+
+    async def stream(
+        self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
+    ) -> AsyncIterator[SampledToken | GenerationResult]:
+        await self.connect()
+        self.check_request(prompt_ids, sampling)
+        max_new = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
+        events = self.http.events("/generate", generate_request(prompt_ids, sampling, max_new, stream=True))
+        async for item in self._tokens(events, self._stream_step):
+            yield item
+
+    def _stream_step(self, event: Any, so_far: list[int]) -> tuple[list[int], list[float], FinishReason | None]:
+        ids, logprobs, reason = parse_generate(event, finished=False)
+        if not self.incremental_stream:  # the output so far: what is new is what follows what we have
+            if ids[: len(so_far)] != so_far:
+                raise BackendError("SGLang's streamed output does not extend what it streamed before")
+            ids, logprobs = ids[len(so_far) :], logprobs[len(so_far) :]
+        return ids, logprobs, reason
 
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext

@@ -17,13 +17,19 @@ temperature):
   sampling values (repetition penalty, top-k, ...) from the model's generation_config.json. This client sends
   neutral penalties, min_p 0 and top-k -1 (off) explicitly so the distribution is exactly logits/temperature.
 
-Untested against a real vLLM server until a GPU run exists; the parser is tested against recorded vLLM
-response bodies (tests/fixtures/vllm/) and the client against `openforge serve-model`, which speaks this
-subset of vLLM's API.
+Streaming (`stream`, used for streamed harness requests): the same request with `"stream": true`; vLLM answers
+server-sent events, one `CompletionStreamResponse` per step, whose `choices[0]` carries the step's new
+`token_ids` and their `logprobs.token_logprobs`, and on the last one the `finish_reason`; then `data: [DONE]`.
+A failure mid-stream is a `data: {"error": ...}` event.
+
+Untested against a real vLLM server until a GPU run exists; the parsers are tested against vLLM response
+bodies and streams in vLLM's schema (tests/fixtures/vllm/, whose README says which are captured and which are
+constructed) and the client against `openforge serve-model`, which speaks this subset of vLLM's API.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from openforge.core import FinishReason, SamplingParams
@@ -31,6 +37,7 @@ from openforge.inference.base import (
     BackendError,
     GenerationContext,
     GenerationResult,
+    SampledToken,
     clamp_max_tokens,
 )
 from openforge.inference.remote import RemoteBackend
@@ -38,7 +45,9 @@ from openforge.inference.remote import RemoteBackend
 _FINISH = {"stop": FinishReason.stop, "length": FinishReason.length}
 
 
-def completion_request(model: str, prompt_ids: list[int], sampling: SamplingParams, max_tokens: int) -> dict[str, Any]:
+def completion_request(
+    model: str, prompt_ids: list[int], sampling: SamplingParams, max_tokens: int, *, stream: bool = False
+) -> dict[str, Any]:
     """The body of `POST /v1/completions` for one token-id prompt."""
     body: dict[str, Any] = {
         "model": model,
@@ -52,7 +61,7 @@ def completion_request(model: str, prompt_ids: list[int], sampling: SamplingPara
         "presence_penalty": 0.0,
         "frequency_penalty": 0.0,
         "n": 1,
-        "stream": False,
+        "stream": stream,
         "echo": False,
         "logprobs": 1,
         "return_token_ids": True,
@@ -86,6 +95,31 @@ def parse_completion(body: Any) -> tuple[list[int], list[float], FinishReason]:
     if reason not in _FINISH:
         raise BackendError(f"vLLM finished the request with {reason!r} (aborted or failed), not stop/length")
     return [int(i) for i in ids], [float(v) for v in values], _FINISH[reason]
+
+
+def parse_stream_chunk(body: Any) -> tuple[list[int], list[float], FinishReason | None]:
+    """(new ids, their logprobs, finish reason or None) from one event of a streamed `/v1/completions`."""
+    if isinstance(body, dict) and body.get("error") is not None:
+        error = body["error"]
+        message = error.get("message") if isinstance(error, dict) else error
+        raise BackendError(f"vLLM failed the request mid-stream: {message}")
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if choices is None:
+        raise BackendError(f"vLLM streamed an event without choices: {str(body)[:300]}")
+    if not choices:  # the usage event
+        return [], [], None
+    choice = choices[0]
+    logprobs = choice.get("logprobs") or {}
+    ids = choice.get("token_ids")
+    if ids is None:
+        ids = _ids_from_tokens(logprobs.get("tokens")) if logprobs.get("tokens") else []
+    values = logprobs.get("token_logprobs") or []
+    if len(values) != len(ids) or any(v is None for v in values):
+        raise BackendError(f"vLLM streamed {len(ids)} token ids but {len(values)} logprobs (or null ones)")
+    reason = choice.get("finish_reason")
+    if reason is not None and reason not in _FINISH:
+        raise BackendError(f"vLLM finished the request with {reason!r} (aborted or failed), not stop/length")
+    return [int(i) for i in ids], [float(v) for v in values], _FINISH.get(reason)
 
 
 def _ids_from_tokens(tokens: list[str] | None) -> list[int]:
@@ -151,6 +185,19 @@ class VLLMBackend(RemoteBackend):
         return GenerationResult(
             output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version
         )
+
+    streams_tokens = True
+
+    async def stream(
+        self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
+    ) -> AsyncIterator[SampledToken | GenerationResult]:
+        await self.connect()
+        self.check_request(prompt_ids, sampling)
+        max_tokens = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
+        body = completion_request(self.model, prompt_ids, sampling, max_tokens, stream=True)
+        events = self.http.events("/v1/completions", body)
+        async for item in self._tokens(events, lambda event, so_far: parse_stream_chunk(event)):
+            yield item
 
     async def load_weights(self, path: str) -> int:
         raise NotImplementedError(

@@ -4,7 +4,10 @@ Rendering keeps the content of messages apart from the template's own markup: te
 merely looks like a control token (`<|im_end|>`, `<tool_call>`) is encoded as plain text, never as the control
 token. To do that, every string that comes from the conversation is wrapped in an unguessable marker pair
 before the template runs; after rendering, marked spans are encoded with special-token matching off and the
-template's own text with it on.
+template's own text with it on. Inside the markers, each control-token string is replaced by a placeholder
+(`ContentMarks`), so a template that tests or cuts strings at control tokens — Qwen3's splits assistant
+content at `</think>` — treats them as the plain text they are and never cuts a marked string in two; a
+template that cuts one anyway is refused (`ContentCutError`), never encoded with broken markers.
 """
 
 from __future__ import annotations
@@ -12,43 +15,71 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from jinja2 import nodes
+from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
 from openforge.core import Conversation, Message
+from openforge.models.hub import ModelRef, resolve_model
+from openforge.models.tool_formats import ToolCallFormat, detect_tool_format
 
 
 class ModelDirError(ValueError):
     """The directory is not a usable model directory; the message says what is missing."""
 
 
-def _jinja_env() -> ImmutableSandboxedEnvironment:
-    # Same settings as transformers' chat-template environment, so any HF template renders the same way.
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+class GenerationTag(Extension):
+    """`{% generation %}...{% endgeneration %}`: transformers marks the assistant's own tokens with it (for
+    its assistant masks); for rendering it is its body."""
 
-    def tojson(value: Any, indent: int | None = None, separators=None, sort_keys: bool = False) -> str:
-        return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.Scope(body, lineno=lineno)
+
+
+def _jinja_env() -> ImmutableSandboxedEnvironment:
+    # Same settings, filters and globals as transformers' chat-template environment, so any HF template renders
+    # the same way.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols", GenerationTag])
+
+    def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators=None,
+               sort_keys: bool = False) -> str:
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     def raise_exception(message: str) -> None:
         raise ModelDirError(f"chat template refused the conversation: {message}")
 
+    def strftime_now(format: str) -> str:  # Llama 3.2's "Today Date"; makes the prompt depend on the day
+        return datetime.now().strftime(format)
+
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
     return env
 
 
 class ModelDir:
-    """A model directory on disk. Loading the weights is separate (`load_model`), since the proxy needs only
-    the tokenizer and template when the backend is remote."""
+    """A model directory on disk, or a Hugging Face Hub id (`ORG/NAME`, `ORG/NAME@REVISION`) resolved through
+    the Hub client's cache (`openforge.models.hub`). Loading the weights is separate (`load_model`), since the
+    proxy needs only the tokenizer and template when the backend is remote: for a Hub id only those files are
+    fetched until the weights are loaded."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        if not self.path.is_dir():
-            raise ModelDirError(f"model directory {self.path} does not exist")
+        self.ref = ModelRef.parse(path)
+        try:
+            self.path = resolve_model(self.ref, weights=False)
+        except FileNotFoundError as e:
+            raise ModelDirError(str(e)) from None
         if not (self.path / "tokenizer.json").is_file():
             raise ModelDirError(f"{self.path} has no tokenizer.json (a fast tokenizer is required)")
         self.config: dict[str, Any] = self._read_json("config.json", required=True)
@@ -123,9 +154,20 @@ class ModelDir:
         return self.eos_token_ids[0]
 
     @cached_property
+    def max_token_chars(self) -> int:
+        """The most characters one token can stand for (its vocabulary entry is at least as long as the text it
+        decodes to): a text of n characters is at least n / this many tokens."""
+        return max(1, max((len(piece) for piece in self.tokenizer.get_vocab(with_added_tokens=True)), default=1))
+
+    @cached_property
+    def tool_format(self) -> ToolCallFormat:
+        """The tool-call format the chat template renders (`openforge.models.tool_formats`)."""
+        return detect_tool_format(self.chat_template)
+
+    @property
     def tool_call_format(self) -> str:
-        """`qwen3_coder` for `<function=...><parameter=...>` templates, else `json` (`<tool_call>{...}`)."""
-        return "qwen3_coder" if "<function=" in self.chat_template else "json"
+        """The tool-call format's name: `json`, `qwen3_coder`, `llama3_json`, `mistral`, `deepseek_v3`, ..."""
+        return self.tool_format.name
 
     # ---- text <-> ids -----------------------------------------------------------------------------------
     def encode_text(self, text: str) -> list[int]:
@@ -143,25 +185,39 @@ class ModelDir:
 
     # ---- chat template ----------------------------------------------------------------------------------
     def render_text(self, conversation: Conversation, add_generation_prompt: bool = True) -> str:
-        """The chat template's text for a conversation (control-token look-alikes indistinguishable)."""
-        messages, tools = to_hf_messages(conversation)
-        return self.render_messages_text(messages, tools, add_generation_prompt)
+        """The chat template's text for a conversation (control-token look-alikes indistinguishable): what
+        `render`'s ids decode to. Content is rendered as `render` renders it, control-token strings in it
+        hidden from the template."""
+        marks = self.content_marks()
+        messages, tools = to_hf_messages(conversation, marks.escape)
+        return marks.unescape(self.render_messages_text(messages, tools, add_generation_prompt))
 
     def render(self, conversation: Conversation, add_generation_prompt: bool = True) -> list[int]:
         """Prompt ids for a conversation; message content never turns into control tokens."""
-        marks = ContentMarks.new()
+        marks = self.content_marks()
         return self.encode_marked(self._render_marked(conversation, add_generation_prompt, marks), marks)
+
+    @cached_property
+    def control_strings(self) -> tuple[str, ...]:
+        """The text of every added token (special or not): what the tokenizer turns into one control token."""
+        return tuple(sorted({t.content for t in self.tokenizer.get_added_tokens_decoder().values() if t.content}))
+
+    def content_marks(self) -> "ContentMarks":
+        """A fresh marker pair for one rendering, hiding this tokenizer's control strings inside content."""
+        return ContentMarks.new(self.control_strings)
 
     def render_messages_text(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool
     ) -> str:
         """Render HF-style message dicts with the template (no marking)."""
+        if self.tool_format.history_arguments == "json_string":
+            messages = [_for_text_templates(m) for m in messages]
         return self._template.render(
             messages=messages,
             tools=tools or None,
             add_generation_prompt=add_generation_prompt,
-            bos_token=self.tokenizer_config.get("bos_token") or "",
-            eos_token=self.tokenizer_config.get("eos_token") or "",
+            bos_token=_token_text(self.tokenizer_config.get("bos_token")),
+            eos_token=_token_text(self.tokenizer_config.get("eos_token")),
         )
 
     def _render_marked(self, conversation: Conversation, add_generation_prompt: bool, marks: "ContentMarks") -> str:
@@ -182,39 +238,119 @@ class ModelDir:
         import torch
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype or torch.float32)
+        weights = resolve_model(self.ref, weights=True)
+        model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype or torch.float32)
         model.eval()
         return model
+
+
+# The noncharacters that markers and placeholders are made of: outside a marked span, a piece of one means a
+# template cut a conversation string.
+_MARK_CHARS = re.compile("[\ufdd0-\ufdd5]")
+
+
+class ContentCutError(ModelDirError):
+    """The chat template cut a conversation string in two (or nested one in another): its markers no longer
+    say which text came from the conversation, so the rendering is refused rather than encoded wrongly."""
+
+
+def _token_text(token: str | dict | None) -> str:
+    """A special token as tokenizer_config.json names it: a string, or an AddedToken object's `content`."""
+    if isinstance(token, dict):
+        return str(token.get("content") or "")
+    return token or ""
+
+
+def _for_text_templates(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message as templates that concatenate tool calls as text want it (DeepSeek's): arguments as
+    JSON text, and no content (None, OpenAI's convention) when the message only calls tools."""
+    if not message.get("tool_calls"):
+        return message
+    calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
+             if isinstance(c["function"].get("arguments"), dict) else c for c in message["tool_calls"]]
+    return {**message, "tool_calls": calls, "content": message.get("content") or None}
 
 
 class ContentMarks:
     """An unguessable pair of markers around conversation-provided strings (Unicode noncharacters + nonce).
 
     Render with `to_hf_messages(conversation, marks.wrap)`, then `ModelDir.encode_marked(text, marks)`: what
-    the conversation provided is encoded as plain text, so no message can spell a control token."""
+    the conversation provided is encoded as plain text, so no message can spell a control token.
 
-    def __init__(self, open_: str, close: str):
+    Two things keep the markers balanced whatever the template does with a string:
+    - inside a wrapped string every control-token string (`control`) is replaced by a placeholder, so a
+      template that looks for one (`'</think>' in content`, `content.split('</think>')`) finds none and
+      renders the string whole; `split` puts the original text back;
+    - the markers go inside the string's leading and trailing whitespace, so `strip`/`lstrip` act as on the
+      bare string.
+    `split` is strict: a marker without its partner, a marker inside a marked span, or any piece of a marker
+    or placeholder outside one raises `ContentCutError` — a template that cut the string anyway (a slice).
+    """
+
+    def __init__(self, open_: str, close: str, control: tuple[str, ...] = (), nonce: str = ""):
         self.open, self.close = open_, close
         self._pattern = re.compile(f"({re.escape(open_)}|{re.escape(close)})")
+        # placeholder i stands for control[i]; the nonce keeps a message from spelling one
+        self._control = tuple(control)
+        self._placeholders = [f"\ufdd4{nonce}{i}\ufdd5" for i in range(len(self._control))]
+        longest_first = sorted(range(len(self._control)), key=lambda i: -len(self._control[i]))
+        self._to_placeholder = dict(zip(self._control, self._placeholders))
+        self._escape = (
+            re.compile("|".join(re.escape(self._control[i]) for i in longest_first)) if self._control else None
+        )
+        self._unescape = re.compile(f"\ufdd4{nonce}(\\d+)\ufdd5") if self._control else None
 
     @classmethod
-    def new(cls) -> "ContentMarks":
+    def new(cls, control: tuple[str, ...] | list[str] = ()) -> "ContentMarks":
         nonce = secrets.token_hex(8)
-        return cls(f"\ufdd0{nonce}\ufdd1", f"\ufdd2{nonce}\ufdd3")
+        return cls(f"\ufdd0{nonce}\ufdd1", f"\ufdd2{nonce}\ufdd3", tuple(control), nonce)
+
+    def escape(self, text: str) -> str:
+        """`text` with its control-token strings replaced by placeholders (no markers)."""
+        if self._escape is None or not text:
+            return text
+        return self._escape.sub(lambda m: self._to_placeholder[m.group(0)], text)
+
+    def unescape(self, text: str) -> str:
+        if self._unescape is None or "\ufdd4" not in text:
+            return text
+        return self._unescape.sub(lambda m: self._control[int(m.group(1))], text)
 
     def wrap(self, text: str) -> str:
-        return f"{self.open}{text}{self.close}" if text else text
+        core = text.strip()
+        if not core:
+            return text  # empty or whitespace only: nothing that could spell a control token
+        head = text[: len(text) - len(text.lstrip())]
+        tail = text[len(text.rstrip()) :]
+        return f"{head}{self.open}{self.escape(core)}{self.close}{tail}"
 
     def split(self, text: str):
-        """Yield (inside_marks, piece) in order."""
-        depth = 0
+        """Yield (inside_marks, piece) in order, placeholders inside marked pieces turned back into their text.
+        Raises ContentCutError when the markers are not balanced pairs."""
+        inside = False
         for piece in self._pattern.split(text):
             if piece == self.open:
-                depth += 1
+                if inside:
+                    raise ContentCutError("the chat template nested one conversation string inside another")
+                inside = True
             elif piece == self.close:
-                depth -= 1
-            else:
-                yield depth > 0, piece
+                if not inside:
+                    raise ContentCutError(
+                        "the chat template cut a conversation string (its end marker has no start): refusing to "
+                        "render, since the cut part could no longer be told from the template's own markup"
+                    )
+                inside = False
+            elif piece:
+                if inside:
+                    yield True, self.unescape(piece)
+                elif _MARK_CHARS.search(piece):
+                    raise ContentCutError("the chat template moved part of a conversation string outside its markers")
+                else:
+                    yield False, piece
+        if inside:
+            raise ContentCutError(
+                "the chat template cut a conversation string (its start marker has no end): refusing to render"
+            )
 
 
 def _wrap_json(value: Any, wrap, keep_identifier_keys: bool = False) -> Any:

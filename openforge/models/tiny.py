@@ -40,7 +40,10 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, spec: TinyModelSpec | N
     """Write a tiny model directory to `out_dir` and return its path. Same seed, same bytes."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers.utils import logging as hf_logging
 
+    # transformers' per-shard progress bars are noise for a 2M-parameter model saved and loaded many times.
+    hf_logging.disable_progress_bar()
     spec = spec or TinyModelSpec(seed=seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ Admin API (Authorization: Bearer <admin token>):
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import time
@@ -27,24 +28,39 @@ from starlette.routing import Route
 
 from openforge.dialects import DIALECTS, MODELS_ROUTE, Dialect, DialectError, is_anthropic_client, model_list
 from openforge.proxy.episodes import LATE_BODY_KEPT
-from openforge.proxy.service import CallResponse, ProxyService
+from openforge.models import ModelDirError
+from openforge.proxy.calls import CallResponse
+from openforge.proxy.service import ProxyService
 
 
 class BodyTooLarge(Exception):
     pass
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing more than `limit` bytes without buffering them all."""
+class BodyTooSlow(Exception):
+    pass
+
+
+async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
+    """The request body, refusing more than `limit` bytes without buffering them all, and a body that has not
+    arrived within `timeout_s` (a client sending it a byte at a time holds a connection and its buffer)."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
+    if declared and declared.isdecimal() and len(declared) < 20 and int(declared) > limit:
         raise BodyTooLarge()
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge()
-        chunks.append(chunk)
+
+    async def receive() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge()
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(receive(), timeout_s)
+    except asyncio.TimeoutError:
+        raise BodyTooSlow() from None
     return b"".join(chunks)
 
 
@@ -59,6 +75,10 @@ def episode_key(request: Request) -> str | None:
 
 
 def to_http(response: CallResponse) -> Response:
+    headers = {"cache-control": "no-cache", **response.headers}
+    if response.stream is not None:
+        return StreamingResponse(response.stream, status_code=response.status, media_type="text/event-stream",
+                                 headers=headers)
     if response.chunks is not None:
         chunks = response.chunks
 
@@ -66,12 +86,8 @@ def to_http(response: CallResponse) -> Response:
             for chunk in chunks:
                 yield chunk
 
-        return StreamingResponse(
-            stream(),
-            status_code=response.status,
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", **response.headers},
-        )
+        return StreamingResponse(stream(), status_code=response.status, media_type="text/event-stream",
+                                 headers=headers)
     return JSONResponse(response.body, status_code=response.status, headers=response.headers)
 
 
@@ -84,6 +100,15 @@ def model_api(service: ProxyService) -> Starlette:
     def too_large(dialect: Dialect) -> Response:
         return reject(dialect, 413, "request_too_large", f"request body exceeds {settings.max_body_bytes} bytes")
 
+    def too_slow(dialect: Dialect) -> Response:
+        response = reject(dialect, 408, "request_timeout",
+                          f"the request body did not arrive within {settings.body_timeout_s:g} s")
+        response.headers["connection"] = "close"
+        return response
+
+    async def body_of(request: Request) -> bytes:
+        return await read_body(request, settings.max_body_bytes, settings.body_timeout_s)
+
     def model_call(dialect: Dialect):
         async def endpoint(request: Request) -> Response:
             key = episode_key(request)
@@ -92,18 +117,21 @@ def model_api(service: ProxyService) -> Starlette:
             episode = service.registry.by_key(key)
             if episode is None:
                 refused = reject(dialect, 401, "authentication", "invalid API key: unknown or ended episode key")
-                late = service.registry.ended_by_key(key)
+                late = await asyncio.to_thread(service.registry.ended_by_key, key)  # a store read: off the loop
                 if late is not None:  # a process the agent left behind: refused, recorded, never trained on
                     try:
-                        body = await read_body(request, LATE_BODY_KEPT)
-                    except BodyTooLarge:
+                        body = await read_body(request, LATE_BODY_KEPT, settings.body_timeout_s)
+                    except (BodyTooLarge, BodyTooSlow):
                         body = b""
-                    service.registry.record_late_call(late, dialect.name, body, bytes(refused.body))
+                    await asyncio.to_thread(service.registry.record_late_call, late, dialect.name, body,
+                                            bytes(refused.body))
                 return refused
             try:
-                body = await read_body(request, settings.max_body_bytes)
+                body = await body_of(request)
             except BodyTooLarge:
                 return too_large(dialect)
+            except BodyTooSlow:
+                return too_slow(dialect)
             # `x-stainless-retry-count` (the Stainless SDKs' retry counter) is deliberately not read: a retry
             # is recognised by its body (`ProxyService` replays the reply to a body it has already answered),
             # which holds for every harness, while only some send the header and a retry with a changed
@@ -118,13 +146,25 @@ def model_api(service: ProxyService) -> Starlette:
             if not key or service.registry.by_key(key) is None:
                 return reject(dialect, 401, "authentication", "invalid API key: unknown or ended episode key")
             try:
-                body = await read_body(request, settings.max_body_bytes)
-                decoded = dialect.decode(body, for_count=True)
+                body = await body_of(request)
+                decoded = await service.decode(dialect, body, for_count=True)
             except BodyTooLarge:
                 return too_large(dialect)
+            except BodyTooSlow:
+                return too_slow(dialect)
             except DialectError as err:
                 return to_http(service.error_response(dialect, err))
-            return JSONResponse(dialect.encode_count(len(service.model.render(decoded.conversation))))
+            # The floor first: a body that cannot fit the context is not worth tokenizing (16 MB took 78 s).
+            floor = service.token_floor(decoded.conversation)
+            if floor >= service.backend.max_context:
+                return reject(dialect, 400, "prompt_too_long",
+                              f"prompt is too long: at least {floor} tokens > {service.backend.max_context} maximum")
+            try:
+                ids = await asyncio.to_thread(service.model.render, decoded.conversation)
+            except ModelDirError as e:
+                return reject(dialect, 400, "invalid_request", f"the model's chat template cannot render this "
+                                                               f"conversation: {e}")
+            return JSONResponse(dialect.encode_count(len(ids)))
 
         return endpoint
 

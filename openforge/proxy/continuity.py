@@ -34,7 +34,11 @@ import json
 from dataclasses import dataclass, field
 
 from openforge.core import Conversation, Message, ParsedOutput
-from openforge.models import ContentMarks, ModelDir, to_hf_messages
+from openforge.models import ModelDir, to_hf_messages
+
+
+# What `_try_extend` answers when the conversation continues a thread but its template is not append-only.
+_NOT_APPEND_ONLY = object()
 
 
 def message_fingerprint(message: Message) -> str:
@@ -143,14 +147,19 @@ class ContinuityRenderer:
         fps = [message_fingerprint(m) for m in messages]
         last_role = messages[-1].role if messages else None
 
+        not_append_only = False
         if not side_call:
             for thread in reversed(state.threads):
                 extended = self._try_extend(thread, conversation, system_fp, tools_fp, fps)
-                if extended is not None:
+                if isinstance(extended, list):
                     return RenderedPrompt(extended, thread.segment, None, len(thread.token_ids), system_fp, tools_fp,
                                           fps, last_role, thread.last_call_index)
+                not_append_only = not_append_only or extended is _NOT_APPEND_ONLY
 
-        reason = self._break_reason(state, system_fp, tools_fp, fps, side_call)
+        # The history matched a thread and our reply was echoed, but the template renders it differently now.
+        reason = "template_not_append_only" if not_append_only else self._break_reason(
+            state, system_fp, tools_fp, fps, side_call
+        )
         prompt = self.model.render(conversation)
         segment = state.next_segment
         state.next_segment += 1
@@ -186,7 +195,9 @@ class ContinuityRenderer:
 
     def _try_extend(
         self, thread: Thread, conversation: Conversation, system_fp: str, tools_fp: str, fps: list[str]
-    ) -> list[int] | None:
+    ) -> list[int] | object | None:
+        """The extended prompt ids; None when the conversation does not continue this thread;
+        `_NOT_APPEND_ONLY` when it does but the template renders the thread differently now."""
         n = len(thread.message_fps)
         if system_fp != thread.system_fp or tools_fp != thread.tools_fp:
             return None
@@ -194,9 +205,10 @@ class ContinuityRenderer:
             return None
         return self._append(thread, conversation, n)
 
-    def _append(self, thread: Thread, conversation: Conversation, n: int) -> list[int] | None:
-        """Ids of the thread's last call + the end of its turn + messages after the echoed reply."""
-        marks = ContentMarks.new()
+    def _append(self, thread: Thread, conversation: Conversation, n: int) -> list[int] | object:
+        """Ids of the thread's last call + the end of its turn + messages after the echoed reply, or
+        `_NOT_APPEND_ONLY`."""
+        marks = self.model.content_marks()
         messages, tools = to_hf_messages(conversation, marks.wrap)
         has_system = conversation.system is not None
         reply_at = n + (1 if has_system else 0)  # index of the echoed reply among the HF messages
@@ -205,11 +217,11 @@ class ContinuityRenderer:
         through_reply = render(messages[: reply_at + 1], tools, False)
         full = render(messages, tools, True)
         if not (through_reply.startswith(before_reply) and full.startswith(through_reply)):
-            return None  # the template is not append-only for this conversation
+            return _NOT_APPEND_ONLY  # e.g. it drops earlier reasoning once a new user turn follows
         turn = through_reply[len(before_reply) :]
         turn_end = self._turn_end(turn, thread.ended_with_eos)
         if turn_end is None:
-            return None
+            return _NOT_APPEND_ONLY  # the template renders no end-of-turn token after the reply
         tail = turn_end + full[len(through_reply) :]
         return thread.token_ids + self.model.encode_marked(tail, marks)
 

@@ -26,6 +26,7 @@ from openforge.inference import Backend, make_backend
 from openforge.models import ModelDir
 from openforge.proxy.app import admin_api, combined_api, model_api
 from openforge.proxy.episodes import EpisodeRegistry
+from openforge.proxy.limits import guarded_protocol, raise_open_file_limit
 from openforge.proxy.service import ProxyService, ProxySettings
 from openforge.store import TrajectoryStore
 from openforge.store.writer import AsyncCallWriter
@@ -78,9 +79,11 @@ def build_service(config: ProxyConfig, backend: Backend | None = None) -> tuple[
     return ProxyService(model, backend, EpisodeRegistry(store), writer, config.proxy_settings()), store, writer
 
 
-def _uvicorn(app, address: str | None = None, uds: Path | None = None) -> uvicorn.Server:
+def _uvicorn(app, settings: ProxySettings, address: str | None = None, uds: Path | None = None) -> uvicorn.Server:
     kwargs = {"uds": str(uds)} if uds else {"host": address.rpartition(":")[0], "port": int(address.rpartition(":")[2])}
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75, **kwargs)
+    http = guarded_protocol(settings.header_timeout_s, settings.max_connections)  # limits.py says why
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75,
+                            http=http, **kwargs)
     server = uvicorn.Server(config)
     # The owner of the event loop decides what a signal does (the CLI stops the proxy; the orchestrator
     # cancels its episodes first and needs the proxy until they are cleaned up): uvicorn must not take them.
@@ -161,15 +164,18 @@ async def running_proxy(config: ProxyConfig, backend: Backend | None = None) -> 
             await connect()
         shared = config.admin_uds is None and config.listen is not None and config.admin_listen == config.listen
         model_app = combined_api(service, admin_token) if shared else model_api(service)
-        tcp = _uvicorn(model_app, address=config.listen) if config.listen else None
-        unix = _uvicorn(model_api(service), uds=config.uds) if config.uds else None
+        settings = service.settings
+        tcp = _uvicorn(model_app, settings, address=config.listen) if config.listen else None
+        unix = _uvicorn(model_api(service), settings, uds=config.uds) if config.uds else None
         if config.admin_uds is not None:
-            admin = _uvicorn(admin_api(service, admin_token), uds=config.admin_uds)
+            admin = _uvicorn(admin_api(service, admin_token), settings, uds=config.admin_uds)
         elif shared:
             admin = tcp
         else:
-            admin = _uvicorn(admin_api(service, admin_token), address=config.admin_listen)
+            admin = _uvicorn(admin_api(service, admin_token), settings, address=config.admin_listen)
         servers = [s for s in dict.fromkeys([tcp, unix, admin]) if s is not None]
+        # every listener full, plus the store, the backend's connections and the rest of the process
+        raise_open_file_limit(settings.max_connections * len(servers) + 1024)
         tasks = [asyncio.create_task(s.serve()) for s in servers]
         while not all(s.started for s in servers):
             failed = [t for t in tasks if t.done()]

@@ -2,30 +2,50 @@
 
 The order matters for the invariants of docs/design.md:
 - the prompt is rendered by the continuity renderer, so earlier sampled ids are reused, never re-tokenized;
-- the call is committed to the store *before* any byte of its reply is handed back (invariant 2);
+- a call is committed to the store before the harness can see it complete (invariant 2): a JSON reply before
+  its first byte, a streamed reply before its last events (stop reason, usage and the terminator
+  `message_stop` / `response.completed` / `[DONE]`) — its text streams out as it is sampled;
 - a request rejected before sampling (bad body, unknown key, prompt too long) leaves no row behind;
 - a backend failure is recorded with its error and reaches the harness in the dialect's own error shape.
+
+Nothing here may hold up the event loop, which serves every episode: large bodies are decoded, and prompts
+rendered, in worker threads; a prompt that cannot fit the context is refused from its character count before
+anything is tokenized; each call runs as its own task (`calls.py`), followed by the connections that want it.
+A message-level backend (a model behind an API) takes the one other path, `message_calls.py`: no token ids.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from openforge.core import CallRecord, Episode, FinishReason, ParsedOutput, SamplingParams
-from openforge.inference import Backend, BackendError, GenerationContext, InvalidRequestError, PromptTooLongError
-from openforge.models import ModelDir
-from openforge.proxy.continuity import ContinuityRenderer
-from openforge.dialects import Dialect, DialectError, Reply
+from openforge.core import CallRecord, Conversation, Episode, FinishReason, SamplingParams
+from openforge.dialects import DecodedRequest, Dialect, DialectError, ReplyStart
+from openforge.inference import (
+    Backend,
+    BackendError,
+    GenerationContext,
+    GenerationResult,
+    InvalidRequestError,
+    MessageBackend,
+    PromptTooLongError,
+    SampledToken,
+)
+from openforge.models import ModelDir, ModelDirError
+from openforge.proxy.calls import CallJob, CallJobs, CallResponse
+from openforge.proxy.continuity import ContinuityRenderer, RenderedPrompt
 from openforge.proxy.episodes import EpisodeRegistry
-from openforge.proxy.output_parser import parse_output
+from openforge.proxy.message_calls import serve_message_call
+from openforge.proxy.reply import ReplyContext, StreamedReply, whole_reply
 from openforge.store.writer import AsyncCallWriter
+
+# Bodies above this are decoded in a worker thread (parsing 10 MB of JSON takes the loop ~0.1 s).
+_DECODE_IN_THREAD_BYTES = 256 * 1024
 
 
 class ProxySettings(BaseModel):
@@ -43,35 +63,18 @@ class ProxySettings(BaseModel):
     # only burn CPU before failing on the context length.
     max_messages: int = Field(default=4096, ge=1)
     replay_cache_per_episode: int = Field(default=4, ge=0)
-
-
-@dataclass
-class CallResponse:
-    """What the HTTP layer sends: a JSON body, or a list of SSE chunks."""
-
-    status: int
-    body: dict | None = None
-    chunks: list[bytes] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    replayed: bool = False
-
-    def payload(self) -> bytes:
-        if self.chunks is not None:
-            return b"".join(self.chunks)
-        return json.dumps(self.body).encode()
-
-
-def as_json_reply(parsed: ParsedOutput) -> ParsedOutput:
-    """A JSON output format was requested (Anthropic `output_config`, OpenAI `response_format`): the reply
-    text must be valid JSON. The policy's own JSON is returned as sampled; anything else is returned as a JSON
-    string (valid JSON, the text kept) and flagged, since nothing here constrains decoding."""
-    try:
-        json.loads(parsed.content)
-        return parsed
-    except ValueError:
-        note = "the requested JSON output format was not followed; the text was returned as a JSON string"
-        error = f"{parsed.parse_error}; {note}" if parsed.parse_error else note
-        return parsed.model_copy(update={"content": json.dumps(parsed.content), "parse_error": error})
+    # Claude Code runs sub-agents in parallel; more than this at once from one episode is a runaway harness.
+    max_calls_in_flight_per_episode: int = Field(default=16, ge=1)
+    # A streamed reply's first events go out with its first token, or after this long without one (then
+    # keep-alives every `stream_keepalive_s`): a call that fails at once still gets its HTTP error status.
+    stream_start_s: float = Field(default=0.5, ge=0)
+    stream_keepalive_s: float = Field(default=5.0, gt=0)
+    # Connections (`limits.py`): headers must arrive within `header_timeout_s` of a connection opening (or of
+    # a request's first byte), a body within `body_timeout_s` of its headers; each listener holds at most
+    # `max_connections` connections.
+    header_timeout_s: float = Field(default=30.0, gt=0)
+    body_timeout_s: float = Field(default=60.0, gt=0)
+    max_connections: int = Field(default=1024, ge=1)
 
 
 class PauseGate:
@@ -107,6 +110,26 @@ class PauseGate:
         self._open.set()
 
 
+@dataclass
+class PreparedCall:
+    """A call ready to generate: its request, rendered prompt, sampling and the record started for it."""
+
+    dialect: Dialect
+    request: DecodedRequest
+    episode: Episode
+    rendered: RenderedPrompt
+    sampling: SamplingParams
+    record: CallRecord
+    context: GenerationContext
+
+
+class _Idle:
+    """What `_paced` yields when the backend has said nothing for a while."""
+
+
+IDLE = _Idle()
+
+
 class ProxyService:
     def __init__(
         self,
@@ -126,41 +149,99 @@ class ProxyService:
         self.settings = settings
         self.renderer = ContinuityRenderer(model)
         self.gate = PauseGate()
-        self._eos = set(model.eos_token_ids)
-        # (episode id) → {request digest: response}: a client retry of a completed call is replayed.
-        self._replays: dict[str, OrderedDict[str, CallResponse]] = {}
+        self.calls = CallJobs(keep=settings.replay_cache_per_episode)
+        self._render_locks: dict[str, asyncio.Lock] = {}
+        self._large_decodes = asyncio.Semaphore(1)
 
     # ---- the call -----------------------------------------------------------------------------------
     async def handle(self, dialect: Dialect, body: bytes, episode: Episode) -> CallResponse:
         try:
-            request = dialect.decode(body)
+            request = await self.decode(dialect, body)
         except DialectError as err:
             return self.error_response(dialect, err)
         if len(request.conversation.messages) > self.settings.max_messages:
-            return self.error_response(
-                dialect,
-                DialectError.invalid(
-                    f"too many messages: {len(request.conversation.messages)} > {self.settings.max_messages}",
-                    param="messages",
-                ),
-            )
+            return self.error_response(dialect, DialectError.invalid(
+                f"too many messages: {len(request.conversation.messages)} > {self.settings.max_messages}",
+                param="messages",
+            ))
+        if len(body) > _DECODE_IN_THREAD_BYTES:  # hashing releases the interpreter's lock: off the loop
+            digest = await asyncio.to_thread(lambda: hashlib.sha256(body).hexdigest())
+        else:
+            digest = hashlib.sha256(body).hexdigest()
+        job = self.calls.find(episode.id, digest)
+        if job is not None:  # the same body again: a retry; it shares the call's reply
+            return await self._respond(job, replayed=True)
+        if self.calls.in_flight(episode.id) >= self.settings.max_calls_in_flight_per_episode:
+            limit = self.settings.max_calls_in_flight_per_episode
+            response = self.error_response(dialect, DialectError(
+                429, "rate_limit", f"this episode already has {limit} calls in flight; retry when one has finished"
+            ))
+            response.headers["retry-after"] = "1"
+            return response
+        job = self.calls.start(CallJob(episode.id, digest, request.stream),
+                               lambda job: self._call(job, dialect, request, body, episode))
+        return await self._respond(job)
 
-        digest = hashlib.sha256(body).hexdigest()
-        cached = self._replays.get(episode.id, {}).get(digest)
-        if cached is not None:  # same body again: a retry of a call whose reply the client did not get
-            return CallResponse(cached.status, cached.body, cached.chunks, cached.headers, replayed=True)
+    async def decode(self, dialect: Dialect, body: bytes, *, for_count: bool = False) -> DecodedRequest:
+        """The request, decoded. A large body is decoded in a worker thread, one at a time: parsing JSON holds
+        the interpreter's lock while it runs, so several 16 MB bodies at once would still stall the loop."""
+        if len(body) > _DECODE_IN_THREAD_BYTES:
+            async with self._large_decodes:
+                return await asyncio.to_thread(dialect.decode, body, for_count=for_count)
+        return dialect.decode(body, for_count=for_count)
 
+    async def _respond(self, job: CallJob, replayed: bool = False) -> CallResponse:
+        """What a connection sends for `job`: its JSON outcome, or (streamed) its events followed live."""
+        if not job.streamed:
+            response = await job.outcome()
+        else:
+            await job.until_started()
+            if not job.started:  # over before its first event: an error with its own HTTP status
+                response = await job.outcome()
+            else:
+                response = CallResponse(200, stream=job.follow())
+        if replayed:
+            response = CallResponse(response.status, response.body, response.chunks, dict(response.headers),
+                                    replayed=True, stream=response.stream)
+        return response
+
+    async def _call(self, job: CallJob, dialect: Dialect, request: DecodedRequest, body: bytes,
+                    episode: Episode) -> None:
         await self.gate.enter()
         try:
-            return await self._serve(dialect, request, body, digest, episode)
+            if isinstance(self.backend, MessageBackend):  # a model behind an API: messages, no token ids
+                response = await serve_message_call(self, self.backend, dialect, request, body, episode)
+                job.finish(response, failed=response.status != 200)
+                return
+            prepared = await self._prepare(dialect, request, body, episode)
+            if isinstance(prepared, CallResponse):
+                job.finish(prepared, failed=True)
+                return
+            await self._serve(job, prepared)
+        except asyncio.CancelledError:
+            if not job.done:  # the episode ended: the harness never sees this call complete; nothing is recorded
+                if job.started:
+                    job.emit([dialect.error_stream(DialectError(529, "overloaded", "the episode ended"))])
+                job.finish(self.error_response(dialect, DialectError(529, "overloaded", "the episode ended")),
+                           failed=True)
+            raise
         finally:
             self.gate.leave()
 
-    async def _serve(self, dialect, request, body: bytes, digest: str, episode: Episode) -> CallResponse:
+    async def _prepare(self, dialect: Dialect, request: DecodedRequest, body: bytes,
+                       episode: Episode) -> PreparedCall | CallResponse:
+        """Render the prompt and check the request; a CallResponse when the request is refused (no row)."""
         conversation = request.conversation
-        if self.registry.calls_before_this_process(episode.id):
-            self.renderer.mark_unknown(episode.id, next_segment=self._segments_used(episode.id))
-        rendered = self.renderer.render(episode.id, conversation, side_call=request.side_call)
+        floor = self.token_floor(conversation)
+        if floor >= self.backend.max_context:
+            return self.error_response(dialect, DialectError(
+                400, "prompt_too_long", f"prompt is too long: at least {floor} tokens > {self.backend.max_context} maximum"
+            ))
+        try:
+            rendered = await self._render(episode, conversation, request.side_call)
+        except ModelDirError as e:  # the template refused the conversation, or cut a string in it
+            return self.error_response(dialect, DialectError.invalid(f"the model's chat template cannot render this "
+                                                                     f"conversation: {e}"))
         sampling = self._sampling(conversation.sampling, len(rendered.prompt_ids))
         try:
             self.backend.check_request(rendered.prompt_ids, sampling)
@@ -170,15 +251,8 @@ class ProxyService:
             return self.error_response(dialect, DialectError(400, "invalid_request", str(e)))
 
         index = self.registry.next_index(episode.id)
-        self.registry.mark_running(episode)
+        await asyncio.to_thread(self.registry.mark_running, episode)
         started = time.time()
-        ctx = GenerationContext(
-            episode_id=episode.id,
-            call_index=index,
-            side_call=request.side_call,
-            conversation=conversation,
-            task=self.registry.task_payload(episode),
-        )
         # model_construct: the ids are ours, already checked; validating a 100k-id list would cost more
         # than the rest of the call (docs/design.md, "One model call": cost grows with the new tokens)
         record = CallRecord.model_construct(
@@ -194,74 +268,130 @@ class ProxyService:
             request_body=body,
             metadata={"reused_prompt_tokens": rendered.reused_tokens, "extends_call": rendered.extends_call},
         )
-        try:
-            result = await asyncio.wait_for(
-                self.backend.generate(rendered.prompt_ids, sampling, ctx), self.settings.generation_timeout_s
-            )
-        except Exception as e:  # noqa: BLE001 - any backend failure reaches the harness in its dialect, recorded
-            if isinstance(e, asyncio.TimeoutError):
-                message = f"generation timed out after {self.settings.generation_timeout_s:.0f}s"
-            elif isinstance(e, (BackendError, InvalidRequestError)):
-                message = str(e)
-            else:
-                message = f"{type(e).__name__}: {e}"
-            response = self.error_response(dialect, DialectError(529, "overloaded", f"backend failed: {message}"))
-            record = record.model_copy(
-                update={
-                    "finish_reason": FinishReason.error,
-                    "call_error": message,
-                    "finished_at": time.time(),
-                    "policy_version": self.backend.policy_version,
-                    "response_body": response.payload(),
-                }
-            )
-            await self.writer.add_call(record)
-            return response
+        context = GenerationContext(
+            episode_id=episode.id,
+            call_index=index,
+            side_call=request.side_call,
+            conversation=conversation,
+            task=self.registry.task_payload(episode),
+        )
+        return PreparedCall(dialect, request, episode, rendered, sampling, record, context)
 
-        output_ids = result.output_ids
-        text_ids = output_ids[:-1] if output_ids and output_ids[-1] in self._eos else output_ids
-        parsed = parse_output(
-            self.model.decode(text_ids),
-            tool_format=self.model.tool_call_format,
-            tools=conversation.tools,
-            id_prefix=dialect.call_id_prefix,
-        )
-        if conversation.response_format is not None:
-            parsed = as_json_reply(parsed)
-        reply = Reply(
-            id=dialect.new_reply_id(),
-            model=request.model or self.settings.served_model,
-            output=parsed,
-            finish_reason=result.finish_reason,
-            prompt_tokens=len(rendered.prompt_ids),
-            completion_tokens=len(output_ids),
-            created=int(started),
-        )
-        if request.stream:
-            response = CallResponse(200, chunks=dialect.stream(reply, request))
+    async def _serve(self, job: CallJob, call: PreparedCall) -> None:
+        """Generate, stream, record, finish."""
+        dialect, request = call.dialect, call.request
+        head = ReplyStart(id=dialect.new_reply_id(), model=request.model or self.settings.served_model,
+                          created=int(call.record.started_at), prompt_tokens=len(call.rendered.prompt_ids))
+        context = ReplyContext(dialect, request, self.model, head)
+        streamed = StreamedReply(context, self.model.decode(call.rendered.prompt_ids[-8:])) if request.stream else None
+        result: GenerationResult | None = None
+        first_token_s: float | None = None
+        try:
+            async with asyncio.timeout(self.settings.generation_timeout_s):
+                async for item in self._generation(call):  # the one place where generation happens
+                    if isinstance(item, GenerationResult):
+                        result = item
+                    elif item is IDLE:
+                        job.emit(streamed.keepalive())
+                    else:
+                        if first_token_s is None:
+                            first_token_s = time.time() - call.record.started_at
+                        if streamed is not None:
+                            job.emit(streamed.token(item.id))
+            if result is None:
+                raise BackendError("the backend finished without a result")
+        except Exception as e:  # noqa: BLE001 - any backend failure reaches the harness in its dialect, recorded
+            await self._fail(job, call, e, head.id)
+            return
+
+        if streamed is None:
+            reply, body = whole_reply(context, result)
+            final: list[bytes] = []
+            response = CallResponse(200, body=body)
         else:
-            response = CallResponse(200, body=dialect.encode(reply, request))
-        record = record.model_copy(
-            update={
-                "output_ids": output_ids,
-                "output_logprobs": result.logprobs,
-                "finish_reason": result.finish_reason,
-                "policy_version": result.policy_version,
-                "finished_at": time.time(),
-                "timings": {**result.timings, "total_s": time.time() - started},
-                "parse_error": parsed.parse_error,
-                "response_body": response.payload(),
-                # the reply's tool calls as parsed (behaviour analytics read them without the tokenizer)
-                "metadata": {**record.metadata,
-                             "tool_calls": [tc.model_dump(mode="json") for tc in parsed.tool_calls]},
-            }
-        )
-        await self.writer.add_call(record)  # durable before the harness sees anything
-        self.renderer.record(episode.id, index, rendered, output_ids, parsed, side_call=request.side_call)
-        self._remember(episode.id, digest, response)
-        return response
+            reply, final = streamed.finish(result)
+            response = CallResponse(200, chunks=[b"".join(job.events + final)])  # the whole stream, one blob
+        timings = {**result.timings, "total_s": time.time() - call.record.started_at}
+        if first_token_s is not None and streamed is not None:
+            timings["first_token_s"] = first_token_s
+        record = call.record.model_copy(update={
+            "output_ids": result.output_ids,
+            "output_logprobs": result.logprobs,
+            "finish_reason": result.finish_reason,
+            "policy_version": result.policy_version,
+            "finished_at": time.time(),
+            "timings": timings,
+            "parse_error": reply.output.parse_error,
+            "response_body": response.payload(),
+            # the reply's tool calls as parsed (behaviour analytics read them without the tokenizer)
+            "metadata": {**call.record.metadata, "streamed": streamed is not None,
+                         "tool_calls": [tc.model_dump(mode="json") for tc in reply.output.tool_calls]},
+        })
+        await self.writer.add_call(record)  # durable before the harness can see the call complete
+        async with self._render_lock(call.episode.id):
+            self.renderer.record(call.episode.id, record.index, call.rendered, result.output_ids, reply.output,
+                                 side_call=request.side_call)
+        job.emit(final)
+        job.finish(response)
+
+    async def _generation(self, call: PreparedCall) -> AsyncIterator[SampledToken | GenerationResult | _Idle]:
+        """The backend's output for the call: for a JSON reply, its result once generated; for a stream, each
+        token as it is sampled, with `IDLE` whenever the backend has been quiet (first after `stream_start_s`,
+        then every `stream_keepalive_s`)."""
+        if not call.request.stream:
+            yield await self.backend.generate(call.rendered.prompt_ids, call.sampling, call.context)
+            return
+        source = self.backend.stream(call.rendered.prompt_ids, call.sampling, call.context)
+        async for item in _paced(source, self.settings.stream_start_s, self.settings.stream_keepalive_s):
+            yield item
+
+    async def _fail(self, job: CallJob, call: PreparedCall, error: Exception, reply_id: str) -> None:
+        """Record a failed generation and end the call in the dialect's error shape: an error status when
+        nothing was streamed yet, else an error event ending the stream."""
+        if isinstance(error, TimeoutError):
+            message = f"generation timed out after {self.settings.generation_timeout_s:.0f}s"
+        elif isinstance(error, (BackendError, InvalidRequestError)):
+            message = str(error)
+        else:
+            message = f"{type(error).__name__}: {error}"
+        err = DialectError(529, "overloaded", f"backend failed: {message}")
+        if job.started:
+            final = [call.dialect.error_stream(err, response_id=reply_id)]
+            response = CallResponse(200, chunks=[b"".join(job.events + final)])
+        else:
+            final, response = [], self.error_response(call.dialect, err)
+        record = call.record.model_copy(update={
+            "finish_reason": FinishReason.error,
+            "call_error": message,
+            "finished_at": time.time(),
+            "policy_version": self.backend.policy_version,
+            "response_body": response.payload(),
+        })
+        await self.writer.add_call(record)
+        job.emit(final)
+        job.finish(response, failed=True)
 
     # ---- helpers ------------------------------------------------------------------------------------
+    def token_floor(self, conversation: Conversation) -> int:
+        """A lower bound on the prompt's length in tokens, from character counts alone: each token of the
+        conversation's text covers at most `ModelDir.max_token_chars` characters. Cheap enough for any body."""
+        chars = len(conversation.system or "")
+        for message in conversation.messages:
+            chars += len(message.content) + len(message.reasoning or "")
+        return chars // self.model.max_token_chars
+
+    async def _render(self, episode: Episode, conversation: Conversation, side_call: bool) -> RenderedPrompt:
+        """The continuity renderer, in a worker thread (a long prompt takes seconds to render and tokenize);
+        one render per episode at a time, since it reads and updates the episode's threads."""
+        async with self._render_lock(episode.id):
+            if self.registry.calls_before_this_process(episode.id):
+                used = await asyncio.to_thread(self._segments_used, episode.id)
+                self.renderer.mark_unknown(episode.id, next_segment=used)
+            return await asyncio.to_thread(self.renderer.render, episode.id, conversation, side_call)
+
+    def _render_lock(self, episode_id: str) -> asyncio.Lock:
+        return self._render_locks.setdefault(episode_id, asyncio.Lock())
+
     def _sampling(self, requested: SamplingParams, prompt_len: int) -> SamplingParams:
         room = self.backend.max_context - prompt_len
         update = {"max_tokens": max(1, min(requested.max_tokens, self.settings.max_new_tokens, room))}
@@ -269,21 +399,53 @@ class ProxyService:
             update["temperature"] = self.settings.temperature
         return requested.model_copy(update=update)
 
-    def _remember(self, episode_id: str, digest: str, response: CallResponse) -> None:
-        cache = self._replays.setdefault(episode_id, OrderedDict())
-        cache[digest] = response
-        while len(cache) > self.settings.replay_cache_per_episode:
-            cache.popitem(last=False)
-
     def _segments_used(self, episode_id: str) -> int:
         calls = self.registry.store.list_calls(episode_id)
         return 1 + max((c.segment for c in calls), default=-1)
 
     def forget(self, episode_id: str) -> None:
+        """The episode ended: its calls still generating are stopped (the harness will not see them complete,
+        so nothing of them is recorded), and its per-episode state is dropped."""
+        for job in self.calls.forget(episode_id):
+            if job.task is not None:
+                job.task.cancel()
         self.renderer.forget(episode_id)
-        self._replays.pop(episode_id, None)
+        self._render_locks.pop(episode_id, None)
 
     @staticmethod
     def error_response(dialect: Dialect, err: DialectError) -> CallResponse:
         status, body = dialect.error(err)
         return CallResponse(status, body=body)
+
+
+async def _paced(source: AsyncIterator, first_wait: float, interval: float) -> AsyncIterator:
+    """`source`'s items, with `IDLE` after `first_wait` seconds without one, then every `interval` seconds.
+    Closing this closes `source` (which stops the generation)."""
+    iterator = source.__aiter__()
+    pending: asyncio.Task | None = None
+    wait = first_wait
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(iterator.__anext__())
+            done, _ = await asyncio.wait({pending}, timeout=wait)
+            if not done:
+                wait = interval
+                yield IDLE
+                continue
+            task, pending = pending, None
+            try:
+                item = task.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        if pending is not None:
+            pending.cancel()
+            try:
+                await pending
+            except (asyncio.CancelledError, StopAsyncIteration, Exception):  # noqa: BLE001 - it is being stopped
+                pass
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()

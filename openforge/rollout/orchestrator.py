@@ -25,6 +25,7 @@ from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.rollout.config import RolloutConfig
 from openforge.rollout.episode import EpisodeRunner, Slot
 from openforge.rollout.outcome import record_outcome
+from openforge.rollout.preflight import ConfigurationError, check_images, effective_image_map
 from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox import SandboxProvider, get_provider
 from openforge.store import TrajectoryStore
@@ -45,6 +46,11 @@ class RolloutSummary:
     tampered: int = 0  # final attempts graded failed for tampering with the verifier (among outcomes' `failed`)
     interrupted: bool = False
     episode_ids: list[str] = field(default_factory=list)  # the final attempt of each slot filled, in finishing order
+    failures: dict[str, int] = field(default_factory=dict)  # "outcome: reason" of slots left ungraded → count
+
+    @property
+    def graded(self) -> int:
+        return self.outcomes.get("passed", 0) + self.outcomes.get("failed", 0)
 
 
 def plan(tasks: list[Task], harnesses: list[str], samples: int) -> list[Slot]:
@@ -87,6 +93,13 @@ async def run_rollouts(config: RolloutConfig, console: Console | None = None) ->
 
 async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSummary:
     tasks = select_tasks(config)
+    try:
+        image_map, map_files = effective_image_map(config.tasks, config.image_map)
+    except ConfigurationError as e:
+        raise RolloutError(str(e)) from None
+    for f in map_files:
+        console.print(f"image map: {f}")
+    config = config.model_copy(update={"image_map": image_map.to_dict()})
     slots = plan(tasks, config.harnesses, config.samples)
     label = run_label(config.run)
     socket_dir = Path(tempfile.mkdtemp(prefix="openforge-proxy-"))  # a short path: AF_UNIX allows ~107 bytes
@@ -98,6 +111,10 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
     provider = get_provider(config.sandbox, **config.sandbox_options)
     summary = RolloutSummary(config.run, len(slots))
     try:
+        try:  # before any episode: a missing image is one error, not every episode's
+            await check_images(tasks, image_map, provider)
+        except ConfigurationError as e:
+            raise RolloutError(str(e)) from None
         async with running_proxy(proxy_config) as proxy:
             store = proxy.store
             done = finished_slots(store)
@@ -172,6 +189,9 @@ async def _fill_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutC
                 console.print(f"[yellow]retrying[/] {slot.key} after {result.outcome.value}: {result.reason}")
         summary.done += 1
         summary.episode_ids.append(result.episode_id)
+        if result.infrastructure_failure:
+            why = f"{result.outcome.value}: {(result.reason or '').splitlines()[0] if result.reason else 'no reason'}"
+            summary.failures[why] = summary.failures.get(why, 0) + 1
         summary.outcomes[result.outcome.value] = summary.outcomes.get(result.outcome.value, 0) + 1
         summary.tampered += bool(result.tampered)
         progress.update(bar, advance=1, tally=tally(), info=tally())

@@ -47,6 +47,8 @@ SECURE_NOROOT = (1 << 0) | (1 << 1) | (1 << 6) | (1 << 7)
 # The only capabilities a launcher may keep (`--keep-caps`), for the backend's own file operations.
 FILE_CAPS = {"chown": 0, "dac_override": 1, "dac_read_search": 2, "fowner": 3, "fsetid": 4}
 BUF = 1 << 16
+# A harness keeps a handful of connections open (Claude Code's sub-agents, OpenClaw's pool); 64 is room to spare.
+MAX_CONNECTIONS = 64
 
 
 def _set_pdeathsig(sig: int = signal.SIGKILL) -> None:
@@ -97,6 +99,27 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         pass
 
 
+class _Relay:
+    """Relays each accepted connection to the proxy's socket, at most `max_connections` at a time: a sandbox
+    opening thousands of connections would otherwise spend the proxy's file descriptors, which every other
+    episode needs. One over the cap is closed at once (the harness's SDK retries a refused connection)."""
+
+    def __init__(self, uds: str, max_connections: int):
+        self.uds = uds
+        self.max_connections = max_connections
+        self.active = 0
+
+    async def handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        if self.active >= self.max_connections:
+            client_w.close()
+            return
+        self.active += 1
+        try:
+            await _handle(client_r, client_w, self.uds)
+        finally:
+            self.active -= 1
+
+
 async def _handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter, uds: str) -> None:
     try:
         up_r, up_w = await asyncio.open_unix_connection(uds)
@@ -127,9 +150,9 @@ async def _watch(parent_pid: int | None, watch_pid: int | None, stop: asyncio.Ev
 
 
 async def serve(sock: socket.socket, uds: str, *, parent_pid: int | None = None, watch_pid: int | None = None,
-                ready: str | None = None) -> None:
-    """Relay connections accepted on the bound, listening `sock` to the Unix socket `uds` until the parent or
-    the watched process goes away (or SIGTERM)."""
+                ready: str | None = None, max_connections: int = MAX_CONNECTIONS) -> None:
+    """Relay connections accepted on the bound, listening `sock` to the Unix socket `uds` (at most
+    `max_connections` at a time) until the parent or the watched process goes away (or SIGTERM)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -137,7 +160,8 @@ async def serve(sock: socket.socket, uds: str, *, parent_pid: int | None = None,
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass
-    server = await asyncio.start_server(lambda r, w: _handle(r, w, uds), sock=sock, limit=BUF)
+    relay = _Relay(uds, max_connections)
+    server = await asyncio.start_server(relay.handle, sock=sock, limit=BUF)
     if ready is not None:
         sys.stdout.write(ready + "\n")
         sys.stdout.flush()
@@ -180,7 +204,7 @@ def _launch(args: argparse.Namespace) -> None:
                 except OSError:
                     os._exit(0)
             try:
-                asyncio.run(serve(sock, args.uds, parent_pid=me))
+                asyncio.run(serve(sock, args.uds, parent_pid=me, max_connections=args.max_connections))
             finally:
                 os._exit(0)
         sock.close()
@@ -229,6 +253,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--uds", help="the Unix socket to relay to")
     p.add_argument("--parent-pid", type=int, help="exit when this is no longer our parent")
     p.add_argument("--watch-pid", type=int, help="exit when this process is gone (the container's init)")
+    p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS,
+                   help=f"connections relayed at once; more are closed at once (default {MAX_CONNECTIONS})")
     p.add_argument("--user", help="launcher mode: UID:GID to run the command as")
     p.add_argument("--nproc", type=int)
     p.add_argument("--cpu-s", type=int)
@@ -251,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write(f"forwarder: cannot listen on {args.listen}: {e}\n")
         sys.exit(2)
     asyncio.run(serve(sock, args.uds, parent_pid=args.parent_pid, watch_pid=args.watch_pid,
-                      ready=f"READY {args.listen}"))
+                      ready=f"READY {args.listen}", max_connections=args.max_connections))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from openforge.tasks.generator import (
     is_heldout_number,
     write_task,
 )
-from openforge.tasks.images import DEFAULT_IMAGE_MAP, ImageMap, ImageMapError
+from openforge.tasks.images import DEFAULT_IMAGE_MAP, TREE_IMAGE_MAP_FILE, ImageMap, ImageMapError, tree_image_map
 from openforge.tasks.loader import (
     DirReport,
     TaskLoadError,
@@ -34,6 +34,8 @@ from openforge.tasks.solution import SolutionError, solution_script
 from openforge.tasks.validate import validate_task_dir
 
 __all__ = [
+    "TREE_IMAGE_MAP_FILE",
+    "tree_image_map",
     "DEFAULT_IMAGE_MAP",
     "FAMILIES",
     "QUICKSTART_FAMILIES",

@@ -29,6 +29,27 @@ class ImageMapError(ValueError):
     pass
 
 
+# A task tree's own map: `image-map.yaml` in a `--tasks` directory or a directory above it (up to the
+# repository's root), applied without being named; `--image-map` entries override it.
+TREE_IMAGE_MAP_FILE = "image-map.yaml"
+
+
+def tree_image_map(roots: Iterable[str | Path]) -> tuple[ImageMap, list[Path]]:
+    """The image maps of the task trees `roots` belong to, merged in order, and the files they came from."""
+    merged, files = ImageMap(), []
+    for root in roots:
+        for directory in [Path(root).resolve(), *Path(root).resolve().parents]:
+            candidate = directory / TREE_IMAGE_MAP_FILE
+            if candidate.is_file():
+                if candidate not in files:
+                    merged = merged.merged(ImageMap.load(candidate))
+                    files.append(candidate)
+                break
+            if (directory / ".git").exists():
+                break
+    return merged, files
+
+
 def normalize_image(name: str) -> str:
     """Canonical spelling for comparison: drop ``docker.io/`` and ``library/``, add ``:latest`` when untagged."""
     n = name.strip()

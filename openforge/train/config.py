@@ -8,6 +8,7 @@
     sandbox: docker                   # docker | local | kubernetes | auto
     sft: {teacher: oracle, demos: 32, steps: 100}     # optional
     rl: {steps: 20, prompts: 8, group: 4, eval_every: 5}
+    loggers: [tensorboard, {kind: wandb, project: my-team}]   # RUN/metrics.jsonl is always written
 
 See `examples/train/*.yaml` and the README section "openforge train". `openforge quickstart` is this config's
 preset `openforge.train.quickstart.QUICKSTART`.
@@ -53,13 +54,26 @@ class TaskSource(BaseModel):
 
 class SFTSettings(BaseModel):
     """The first stage: record a teacher through the proxy and the run's harnesses, SFT on its successes.
-    `demos`: with families, generated teacher instances; with dirs, episodes per (train task, harness)."""
+    `demos`: with families, generated teacher instances; with dirs, episodes per (train task, harness).
+
+    `teacher`: any backend spec. A token-level teacher (`oracle`, `embedded`, `vllm:URL`, `sglang:URL`,
+    `scripted:FILE`) must share the student's tokenizer (`teacher_model`, default the run's model, is checked);
+    a teacher behind an API (`openai:URL`, `anthropic:URL`) is recorded as messages and every sample is
+    re-rendered with the student's chat template and tokenizer.
+
+    The paper's recipe: `rollouts_per_task` teacher episodes per (task, harness) (default: `demos` with dirs, 1
+    with families), keep those with reward >= `min_reward`, drop near-identical trajectories of a task
+    (`dedup_similarity`: 0..1, None = keep all), keep at most `max_per_task` per task."""
 
     model_config = ConfigDict(extra="forbid")
 
-    teacher: str = "oracle"  # any backend spec: oracle | embedded | vllm:URL | sglang:URL | scripted:FILE
-    teacher_model: Path | None = None  # the teacher's model directory (default: the run's model)
+    teacher: str = "oracle"  # any backend spec (see above)
+    teacher_model: Path | None = None  # a token-level teacher's model directory (default: the run's model)
     demos: int = Field(default=32, ge=1)
+    rollouts_per_task: int | None = Field(default=None, ge=1)
+    min_reward: float = 1.0
+    dedup_similarity: float | None = Field(default=None, gt=0.0, le=1.0)
+    max_per_task: int | None = Field(default=None, ge=1)
     steps: int = Field(default=100, ge=1)
     lr: float = Field(default=1e-3, gt=0)
     warmup_steps: int = Field(default=10, ge=0)
@@ -70,13 +84,23 @@ class SFTSettings(BaseModel):
     # gain can be told apart from more training. Needs `evaluation: policies`.
     control: bool = False
 
+    @model_validator(mode="after")
+    def _teacher_model_is_token_level(self) -> SFTSettings:
+        from openforge.inference import is_message_level
+
+        if self.teacher_model is not None and is_message_level(self.teacher):
+            raise ValueError(f"sft.teacher_model names the model directory of a token-level teacher; {self.teacher!r} "
+                             "is a model behind an API, recorded as messages and re-rendered for the student: drop "
+                             "sft.teacher_model")
+        return self
+
 
 class RLSettings(BaseModel):
     """GRPO. Each step: `prompts` training tasks (fresh instances with families) × every harness × `group`
     episodes, one update, a checkpoint, the new weights pushed into the proxy. `seconds`: stop starting steps
     after this wall-clock budget. `eval_every`: greedy held-out pass@1 every so many steps (and before the
     first and after the last); `eval_instances`: held-out instances (families) or at most so many held-out
-    tasks (dirs)."""
+    tasks (dirs). `drop_after`: see `openforge.train.difficulty`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -90,6 +114,23 @@ class RLSettings(BaseModel):
     eval_every: int = Field(default=5, ge=1)  # with `evaluation: curve`
     eval_instances: int = Field(default=32, ge=1)
     concurrency: int = Field(default=4, ge=1)  # sandboxed episodes at once (the in-process path runs all)
+    # Difficulty during training (task directories): drop a task after this many consecutive visits on which all
+    # of its graded episodes passed (saturated) or none did (impossible); None keeps every task.
+    drop_after: int | None = Field(default=None, ge=1)
+
+
+class LoggerSettings(BaseModel):
+    """A metric logger (`openforge.train.loggers`): `kind` tensorboard | wandb | mlflow | trackio; `project`
+    (wandb/trackio project, MLflow experiment); `name` of the run (default: the run directory's name);
+    `options` for the logger (e.g. wandb `{mode: online}`, mlflow `{tracking_uri: http://...}`). A bare name
+    (`loggers: [tensorboard]`) is a logger with the defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["tensorboard", "wandb", "mlflow", "trackio"]
+    project: str = "openforge"
+    name: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
 
 
 class FaultSettings(BaseModel):
@@ -136,7 +177,13 @@ class TrainConfig(BaseModel):
     sft: SFTSettings | None = None
     rl: RLSettings = Field(default_factory=RLSettings)
     evaluation: Literal["curve", "policies"] = "curve"
+    loggers: list[LoggerSettings] = Field(default_factory=list)
     faults: FaultSettings | None = None
+
+    @field_validator("loggers", mode="before")
+    @classmethod
+    def _logger_names(cls, v: Any) -> Any:
+        return [{"kind": item} if isinstance(item, str) else item for item in v] if isinstance(v, list) else v
 
     @field_validator("faults", mode="before")
     @classmethod
@@ -162,6 +209,14 @@ class TrainConfig(BaseModel):
                              "sft.control)")
         return self
 
+    @model_validator(mode="after")
+    def _drop_after_needs_dirs(self) -> TrainConfig:
+        if self.rl.drop_after is not None and self.tasks.families is not None:
+            raise ValueError("rl.drop_after drops task directories that stopped carrying signal; generated families "
+                             "draw fresh instances every step (none is visited twice): use tasks.dirs, or drop "
+                             "rl.drop_after")
+        return self
+
     @field_validator("backend")
     @classmethod
     def _embedded_only(cls, v: str) -> str:
@@ -175,9 +230,11 @@ class TrainConfig(BaseModel):
     @field_validator("model")
     @classmethod
     def _model_dir(cls, v: str) -> str:
-        if v != "tiny" and not (Path(v) / "config.json").is_file():
-            raise ValueError(f"{v!r} is not a model directory (no config.json): give a model directory, or `tiny` "
-                             "to build the tiny model into RUN/model")
+        from openforge.models.hub import ModelRef
+
+        if v != "tiny" and not ModelRef.parse(v).is_hub and not (Path(v) / "config.json").is_file():
+            raise ValueError(f"{v!r} is not a model directory (no config.json): give a model directory, a Hugging "
+                             "Face Hub id (ORG/NAME[@REVISION]), or `tiny` to build the tiny model into RUN/model")
         return v
 
     @field_validator("harnesses")

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from openforge.train.config import TrainConfig
 from openforge.train.data import Data
+from openforge.train.loggers import MetricLoggers
 
 
 @dataclass
@@ -21,6 +22,7 @@ class RunContext:
     data: Data
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     sft: dict[str, Any] | None = None  # the SFT stage's summary (also in its checkpoint)
+    loggers: MetricLoggers = field(default_factory=lambda: MetricLoggers([]))  # `loggers:` of the config
     _sandbox: str | None = None
 
     @property

@@ -8,6 +8,7 @@ from one train-split stream `20_000 + seed`, drawn in order (`InstanceStream`)."
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,13 +98,14 @@ def step_instances(data: Data, step: int) -> list[FamilyInstance]:
     return instances
 
 
-def step_tasks(data: Data, config: TrainConfig, run: Path, step: int) -> list[Task]:
+def step_tasks(data: Data, config: TrainConfig, run: Path, step: int, dropped: Collection[str] = ()) -> list[Task]:
     """The step's training tasks for the orchestrator: fresh instances written as task directories, or a draw
-    of the train split (deterministic in seed and step)."""
+    of the train split less the `dropped` tasks (deterministic in seed, step and what was dropped)."""
     if config.tasks.families is not None:
         return write_instances(step_instances(data, step), run / "tasks" / "rl" / f"step-{step:06d}")
+    pool = [t for t in data.train_tasks if t.id not in dropped]
     rng = random.Random(f"{config.seed}:{step}")
-    return rng.sample(data.train_tasks, min(config.rl.prompts, len(data.train_tasks)))
+    return rng.sample(pool, min(config.rl.prompts, len(pool)))
 
 
 def leaks(data: Data, steps: list[StepRecord]) -> list[str]:

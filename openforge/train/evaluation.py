@@ -51,6 +51,7 @@ async def evaluate(ctx: RunContext, policy: Path, run: Path, provider: SandboxPr
                         graded_with_faults=faulted.graded if faulted else 0,
                         behaviour_with_faults=faulted.behaviour if faulted else None)
     append_jsonl(ctx.run / EVALS_FILE, record)
+    ctx.loggers.log_eval(record)
     name = label or f"after {after_steps} step(s)"
     if clean.score is not None:
         ctx.console.print(f"{name}: held-out pass@1 = [bold]{100 * clean.score:.1f}%[/] ({clean.graded} graded "

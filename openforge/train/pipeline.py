@@ -26,12 +26,13 @@ import yaml
 from rich.console import Console
 
 from openforge.core.runlock import RunDirBusy, locked_run_dir
-from openforge.models import ModelDir, build_tiny_model
+from openforge.models import ModelDir, ModelRef, build_tiny_model, resolve_model
 from openforge.train.config import TrainConfig
 from openforge.train.context import RunContext
 from openforge.train.data import leaks, load_data
 from openforge.train.errors import TrainError
 from openforge.train.evaluation import evaluate
+from openforge.train.loggers import METRICS_FILE, LoggerUnavailable, open_loggers
 from openforge.train.progress import Phase
 from openforge.train.records import EVALS_FILE, STEPS_FILE, EvalRecord, read_jsonl
 from openforge.train.report import build_report, write_report
@@ -65,9 +66,22 @@ def _run_training(config: TrainConfig, run: Path, resume: bool, restart: bool, t
     (run / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
     torch.manual_seed(config.seed)
     timings: dict[str, float] = {}
-    with Phase("1. model", console, timings):
-        model_path = prepare_model(config, run, console)
-    ctx = RunContext(config, run, model_path, console, load_data(config, run), timings)
+    try:  # before any work: a logger that cannot start is a configuration error
+        loggers = open_loggers(config.loggers, run, config.model_dump(mode="json"))
+    except LoggerUnavailable as e:
+        raise TrainError(str(e)) from None
+    try:
+        with Phase("1. model", console, timings):
+            model_path = prepare_model(config, run, console)
+        ctx = RunContext(config, run, model_path, console, load_data(config, run), timings, loggers=loggers)
+        return _train(ctx, config, run, resume, title, model_path)
+    finally:
+        loggers.close()
+
+
+def _train(ctx: RunContext, config: TrainConfig, run: Path, resume: bool, title: str,
+           model_path: Path) -> dict[str, Any]:
+    console, timings = ctx.console, ctx.timings
     start = sft_path = None
     if config.sft is not None:
         sft_path = finished_sft(ctx)
@@ -94,6 +108,7 @@ def _run_training(config: TrainConfig, run: Path, resume: bool, restart: bool, t
             evals = asyncio.run(evaluate_policies(ctx, policies, len(state.steps)))
     report = build_report(ctx, state.steps, evals)
     write_report(run, title, report, state.steps, evals, console)
+    ctx.loggers.log_report(report)
     return report
 
 
@@ -101,7 +116,7 @@ def _check_run_dir(run: Path, resume: bool, restart: bool) -> None:
     if resume:
         return
     if restart:  # the model and the teacher's episodes are kept (and reused); what was trained is replaced
-        for name in (STEPS_FILE, EVALS_FILE):
+        for name in (STEPS_FILE, EVALS_FILE, METRICS_FILE):
             (run / name).unlink(missing_ok=True)
         for name in (SFT_DIR, RL_DIR, MORE_SFT_DIR):
             shutil.rmtree(run / "checkpoints" / name, ignore_errors=True)
@@ -114,7 +129,11 @@ def _check_run_dir(run: Path, resume: bool, restart: bool) -> None:
 
 def prepare_model(config: TrainConfig, run: Path, console: Console) -> Path:
     if config.model != "tiny":
-        path = Path(config.model).resolve()
+        ref = ModelRef.parse(config.model)  # a Hub id: its snapshot in the Hub cache, with the weights
+        try:
+            path = resolve_model(ref, weights=True) if ref.is_hub else Path(config.model).resolve()
+        except FileNotFoundError as e:
+            raise TrainError(str(e)) from None
     else:
         path = run / "model"
         if not (path / "model.safetensors").is_file():

@@ -38,6 +38,15 @@ class StepRecord(BaseModel):
     seconds: float  # this step's wall time
     elapsed_s: float  # since the GRPO stage started (over restarts: what the `rl.seconds` budget counts)
     tasks: list[str]  # task ids trained on
+    # Difficulty (`difficulty.py`): each task's (passed, graded) episodes this step; the tasks this step dropped
+    # from the pool (`rl.drop_after`: saturated / impossible); the train tasks left to draw from (None: not tracked).
+    task_results: dict[str, tuple[int, int]] = {}
+    dropped_tasks: dict[str, str] = {}
+    active_tasks: int | None = None
+    # What the groups without signal (all rewards equal; GRPO skips them) cost: groups, episodes, episode-seconds.
+    no_signal_groups: int = 0
+    no_signal_episodes: int = 0
+    no_signal_seconds: float = 0.0
 
 
 class EvalRecord(BaseModel):

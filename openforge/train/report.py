@@ -99,14 +99,18 @@ def markdown(title: str, report: dict[str, Any], steps: list[StepRecord], evals:
         s = report["sft"]
         lines += [(f"SFT: {s.get('samples')} successful teacher samples, {s.get('steps')} steps, loss "
                    f"{s.get('first_loss', 0):.3f} → {s.get('last_loss', 0):.3f}."), ""]
+        if s.get("selection"):
+            lines += [_selection_line(s["selection"], s.get("rerendered") or 0), ""]
     lines += [f"Held-out pass@1 on {report['heldout_instances']} held-out tasks/instances (greedy):", "",
               "| policy | pass@1 |", "|---|---|"]
     lines += [f"| {_name(e)} | {_pct(e.pass_at_1)} |" for e in evals]
     lines += ["", *behaviour_table(evals)]
-    lines += ["", "| step | reward | pass rate | signal | tokens | trained tokens | merge rate | policy | seconds |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.step} | {r.reward:.3f} | {_pct(r.pass_rate)} | {r.groups_with_signal}/{r.groups} | {r.tokens} "
-              f"| {r.trained_tokens} | {_pct(r.merge_rate)} | {r.policy_version} | {r.seconds} |" for r in steps]
+    lines += ["", "| step | reward | pass rate | signal | no signal: episodes, s | tokens | trained tokens | merge rate "
+              "| policy | seconds |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r.step} | {r.reward:.3f} | {_pct(r.pass_rate)} | {r.groups_with_signal}/{r.groups} | "
+              f"{r.no_signal_episodes}, {r.no_signal_seconds:.0f} | {r.tokens} | {r.trained_tokens} | "
+              f"{_pct(r.merge_rate)} | {r.policy_version} | {r.seconds} |" for r in steps]
+    lines += _difficulty_lines(steps)
     lines += ["", "| phase | seconds |", "|---|---|"] + [f"| {k} | {v} |" for k, v in report["timings_s"].items()]
     lines += ["", "![training reward and held-out pass@1](report.png)"]
     return "\n".join(lines) + "\n"
@@ -153,6 +157,30 @@ def _cell(value: Any, pct: bool) -> str:
     if pct:
         return f"{100 * value:.0f}%"
     return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def _difficulty_lines(steps: list[StepRecord]) -> list[str]:
+    """What groups without signal cost over the run, and the tasks dropped as saturated or impossible."""
+    if not steps:
+        return []
+    episodes = sum(r.episodes for r in steps)
+    idle = sum(r.no_signal_episodes for r in steps)
+    lines = ["", f"Groups without signal (GRPO skips them) cost {idle} of {episodes} episodes "
+                 f"({sum(r.no_signal_seconds for r in steps):.0f} episode-seconds)."]
+    dropped = {t: (r.step, why) for r in steps for t, why in r.dropped_tasks.items()}
+    if dropped:
+        lines.append("Dropped (rl.drop_after): " + ", ".join(f"{t} ({why}, step {step})"
+                                                             for t, (step, why) in dropped.items()) + ".")
+    return lines
+
+
+def _selection_line(sel: dict[str, Any], rerendered: int) -> str:
+    dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sel.get("dropped", {}).items() if v) or "none"
+    line = (f"Teacher episodes: {sel.get('episodes')}, kept {sel.get('kept')} on {sel.get('tasks_kept')} of "
+            f"{sel.get('tasks')} tasks (dropped: {dropped}).")
+    if rerendered:
+        line += f" {rerendered} kept episodes came from a teacher behind an API, re-rendered in the student's template."
+    return line
 
 
 def _name(e: EvalRecord) -> str:

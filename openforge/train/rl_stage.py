@@ -2,8 +2,9 @@
 `group` episodes — generated families with only `react` in process (`run_family_episodes`), everything else
 through the orchestrator's episode runner in sandboxes —, assembles the step's episodes (GRPO groups are
 (step, task, harness)), updates the policy, saves RUN/checkpoints/rl, pushes the weights into the proxy (the
-policy version increments) and appends a `StepRecord` to RUN/steps.jsonl. With `evaluation: curve`, held-out
-pass@1 before the first step, every `eval_every` steps and after the last.
+policy version increments) and appends a `StepRecord` to RUN/steps.jsonl, with each task's results, the tasks
+dropped as saturated or impossible (`rl.drop_after`, `difficulty.py`) and what groups without signal cost. With
+`evaluation: curve`, held-out pass@1 before the first step, every `eval_every` steps and after the last.
 
 `--resume` continues from RUN/checkpoints/rl (weights, optimizer, RNG, step) and RUN/steps.jsonl; policy
 versions go on from the last pushed one.
@@ -19,6 +20,7 @@ from typing import Any
 
 from rich.progress import Progress
 
+from openforge.core import Episode
 from openforge.models import ModelDir
 from openforge.proxy.server import RunningProxy
 from openforge.rollout.family import run_family_episodes
@@ -28,6 +30,7 @@ from openforge.train.assemble import assemble_run
 from openforge.train.checkpoint import load_checkpoint, read_trainer_state, save_checkpoint
 from openforge.train.context import RunContext
 from openforge.train.data import step_instances, step_tasks
+from openforge.train.difficulty import DifficultyTracker, no_signal_cost, task_results
 from openforge.train.evaluation import evaluate
 from openforge.train.grpo import GRPOConfig, GRPOTrainer
 from openforge.train.progress import progress_bar
@@ -47,6 +50,7 @@ class RLState:
     next_step: int
     steps: list[StepRecord]
     evals: list[EvalRecord]
+    difficulty: DifficultyTracker
 
 
 @dataclass
@@ -64,6 +68,16 @@ class StepEpisode:
     id: str
     reward: float | None  # None: an infrastructure failure (not graded)
     harness: str
+    task: str = ""
+    seconds: float = 0.0  # its wall time
+
+
+def episode_seconds(episode: Episode) -> float:
+    """An episode's wall time: the runner's own measure, else from its creation to its end."""
+    total = (episode.metadata.get("timings") or {}).get("total_s")
+    if total is None and episode.ended_at is not None:
+        total = episode.ended_at - episode.created_at
+    return float(total or 0.0)
 
 
 def rl_checkpoint(ctx: RunContext) -> Path:
@@ -91,7 +105,8 @@ def restore_or_start(ctx: RunContext, start: Path, resume: bool) -> RLState:
     evals = [r for r in read_evals(ctx.run) if r.after_steps <= next_step and ctx.config.evaluation == "curve"]
     write_jsonl(ctx.run / STEPS_FILE, steps)
     write_jsonl(ctx.run / EVALS_FILE, evals)
-    return RLState(model, trainer, serve, next_step, steps, evals)
+    difficulty = DifficultyTracker.replay(rl.drop_after, (r.task_results for r in steps))
+    return RLState(model, trainer, serve, next_step, steps, evals, difficulty)
 
 
 async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
@@ -115,12 +130,18 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
                 state.evals.append(await evaluate_during(env, state, state.serve))
             step = state.next_step
             while step < c.rl.steps and not over_budget(ctx, started):
+                if not c.in_process and c.tasks.dirs is not None and \
+                        len(state.difficulty.dropped) >= len(ctx.data.train_tasks):
+                    console.print("[yellow]every training task saturated or stayed impossible[/] (rl.drop_after): "
+                                  "GRPO stops")
+                    break
                 record = await rl_step(env, state, step, started)
                 if record is None:  # interrupted: the step is not trained on
                     console.print("[yellow]interrupted[/]: continue with --resume")
                     break
                 state.steps.append(record)
                 append_jsonl(ctx.run / STEPS_FILE, record)
+                ctx.loggers.log_step(record)
                 progress.update(bar, completed=min(c.rl.seconds, record.elapsed_s) if by_time else step + 1,
                                 info=summary_line(record))
                 console.print(summary_line(record))
@@ -149,9 +170,14 @@ async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> St
     if ctx.config.in_process:
         episodes, task_ids = await family_step(env, step)
     else:
-        episodes, task_ids = await orchestrated_step(env, step)
+        episodes, task_ids = await orchestrated_step(env, step, state.difficulty.dropped)
         if episodes is None:
             return None
+    results = task_results(episodes)
+    dropped = state.difficulty.observe(results)
+    for task, why in dropped.items():
+        ctx.console.print(f"task {task} dropped: {why} for {ctx.config.rl.drop_after} visit(s) in a row")
+    idle = no_signal_cost(episodes)
     samples, metrics = assemble_run(env.proxy.store, episodes=[e.id for e in episodes], step=step)
     result = await asyncio.to_thread(state.trainer.step, samples) if samples else None
     rl_path = rl_checkpoint(ctx)
@@ -178,6 +204,12 @@ async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> St
         seconds=round(time.monotonic() - t0, 2),
         elapsed_s=round(time.monotonic() - started, 2),
         tasks=task_ids,
+        task_results=results,
+        dropped_tasks=dropped,
+        active_tasks=len(ctx.data.train_tasks) - len(state.difficulty.dropped) if ctx.config.tasks.dirs else None,
+        no_signal_groups=idle.groups,
+        no_signal_episodes=idle.episodes,
+        no_signal_seconds=idle.seconds,
     )
 
 
@@ -194,14 +226,18 @@ async def family_step(env: StepEnv, step: int) -> tuple[list[StepEpisode], list[
     instances = step_instances(env.ctx.data, step)
     episodes = await run_family_episodes(env.proxy, instances, samples=c.rl.group, step=step, react=c.react(),
                                          fault_spec=c.rl_faults)
-    return [StepEpisode(e.episode_id, e.reward, "react") for e in episodes], [i.task_id() for i in instances]
+    store = env.proxy.store
+    return [StepEpisode(e.episode_id, e.reward, "react", e.instance.task_id(),
+                        episode_seconds(store.get_episode(e.episode_id))) for e in episodes], \
+        [i.task_id() for i in instances]
 
 
-async def orchestrated_step(env: StepEnv, step: int) -> tuple[list[StepEpisode] | None, list[str]]:
-    """Real episodes in sandboxes, through the orchestrator's episode runner, against the stage's proxy."""
+async def orchestrated_step(env: StepEnv, step: int, dropped: dict[str, str]) -> tuple[list[StepEpisode] | None, list[str]]:
+    """Real episodes in sandboxes, through the orchestrator's episode runner, against the stage's proxy; tasks
+    `dropped` by the difficulty tracker are not drawn."""
     ctx = env.ctx
     assert env.provider is not None
-    tasks = step_tasks(ctx.data, ctx.config, ctx.run, step)
+    tasks = step_tasks(ctx.data, ctx.config, ctx.run, step, dropped)
     summary = await run_slots(env.proxy, env.provider, rollout_config(ctx, step=step, faults=ctx.config.rl_faults),
                               plan(tasks, ctx.config.harnesses, ctx.config.rl.group), run_label(ctx.run),
                               ctx.console, progress=env.progress)
@@ -209,11 +245,15 @@ async def orchestrated_step(env: StepEnv, step: int) -> tuple[list[StepEpisode] 
         return None, []
     final = [env.proxy.store.get_episode(i) for i in summary.episode_ids]
     rows = [StepEpisode(e.id, None if e.outcome is None or e.outcome.is_infrastructure_failure else e.reward,
-                        e.harness or "") for e in final]
+                        e.harness or "", e.task or "", episode_seconds(e)) for e in final]
     return rows, [t.id for t in tasks]
 
 
 def summary_line(r: StepRecord) -> str:
-    return (f"step {r.step}: reward {r.reward:.2f}, pass {100 * r.pass_rate:.0f}%, "
-            f"signal {r.groups_with_signal}/{r.groups}, tokens {r.tokens} ({r.trained_tokens} trained), "
+    line = (f"step {r.step}: reward {r.reward:.2f}, pass {100 * r.pass_rate:.0f}%, "
+            f"signal {r.groups_with_signal}/{r.groups} (no signal: {r.no_signal_episodes} episodes, "
+            f"{r.no_signal_seconds:.0f} s), tokens {r.tokens} ({r.trained_tokens} trained), "
             f"merge {100 * r.merge_rate:.0f}%, policy v{r.policy_version}, {r.seconds:.1f}s")
+    if r.dropped_tasks:
+        line += f", dropped {', '.join(f'{t} ({why})' for t, why in r.dropped_tasks.items())}"
+    return line

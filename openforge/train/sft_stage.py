@@ -1,4 +1,5 @@
-"""SFT on the teacher's successful episodes (merged samples: loss on the tokens the teacher sampled), and the
+"""SFT on the teacher's episodes the recipe keeps (`teacher_selection.py`; merged samples: loss on the teacher's
+turns only — the ids it sampled, or its replies re-rendered in the student's template, `rerender.py`), and the
 same-compute control (more SFT for GRPO's wall time)."""
 
 from __future__ import annotations
@@ -12,13 +13,17 @@ from rich.console import Console
 
 from openforge.core import Sample
 from openforge.models import ModelDir
-from openforge.train.assemble import AssemblyMetrics, assemble_run
+from openforge.store import TrajectoryStore
+from openforge.train.assemble import AssemblyMetrics, assemble
 from openforge.train.checkpoint import save_checkpoint
 from openforge.train.config import SFTSettings
 from openforge.train.context import RunContext
 from openforge.train.errors import TrainError
 from openforge.train.progress import progress_bar
+from openforge.train.rerender import RerenderError, rerender_calls
 from openforge.train.sft import SFTConfig, SFTTrainer
+from openforge.train.teacher import check_teacher_tokenizer
+from openforge.train.teacher_selection import TeacherSelection, select_teacher_episodes
 
 SFT_DIR, MORE_SFT_DIR = "sft", "sft-more"  # under RUN/checkpoints
 
@@ -33,24 +38,37 @@ def finished_sft(ctx: RunContext) -> Path | None:
     return out
 
 
-def teacher_demos(ctx: RunContext) -> tuple[list[Sample], list[Sample], AssemblyMetrics]:
-    """(the successful teacher samples, all of them, the assembly's metrics)."""
-    samples, metrics = assemble_run(ctx.run / "teacher")
-    return [s for s in samples if s.reward >= 1.0], samples, metrics
+def teacher_demos(ctx: RunContext) -> tuple[list[Sample], TeacherSelection, AssemblyMetrics]:
+    """(the samples of the teacher episodes the recipe keeps — message-level recordings re-rendered in the
+    student's ids —, what the recipe did, the assembly's metrics)."""
+    settings = ctx.config.sft
+    assert settings is not None
+    check_teacher_tokenizer(settings.teacher, settings.teacher_model, ctx.model_path)
+    student = ModelDir(ctx.model_path)
+    with TrajectoryStore.open(ctx.run / "teacher") as store:
+        selection = select_teacher_episodes(store, settings)
+        try:
+            pairs = [(store.get_episode(i), rerender_calls(store.list_calls(i), student)) for i in selection.kept_ids]
+        except RerenderError as e:
+            raise TrainError(f"the teacher's recordings cannot be re-rendered for the student: {e}") from None
+    samples, metrics = assemble(pairs)
+    return samples, selection, metrics
 
 
 def sft_stage(ctx: RunContext, teacher_episodes: int) -> Path:
     """SFT from the base model on the teacher's successes; the checkpoint RUN/checkpoints/sft."""
     settings = ctx.config.sft
     assert settings is not None
-    demos, samples, metrics = teacher_demos(ctx)
+    demos, selection, metrics = teacher_demos(ctx)
+    ctx.console.print(selection.line())
     if not demos:
-        raise TrainError(f"the teacher ({settings.teacher}) solved no training task: nothing to SFT on; see "
+        raise TrainError(f"the teacher ({settings.teacher}) left nothing to SFT on ({selection.line()}); see "
                          f"{ctx.run / 'teacher'} (`openforge export` lists its calls), or drop the `sft:` block")
     model_dir = ModelDir(ctx.model_path)
     model = model_dir.load_model()
     trainer = train_sft(model, model_dir, demos, settings, settings.steps, ctx.config.seed, "SFT", ctx.console)
-    ctx.sft = {"samples": len(demos), "teacher_samples": len(samples), "teacher_episodes": teacher_episodes,
+    ctx.sft = {"samples": len(demos), "teacher_episodes": teacher_episodes, "selection": selection.model_dump(),
+               "rerendered": selection.message_level,
                "steps": trainer.step_count, "first_loss": trainer.losses[0], "last_loss": trainer.losses[-1],
                "trained_tokens": metrics.training_tokens["merged"],
                "seconds_per_step": statistics.mean(trainer.step_seconds)}

@@ -5,9 +5,7 @@ analysis must read every one as a failure through the adapter's taxonomy."""
 
 from __future__ import annotations
 
-import os
-
-import pytest
+from support.harness_bundle import harness_bundle
 from support.paths import POLICIES
 from support.proxy_process import start_proxy
 
@@ -15,25 +13,13 @@ from openforge.analysis import analyze_run
 from openforge.core import Outcome
 from openforge.harness import get_adapter
 from openforge.harness.base import run_local
-from openforge.harness.bundle import bundle_status, default_bundle_dir
 from openforge.store import TrajectoryStore
 
 HARNESSES = ["react", "claude-code", "codex", "openclaw"]
 
 
-def _bundle():
-    bundle = default_bundle_dir()
-    missing = [h for h in HARNESSES[1:] if not bundle_status(bundle).get(h)]
-    if missing:
-        reason = f"harness bundle at {bundle} lacks {missing}: run `openforge harness install`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return bundle
-
-
 def test_error_recovery_and_self_verification_in_every_harness(tmp_path, tiny_model_dir):
-    bundle = _bundle()
+    bundle = harness_bundle()
     proxy = start_proxy(tmp_path / "run", tiny_model_dir, f"scripted:{POLICIES / 'fail_write_check.py'}")
     try:
         for harness in HARNESSES:

@@ -53,7 +53,7 @@ def conversations(draw, dialect: str) -> Conversation:
             is_error = draw(st.booleans()) if dialect == A else False
             messages.append(Message(role="tool", tool_call_id=call.id, name=call.name, content=draw(TEXT), is_error=is_error))
     sampling = SamplingParams(
-        temperature=draw(st.floats(0, 2)),
+        temperature=draw(st.floats(0, 1 if dialect == A else 2)),  # each API's documented range
         top_p=draw(st.floats(0.01, 1)),
         top_k=draw(st.integers(0, 50)) if dialect != R else 0,
         max_tokens=draw(st.integers(1, 200_000)),

@@ -9,34 +9,19 @@ prompt decodes to the same text as rendering that call's conversation from scrat
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from openforge.harness import get_adapter
 from openforge.harness.base import run_local
-from openforge.harness.bundle import bundle_status, default_bundle_dir
 from openforge.dialects import DIALECTS
 from openforge.store import TrajectoryStore
+from support.harness_bundle import harness_bundle
 from support.proxy_process import start_proxy
 from support.paths import POLICIES
 
 POLICY = POLICIES / "nonce_harness.py"
 HARNESSES = ["react", "claude-code", "codex", "openclaw"]
 ALLOWED_BREAKS = {"react": set(), "claude-code": set(), "codex": set(), "openclaw": {"context_message_moved"}}
-
-
-def _bundle() -> Path:
-    bundle = default_bundle_dir()
-    status = bundle_status(bundle)
-    missing = [h for h in ("claude-code", "codex", "openclaw") if not status.get(h)]
-    if missing:
-        reason = f"harness bundle at {bundle} lacks {missing}: run `openforge harness install`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return bundle
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +34,7 @@ def proxy(tmp_path_factory, tiny_model_dir):
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_real_harness_through_the_proxy(harness, proxy, tmp_path, tiny_model):
     adapter = get_adapter(harness)
-    bundle = _bundle() if adapter.component else tmp_path  # the built-in react harness needs no bundle
+    bundle = harness_bundle() if adapter.component else tmp_path  # the built-in react harness needs no bundle
     episode = proxy.new_episode(task="nonce", harness=harness)
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()

@@ -319,3 +319,105 @@ async def test_sglang_client_against_recorded_server():
         assert body["sampling_params"]["skip_special_tokens"] is False and body["sampling_params"]["sampling_seed"] == 8
         assert await client.load_weights("/models/step-10") == 1 and seen[-1][1] == {"model_path": "/models/step-10"}
         await client.close()
+
+
+# ---- streaming: tokens as they come -------------------------------------------------------------------------
+
+import threading  # noqa: E402
+
+from starlette.responses import StreamingResponse  # noqa: E402
+
+from openforge.inference import SampledToken  # noqa: E402
+
+RECORDED_IDS = [12095, 13, 1084, 374, 7407, 304]
+
+
+def streamed_server(routes: dict[str, tuple[int, object]], streams: dict[str, str], gate: threading.Event,
+                    seen: list | None = None) -> Starlette:
+    """A stand-in vLLM/SGLang server: `routes` answer JSON, `streams` answer a recorded SSE stream whose first
+    event is sent at once and the rest only once `gate` is set (the test sets it after it has the first token)."""
+
+    async def answer(request: Request):
+        path = "/" + request.path_params["path"]
+        if path in streams:
+            if seen is not None:
+                seen.append(await request.json())
+            events = [e + "\n\n" for e in streams[path].split("\n\n") if e.strip()]
+
+            async def body():
+                yield events[0]
+                await asyncio.to_thread(gate.wait, 30)
+                for event in events[1:]:
+                    yield event
+
+            return StreamingResponse(body(), media_type="text/event-stream")
+        status, payload = routes[path]
+        return JSONResponse(payload, status_code=status)
+
+    return Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST"])])
+
+
+async def _first_then_rest(client, prompt, gate: threading.Event):
+    stream = client.stream(prompt, SamplingParams(max_tokens=6), CTX)
+    first = await stream.__anext__()
+    held = not gate.is_set()  # the server has sent only its first event so far
+    gate.set()
+    rest = [event async for event in stream]
+    return first, held, rest
+
+
+async def test_vllm_client_streams_ids_and_logprobs_as_they_come():
+    gate, seen = threading.Event(), []
+    stream = (FIXTURES / "vllm/completions_stream_token_ids.sse").read_text()
+    with ServerThread(streamed_server({"/v1/models": (200, fixture("vllm/models.json"))},
+                                      {"/v1/completions": stream}, gate, seen)) as server:
+        client = VLLMBackend(server.url)
+        first, held, rest = await _first_then_rest(client, [1782, 6722, 315, 9625, 374], gate)
+        await client.close()
+    assert first == SampledToken(12095, -0.73046875) and held
+    result = rest[-1]
+    assert [t.id for t in [first, *rest[:-1]]] == RECORDED_IDS == result.output_ids
+    assert result.finish_reason is FinishReason.length and result.logprobs[5] == pytest.approx(-0.060546875)
+    assert seen[0]["stream"] is True and seen[0]["return_token_ids"] is True and seen[0]["logprobs"] == 1
+
+
+async def test_vllm_stream_failing_mid_way_is_a_backend_error_after_the_first_tokens():
+    gate = threading.Event()
+    gate.set()
+    stream = (FIXTURES / "vllm/completions_stream_error.sse").read_text()
+    with ServerThread(streamed_server({"/v1/models": (200, fixture("vllm/models.json"))},
+                                      {"/v1/completions": stream}, gate)) as server:
+        client = VLLMBackend(server.url)
+        got = []
+        with pytest.raises(BackendError, match="shut down while the request was running"):
+            async for event in client.stream([1, 2], SamplingParams(max_tokens=6), CTX):
+                got.append(event)
+        await client.close()
+    assert got == [SampledToken(12095, -0.73046875)]
+
+
+@pytest.mark.parametrize("form", ["cumulative", "incremental"])
+async def test_sglang_client_streams_ids_and_logprobs_as_they_come(form):
+    gate, seen = threading.Event(), []
+    info = {**fixture("sglang/server_info.json"), "incremental_streaming_output": form == "incremental"}
+    stream = (FIXTURES / f"sglang/generate_stream_{form}.sse").read_text()
+    with ServerThread(streamed_server({"/get_server_info": (200, info)}, {"/generate": stream}, gate, seen)) as server:
+        client = SGLangBackend(server.url)
+        first, held, rest = await _first_then_rest(client, [785, 6722, 315, 9625, 374], gate)
+        await client.close()
+    assert first == SampledToken(12095, -0.73046875) and held
+    assert [t.id for t in [first, *rest[:-1]]] == RECORDED_IDS == rest[-1].output_ids
+    assert rest[-1].finish_reason is FinishReason.length and seen[0]["stream"] is True
+
+
+async def test_vllm_client_streams_from_serve_model_token_by_token(served):
+    """The real engine behind serve-model's streamed /v1/completions: the same tokens as generating at once."""
+    backend, url = served
+    client = make_backend(f"vllm:{url}", tiny_model_dir())
+    prompt = backend.model_dir.encode_text("Streamed over HTTP, token by token.")
+    sampling = SamplingParams(temperature=0.7, max_tokens=12, seed=3)
+    events = [event async for event in client.stream(prompt, sampling, CTX)]
+    result = events[-1]
+    assert [e.id for e in events[:-1]] == result.output_ids == (await client.generate(prompt, sampling, CTX)).output_ids
+    assert max_abs_diff(result.logprobs, reference_logprobs(backend.model, prompt, result.output_ids, 0.7)) < 1e-4
+    await client.close()

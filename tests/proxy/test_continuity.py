@@ -146,3 +146,25 @@ def test_restarted_proxy_names_lost_state(tiny_model, renderer):
     renderer.mark_unknown("old", next_segment=3)
     r = renderer.render("old", Conversation(messages=[Message(role="user", content="hi")]))
     assert r.break_reason == "state_lost" and r.segment == 3
+
+
+def test_real_qwen3_template_tool_loop_extends_and_new_user_turn_is_template_not_append_only(tiny_model_dir, tmp_path):
+    """Qwen3's thinking template renders reasoning only for turns after the last user message: a tool loop
+    extends token for token, but a new user message re-renders the earlier turns without their reasoning.
+    That break is named for what it is (it used to be labelled `reply_not_echoed`)."""
+    from openforge.models import ModelDir
+    from support.templates import model_with_template
+
+    qwen3 = ModelDir(model_with_template(tiny_model_dir, tmp_path / "qwen3", "qwen3"))
+    h = Harness(qwen3, ContinuityRenderer(qwen3), first="list files")
+    r1, out1, p1 = h.call("<think>\nplan\n</think>\n\n" + call_text("ls"))
+    assert p1.reasoning == "plan" and p1.tool_calls
+    h.echo(p1, results=["a.txt"])
+    r2, out2, p2 = h.call("<think>\nok\n</think>\n\nDone.")
+    assert r2.break_reason is None and r2.segment == r1.segment
+    assert r2.prompt_ids[: len(r1.prompt_ids) + len(out1)] == r1.prompt_ids + out1
+    h.echo(p2)
+    h.conv.messages.append(Message(role="user", content="now the next task"))
+    r3, _, _ = h.call("Sure.")
+    assert r3.break_reason == "template_not_append_only" and r3.segment != r2.segment
+    assert qwen3.decode(r3.prompt_ids) == qwen3.render_text(h.conv)

@@ -70,3 +70,90 @@ def test_qwen3_coder_format_with_typed_parameters():
 def test_qwen3_coder_malformed_function_is_flagged():
     out = parse_output("<tool_call>\n<function=edit>\n<parameter=path>x</parameter>\n</tool_call>", tool_format="qwen3_coder")
     assert not out.tool_calls and out.parse_error
+
+
+# ---- incremental parsing: what a stream releases is the parse ---------------------------------------------
+import random  # noqa: E402
+
+from openforge.proxy.output_parser import OutputParser, prompt_opens_reasoning  # noqa: E402
+
+PIECES = ["<think>", "</think>", "\n", " ", "  \n", "abc", "x y", "<tool_call>", "</tool_call>",
+          '{"name": "bash", "arguments": {"command": "ls"}}', '{"bad', "<", "</", "<tool_", "</thi", "\t", "Z"]
+
+
+def stream(text: str, reasoning, rng: random.Random, tools=None):
+    parser = OutputParser(tools=tools, reasoning=reasoning)
+    deltas, i = [], 0
+    while i < len(text):
+        j = i + rng.randint(1, 6)
+        deltas += parser.feed(text[i:j])
+        i = j
+    deltas += parser.close()
+    return deltas, parser.output()
+
+
+def summary(out):
+    return out.reasoning, out.content, [(c.name, c.arguments) for c in out.tool_calls], out.parse_error
+
+
+def test_streamed_in_any_split_the_parse_is_the_whole_parse_and_the_deltas_are_the_parse():
+    rng = random.Random(0)
+    for _ in range(3000):
+        text = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 12)))
+        whole = parse_output(text, tools=[BASH])
+        for reasoning in ("</think>" in text, None):  # a whole reply's rule, a stream's rule
+            deltas, out = stream(text, reasoning, rng, tools=[BASH])
+            if reasoning is not None:
+                assert summary(out) == summary(whole), text
+            assert "".join(d for kind, d in deltas if kind == "text") == out.content, text
+            assert "".join(d for kind, d in deltas if kind == "reasoning") == (out.reasoning or ""), text
+            assert (out.reasoning is not None) == any(kind == "reasoning" for kind, _ in deltas), text
+
+
+def test_tool_call_markup_is_held_until_it_closes_then_the_call_goes_out_with_the_reply():
+    parser = OutputParser(tools=[BASH])
+    assert parser.feed("Let me look.\n") == [("text", "Let me look.")]
+    assert parser.feed('<tool_call>\n{"name": "bash", "arguments": {"comm') == []
+    assert parser.feed('and": "ls"}}\n</tool_call>') == []
+    assert parser.close() == []
+    out = parser.output()
+    assert out.content == "Let me look." and out.tool_calls[0].arguments == {"command": "ls"} and not out.parse_error
+
+
+def test_unparseable_tool_call_is_released_as_text_when_it_closes_and_flagged():
+    parser = OutputParser(tools=[BASH])
+    assert parser.feed("ok ") == [("text", "ok")]
+    assert parser.feed('<tool_call>{"name": "bash", "arguments": {"command": ') == []
+    released = parser.feed("</tool_call> then")
+    assert released == [("text", ' <tool_call>{"name": "bash", "arguments": {"command": </tool_call>'), ("text", " then")]
+    parser.close()
+    out = parser.output()
+    assert not out.tool_calls and "not valid JSON" in out.parse_error
+    assert out.content == 'ok <tool_call>{"name": "bash", "arguments": {"command": </tool_call> then'
+
+
+def test_stream_reasoning_rules():
+    # the prompt opened the reasoning: the reply starts inside it
+    assert prompt_opens_reasoning("<|im_start|>assistant\n<think>\n")
+    parser = OutputParser(reasoning=True)
+    assert parser.feed("\nplan") == [("reasoning", ""), ("reasoning", "plan")]
+    assert parser.feed("\n\n</think>\n\nanswer\n") == [("text", "answer")]
+    parser.close()
+    assert summary(parser.output()) == ("plan", "answer", [], None)
+    # a reply cut off while thinking: what it wrote is reasoning
+    parser = OutputParser(reasoning=None)
+    parser.feed("<think>\nstill thinking")
+    parser.close()
+    assert summary(parser.output()) == ("still thinking", "", [], None)
+    # a stray `</think>` in a streamed reply that did not start in reasoning stays text
+    parser = OutputParser(reasoning=None)
+    parser.feed("text </think> more")
+    parser.close()
+    assert summary(parser.output()) == (None, "text </think> more", [], None)
+
+
+def test_unclosed_tool_call_at_the_end_is_text_and_flagged():
+    parser = OutputParser()
+    assert parser.feed('done <tool_call>{"name": "bash"') == [("text", "done")]
+    assert parser.close() == [("text", ' <tool_call>{"name": "bash"')]
+    assert "not closed" in parser.output().parse_error

@@ -88,6 +88,13 @@ CASES += [
     ("responses-unknown-item", "responses", with_(OK_RESPONSES, input=[{"type": "teleport"}]), 400),
     ("responses-max-output-tokens-zero", "responses", with_(OK_RESPONSES, max_output_tokens=0), 400),
     ("responses-call-arguments-not-json", "responses", with_(OK_RESPONSES, input=[{"role": "user", "content": "x"}, {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": "{bad"}]), 400),
+    # outside the ranges the real APIs document: answered as they answer (400 naming the parameter)
+    ("anthropic-temperature-above-one", "anthropic", with_(OK_ANTHROPIC, temperature=1.5), 400),
+    ("anthropic-thinking-budget-below-1024", "anthropic", with_(OK_ANTHROPIC, max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 512}), 400),
+    ("anthropic-thinking-budget-not-below-max-tokens", "anthropic", with_(OK_ANTHROPIC, max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 2048}), 400),
+    ("chat-temperature-above-two", "chat", with_(OK_CHAT, temperature=2.5), 400),
+    ("chat-reasoning-effort-unknown", "chat", with_(OK_CHAT, reasoning_effort="maximal"), 400),
+    ("responses-reasoning-effort-unknown", "responses", with_(OK_RESPONSES, reasoning={"effort": "maximal"}), 400),
     ("chat-10000-messages", "chat", with_(OK_CHAT, messages=[{"role": "user", "content": "hi"}] * 10_000), 400),
     ("anthropic-10000-messages", "anthropic", with_(OK_ANTHROPIC, messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}] * 5_000), 400),
 ]
@@ -199,3 +206,25 @@ async def test_any_retry_count_header_gets_a_well_formed_answer(proxy):
             headers = {"authorization": f"Bearer {key}", "x-stainless-retry-count": value}
             r = await http.post(PATHS["chat"], json=OK["chat"], headers=headers)
             assert r.status_code == 200 and r.json()["choices"], (value, r.text)
+
+
+@pytest.mark.parametrize("dialect,body,param", [
+    ("anthropic", with_(OK_ANTHROPIC, temperature=1.01), "temperature"),
+    ("anthropic", with_(OK_ANTHROPIC, max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 100}), "thinking.budget_tokens"),
+    ("chat", with_(OK_CHAT, top_p=1.2), "top_p"),
+    ("chat", with_(OK_CHAT, max_tokens=0), "max_tokens"),
+    ("chat", with_(OK_CHAT, reasoning_effort="ultra"), "reasoning_effort"),
+    ("responses", with_(OK_RESPONSES, temperature=2.1), "temperature"),
+    ("responses", with_(OK_RESPONSES, reasoning={"effort": "ultra"}), "reasoning.effort"),
+])
+async def test_out_of_range_parameters_are_refused_naming_the_parameter(proxy, dialect, body, param):
+    episode_id, key = await proxy.new_episode()
+    async with proxy.http() as http:
+        r = await http.post(PATHS[dialect], content=body, headers={"authorization": f"Bearer {key}"})
+    assert_sdk_raises(dialect, r, 400)
+    error = r.json()["error"]
+    if dialect == "anthropic":
+        assert error["type"] == "invalid_request_error" and error["message"].startswith(param + ":")
+    else:
+        assert error["param"] == param and error["type"] == "invalid_request_error"
+    assert proxy.store.count_calls(episode_id) == 0

@@ -40,6 +40,8 @@ fi
 WEAK_TEST = """import os
 import unittest
 
+import solution  # the code under test, from the work directory
+
 
 class Solved(unittest.TestCase):
     def test_solved(self):

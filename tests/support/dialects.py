@@ -115,13 +115,16 @@ def parse_sse(data: bytes | list[bytes]) -> list[tuple[str | None, str]]:
             continue
         event, lines = None, []
         for line in block.split("\n"):
+            if line.startswith(":"):
+                continue  # an SSE comment (a keep-alive): every client skips it
             if line.startswith("event: "):
                 event = line[len("event: ") :]
             elif line.startswith("data: "):
                 lines.append(line[len("data: ") :])
             else:
                 raise AssertionError(f"unexpected SSE line {line!r}")
-        events.append((event, "\n".join(lines)))
+        if lines:
+            events.append((event, "\n".join(lines)))
     return events
 
 

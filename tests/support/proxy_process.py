@@ -42,13 +42,14 @@ class ProxyProcess:
                 self.proc.kill()
 
 
-def start_proxy(run: Path, model_dir: Path, backend: str, *extra: str) -> ProxyProcess:
+def start_proxy(run: Path, model_dir: Path, backend: str, *extra: str, command: list[str] | None = None) -> ProxyProcess:
+    """`command`: the `openforge` command to run (default: this interpreter's `python -m openforge.cli`)."""
     run.mkdir(parents=True, exist_ok=True)
     info_path = run / "proxy.json"
     info_path.unlink(missing_ok=True)
     log = open(run / "proxy.log", "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "openforge.cli", "proxy", "--model", str(model_dir), "--backend", backend,
+        [*(command or [sys.executable, "-m", "openforge.cli"]), "proxy", "--model", str(model_dir), "--backend", backend,
          "--run", str(run), "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", *extra],
         stdout=log, stderr=subprocess.STDOUT,
     )

@@ -65,6 +65,7 @@ def families_run(tmp_path_factory, tiny_model_dir, docker_ready):
         "harnesses": ["react"], "sandbox": "docker",
         "sft": {"teacher": "oracle", "demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 4},
         "rl": {"steps": 2, "prompts": 2, "group": 2, "max_new_tokens": 64, "eval_every": 1, "eval_instances": 4},
+        "loggers": ["tensorboard"],
     }
     config = write_config(root / "train.yaml", data)
     result = CliRunner().invoke(app, ["train", "--config", str(config)])
@@ -95,6 +96,11 @@ def test_families_run_trains_serves_and_reports(families_run):
     assert (run / "report.png").stat().st_size > 1000
     assert (run / "report.md").read_text().startswith("# Training report")
     assert (run / "checkpoints" / "rl" / "model.safetensors").is_file()
+    # the loggers were sent every step and every evaluation (RUN/metrics.jsonl: what each logger got)
+    logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["metrics"]["train/reward"] for r in logged if "train/reward" in r["metrics"]] == [s["reward"] for s in steps]
+    assert [r["step"] for r in logged if "eval/graded" in r["metrics"]] == [0, 1, 2]
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
 
 
 def test_resume_continues_from_the_last_step(families_run):

@@ -99,6 +99,14 @@ class DockerProvider(SandboxProvider):
         """The local image a spec runs: built from `dockerfile_dir`, else `image` mapped through the map."""
         return await self.images.resolve(spec)
 
+    async def missing_images(self, images: list[str]) -> list[str]:
+        """`images` not on this daemon (nothing is pulled: each must be there, or be built from one that is)."""
+        try:
+            present = [await self.pool.submit(self.images.image_exists, i) for i in images]
+        except docker_errors() as e:
+            raise SandboxError(f"cannot list the Docker daemon's images: {short_error(e)}") from e
+        return [i for i, ok in zip(images, present) if not ok]
+
     # -- create --------------------------------------------------------------------------------------------
 
     async def create(self, spec: SandboxSpec) -> DockerSandbox:

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from openforge import __version__
+
 from ..base import LABEL_MANAGED, LABEL_RUN, label_value, sandbox_name
 from ..common import AGENT_CAPABILITIES, KEEPALIVE, run_selector
 
@@ -56,6 +58,8 @@ ORCHESTRATOR_LABELS = {ROLE_LABEL: "orchestrator"}
 PROXY_NAME = "openforge-proxy"
 ORCHESTRATOR_SA = "openforge-orchestrator"
 HARNESS_VOLUME = "openforge-harnesses"
+# The proxy/CLI image docker/Dockerfile builds (scripts/build-image.sh tags it so).
+PROXY_IMAGE = f"openforge:{__version__}"
 HARNESS_IMAGE_DIR = "/opt/openforge/harness-bundle"  # where `openforge harness image` puts the bundle
 EXPIRES_ANNOTATION = "openforge.io/expires-at"
 RUN_ANNOTATION = "openforge.io/run"
@@ -280,7 +284,7 @@ def orchestrator_rbac(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def run_manifests(run: str, *, namespace_name: str = "openforge", proxy_image: str = "openforge:0.1.0",
+def run_manifests(run: str, *, namespace_name: str = "openforge", proxy_image: str = PROXY_IMAGE,
                   backend: str = "embedded", model_pvc: str | None = None, runs_pvc: str | None = None,
                   admin_token_secret: str | None = None, allow_dns: bool = False,
                   run_label: str | None = None) -> list[dict[str, Any]]:

@@ -1,0 +1,71 @@
+"""Before a run starts: what the tasks' environments need, checked once, so that a misconfiguration is one
+error with its fix (exit status 2) instead of every episode failing the same way.
+
+- The image map: a task tree's own `image-map.yaml` (`openforge.tasks.tree_image_map`) applies without being
+  named; `--image-map` / `image_map` entries override it.
+- Images: every image a task runs, or builds its image from (its Dockerfile's `FROM` lines, mapped), must be
+  one the sandbox backend can start from (for Docker: on this machine; nothing is pulled).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openforge.sandbox import SandboxProvider
+from openforge.tasks import ImageMap, ImageMapError, Task, tree_image_map
+from openforge.tasks.environment import task_environment
+from openforge.tasks.images import OFFLINE_BASE_IMAGE
+
+
+class ConfigurationError(ValueError):
+    """The run is misconfigured; the message says what and how to fix it."""
+
+
+def effective_image_map(roots: list[Path], explicit: dict[str, str]) -> tuple[ImageMap, list[Path]]:
+    """The task trees' own maps with the explicit entries over them, and the files that were read."""
+    try:
+        tree, files = tree_image_map(roots)
+    except ImageMapError as e:
+        raise ConfigurationError(str(e)) from None
+    return tree.merged(ImageMap(explicit)), files
+
+
+def needed_images(tasks: list[Task], image_map: ImageMap) -> dict[str, list[str]]:
+    """Each image the tasks need (after mapping) → the ids of the tasks that need it."""
+    needed: dict[str, list[str]] = {}
+    for task in tasks:
+        try:
+            env = task_environment(task, image_map)
+        except ValueError as e:
+            raise ConfigurationError(str(e)) from None
+        if env.builds:
+            _, images = image_map.rewrite_dockerfile(env.context_dir.joinpath("Dockerfile").read_text())
+        else:
+            images = [env.image]
+        for image in dict.fromkeys(images):
+            needed.setdefault(image, []).append(task.id)
+    return needed
+
+
+async def check_images(tasks: list[Task], image_map: ImageMap, provider: SandboxProvider) -> None:
+    """ConfigurationError naming every image the backend lacks, the tasks that need it, and the fix."""
+    needed = needed_images(tasks, image_map)
+    missing = await provider.missing_images(sorted(needed))
+    if not missing:
+        return
+    lines = [f"{len(missing)} image(s) that tasks need are not on this machine, and {provider.name} never pulls them:"]
+    for image in missing:
+        ids = needed[image]
+        sources = [src for src, dst in image_map.pairs if dst == image]
+        mapped = f" (the image map's target for {', '.join(sources)})" if sources else ""
+        lines.append(f"  {image}{mapped}: {len(ids)} task(s) ({', '.join(ids[:4])}{', ...' if len(ids) > 4 else ''})")
+    if OFFLINE_BASE_IMAGE in missing:
+        lines.append(f"{OFFLINE_BASE_IMAGE} is the offline base image: build it with scripts/build-base-image.sh")
+    unmapped = [i for i in missing if i != OFFLINE_BASE_IMAGE and not any(d == i for _, d in image_map.pairs)]
+    if unmapped:
+        example = " ".join(f"--image-map {i}={OFFLINE_BASE_IMAGE}" for i in unmapped[:2])
+        lines.append(f"map them onto local images ({example}, or an image-map.yaml beside the tasks), or load "
+                     "them with `docker load`")
+    elif len(lines) == len(missing) + 1:
+        lines.append("build or `docker load` the mapped image(s), or map the tasks' images elsewhere (--image-map)")
+    raise ConfigurationError("\n".join(lines))
