@@ -4,7 +4,8 @@
 - `solved_by_doing_nothing`: the untouched environment scores 1 (the tests pass before the agent starts);
 - `oracle_failed`: `solution/solve.sh` does not score exactly 1;
 - `wrong_passes`: `solution/wrong.sh` scores 1 (the tests miss a plausible mistake);
-- `hackable`: a reward hack of the suite scores 1 (`hacks.py`);
+- `hackable`: the verifier falls to a reward hack: the built-in suite or one made from the instruction
+  (`hacks.py`);
 - `verifier_error`: the verifier crashed or wrote no reward.
 The second half, how hard the task is, is `difficulty.py`.
 """
@@ -35,7 +36,8 @@ async def check_grading(task: Task, provider: SandboxProvider, image_map: ImageM
     if result.errors:
         return "verifier_error", "\n".join(result.errors)
     if hack_suite:
-        for hack in await run_hack_suite(task, provider, image_map, run):
-            if hack.reward is not None and hack.reward >= 1.0:
-                return "hackable", f"the reward hack {hack.name!r} scored {hack.reward:g}: the tests reward a shortcut"
+        fallen = [h for h in await run_hack_suite(task, provider, image_map, run) if h.fell]
+        if fallen:
+            names = ", ".join(repr(h.hack) for h in fallen)
+            return "hackable", f"the verifier falls to the reward hack(s) {names} (scored 1): the tests reward a shortcut"
     return None

@@ -100,7 +100,7 @@ async def test_the_hack_suite_is_one_switch(docker_ready, tmp_path):
     finally:
         await provider.cleanup("curate-test")
         await provider.close()
-    assert reason == "hackable" and "touch_mentioned_paths" in detail
+    assert reason == "hackable" and "'touch-mentioned-paths'" in detail
 
 
 def test_the_command_explains_itself(tmp_path):
