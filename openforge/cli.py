@@ -346,24 +346,40 @@ def _rollout_config(**options):
 
 
 def _run_rollouts(config, report: bool) -> None:
+    """The run's episodes; for `eval`, the report — with `--faults`, the episodes without faults in RUN and with
+    faults in RUN/faults, both reported."""
     import asyncio
 
+    from openforge.analysis import analyze_run, write_analysis
     from openforge.eval.report import write_report
+    from openforge.eval.robustness import FAULTS_DIR
     from openforge.rollout import RolloutError, run_rollouts
     from openforge.store import TrajectoryStore
 
-    try:
-        summary = asyncio.run(run_rollouts(config, console))
-    except RolloutError as e:
-        fail(str(e))
-    console.print(f"{summary.done} episodes run, {summary.skipped} already finished: "
-                  + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
-                  + (f" ({summary.tampered} failed for tampering with the verifier)" if summary.tampered else ""))
-    if report:
+    faults = config.faults if report else None
+    runs = [config] if faults is None else [config.model_copy(update={"faults": None}),
+                                            config.model_copy(update={"run": config.run / FAULTS_DIR})]
+    interrupted = False
+    for run_config in runs:
+        try:
+            summary = asyncio.run(run_rollouts(run_config, console))
+        except RolloutError as e:
+            fail(str(e))
+        label = f" ({'with' if run_config.faults else 'without'} faults)" if faults else ""
+        console.print(f"{summary.done} episodes run{label}, {summary.skipped} already finished: "
+                      + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
+                      + (f" ({summary.tampered} failed for tampering with the verifier)" if summary.tampered else ""))
+        interrupted = interrupted or summary.interrupted
+        if interrupted:
+            break
+    if report and not interrupted:
+        analysis = analyze_run(config.run)
+        write_analysis(analysis, config.run)
         with TrajectoryStore.open(config.run) as store:
-            write_report(store, config.run, console)
-        console.print(f"report: {config.run / 'report.md'}, {config.run / 'report.json'}")
-    if summary.interrupted:
+            write_report(store, config.run, console, analysis=analysis, faults=faults.text() if faults else None)
+        console.print(f"report: {config.run / 'report.md'}, {config.run / 'report.json'}, "
+                      f"{config.run / 'analysis.png'}")
+    if interrupted:
         raise typer.Exit(130)
     if summary.done and not summary.graded:
         reasons = sorted(summary.failures.items(), key=lambda kv: -kv[1])
@@ -395,6 +411,10 @@ AgentUserOpt = Annotated[Optional[str], typer.Option(
     "expect) or agent (unprivileged); default: each task's [agent] user, else root.")]
 MaxNewTokensOpt = Annotated[Optional[int], typer.Option(
     help="Cap on tokens sampled per model call (default: RolloutConfig's); also react's own per-reply cap.")]
+FaultsOpt = Annotated[Optional[str], typer.Option(
+    "--faults", help="Faults to inject into the environment, e.g. transient:0.3,missing_dir:0.2 (kinds: "
+    "transient, missing_dir, permission, disk_full, hang, flaky_service, or all; options: exclusive, seed=N, "
+    "hang_s=S). eval runs every episode without and with them and reports both.")]
 
 
 def _key_values(pairs: list[str] | None, what: str) -> dict:
@@ -427,13 +447,13 @@ def _rollout_command(report: bool):
                 sandbox_option: SandboxOptionOpt = None,
                 proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen"),
                 max_new_tokens: MaxNewTokensOpt = _rollout_default("max_new_tokens"),
-                agent_user: AgentUserOpt = None) -> None:
+                agent_user: AgentUserOpt = None, faults: FaultsOpt = None) -> None:
         config = _rollout_config(
             tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
             sandbox_options=_key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
             samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
             image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout,
-            resume=resume, max_new_tokens=max_new_tokens, agent_user=agent_user,
+            resume=resume, max_new_tokens=max_new_tokens, agent_user=agent_user, faults=faults,
         )
         _run_rollouts(config, report=report)
 
@@ -730,16 +750,22 @@ def train(
                                 "harnesses, sandbox, sft, rl, evaluation. See examples/train/."),
     run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the config's `run`)."),
     resume: bool = typer.Option(False, help="Continue from the last RL checkpoint and steps.jsonl."),
+    faults: FaultsOpt = None,
 ) -> None:
     """SFT (optional) and GRPO through the real harnesses: a progress bar, one summary line per step
-    (reward, pass rate, tokens, merge rate), and RUN/report.{json,md,png} (reward and held-out pass@1)."""
-    from openforge.config import ConfigError, load_config
+    (reward, pass rate, tokens, merge rate), and RUN/report.{json,md,png} (reward and held-out pass@1). With
+    --faults, GRPO's episodes meet those faults and every evaluation runs without and with them (the
+    config's `faults` block sets them apart)."""
+    from openforge.config import ConfigError, read_mapping, validate_config
     from openforge.train.config import TrainConfig
     from openforge.train.errors import TrainError
     from openforge.train.pipeline import run_training
 
     try:
-        settings = load_config(config, TrainConfig)
+        fields = read_mapping(config)
+        if faults is not None:
+            fields["faults"] = faults
+        settings = validate_config(fields, TrainConfig, source=str(config))
         run_training(settings, run_dir=run, resume=resume, console=console)
     except (ConfigError, TrainError) as e:
         fail(str(e))
@@ -747,12 +773,15 @@ def train(
 
 @app.command()
 def quickstart(
-    run: Path = typer.Option(Path("runs/quickstart"), "--run", help="Run directory."),
+    run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: runs/quickstart, or "
+                                       "runs/quickstart-recovery with --recipe recovery)."),
     seed: Optional[int] = typer.Option(None, help="Seed for the model, tasks and sampling (default 0, or the "
                                        "config's `seed`)."),
     config: Optional[Path] = typer.Option(None, help="YAML with TrainConfig fields laid over the quickstart's "
                                           "preset (e.g. `sft: {control: true}`)."),
     smoke: bool = typer.Option(False, help="A reduced run (minutes): checks the pipeline, not the learning."),
+    recipe: str = typer.Option("default", help="default, or recovery: GRPO with faults injected, evaluated "
+                               "with and without faults (README: the recovery recipe)."),
 ) -> None:
     """The main job: tiny model → teacher trajectories through the react harness → SFT → GRPO → held-out
     evaluation of base, SFT and SFT+RL, with a report (`openforge train` on the quickstart's preset)."""
@@ -762,8 +791,10 @@ def quickstart(
 
     try:
         overrides = read_mapping(config) if config else {}
-        settings = quickstart_config(overrides, seed=seed, smoke=smoke, source=str(config or "quickstart"))
-        run_quickstart(run, settings, console=console)
+        settings = quickstart_config(overrides, seed=seed, smoke=smoke, source=str(config or "quickstart"),
+                                     recipe=recipe)
+        title = "Quickstart report" + (f" (recipe {recipe})" if recipe != "default" else "")
+        run_quickstart(run or settings.run, settings, console=console, title=title)
     except (ConfigError, TrainError) as e:
         fail(str(e))
 

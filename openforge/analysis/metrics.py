@@ -137,9 +137,11 @@ def summarise(items: list[EpisodeBehaviour]) -> BehaviourSummary:
     by_fault: dict[str, dict[str, float | int | None]] = {}
     for kind in sorted({f for b in graded for f in b.faults}):
         hit = [b for b in graded if kind in b.faults]
+        met = [b for b in hit if b.met_error]
         by_fault[kind] = {"episodes": len(hit), "passed": sum(b.passed for b in hit),
                           "pass_rate": _rate(sum(b.passed for b in hit), len(hit)),
-                          "met_error": sum(b.met_error for b in hit)}
+                          "met_error": len(met), "recovered": sum(b.recovered for b in met),
+                          "recovery_rate": _rate(sum(b.recovered for b in met), len(met))}
     return BehaviourSummary(
         episodes=len(items), graded=len(graded), pass_rate=_rate(sum(b.passed for b in graded), len(graded)),
         met_error=len(errors), continued_after_error=sum(b.continued_after_error for b in errors),

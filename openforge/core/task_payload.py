@@ -21,6 +21,10 @@ class TaskPayload(BaseModel):
     family: str | None = None
     # the reference solution, for the oracle teacher (None: the task has none)
     solution: str | None = None
+    # read-only commands the oracle runs before its solution (a look around) and after it (a check of the
+    # result); None: none
+    look: str | None = None
+    check: str | None = None
     # (tool name, argument name) of the harness's own shell tool, so the oracle answers through it
     shell_tool: tuple[str, str] | None = None
     # the tool kinds the task needs (`[metadata] required_tools` in task.toml: shell, read, write, edit, search),

@@ -2,6 +2,11 @@
 calls and tokens per episode; a rich table, `report.md` and `report.json` in the run directory.
 
 Only each slot's final attempt counts; infrastructure failures are counted by class but are not samples.
+Behaviour (`openforge.analysis`: error recovery, self-verification, tool mix, format errors, steps) is part of
+the report (`behaviour`, `behaviour_by_harness`; `analysis.png` is its plot). With `--faults`, the same
+evaluation runs again with faults injected (RUN/faults): `with_faults` is its report and `robustness` the
+comparison (`openforge.eval.robustness`).
+
 Replies the harness got cut off by a length cap (finish_reason `length`) or that the proxy could not parse
 (a tool call it could not read) are counted, and each episode that had one is listed with the reason: an
 agent failing because its reply was cut is not the same as an agent solving the task wrongly. Episodes graded
@@ -19,8 +24,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from openforge.analysis import RunAnalysis, StoreAnalysis
+from openforge.analysis.report import COLUMNS, cell
 from openforge.core import Episode, FinishReason, Outcome
 from openforge.eval.metrics import pass_table, task_counts
+from openforge.eval.robustness import FAULTS_DIR, robustness, robustness_markdown
 from openforge.store import TrajectoryStore
 
 
@@ -121,7 +129,7 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def report_markdown(report: dict[str, Any]) -> str:
+def report_markdown(report: dict[str, Any], analysis: StoreAnalysis | None = None) -> str:
     lines = ["# Evaluation report", "",
              f"{report['episodes']} episodes, {report['graded']} graded.", "",
              "| k | pass@k | pass^k |", "|---|---|---|"]
@@ -153,16 +161,43 @@ def report_markdown(report: dict[str, Any]) -> str:
     if report["failures"]:
         lines += ["", "## Infrastructure failures (not counted as samples)", ""]
         lines += [f"- {f['task']} / {f['harness']}: **{f['outcome']}** — {f['reason']}" for f in report["failures"]]
+    if analysis is not None:
+        lines += behaviour_markdown(analysis)
+    if "robustness" in report:
+        lines += robustness_markdown(report["robustness"])
     return "\n".join(lines) + "\n"
 
 
-def write_report(store: TrajectoryStore, run_dir: Path, console: Console | None = None) -> dict[str, Any]:
+def write_report(store: TrajectoryStore, run_dir: Path, console: Console | None = None,
+                 analysis: RunAnalysis | None = None, faults: str | None = None) -> dict[str, Any]:
+    """report.json and report.md of the run in `run_dir`; with `analysis` (of the run directory) the behaviour
+    sections; with `faults` (the spec) the evaluation with faults in RUN/faults beside it."""
     report = build_report(store)
+    main = analysis.store(".") if analysis is not None else None
+    if main is not None:
+        report["behaviour"] = main.overall.model_dump(mode="json")
+        report["behaviour_by_harness"] = {h: s.model_dump(mode="json") for h, s in main.per_harness.items()}
+    if faults is not None:
+        faulted_store = analysis.store(FAULTS_DIR) if analysis is not None else None
+        with TrajectoryStore.open(run_dir / FAULTS_DIR) as fstore:
+            report["with_faults"] = build_report(fstore)
+            episodes = final_episodes(fstore)
+        if faulted_store is not None:
+            report["robustness"] = robustness(faults, report, report["with_faults"], episodes, faulted_store)
     (run_dir / "report.json").write_text(json.dumps(report, indent=2))
-    (run_dir / "report.md").write_text(report_markdown(report))
+    (run_dir / "report.md").write_text(report_markdown(report, main))
     if console is not None:
         console.print(report_table(report))
     return report
+
+
+def behaviour_markdown(analysis: StoreAnalysis) -> list[str]:
+    """The behaviour table (overall and per harness) of one store."""
+    lines = ["", "## Behaviour", "", "From the recorded calls (`openforge analyze`; definitions in the README).", "",
+             "| | " + " | ".join(c for c, _, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    groups = [("all", analysis.overall)] + list(analysis.per_harness.items())
+    lines += [f"| {name} | " + " | ".join(cell(s, f, k) for _, f, k in COLUMNS) + " |" for name, s in groups]
+    return lines + ["", "![behaviour](analysis.png)"]
 
 
 def report_table(report: dict[str, Any]) -> Table:
@@ -182,6 +217,10 @@ def report_table(report: dict[str, Any]) -> Table:
     table.caption = f"outcomes: {outcomes}"
     if report.get("tampered"):
         table.caption += f"; tampered with the verifier: {report['tampered']} (report.md lists them)"
+    if "robustness" in report:
+        r = report["robustness"]
+        table.caption += (f"; with faults ({r['faults']}): pass@1 {_pct(r['pass_at_k']['with_faults'].get('1'))}, "
+                          f"recovery {_pct(r['recovery_rate'])}")
     if report["length_capped_calls"] or report["parse_error_calls"]:
         table.caption += (f"; replies cut off by a length cap: {report['length_capped_calls']}, not parsed: "
                           f"{report['parse_error_calls']} (report.md lists the episodes)")

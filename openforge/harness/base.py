@@ -34,6 +34,7 @@ from openforge.harness.tools import ToolKind, exit_code_failed
 
 __all__ = [
     "DIALECTS",
+    "CommandHook",
     "HarnessAdapter",
     "HarnessError",
     "Launch",
@@ -99,6 +100,19 @@ class Launch:
         return Path(host_home, *rel.parts)
 
 
+@dataclass(frozen=True)
+class CommandHook:
+    """How to have a harness's shell source a file before each of the agent's commands (fault injection,
+    `openforge.faults.hook`), measured per harness with the pinned binaries: environment variables to set
+    (`{hook}`: the file to source; `{source}`: a file holding one line that sources it), regexes of command
+    lines the harness runs for itself (never the agent's), and a regex whose group `cmd` is the agent's
+    command inside the line the shell runs (None: the line is the command)."""
+
+    env: dict[str, str]
+    internal: tuple[str, ...] = ()
+    command: str | None = None
+
+
 @dataclass
 class HarnessAdapter(ABC):
     """Base of all adapters. Subclasses are dataclasses whose fields are the adapter's options."""
@@ -118,6 +132,8 @@ class HarnessAdapter(ABC):
     #: memory the harness itself needs on top of nothing: a sandbox gets at least this much, whatever the task
     #: asks for (measured: OpenClaw's Node is OOM-killed at 512 MB)
     min_memory_mb: ClassVar[int] = 256
+    #: how the environment's fault hook reaches the agent's shell commands (None: it cannot)
+    command_hook: ClassVar[CommandHook | None] = None
 
     @abstractmethod
     def launch(
@@ -154,6 +170,10 @@ class HarnessAdapter(ABC):
             raise HarnessError(f"harness {self.name!r} has no shell tool")
         tool, arg = self.shell_tool
         return {"name": tool, "arguments": {arg: command}}
+
+    def offers_shell(self) -> bool:
+        """Whether the harness, as configured, offers the agent its shell tool."""
+        return self.shell_tool is not None
 
     def tool_kind(self, name: str) -> ToolKind:
         return self.tool_kinds.get(name, ToolKind.other)

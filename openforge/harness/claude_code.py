@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openforge.harness.base import (
+    CommandHook,
     HarnessAdapter,
     HarnessError,
     Launch,
@@ -68,6 +69,13 @@ class ClaudeCodeAdapter(HarnessAdapter):
                   "Grep": ToolKind.search, "Glob": ToolKind.search, "LS": ToolKind.search}
     failed_exit_pattern = re.compile(r"^Exit code (-?\d+)", re.M)
     min_memory_mb = 1024
+    # Each Bash call runs `bash -c "source <snapshot> ... && eval 'CMD' < /dev/null && pwd -P >| <file>"`; it
+    # does not source BASH_ENV for these, but inlines the file CLAUDE_ENV_FILE names into that line.
+    command_hook = CommandHook(env={"CLAUDE_ENV_FILE": "{source}"},
+                               command=r"&& eval '(?P<cmd>.*)' < /dev/null && pwd -P >\|")
+
+    def offers_shell(self) -> bool:
+        return self.tools is None or "Bash" in self.tools
 
     tools: tuple[str, ...] | None = DEFAULT_TOOLS
     auth: str = "bearer"

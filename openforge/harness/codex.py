@@ -48,7 +48,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from openforge.harness.base import HarnessAdapter, Launch, api_root, json_lines, transcript_summary
+from openforge.harness.base import CommandHook, HarnessAdapter, Launch, api_root, json_lines, transcript_summary
 from openforge.harness.tools import ToolKind
 
 KEY_ENV = "OPENFORGE_API_KEY"
@@ -94,6 +94,11 @@ class CodexAdapter(HarnessAdapter):
                   "local_shell": ToolKind.shell, "apply_patch": ToolKind.edit, "view_image": ToolKind.read}
     failed_exit_pattern = re.compile(r"^Process exited with code (-?\d+)", re.M)
     min_memory_mb = 512
+    # `bash -lc` writes its shell snapshot, `bash -c 'set -e; . <snapshot>'` checks it; each command then runs
+    # in a wrapper that restores the snapshot and execs `bash -c CMD`: only that last line is the agent's.
+    command_hook = CommandHook(env={"BASH_ENV": "{hook}"},
+                               internal=(r"# Snapshot file", r"^set -e; \. \"[^\"]*shell_snapshots/",
+                                         r"^__CODEX_SNAPSHOT_OVERRIDE"))
 
     context_window: int | None = None
     request_max_retries: int | None = None

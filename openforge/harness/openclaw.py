@@ -50,7 +50,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from openforge.harness.base import HarnessAdapter, Launch, api_root, transcript_summary
+from openforge.harness.base import CommandHook, HarnessAdapter, Launch, api_root, transcript_summary
 from openforge.harness.tools import ToolKind
 
 PROVIDER_ID = "openforge"
@@ -72,6 +72,13 @@ class OpenClawAdapter(HarnessAdapter):
                   "ls": ToolKind.search}
     failed_exit_pattern = re.compile(r"\(Command exited with code (-?\d+)\)")
     min_memory_mb = 2048
+    # `exec` runs `$SHELL --noprofile --norc -c CMD` (`sh -c CMD` when SHELL is unset) and drops BASH_ENV and
+    # ENV from the command's environment: SHELL names a wrapped bash instead. It runs lines of its own through
+    # that shell first (its shell snapshot, captured and then checked); each command comes as the snapshot
+    # sourced, a few exports, then `eval 'CMD'`.
+    command_hook = CommandHook(env={"SHELL": "{shell}"},
+                               internal=(r"__OPENCLAW_SHELL_SNAPSHOT_CAPTURE__", r"^\. '[^']*/shell-snapshots/"),
+                               command=r"\neval '(?P<cmd>.*)'\Z")
 
     context_window: int = 32768
     max_tokens: int = 4096

@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 
 from openforge import __version__
-from openforge.harness.base import HarnessAdapter, Launch, api_root, json_lines, transcript_summary
+from openforge.harness.base import CommandHook, HarnessAdapter, Launch, api_root, json_lines, transcript_summary
 from openforge.harness.react_agent import AGENT_REFUSED_STATUSES, API_ERROR_EXIT, DEFAULT_MAX_STEPS
 from openforge.harness.tools import ToolKind
 
@@ -26,8 +26,9 @@ class ReactAdapter(HarnessAdapter):
     """Options: `max_steps` (model calls per episode), `max_tokens` (per call; a run sets it to its
     `max_new_tokens` unless given here), `tools` (a subset of bash,
     read, write, submit to offer; all by default — a tiny model learns faster with a shorter prompt),
-    `system_prompt` (replaces the default; "" sends no system message), `python` (interpreter inside the
-    sandbox), `extra_env`."""
+    `system_prompt` (replaces the default; "" sends no system message), `command_timeout_s` (how long one bash
+    command may run; default 60 s in a sandbox, 20 s in the in-process episodes), `python` (interpreter inside
+    the sandbox), `extra_env`."""
 
     name = "react"
     dialect = "chat_completions"
@@ -37,6 +38,10 @@ class ReactAdapter(HarnessAdapter):
     tool_kinds = {"bash": ToolKind.shell, "read": ToolKind.read, "write": ToolKind.write}
     # `[exit code N]` after a failed command; `[error: ...]` from read/write
     failed_exit_pattern = re.compile(r"\[exit code (-?\d+)\]\s*$")
+    command_hook = CommandHook(env={"BASH_ENV": "{hook}"})  # its bash tool runs `bash -c CMD`
+
+    def offers_shell(self) -> bool:
+        return not self.tools or "bash" in self.tools
 
     def tool_failed(self, content: str, is_error: bool = False) -> bool:
         return super().tool_failed(content, is_error) or content.startswith("[error:")
@@ -55,6 +60,7 @@ class ReactAdapter(HarnessAdapter):
     max_tokens: int = 512
     tools: tuple[str, ...] = ()
     system_prompt: str | None = None
+    command_timeout_s: float | None = None
     python: str = "python3"
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -72,6 +78,8 @@ class ReactAdapter(HarnessAdapter):
             argv += ["--tools", ",".join(self.tools)]
         if self.system_prompt is not None:
             argv += ["--system-prompt", self.system_prompt]
+        if self.command_timeout_s is not None:
+            argv += ["--command-timeout", f"{self.command_timeout_s:g}"]
         files = {agent: agent_source(), instruction_file: instruction}
         return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=cwd, home=home_p,
                       dirs=(home_p, home_p / ".tmp"))

@@ -101,12 +101,12 @@ def format_output(stdout: str, stderr: str, returncode: int) -> str:
     return (out if out.strip() else "(no output)") + ("" if returncode == 0 else f"\n[exit code {returncode}]")
 
 
-def run_tool(name: str, arguments: dict) -> tuple[str, bool]:
+def run_tool(name: str, arguments: dict, command_timeout_s: float = COMMAND_TIMEOUT_S) -> tuple[str, bool]:
     """(output for the model, whether the agent submitted)."""
     try:
         if name == "bash":
             done = subprocess.run(["bash", "-c", str(arguments.get("command", ""))], capture_output=True,
-                                  text=True, errors="replace", timeout=COMMAND_TIMEOUT_S)
+                                  text=True, errors="replace", timeout=command_timeout_s)
             return format_output(done.stdout, done.stderr, done.returncode), False
         if name == "read":
             with open(str(arguments.get("path", "")), errors="replace") as f:
@@ -122,7 +122,7 @@ def run_tool(name: str, arguments: dict) -> tuple[str, bool]:
             return "submitted", True
         return f"unknown tool {name!r}; use bash, read, write or submit", False
     except subprocess.TimeoutExpired:
-        return f"[command timed out after {COMMAND_TIMEOUT_S} s]", False
+        return f"[command timed out after {command_timeout_s:g} s]", False
     except OSError as e:
         return f"[error: {e}]", False
 
@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--tools", default="", help="comma-separated subset of bash,read,write,submit")
     parser.add_argument("--system-prompt", default=None, help="replaces the default system prompt; '' sends none")
+    parser.add_argument("--command-timeout", type=float, default=COMMAND_TIMEOUT_S, help="seconds a bash command may run")
     args = parser.parse_args(argv)
     with open(args.instruction_file) as f:
         instruction = f.read()
@@ -184,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         result = run_agent(args.base_url, os.environ.get("OPENFORGE_API_KEY", ""), args.model, instruction,
                            max_steps=args.max_steps, max_tokens=args.max_tokens,
                            tools=[t for t in args.tools.split(",") if t] or None,
-                           system_prompt=args.system_prompt)
+                           system_prompt=args.system_prompt,
+                           tool_runner=lambda name, arguments: run_tool(name, arguments, args.command_timeout))
     except ModelAPIError as e:
         emit({"type": "result", "ok": False, "error": str(e)})
         print(f"react: {e}", file=sys.stderr)

@@ -1,5 +1,7 @@
 """`oracle`: the teacher that knows the answer. It solves each episode's task by sending the task's reference
-solution through the harness's own shell tool, then finishes with a short answer. It validates tasks end to
+solution through the harness's own shell tool — after a look around and before a check of its result, when
+the task has them (`solution/look.sh`, `solution/check.sh`: `TaskPayload.look`, `.check`) — and finishes with
+a short answer. It validates tasks end to
 end and records teacher trajectories for SFT.
 
 It needs the episode's task payload (`openforge.core.TaskPayload`, as the episode runners create episodes)
@@ -32,10 +34,13 @@ class OraclePolicy(_Policy):
             raise ScriptError("the oracle needs the episode's task payload with its reference solution "
                               "(TaskPayload.solution): create episodes with the orchestrator, from a task "
                               "whose solution/solve.sh `openforge tasks validate` accepts")
-        if conversation is None or any(m.role == "tool" for m in conversation.messages):
+        results = 0 if conversation is None else sum(m.role == "tool" for m in conversation.messages)
+        commands = [c for c in (payload.look, payload.solution, payload.check) if c]
+        if conversation is None or results >= len(commands):
             return FINAL_ANSWER
+        command = commands[results]
         name, argument = shell_tool(conversation, payload)
-        call = {"name": name, "arguments": {argument: payload.solution}}
+        call = {"name": name, "arguments": {argument: command}}
         # the same text the chat template renders for this call, so continuity holds from scratch too
         return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
 

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from openforge.faults import FaultSpec, parse_fault_spec
+
 # Tries per episode slot (only infrastructure failures are retried): `openforge rollout` / `eval` and
 # `openforge train` alike.
 DEFAULT_MAX_ATTEMPTS = 3
@@ -26,6 +28,8 @@ class RolloutConfig(BaseModel):
       unless `harness_options` sets its `max_tokens`.
     - `sandbox_options`: options of the sandbox backend, e.g. for `kubernetes`
       `{"namespace": "openforge", "harness_image": "registry/openforge-harnesses:TAG"}`.
+    - `faults`: faults injected into the episodes' environments (`openforge.faults.spec`: a spec like
+      `transient:0.3,missing_dir:0.2` or its mapping); recorded on each episode.
     - `proxy_listen`: where the run's proxy serves the model API over TCP (`127.0.0.1:0`: any free loopback
       port). Kubernetes pods reach it through a Service: in-cluster, `0.0.0.0:8100`.
     - `agent_user`: who the harness runs as in Docker and Kubernetes sandboxes: `root` (the image's user —
@@ -59,6 +63,12 @@ class RolloutConfig(BaseModel):
     resume: bool = False
     step: int = 0  # training step the episodes belong to (GRPO groups are (step, task, harness))
     agent_user: Literal["root", "agent"] | None = None
+    faults: FaultSpec | None = None
+
+    @field_validator("faults", mode="before")
+    @classmethod
+    def _fault_spec(cls, v: Any) -> Any:
+        return parse_fault_spec(v)
 
     def adapter_options(self, harness: str) -> dict[str, Any]:
         """`harness_options[harness]`, with the run's `max_new_tokens` as the harness's own per-reply cap (react's

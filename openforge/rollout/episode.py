@@ -27,6 +27,8 @@ from pathlib import Path
 from openforge.core import Episode, Outcome, TaskPayload
 from openforge.harness import get_adapter
 from openforge.harness.base import HarnessAdapter
+from openforge.faults import FaultPlan
+from openforge.rollout import faults
 from openforge.rollout.config import RolloutConfig
 from openforge.rollout.outcome import AgentRun, AttemptResult, agent_failure, classify_agent_run
 from openforge.rollout.protocols import EpisodeServer
@@ -55,13 +57,15 @@ class Slot:
         return f"{self.task.id}|{self.harness}|{self.sample}"
 
 
-def solution_command(task: Task) -> str | None:
-    """The reference solution as one shell command, its directory inside it (`openforge.tasks.solution`, the
-    same command `tasks validate --run` runs); None when the task has none that can be sent."""
-    if task.solve_script is None:
+def solution_command(task: Task, script: Path | None = None) -> str | None:
+    """The reference solution (or `script`, e.g. its check) as one shell command, its directory inside it
+    (`openforge.tasks.solution`, the same command `tasks validate --run` runs); None when the task has none
+    that can be sent."""
+    script = script or task.solve_script
+    if script is None:
         return None
     try:
-        return solution_script(task.solve_script, task.config.solution.env)
+        return solution_script(script, task.config.solution.env)
     except SolutionError:  # `openforge tasks validate` names the problem; the oracle reports it missing
         return None
 
@@ -71,7 +75,9 @@ def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
     harness's own shell tool."""
     return TaskPayload(id=task.id, instruction=task.instruction, split=task.split, family=task.family,
                        solution=solution_command(task), shell_tool=adapter.shell_tool,
-                       required_tools=task.config.metadata.required_tools)
+                       required_tools=task.config.metadata.required_tools,
+                       look=solution_command(task, task.look_script) if task.look_script else None,
+                       check=solution_command(task, task.check_script) if task.check_script else None)
 
 
 class EpisodeRunner:
@@ -107,6 +113,8 @@ class EpisodeRunner:
         result = AttemptResult(episode.id, Outcome.sandbox_error)
         t0 = time.monotonic()
         sb: Sandbox | None = None
+        plan = faults.arm(self.config.faults, faults.task_targets(task), faults.fault_key(task.id, self.config.step),
+                          adapter)
         try:
             with tempfile.TemporaryDirectory(prefix="openforge-episode-") as scratch:
                 spec = make_sandbox_spec(
@@ -120,7 +128,7 @@ class EpisodeRunner:
                 sb = await self._create(spec)
                 await setup_environment(task, sb, self.provider)
                 result.timings["setup_s"] = time.monotonic() - t0
-                failure = await self._act(adapter, slot, episode, sb, Path(scratch), result)
+                failure = await self._act(adapter, slot, episode, sb, Path(scratch), result, plan)
             if failure is not None and failure[0] is Outcome.failed:
                 agent_failure(result, failure[1])
             elif failure is not None:
@@ -142,6 +150,7 @@ class EpisodeRunner:
             result.outcome, result.reason = Outcome.sandbox_error, str(e)
         finally:
             self.proxy.end_episode(episode.id)
+            faults.record(self.proxy.store, episode.id, plan)
             if sb is not None:
                 try:
                     await sb.destroy()
@@ -165,9 +174,10 @@ class EpisodeRunner:
             raise
 
     async def _act(self, adapter: HarnessAdapter, slot: Slot, episode: Episode, sb: Sandbox, scratch: Path,
-                   result: AttemptResult) -> tuple[Outcome, str] | None:
-        """Run the harness, then end the episode's key; (outcome, reason) for an infrastructure failure or the
-        agent's own (`classify_agent_run`), None when the episode is to be graded."""
+                   result: AttemptResult, plan: FaultPlan | None = None) -> tuple[Outcome, str] | None:
+        """Run the harness (with the episode's faults in its environment), then end the episode's key;
+        (outcome, reason) for an infrastructure failure or the agent's own (`classify_agent_run`), None when
+        the episode is to be graded."""
         uid = (await sb.exec(["id", "-u"], timeout_s=30)).stdout.strip() or "0"
         gid = (await sb.exec(["id", "-g"], timeout_s=30)).stdout.strip() or "0"
         workdir = sb.spec.workdir or (await sb.exec(["pwd"], timeout_s=30)).stdout.strip() or "/"
@@ -179,13 +189,15 @@ class EpisodeRunner:
         launch.write_files(host_home=host_home)
         await sb.copy_in(host_home, HOME, owner=f"{uid}:{gid}")
         timeout = self.config.agent_timeout_s or slot.task.resources.agent_timeout_s
+        env = {**launch.env, **await faults.install(sb, plan, adapter, workdir)}
         t = time.monotonic()
         try:
-            run = await sb.exec(launch.argv, timeout_s=timeout, env=launch.env, workdir=str(launch.cwd))
+            run = await sb.exec(launch.argv, timeout_s=timeout, env=env, workdir=str(launch.cwd))
         finally:
             # the key ends with the harness: whatever the agent left running can no longer reach the model
             self.proxy.end_episode(episode.id)
         result.timings["agent_s"] = time.monotonic() - t
+        await faults.collect(sb, plan)
         result.transcript = adapter.parse_transcript(run.stdout)
         result.transcript["exit_code"] = run.exit_code
         calls = [c for c in self.proxy.store.list_calls(episode.id) if not c.metadata.get("late")]

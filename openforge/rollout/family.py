@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from openforge.core import Outcome, TaskPayload
+from openforge.faults import FaultPlan, FaultSpec, FaultTargets
+from openforge.faults.local import CommandRunner, FaultyRunner, apply_setup
 from openforge.harness.react import ReactAdapter
 from openforge.harness.react_agent import ModelAPIError, format_output, run_agent
+from openforge.rollout import faults
 from openforge.rollout.outcome import AGENT_FAULT, AttemptResult, agent_failure, record_outcome
 from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox.local.jail import prepare_workdir, run_jailed
@@ -47,11 +50,13 @@ class FamilyEpisode:
 def task_payload(instance: FamilyInstance) -> TaskPayload:
     """The episode's task as the proxy keeps it (the oracle reads `solution` and `shell_tool`)."""
     return TaskPayload(id=instance.task_id(), instruction=instance.instruction, family=instance.family,
-                       split=instance.split, solution=instance.solution_command, shell_tool=ReactAdapter.shell_tool)
+                       split=instance.split, solution=instance.solution_command, shell_tool=ReactAdapter.shell_tool,
+                       look=instance.look_command, check=instance.check_command)
 
 
-def jailed_tools(workdir: Path, command_timeout_s: float = 20.0):
-    """The react harness's tools, acting only inside `workdir` (bash in the jail; read/write confined)."""
+def jailed_tools(workdir: Path, command_timeout_s: float = 20.0, run_command: CommandRunner = run_jailed):
+    """The react harness's tools, acting only inside `workdir` (bash in the jail — through `run_command`, which
+    the episode's faults wrap —; read/write confined)."""
     root = workdir.resolve()
 
     def inside(path: str) -> Path | None:
@@ -60,7 +65,7 @@ def jailed_tools(workdir: Path, command_timeout_s: float = 20.0):
 
     def run(name: str, arguments: dict) -> tuple[str, bool]:
         if name == "bash":
-            out, err, code = run_jailed(workdir, str(arguments.get("command", "")), command_timeout_s)
+            out, err, code = run_command(workdir, str(arguments.get("command", "")), command_timeout_s)
             return format_output(out, err, code), False
         if name in ("read", "write"):
             target = inside(arguments.get("path", ""))
@@ -93,10 +98,12 @@ async def run_family_episodes(
     step: int = 0,
     react: ReactAdapter | None = None,
     concurrency: int = 128,
+    fault_spec: FaultSpec | None = None,
 ) -> list[FamilyEpisode]:
     """`samples` episodes of every instance, concurrently; each recorded by the proxy and graded. `react`: the
     harness's options (`max_steps`, `max_tokens`, `tools`, `system_prompt`), as a sandboxed episode of the
-    `react` harness would take them; its defaults when None."""
+    `react` harness would take them; its defaults when None. `fault_spec`: faults injected into the episodes'
+    environments (the same draw for every sample of an instance in a step), recorded on each episode."""
     react = react or ReactAdapter()
     tools = list(react.tools) or None
     loop = asyncio.get_running_loop()
@@ -111,12 +118,16 @@ async def run_family_episodes(
                 "step": step, "sample": sample, "slot": f"{instance.task_id()}|{HARNESS}|{sample}"})
             workdir = scratch / episode.id
             prepare_workdir(workdir, instance.setup_files)
+            plan = faults.arm(fault_spec, FaultTargets.model_validate(instance.fault_targets),
+                              faults.fault_key(instance.task_id(), step), react)
             try:
+                runner = _runner(plan, workdir)
                 transcript = await loop.run_in_executor(
                     executor, lambda: run_agent(proxy.url, episode.key, proxy.served_model, instance.instruction,
                                                 max_steps=react.max_steps, max_tokens=react.max_tokens,
-                                                tool_runner=jailed_tools(workdir), emit=_silent, tools=tools,
-                                                system_prompt=react.system_prompt))
+                                                tool_runner=jailed_tools(workdir, react.command_timeout_s or 20.0,
+                                                                         run_command=runner), emit=_silent,
+                                                tools=tools, system_prompt=react.system_prompt))
                 files = state_check.read_state(str(workdir))
                 reward = 1.0 if instance.check(files) else 0.0
                 result = AttemptResult(episode.id, Outcome.passed if reward == 1.0 else Outcome.failed, reward,
@@ -127,6 +138,7 @@ async def run_family_episodes(
                     agent_failure(result, f"{AGENT_FAULT}: {e}")
             finally:
                 proxy.end_episode(episode.id)
+                faults.record(proxy.store, episode.id, plan)
                 shutil.rmtree(workdir, ignore_errors=True)
             record_outcome(proxy.store, result, final=True)
             return FamilyEpisode(instance, sample, episode.id, result.outcome, result.reward, result.transcript)
@@ -138,10 +150,10 @@ async def run_family_episodes(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def pass_at_1(proxy: EpisodeServer, instances: list[FamilyInstance],
-                    react: ReactAdapter | None = None) -> tuple[float, int]:
-    """One episode per instance (greedy when the proxy serves at temperature 0): the share that passed, and how
-    many were graded. Episodes whose model calls failed are left out, never counted as 0."""
-    episodes = await run_family_episodes(proxy, instances, samples=1, react=react)
-    graded = [e.reward for e in episodes if e.reward is not None]
-    return sum(graded) / max(1, len(graded)), len(graded)
+def _runner(plan: FaultPlan | None, workdir: Path) -> CommandRunner:
+    """How the episode's commands run: in the jail, behind its faults when it has any."""
+    if plan is None or not plan.active:
+        return run_jailed
+    apply_setup(plan, workdir)
+    return FaultyRunner(plan, run_jailed, workdir)
+

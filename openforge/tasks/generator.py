@@ -74,6 +74,11 @@ class FamilyInstance:
     wrong_command: str
     combo: tuple[str, str, str]  # (template, directory, extension)
     params: dict[str, Any] = field(default_factory=dict)
+    # what environment faults act on (`openforge.faults.FaultTargets` fields), for families built to meet them
+    fault_targets: dict[str, str] = field(default_factory=dict)
+    # read-only commands the oracle runs before its solution (solution/look.sh) and after it (solution/check.sh)
+    look_command: str | None = None
+    check_command: str | None = None
 
     @property
     def key(self) -> str:
@@ -510,7 +515,7 @@ family = "{family}"
 kind = "generated"
 combo = {combo}
 seed = {seed}
-
+{fault_targets}
 [verifier]
 timeout_sec = 30.0
 
@@ -526,6 +531,13 @@ allow_internet = false
 """
 
 
+def _fault_targets_toml(targets: Mapping[str, str]) -> str:
+    """The `[metadata] fault_targets` line of a generated task ("" when it declares none)."""
+    if not targets:
+        return ""
+    return "fault_targets = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in sorted(targets.items())) + " }\n"
+
+
 def write_task(inst: FamilyInstance, task_dir: str | Path, seed: int | None = None, task_id: str | None = None) -> Path:
     """Write ``inst`` as a Harbor task directory (instruction.md, task.toml, environment/, tests/, solution/)."""
     d = Path(task_dir)
@@ -538,6 +550,7 @@ def write_task(inst: FamilyInstance, task_dir: str | Path, seed: int | None = No
         _TASK_TOML.format(
             id=tid, split=inst.split, family=inst.family, combo=json.dumps(list(inst.combo)),
             seed=json.dumps(seed) if seed is not None else '"none"',
+            fault_targets=_fault_targets_toml(inst.fault_targets),
         )
     )
     dockerfile = "FROM debian:bookworm-slim\nWORKDIR /app\n"
@@ -558,7 +571,9 @@ def write_task(inst: FamilyInstance, task_dir: str | Path, seed: int | None = No
     (tests / "test.sh").chmod(0o755)
     sol = d / "solution"
     sol.mkdir()
-    for name, cmd in (("solve.sh", inst.solution_command), ("wrong.sh", inst.wrong_command)):
+    scripts = [("solve.sh", inst.solution_command), ("wrong.sh", inst.wrong_command)]
+    scripts += [(name, cmd) for name, cmd in (("look.sh", inst.look_command), ("check.sh", inst.check_command)) if cmd]
+    for name, cmd in scripts:
         (sol / name).write_text(f"#!/bin/bash\n{cmd}\n")
         (sol / name).chmod(0o755)
     return d
@@ -595,3 +610,7 @@ def generate_family_tasks(
         tid = inst.task_id()
         paths.append(write_task(inst, out / tid, seed=seed, task_id=tid))
     return paths
+
+
+# The recovery families (appends that can meet environment faults) register themselves in FAMILIES.
+from openforge.tasks import recovery_families  # noqa: E402,F401

@@ -220,6 +220,8 @@ def load_task(path: str | Path, layout_split: str | None = None) -> Task:
         solution_dir=sol if sol.is_dir() else None,
         solve_script=sol / "solve.sh" if (sol / "solve.sh").is_file() else None,
         wrong_script=sol / "wrong.sh" if (sol / "wrong.sh").is_file() else None,
+        look_script=sol / "look.sh" if (sol / "look.sh").is_file() else None,
+        check_script=sol / "check.sh" if (sol / "check.sh").is_file() else None,
         split=cfg.metadata.split or layout_split,
     )
 

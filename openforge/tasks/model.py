@@ -212,6 +212,8 @@ class Task(BaseModel):
     solution_dir: Path | None = None
     solve_script: Path | None = None
     wrong_script: Path | None = None
+    look_script: Path | None = None  # solution/look.sh: a read-only look the oracle runs before solve.sh
+    check_script: Path | None = None  # solution/check.sh: a read-only check the oracle runs after solve.sh
     split: Split | None = None
 
     @property

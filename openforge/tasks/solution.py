@@ -32,9 +32,10 @@ __all__ = ["MAX_COMMAND_BYTES", "SCRIPT_SUFFIXES", "SOLUTION_SCRIPTS", "Solution
 MAX_COMMAND_BYTES = 100_000
 #: Files whose line-ending carriage returns are removed, as Harbor does when it uploads a solution.
 SCRIPT_SUFFIXES = (".sh", ".py")
-#: The scripts a task's solution/ may hold; running one leaves the other out (wrong.sh is OpenForge's own
-#: extension: a plausible wrong solution, never part of a demonstration).
-SOLUTION_SCRIPTS = ("solve.sh", "wrong.sh")
+#: The scripts a task's solution/ may hold; running one leaves the others out (wrong.sh, look.sh and check.sh
+#: are OpenForge's own extensions: a plausible wrong solution, never part of a demonstration; read-only
+#: commands the oracle runs before its solution and after it).
+SOLUTION_SCRIPTS = ("solve.sh", "wrong.sh", "look.sh", "check.sh")
 
 _SHELLS = re.compile(r"^#!\s*(?:/usr)?/bin/(?:env\s+)?(?:ba)?sh(?:\s|$)")
 _LINE_END_CR = re.compile(rb"\r(?=\n|\Z)")

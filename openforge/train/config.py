@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from openforge.faults import FaultSpec, parse_fault_spec
 from openforge.rollout.config import DEFAULT_MAX_ATTEMPTS
 from openforge.tasks.images import DEFAULT_IMAGE_MAP
 
@@ -132,6 +133,23 @@ class LoggerSettings(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class FaultSettings(BaseModel):
+    """Faults injected into the environment (`openforge.faults`; a spec like `transient:0.5,missing_dir:0.5`
+    or its mapping). `rl`: into GRPO's episodes; `eval`: the held-out evaluations run a second time with
+    these (pass@1 with and without faults). The teacher never meets faults: its demonstrations are the happy
+    path. `faults: SPEC` (one spec) sets both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rl: FaultSpec | None = None
+    eval: FaultSpec | None = None
+
+    @field_validator("rl", "eval", mode="before")
+    @classmethod
+    def _spec(cls, v: Any) -> Any:
+        return parse_fault_spec(v)
+
+
 class TrainConfig(BaseModel):
     """A training run. `evaluation`: `curve` measures greedy held-out pass@1 during GRPO (before the first step,
     every `rl.eval_every` steps and after the last: RUN/evals.jsonl); `policies` measures it once per policy
@@ -160,11 +178,29 @@ class TrainConfig(BaseModel):
     rl: RLSettings = Field(default_factory=RLSettings)
     evaluation: Literal["curve", "policies"] = "curve"
     loggers: list[LoggerSettings] = Field(default_factory=list)
+    faults: FaultSettings | None = None
 
     @field_validator("loggers", mode="before")
     @classmethod
     def _logger_names(cls, v: Any) -> Any:
         return [{"kind": item} if isinstance(item, str) else item for item in v] if isinstance(v, list) else v
+
+    @field_validator("faults", mode="before")
+    @classmethod
+    def _one_spec_for_both(cls, v: Any) -> Any:
+        """`faults: SPEC` (a string, or a mapping of kinds) stands for `{rl: SPEC, eval: SPEC}`."""
+        if isinstance(v, str) or (isinstance(v, dict) and v and not set(v) <= {"rl", "eval"}):
+            spec = parse_fault_spec(v)
+            return {"rl": spec, "eval": spec}
+        return v
+
+    @property
+    def rl_faults(self) -> FaultSpec | None:
+        return self.faults.rl if self.faults else None
+
+    @property
+    def eval_faults(self) -> FaultSpec | None:
+        return self.faults.eval if self.faults else None
 
     @model_validator(mode="after")
     def _control_needs_policies(self) -> TrainConfig:

@@ -1,56 +1,110 @@
 """Greedy (temperature 0) held-out pass@1 of a policy, served by its own proxy: generated instances with the
 react harness in process, or held-out tasks × the run's harnesses through the orchestrator in sandboxes.
-Episodes that ended in an infrastructure failure are left out, never counted as 0."""
+Episodes that ended in an infrastructure failure are left out, never counted as 0.
+
+Every measurement carries the episodes' behaviour (`openforge.analysis`: error recovery, self-verification,
+format errors, steps, ...). With `faults.eval`, the same held-out set runs a second time with faults
+injected into the environment (in RUN/eval/<name>+faults): pass@1 over the episodes that had a fault put in,
+and recovery per fault kind.
+"""
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from openforge.rollout.family import pass_at_1
+from openforge.analysis import analyze_store
+from openforge.faults import FaultSpec
+from openforge.rollout.family import run_family_episodes
 from openforge.rollout.orchestrator import plan, run_label, run_slots
 from openforge.sandbox import SandboxProvider
+from openforge.store import TrajectoryStore
 from openforge.train.context import RunContext
 from openforge.train.records import EVALS_FILE, EvalRecord, append_jsonl
 from openforge.train.serving import rollout_config, serving
 
+FAULTS_SUFFIX = "+faults"  # RUN/eval/<name>+faults: the same evaluation with faults injected
+
+
+@dataclass
+class Measurement:
+    score: float | None  # None: no episode could be graded
+    graded: int
+    behaviour: dict[str, Any] | None
+
 
 async def evaluate(ctx: RunContext, policy: Path, run: Path, provider: SandboxProvider | None, after_steps: int,
                    label: str | None = None, progress=None) -> EvalRecord:
-    """One measurement of `policy` (its episodes recorded in `run`), appended to RUN/evals.jsonl."""
-    shutil.rmtree(run, ignore_errors=True)  # a crashed earlier attempt: start clean
-    if ctx.config.in_process:
-        score, graded = await family_eval(ctx, policy, run)
-    elif ctx.data.heldout_tasks:
-        assert provider is not None
-        score, graded = await task_eval(ctx, policy, run, provider, after_steps, progress)
-    else:
-        ctx.console.print("[yellow]no held-out tasks (split heldout): pass@1 not measured[/]")
-        score, graded = None, 0
-    record = EvalRecord(after_steps=after_steps, pass_at_1=score, graded=graded, policy=str(policy), label=label)
+    """One measurement of `policy` (its episodes recorded in `run`; with `faults.eval`, also with faults in
+    `run`+faults), appended to RUN/evals.jsonl."""
+    clean = await measure(ctx, policy, run, provider, after_steps, None, progress)
+    faults = ctx.config.eval_faults
+    faulted = None
+    if faults is not None:
+        faulted = await measure(ctx, policy, run.with_name(run.name + FAULTS_SUFFIX), provider, after_steps, faults,
+                                progress)
+    record = EvalRecord(after_steps=after_steps, pass_at_1=clean.score, graded=clean.graded, policy=str(policy),
+                        label=label, behaviour=clean.behaviour,
+                        pass_at_1_with_faults=faulted.score if faulted else None,
+                        graded_with_faults=faulted.graded if faulted else 0,
+                        behaviour_with_faults=faulted.behaviour if faulted else None)
     append_jsonl(ctx.run / EVALS_FILE, record)
     ctx.loggers.log_eval(record)
-    if score is not None:
-        name = label or f"after {after_steps} step(s)"
-        ctx.console.print(f"{name}: held-out pass@1 = [bold]{100 * score:.1f}%[/] ({graded} graded episodes)")
+    name = label or f"after {after_steps} step(s)"
+    if clean.score is not None:
+        ctx.console.print(f"{name}: held-out pass@1 = [bold]{100 * clean.score:.1f}%[/] ({clean.graded} graded "
+                          f"episodes)")
+    if faulted is not None and faulted.score is not None:
+        recovery = (faulted.behaviour or {}).get("recovery_rate")
+        ctx.console.print(f"{name}: with faults ({faults.text()}) pass@1 = [bold]{100 * faulted.score:.1f}%[/] "
+                          f"({faulted.graded} episodes with a fault)"
+                          + (f", recovery {100 * recovery:.0f}%" if recovery is not None else ""))
     return record
 
 
-async def family_eval(ctx: RunContext, policy: Path, run: Path) -> tuple[float, int]:
-    """Held-out instances, the react harness in process."""
-    async with serving(ctx.config, policy, run, 0.0) as proxy:
-        return await pass_at_1(proxy, ctx.data.heldout_instances, react=ctx.config.react())
+async def measure(ctx: RunContext, policy: Path, run: Path, provider: SandboxProvider | None, after_steps: int,
+                  faults: FaultSpec | None, progress=None) -> Measurement:
+    shutil.rmtree(run, ignore_errors=True)  # a crashed earlier attempt: start clean
+    if ctx.config.in_process:
+        episode_ids = await family_eval(ctx, policy, run, faults)
+    elif ctx.data.heldout_tasks:
+        assert provider is not None
+        episode_ids = await task_eval(ctx, policy, run, provider, after_steps, faults, progress)
+    else:
+        ctx.console.print("[yellow]no held-out tasks (split heldout): pass@1 not measured[/]")
+        return Measurement(None, 0, None)
+    score, graded = score_episodes(run, episode_ids, injected_only=faults is not None)
+    return Measurement(score, graded, analyze_store(run, run).overall.model_dump(mode="json"))
 
 
-async def task_eval(ctx: RunContext, policy: Path, run: Path, provider: SandboxProvider, after_steps: int,
-                    progress=None) -> tuple[float | None, int]:
-    """Held-out tasks × harnesses, one episode each, through the orchestrator."""
-    async with serving(ctx.config, policy, run, 0.0) as proxy:
-        config = rollout_config(ctx, run=run, step=after_steps, temperature=0.0)
-        summary = await run_slots(proxy, provider, config, plan(ctx.data.heldout_tasks, ctx.config.harnesses, 1),
-                                  run_label(ctx.run), ctx.console, progress=progress)
-        final = [proxy.store.get_episode(i) for i in summary.episode_ids]
-    graded = [e for e in final if not e.outcome.is_infrastructure_failure and e.reward is not None]
+def score_episodes(run: Path, episode_ids: list[str], injected_only: bool = False) -> tuple[float | None, int]:
+    """pass@1 over the graded episodes (with `injected_only`, those that had a fault put in)."""
+    with TrajectoryStore.open(run) as store:
+        episodes = [store.get_episode(i) for i in episode_ids]
+    graded = [e for e in episodes if e.outcome is not None and not e.outcome.is_infrastructure_failure
+              and e.reward is not None]
+    if injected_only:
+        graded = [e for e in graded if any(f.get("applicable") for f in e.metadata.get("faults") or [])]
     if not graded:
         return None, 0
     return sum(e.reward >= 1.0 for e in graded) / len(graded), len(graded)
+
+
+async def family_eval(ctx: RunContext, policy: Path, run: Path, faults: FaultSpec | None) -> list[str]:
+    """Held-out instances, the react harness in process."""
+    async with serving(ctx.config, policy, run, 0.0) as proxy:
+        episodes = await run_family_episodes(proxy, ctx.data.heldout_instances, samples=1, react=ctx.config.react(),
+                                             fault_spec=faults)
+    return [e.episode_id for e in episodes]
+
+
+async def task_eval(ctx: RunContext, policy: Path, run: Path, provider: SandboxProvider, after_steps: int,
+                    faults: FaultSpec | None, progress=None) -> list[str]:
+    """Held-out tasks × harnesses, one episode each, through the orchestrator."""
+    async with serving(ctx.config, policy, run, 0.0) as proxy:
+        config = rollout_config(ctx, run=run, step=after_steps, temperature=0.0, faults=faults)
+        summary = await run_slots(proxy, provider, config, plan(ctx.data.heldout_tasks, ctx.config.harnesses, 1),
+                                  run_label(ctx.run), ctx.console, progress=progress)
+    return summary.episode_ids

@@ -59,6 +59,13 @@ class EvalRecord(BaseModel):
     graded: int  # episodes graded (infrastructure failures are left out, never counted as 0)
     policy: str  # the checkpoint evaluated
     label: str | None = None  # `evaluation: policies`: base | sft | rl | sft_more
+    # the episodes' behaviour (`openforge.analysis.BehaviourSummary`, overall): error recovery, self-checks, ...
+    behaviour: dict[str, Any] | None = None
+    # with `faults.eval`: the same held-out set with faults injected; pass@1 over the episodes that had a fault
+    # put in (armed and applicable), and their behaviour (`recovery_by_fault` per kind)
+    pass_at_1_with_faults: float | None = None
+    graded_with_faults: int = 0
+    behaviour_with_faults: dict[str, Any] | None = None
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

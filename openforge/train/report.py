@@ -5,6 +5,11 @@ Both evaluations share the body (run, model, harnesses, sandbox, SFT, steps, tim
 (`{after_steps, pass_at_1}`), `rl_steps` their count and `steps` the step records. With `evaluation:
 policies` (the quickstart), `heldout_pass_at_1` maps each policy to its score (`{"base", "sft", "rl"[,
 "sft_more"]}`) and `rl_steps` is the list of step records.
+
+Behaviour (`openforge.analysis`) rides along: `behaviour` holds each evaluation's summary (per policy, or a
+list in order). With `faults.eval`, `heldout_pass_at_1_with_faults` (pass@1 over the held-out episodes that
+had a fault put in), `behaviour_with_faults`, `recovery_rate_with_faults` and `recovery_by_fault` (per policy,
+or per evaluation) sit beside them.
 """
 
 from __future__ import annotations
@@ -23,13 +28,28 @@ from openforge.train.records import EvalRecord, StepRecord
 
 def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecord]) -> dict[str, Any]:
     step_dicts = [s.model_dump() for s in steps]
+    faults = ctx.config.eval_faults is not None
     if ctx.config.evaluation == "policies":
-        evaluation = {"heldout_pass_at_1": {e.label: e.pass_at_1 for e in evals}, "rl_steps": step_dicts}
+        evaluation = {"heldout_pass_at_1": {e.label: e.pass_at_1 for e in evals}, "rl_steps": step_dicts,
+                      "behaviour": {e.label: e.behaviour for e in evals}}
+        if faults:
+            evaluation.update(
+                heldout_pass_at_1_with_faults={e.label: e.pass_at_1_with_faults for e in evals},
+                recovery_rate_with_faults={e.label: _get(e.behaviour_with_faults, "recovery_rate") for e in evals},
+                recovery_by_fault={e.label: _get(e.behaviour_with_faults, "recovery_by_fault") for e in evals},
+                behaviour_with_faults={e.label: e.behaviour_with_faults for e in evals})
     else:
         scored = [e for e in evals if e.pass_at_1 is not None]
-        evaluation = {"heldout_pass_at_1": [{"after_steps": e.after_steps, "pass_at_1": e.pass_at_1} for e in evals],
+        evaluation = {"heldout_pass_at_1": [{"after_steps": e.after_steps, "pass_at_1": e.pass_at_1,
+                                             **({"pass_at_1_with_faults": e.pass_at_1_with_faults,
+                                                 "recovery_rate_with_faults": _get(e.behaviour_with_faults,
+                                                                                   "recovery_rate")}
+                                                if faults else {})} for e in evals],
                       "final_heldout_pass_at_1": scored[-1].pass_at_1 if scored else None,
+                      "behaviour": [e.behaviour for e in evals],
                       "rl_steps": len(steps), "steps": step_dicts}
+        if faults:
+            evaluation["behaviour_with_faults"] = [e.behaviour_with_faults for e in evals]
     return {
         **evaluation,
         "run": str(ctx.run),
@@ -42,8 +62,15 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
         "teacher_episodes": (ctx.sft or {}).get("teacher_episodes"),
         "sft": ctx.sft,
         "timings_s": ctx.timings,
+        "faults": ({"rl": ctx.config.rl_faults.text() if ctx.config.rl_faults else None,
+                    "eval": ctx.config.eval_faults.text() if ctx.config.eval_faults else None}
+                   if ctx.config.faults else None),
         "config": ctx.config.model_dump(mode="json"),
     }
+
+
+def _get(summary: dict[str, Any] | None, key: str) -> Any:
+    return None if summary is None else summary.get(key)
 
 
 def write_report(run: Path, title: str, report: dict[str, Any], steps: list[StepRecord], evals: list[EvalRecord],
@@ -53,9 +80,13 @@ def write_report(run: Path, title: str, report: dict[str, Any], steps: list[Step
     by_policy = isinstance(report["heldout_pass_at_1"], dict)
     plot(run / "report.png", steps, evals, by_policy)
     table = Table(title="held-out pass@1 (greedy)")
+    table.add_column("")
     for e in evals:
         table.add_column(_name(e), justify="right")
-    table.add_row(*[_pct(e.pass_at_1) for e in evals])
+    table.add_row("pass@1", *[_pct(e.pass_at_1) for e in evals])
+    if any(e.behaviour_with_faults is not None for e in evals):
+        table.add_row("pass@1 with faults", *[_pct(e.pass_at_1_with_faults) for e in evals])
+        table.add_row("recovery with faults", *[_pct(_get(e.behaviour_with_faults, "recovery_rate")) for e in evals])
     console.print(table)
     console.print(f"report: {run / 'report.md'}, {run / 'report.json'}, {run / 'report.png'}")
 
@@ -73,6 +104,7 @@ def markdown(title: str, report: dict[str, Any], steps: list[StepRecord], evals:
     lines += [f"Held-out pass@1 on {report['heldout_instances']} held-out tasks/instances (greedy):", "",
               "| policy | pass@1 |", "|---|---|"]
     lines += [f"| {_name(e)} | {_pct(e.pass_at_1)} |" for e in evals]
+    lines += ["", *behaviour_table(evals)]
     lines += ["", "| step | reward | pass rate | signal | no signal: episodes, s | tokens | trained tokens | merge rate "
               "| policy | seconds |", "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.step} | {r.reward:.3f} | {_pct(r.pass_rate)} | {r.groups_with_signal}/{r.groups} | "
@@ -82,6 +114,49 @@ def markdown(title: str, report: dict[str, Any], steps: list[StepRecord], evals:
     lines += ["", "| phase | seconds |", "|---|---|"] + [f"| {k} | {v} |" for k, v in report["timings_s"].items()]
     lines += ["", "![training reward and held-out pass@1](report.png)"]
     return "\n".join(lines) + "\n"
+
+
+# (column, summary field, percent?) of the behaviour table
+BEHAVIOUR_COLUMNS = [("met error", "met_error", False), ("recovery", "recovery_rate", True),
+                     ("self-verify", "self_verification_rate", True), ("parse errors", "parse_error_calls", False),
+                     ("calls", "mean_calls", False), ("tokens", "mean_sampled_tokens", False),
+                     ("shell share", "shell_share", True)]
+
+
+def behaviour_table(evals: list[EvalRecord]) -> list[str]:
+    """Markdown lines: each evaluation's behaviour side by side (and with faults, pass@1 and recovery per
+    fault kind)."""
+    faults = any(e.behaviour_with_faults is not None for e in evals)
+    head = ["policy", "condition", *(["pass@1"] if faults else []), *(c for c, _, _ in BEHAVIOUR_COLUMNS)]
+    lines = ["Behaviour of the held-out episodes (`openforge analyze`; recovery = passed among the graded "
+             "episodes that met a failed tool result):", "", "| " + " | ".join(head) + " |",
+             "|---" * len(head) + "|"]
+    for e in evals:
+        for condition, summary, score in (("no faults", e.behaviour, e.pass_at_1),
+                                          ("faults", e.behaviour_with_faults, e.pass_at_1_with_faults)):
+            if summary is None:
+                continue
+            cells = [_cell(summary.get(f), pct) for _, f, pct in BEHAVIOUR_COLUMNS]
+            lines.append(f"| {_name(e)} | {condition} | " + (f"{_pct(score)} | " if faults else "")
+                         + " | ".join(cells) + " |")
+    kinds = sorted({k for e in evals for k in (_get(e.behaviour_with_faults, "recovery_by_fault") or {})})
+    if kinds:
+        lines += ["", "Per fault kind (episodes where it fired): pass rate / recovery rate:", "",
+                  "| policy | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
+        for e in evals:
+            by_kind = _get(e.behaviour_with_faults, "recovery_by_fault") or {}
+            lines.append(f"| {_name(e)} | " + " | ".join(
+                f"{_pct(by_kind[k]['pass_rate'])} / {_pct(by_kind[k].get('recovery_rate'))} ({by_kind[k]['episodes']})"
+                if k in by_kind else "–" for k in kinds) + " |")
+    return lines
+
+
+def _cell(value: Any, pct: bool) -> str:
+    if value is None:
+        return "–"
+    if pct:
+        return f"{100 * value:.0f}%"
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
 def _difficulty_lines(steps: list[StepRecord]) -> list[str]:

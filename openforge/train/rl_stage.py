@@ -224,7 +224,8 @@ async def family_step(env: StepEnv, step: int) -> tuple[list[StepEpisode], list[
     """Fresh generated instances with the react harness, in this process (fast path)."""
     c = env.ctx.config
     instances = step_instances(env.ctx.data, step)
-    episodes = await run_family_episodes(env.proxy, instances, samples=c.rl.group, step=step, react=c.react())
+    episodes = await run_family_episodes(env.proxy, instances, samples=c.rl.group, step=step, react=c.react(),
+                                         fault_spec=c.rl_faults)
     store = env.proxy.store
     return [StepEpisode(e.episode_id, e.reward, "react", e.instance.task_id(),
                         episode_seconds(store.get_episode(e.episode_id))) for e in episodes], \
@@ -237,7 +238,7 @@ async def orchestrated_step(env: StepEnv, step: int, dropped: dict[str, str]) ->
     ctx = env.ctx
     assert env.provider is not None
     tasks = step_tasks(ctx.data, ctx.config, ctx.run, step, dropped)
-    summary = await run_slots(env.proxy, env.provider, rollout_config(ctx, step=step),
+    summary = await run_slots(env.proxy, env.provider, rollout_config(ctx, step=step, faults=ctx.config.rl_faults),
                               plan(tasks, ctx.config.harnesses, ctx.config.rl.group), run_label(ctx.run),
                               ctx.console, progress=env.progress)
     if summary.interrupted:

@@ -150,6 +150,23 @@ def test_behaviour_of_an_episode_without_steps():
     assert (b.met_error, b.wrote, b.self_verified, b.coverage) == (False, False, None, None)
 
 
+async def test_recovery_per_fault_kind_from_the_episode_record(run_dir):
+    """`metadata["faults"]` (what fault injection records) splits recovery by kind; faults that did not fire
+    or could not be put in do not count."""
+    from openforge.store import TrajectoryStore
+
+    fired = {"kind": "transient", "applicable": True, "fired": True, "command": 1}
+    with TrajectoryStore.open(run_dir) as store:
+        for e in store.list_episodes():
+            faults = {"t-retry": [fired], "t-give-up": [fired, {"kind": "hang", "applicable": True, "fired": False}],
+                      "t-broken": [{"kind": "missing_dir", "applicable": False, "fired": False}]}.get(e.task)
+            if faults:
+                store.update_episode(e.id, metadata={**e.metadata, "faults": faults})
+    summary = analyze_run(run_dir).stores[0].overall
+    assert summary.recovery_by_fault == {"transient": {"episodes": 2, "passed": 1, "pass_rate": 0.5, "met_error": 2,
+                                                       "recovered": 1, "recovery_rate": 0.5}}
+
+
 async def test_declared_required_tools_give_coverage(tmp_path, tiny_model_dir):
     """A task's `[metadata] required_tools` reaches the episode's payload and is the need coverage is measured
     against, without a reference run."""
@@ -163,7 +180,7 @@ async def test_declared_required_tools_give_coverage(tmp_path, tiny_model_dir):
     from types import SimpleNamespace
 
     task = SimpleNamespace(id="t-readback", instruction="scenario: readback", split=None, family=None, config=config,
-                           solve_script=None)  # the fields task_payload reads
+                           solve_script=None, look_script=None, check_script=None)  # the fields task_payload reads
     payload = task_payload(task, get_adapter("react")).to_json()
     assert payload["required_tools"] == ["shell", "read"]
     async with in_process_proxy(tmp_path / "run", tiny_model_dir, POLICY) as proxy:

@@ -38,6 +38,8 @@ def eval_metrics(record: EvalRecord) -> dict[str, float]:
     out = {f"{prefix}/graded": float(record.graded)}
     if record.pass_at_1 is not None:
         out[f"{prefix}/pass_at_1"] = float(record.pass_at_1)
+    if record.pass_at_1_with_faults is not None:  # `faults.eval`: the same instances with a fault put in
+        out[f"{prefix}/pass_at_1_with_faults"] = float(record.pass_at_1_with_faults)
     return out
 
 

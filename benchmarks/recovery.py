@@ -1,0 +1,152 @@
+"""The recovery recipe over several seeds: held-out pass@1 of base, SFT, SFT+RL and the same-compute control
+(GRPO's wall time spent on more SFT), without and with faults, and their recovery rates.
+
+    /work/wt/cpu bench -- python benchmarks/recovery.py            # 3 seeds, about 45 minutes on 2 cores
+    python benchmarks/recovery.py --seeds 0 --out runs/bench-recovery --no-control
+
+Each seed runs `openforge quickstart --recipe recovery --seed S --run OUT/seed-S` (with `sft.control`) in its own
+process and the figures are read from its report.json. Targets (mean of the seeds, held-out instances with a
+fault put in): SFT+RL >= SFT + 20 points of pass@1 and >= the control + 15, no loss without faults.
+Not a test: no assertions, only figures (benchmarks/results/recovery.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+POLICIES = ["base", "sft", "rl", "sft_more"]
+NAMES = {"base": "base (random init)", "sft": "SFT (teacher's happy path)", "rl": "SFT + GRPO with faults",
+         "sft_more": "control: SFT + GRPO's time of more SFT"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--out", type=Path, default=Path("runs/bench-recovery"))
+    parser.add_argument("--config", type=Path, default=None,
+                        help="YAML of TrainConfig fields laid over the recovery recipe, for every seed")
+    parser.add_argument("--no-control", action="store_true", help="skip the same-compute control")
+    parser.add_argument("--reuse", action="store_true", help="use OUT/seed-S/report.json where a run left one")
+    parser.add_argument("--results", type=Path, default=Path("benchmarks/results/recovery.json"))
+    args = parser.parse_args()
+    console = Console()
+    reports = []
+    for seed in args.seeds:
+        run = args.out / f"seed-{seed}"
+        if args.reuse and (run / "report.json").is_file():
+            report = json.loads((run / "report.json").read_text())
+            report["wall_s"] = round(sum(report["timings_s"].values()), 1)
+            reports.append(report)
+            continue
+        argv = [sys.executable, "-m", "openforge.cli", "quickstart", "--recipe", "recovery", "--seed", str(seed),
+                "--run", str(run), "--config", str(seed_config(args.config, not args.no_control, run))]
+        started = time.monotonic()
+        console.rule(f"seed {seed}")
+        subprocess.run(argv, check=True)
+        report = json.loads((run / "report.json").read_text())
+        report["wall_s"] = round(time.monotonic() - started, 1)
+        reports.append(report)
+    policies = [p for p in POLICIES if all(p in r["heldout_pass_at_1"] for r in reports)]
+    rows = figures(reports, policies)
+    console.print(table(rows, args.seeds))
+    phases = Table(title="wall time per phase (s)")
+    phases.add_column("phase")
+    for seed in args.seeds:
+        phases.add_column(f"seed {seed}", justify="right")
+    for name in dict.fromkeys(n for r in reports for n in r["timings_s"]):
+        phases.add_row(name, *[str(r["timings_s"].get(name, "-")) for r in reports])
+    phases.add_row("whole run", *[str(r["wall_s"]) for r in reports])
+    phases.add_row("GRPO steps", *[str(len(r["rl_steps"])) for r in reports])
+    console.print(phases)
+    for line in verdict(rows):
+        console.print(line)
+    write_results(args.results, args.seeds, reports, rows)
+
+
+def figures(reports: list[dict], policies: list[str]) -> dict[str, dict[str, list[float | None]]]:
+    """{row: {policy: [value per seed]}}: pass@1 without and with faults, recovery rate with faults (percent)."""
+    def pct(x):
+        return None if x is None else round(100 * x, 2)
+
+    return {
+        "pass@1, no faults": {p: [pct(r["heldout_pass_at_1"][p]) for r in reports] for p in policies},
+        "pass@1, with a fault": {p: [pct(r["heldout_pass_at_1_with_faults"][p]) for r in reports] for p in policies},
+        "recovery rate (faults)": {p: [pct(r["recovery_rate_with_faults"][p]) for r in reports] for p in policies},
+    }
+
+
+def _mean(values: list[float | None]) -> float | None:
+    vs = [v for v in values if v is not None]
+    return statistics.mean(vs) if vs else None
+
+
+def _sd(values: list[float | None]) -> float:
+    vs = [v for v in values if v is not None]
+    return statistics.stdev(vs) if len(vs) > 1 else 0.0
+
+
+def table(rows: dict[str, dict[str, list[float | None]]], seeds: list[int]) -> Table:
+    t = Table(title=f"recovery recipe, held-out (greedy), {len(seeds)} seed(s)")
+    t.add_column("measure")
+    t.add_column("policy")
+    for seed in seeds:
+        t.add_column(f"seed {seed}", justify="right")
+    t.add_column("mean (sd)", justify="right")
+    for measure, by_policy in rows.items():
+        for policy, values in by_policy.items():
+            mean = _mean(values)
+            t.add_row(measure, NAMES[policy], *["–" if v is None else f"{v:.1f}" for v in values],
+                      "–" if mean is None else f"{mean:.1f} ({_sd(values):.1f})")
+    return t
+
+
+def verdict(rows: dict[str, dict[str, list[float | None]]]) -> list[str]:
+    faults, clean = rows["pass@1, with a fault"], rows["pass@1, no faults"]
+    lines = []
+    gain = _mean([r - s for r, s in zip(faults["rl"], faults["sft"])])
+    lines.append(f"with faults: SFT+RL − SFT = {gain:+.1f} points (target +20)")
+    if "sft_more" in faults:
+        lines.append(f"with faults: SFT+RL − control = "
+                     f"{_mean([r - s for r, s in zip(faults['rl'], faults['sft_more'])]):+.1f} points (target +15)")
+    lines.append(f"no faults: SFT+RL − SFT = {_mean([r - s for r, s in zip(clean['rl'], clean['sft'])]):+.1f} points "
+                 f"(target: no loss within noise)")
+    return lines
+
+
+def write_results(path: Path, seeds: list[int], reports: list[dict], rows: dict) -> None:
+    per_seed = {str(seed): {"rl_steps": len(r["rl_steps"]), "timings_s": r["timings_s"], "wall_s": r["wall_s"],
+                            "sandbox": r.get("sandbox"), "recovery_by_fault": r.get("recovery_by_fault"),
+                            "faults": r.get("faults")}
+                for seed, r in zip(seeds, reports)}
+    summary = {measure: {p: {"per_seed": v, "mean": _mean(v), "sd": round(_sd(v), 2)} for p, v in by_policy.items()}
+               for measure, by_policy in rows.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "seeds": per_seed, "summary": summary,
+                                "verdict": verdict(rows)}, indent=2) + "\n")
+
+
+def seed_config(path: Path | None, control: bool, run: Path) -> Path:
+    """The YAML laid over the recipe for one seed: the given file's fields and the control switch."""
+    import yaml
+
+    from openforge.train.quickstart import overlay
+
+    fields = yaml.safe_load(path.read_text()) if path else {}
+    fields = overlay(fields or {}, {"sft": {"control": control}})
+    run.mkdir(parents=True, exist_ok=True)
+    out = run / "benchmark-config.yaml"
+    out.write_text(yaml.safe_dump(fields))
+    return out
+
+
+if __name__ == "__main__":
+    main()
