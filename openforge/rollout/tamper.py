@@ -40,7 +40,7 @@ import fnmatch
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from openforge.sandbox import PathChange

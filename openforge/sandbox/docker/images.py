@@ -31,7 +31,7 @@ from openforge.tasks.images import ImageMap
 
 from ..base import LABEL_MANAGED, SandboxError, SandboxSpec
 from ..common import WorkerPool
-from .client import DockerConnection, docker_errors, short_error
+from .client import DockerConnection, short_error
 
 __all__ = ["BUILD_SALT", "TASK_IMAGE_REPO", "ImageBuild", "ImageBuilder", "context_hash"]
 
