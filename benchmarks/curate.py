@@ -6,10 +6,15 @@ task, and last the line `accepted N of M candidates`. The accepted tasks stay in
 (runs/curate-benchmark/tasks, train/ and heldout/), ready for `openforge eval` or `openforge train`.
 
     python benchmarks/curate.py          # about a minute on 2 cores; needs a Docker daemon and openforge-base
+    python benchmarks/curate.py --results benchmarks/results/curate.json   # also the figures as JSON
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import platform
 import shutil
 import sys
 import time
@@ -27,6 +32,10 @@ OUT = REPO / "runs" / "curate-benchmark"
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, help="write the funnel, the cost per accepted task and the last line "
+                                                      "here as JSON (e.g. benchmarks/results/curate.json)")
+    args = parser.parse_args()
     console = Console()
     config = load_config(REPO / "examples" / "curate" / "curate.yaml", CurateConfig)
     here = {"seeds": [REPO / p for p in config.seeds], "out": OUT,
@@ -43,6 +52,14 @@ def main() -> None:
                       "the solver model was built in that time); the paper: about 16 min and $4 per task")
     console.print(f"accepted tasks in {OUT / 'tasks'}")
     print(report.last_line)
+    if args.results:
+        results = {"benchmark": "curate", "command": "python benchmarks/curate.py --results " + str(args.results),
+                   "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+                   "wall_s": round(wall, 1), "seconds_per_accepted": round(wall / report.accepted, 1) if report.accepted else None,
+                   "accepted_line": report.last_line, "report": report.model_dump(mode="json")}
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        args.results.write_text(json.dumps(results, indent=2) + "\n")
+        console.print(f"results in {args.results}")
 
 
 if __name__ == "__main__":
