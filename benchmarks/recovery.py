@@ -1,7 +1,7 @@
 """The recovery recipe over several seeds: held-out pass@1 of base, SFT, SFT+RL and the same-compute control
 (GRPO's wall time spent on more SFT), without and with faults, and their recovery rates.
 
-    /work/wt/cpu bench -- python benchmarks/recovery.py            # 3 seeds, about 45 minutes on 2 cores
+    python benchmarks/recovery.py            # 3 seeds, about 45 minutes on 2 cores
     python benchmarks/recovery.py --seeds 0 --out runs/bench-recovery --no-control
 
 Each seed runs `openforge quickstart --recipe recovery --seed S --run OUT/seed-S` (with `sft.control`) in its own

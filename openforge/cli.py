@@ -289,6 +289,11 @@ def serve_model_cmd(
         fail(str(e))
 
 
+ProxyOptionOpt = Annotated[Optional[list[str]], typer.Option(
+    "--proxy-option", help="KEY=VALUE setting of the run's proxy (repeatable), e.g. generation_timeout_s=300, "
+    "header_timeout_s, body_timeout_s, max_connections, max_calls_in_flight_per_episode, stream_keepalive_s.")]
+
+
 @app.command()
 def proxy(
     model: Path = typer.Option(..., help="Model directory, or a Hugging Face Hub id ORG/NAME[@REVISION]: its "
@@ -304,16 +309,24 @@ def proxy(
     served_model: Optional[str] = typer.Option(None, help="Model name reported to harnesses (default: the model directory's name)."),
     max_new_tokens: int = typer.Option(4096, help="Cap on tokens sampled per call, whatever the harness asks."),
     temperature: Optional[float] = typer.Option(None, help="Sample every call at this temperature (default: as requested)."),
+    option: ProxyOptionOpt = None,
 ) -> None:
     """Run the recording proxy: harnesses call it as Anthropic / OpenAI; every call is served and recorded."""
     from pydantic import ValidationError
 
     from openforge.config import describe_validation_error
     from openforge.proxy.server import ProxyConfig, run_proxy
+    from openforge.proxy.service import check_proxy_options
 
     try:
+        settings = check_proxy_options(_key_values(option, "--proxy-option"))
+    except ValidationError as e:
+        fail(describe_validation_error(e, ProxyConfig, "--proxy-option"))
+    except ValueError as e:
+        fail(f"--proxy-option: {e}")
+    try:
         config = ProxyConfig(
-            model=model, backend=backend, run=run, listen=listen, uds=uds,
+            **settings, model=model, backend=backend, run=run, listen=listen, uds=uds,
             admin_listen=None if admin_uds else admin_listen, admin_uds=admin_uds, admin_token=admin_token,
             served_model=served_model, max_new_tokens=max_new_tokens, temperature=temperature,
         )
@@ -445,12 +458,13 @@ def _rollout_command(report: bool):
                 image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = _rollout_default("max_attempts"),
                 agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False,
                 sandbox_option: SandboxOptionOpt = None,
-                proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen"),
+                proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen"), proxy_option: ProxyOptionOpt = None,
                 max_new_tokens: MaxNewTokensOpt = _rollout_default("max_new_tokens"),
                 agent_user: AgentUserOpt = None, faults: FaultsOpt = None) -> None:
         config = _rollout_config(
             tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
             sandbox_options=_key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
+            proxy_options=_key_values(proxy_option, "--proxy-option"),
             samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
             image_map=_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout,
             resume=resume, max_new_tokens=max_new_tokens, agent_user=agent_user, faults=faults,

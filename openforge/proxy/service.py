@@ -21,6 +21,7 @@ import hashlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -75,6 +76,25 @@ class ProxySettings(BaseModel):
     header_timeout_s: float = Field(default=30.0, gt=0)
     body_timeout_s: float = Field(default=60.0, gt=0)
     max_connections: int = Field(default=1024, ge=1)
+
+
+# What a run sets on its proxy itself (from its own options): not overridable through `proxy_options`.
+RUN_OWNED_SETTINGS = frozenset({"max_new_tokens", "temperature"})
+
+
+def check_proxy_options(options: dict[str, Any]) -> dict[str, Any]:
+    """A run's `proxy_options` (ProxySettings fields over the defaults, e.g. `generation_timeout_s`), checked
+    and converted; ValueError naming the unknown or run-owned keys, or the bad value."""
+    owned = sorted(RUN_OWNED_SETTINGS & set(options))
+    if owned:
+        raise ValueError(f"{', '.join(owned)}: set with the run's own option (max_new_tokens, temperature), "
+                         "not in proxy_options")
+    unknown = sorted(set(options) - set(ProxySettings.model_fields))
+    if unknown:
+        known = ", ".join(sorted(set(ProxySettings.model_fields) - RUN_OWNED_SETTINGS))
+        raise ValueError(f"unknown proxy option(s) {', '.join(unknown)}; known: {known}")
+    checked = ProxySettings.model_validate(options)  # pydantic's message names the field and the bound
+    return checked.model_dump(include=set(options))
 
 
 class PauseGate:

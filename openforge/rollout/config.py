@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openforge.faults import FaultSpec, parse_fault_spec
+from openforge.proxy.service import check_proxy_options
 
 # Tries per episode slot (only infrastructure failures are retried): `openforge rollout` / `eval` and
 # `openforge train` alike.
@@ -30,6 +31,10 @@ class RolloutConfig(BaseModel):
       `{"namespace": "openforge", "harness_image": "registry/openforge-harnesses:TAG"}`.
     - `faults`: faults injected into the episodes' environments (`openforge.faults.spec`: a spec like
       `transient:0.3,missing_dir:0.2` or its mapping); recorded on each episode.
+    - `proxy_options`: the run's proxy settings over their defaults (`openforge.proxy.service.ProxySettings`:
+      `generation_timeout_s`, `header_timeout_s`, `body_timeout_s`, `max_connections`,
+      `max_calls_in_flight_per_episode`, `stream_keepalive_s`, ...); keep `generation_timeout_s` below the agent
+      timeout so that a stalled backend fails the call (an infrastructure failure) rather than the agent.
     - `proxy_listen`: where the run's proxy serves the model API over TCP (`127.0.0.1:0`: any free loopback
       port). Kubernetes pods reach it through a Service: in-cluster, `0.0.0.0:8100`.
     - `agent_user`: who the harness runs as in Docker and Kubernetes sandboxes: `root` (the image's user —
@@ -46,6 +51,7 @@ class RolloutConfig(BaseModel):
     sandbox: Literal["docker", "local", "kubernetes"] = "docker"
     sandbox_options: dict[str, Any] = Field(default_factory=dict)
     proxy_listen: str = "127.0.0.1:0"
+    proxy_options: dict[str, Any] = Field(default_factory=dict)
     samples: int = Field(default=1, ge=1)
     concurrency: int = Field(default=4, ge=1)
     model: Path
@@ -69,6 +75,11 @@ class RolloutConfig(BaseModel):
     @classmethod
     def _fault_spec(cls, v: Any) -> Any:
         return parse_fault_spec(v)
+
+    @field_validator("proxy_options")
+    @classmethod
+    def _proxy_options(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return check_proxy_options(v)
 
     def adapter_options(self, harness: str) -> dict[str, Any]:
         """`harness_options[harness]`, with the run's `max_new_tokens` as the harness's own per-reply cap (react's

@@ -104,7 +104,7 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
     label = run_label(config.run)
     socket_dir = Path(tempfile.mkdtemp(prefix="openforge-proxy-"))  # a short path: AF_UNIX allows ~107 bytes
     proxy_config = ProxyConfig(
-        model=config.model, backend=config.backend, run=config.run, listen=config.proxy_listen,
+        **config.proxy_options, model=config.model, backend=config.backend, run=config.run, listen=config.proxy_listen,
         uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0", temperature=config.temperature,
         max_new_tokens=config.max_new_tokens,
     )

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from openforge.faults import FaultSpec, parse_fault_spec
+from openforge.proxy.service import check_proxy_options
 from openforge.rollout.config import DEFAULT_MAX_ATTEMPTS
 from openforge.tasks.images import DEFAULT_IMAGE_MAP
 
@@ -168,6 +169,7 @@ class TrainConfig(BaseModel):
     sandbox: Literal["docker", "local", "kubernetes", "auto"] = "docker"
     sandbox_options: dict[str, Any] = Field(default_factory=dict)
     proxy_listen: str = "127.0.0.1:0"  # the proxy's model API over TCP; in-cluster (kubernetes) 0.0.0.0:8100
+    proxy_options: dict[str, Any] = Field(default_factory=dict)  # RolloutConfig.proxy_options: ProxySettings fields
     image_map: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_MAP))
     # a tiny model's react: one command per episode, only the bash tool (a short prompt)
     harness_options: dict[str, dict[str, Any]] = Field(
@@ -184,6 +186,11 @@ class TrainConfig(BaseModel):
     @classmethod
     def _logger_names(cls, v: Any) -> Any:
         return [{"kind": item} if isinstance(item, str) else item for item in v] if isinstance(v, list) else v
+
+    @field_validator("proxy_options")
+    @classmethod
+    def _proxy_options(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return check_proxy_options(v)
 
     @field_validator("faults", mode="before")
     @classmethod

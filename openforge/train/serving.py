@@ -25,7 +25,7 @@ EMBEDDED_OPTIONS = {"max_batch": 128, "prefix_cache_entries": 512}
 
 def proxy_config(config: TrainConfig, model: Path, run: Path, temperature: float, socket_dir: Path,
                  policy_version: int = 0) -> ProxyConfig:
-    return ProxyConfig(model=model, backend="embedded", run=run, listen=config.proxy_listen,
+    return ProxyConfig(**config.proxy_options, model=model, backend="embedded", run=run, listen=config.proxy_listen,
                        uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0", temperature=temperature,
                        max_new_tokens=config.rl.max_new_tokens,
                        backend_options={"seed": config.seed, **EMBEDDED_OPTIONS, "policy_version": policy_version})
@@ -52,7 +52,8 @@ def rollout_config(ctx: RunContext, **overrides: Any) -> RolloutConfig:
               "sandbox_options": c.sandbox_options, "model": ctx.model_path, "backend": "embedded",
               "run": ctx.run / "rl", "image_map": c.image_map, "harness_options": c.harness_settings(),
               "max_new_tokens": c.rl.max_new_tokens, "concurrency": c.rl.concurrency,
-              "max_attempts": c.max_attempts, "proxy_listen": c.proxy_listen, "agent_user": c.agent_user}
+              "max_attempts": c.max_attempts, "proxy_listen": c.proxy_listen, "proxy_options": c.proxy_options,
+              "agent_user": c.agent_user}
     return RolloutConfig(**{**fields, **overrides})
 
 
