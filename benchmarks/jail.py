@@ -1,0 +1,55 @@
+"""What the jail's per-command cgroup costs: one jailed command (`run_jailed`, as the quickstart's in-process
+episodes run each of the agent's commands) timed with its own cgroup and without (the cgroup step skipped),
+interleaved side by side so machine noise hits both alike. Needs root and writable cgroups (else both columns
+are the same: the jail then falls back to RLIMIT_NPROC).
+
+    python benchmarks/jail.py [--n 40] [--results benchmarks/results/jail.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import openforge.sandbox.local.jail as jail
+
+COMMAND = "echo hi > b.txt && cat a.txt"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=40, help="commands per variant")
+    parser.add_argument("--results", type=Path, default=Path("benchmarks/results/jail.json"))
+    args = parser.parse_args()
+    with_cgroup = jail._jail_cgroup
+    root = Path(tempfile.mkdtemp(prefix="openforge-jail-bench-"))
+    root.chmod(0o755)  # the jail's user must reach its work directory
+    workdir = root / "w"
+    workdir.mkdir()
+    jail.prepare_workdir(workdir, {"a.txt": "x\n"})
+    seconds: dict[str, list[float]] = {"own cgroup": [], "no cgroup": []}
+    for _ in range(args.n):
+        for variant in seconds:
+            jail._jail_cgroup = with_cgroup if variant == "own cgroup" else (lambda _mb: None)
+            started = time.perf_counter()
+            jail.run_jailed(workdir, COMMAND)
+            seconds[variant].append(time.perf_counter() - started)
+    jail._jail_cgroup = with_cgroup
+    medians = {k: round(1000 * statistics.median(v), 1) for k, v in seconds.items()}
+    for variant, ms in medians.items():
+        print(f"{variant}: median {ms} ms per command")
+    print(f"ratio: {medians['own cgroup'] / medians['no cgroup']:.2f}")
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps({
+        "command": f"python benchmarks/jail.py --n {args.n}", "cpus": os.cpu_count(), "command_run": COMMAND,
+        "median_ms": medians, "ratio": round(medians["own cgroup"] / medians["no cgroup"], 2),
+        "load_average_at_end": os.getloadavg()[0]}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
