@@ -1,5 +1,5 @@
 """`openforge quickstart`, the README's main job: the training pipeline on the `QUICKSTART` preset, the paper's
-whole pipeline on a laptop-class CPU (about 9 minutes on 2 cores).
+whole pipeline on a laptop-class CPU (about 12 minutes on 2 cores).
 
 1. build the tiny model (random init, local tokenizer);
 2. record the oracle teacher's trajectories through the proxy and the `react` harness, one sandbox per
