@@ -38,24 +38,7 @@ def main() -> None:
                         help="where the figures go (JSON, committed beside the README that quotes them)")
     args = parser.parse_args()
     console = Console()
-    reports = []
-    for seed in args.seeds:
-        run = args.out / f"seed-{seed}"
-        if args.reuse and (run / "report.json").is_file():
-            report = json.loads((run / "report.json").read_text())
-            report["wall_s"] = round(sum(report["timings_s"].values()), 1)
-            reports.append(report)
-            console.print(f"seed {seed}: reusing {run / 'report.json'}")
-            continue
-        argv = [sys.executable, "-m", "openforge.cli", "quickstart", "--seed", str(seed), "--run", str(run)]
-        if args.config or args.control:
-            argv += ["--config", str(_seed_config(args.config, seed, args.control, run))]
-        started = time.monotonic()
-        console.rule(f"seed {seed}")
-        subprocess.run(argv, check=True)
-        report = json.loads((run / "report.json").read_text())
-        report["wall_s"] = round(time.monotonic() - started, 1)
-        reports.append(report)
+    reports = run_seeds(args.seeds, args.out, [], args.config, args.control, args.reuse, console)
 
     table = Table(title=f"held-out pass@1 over {len(reports)} seed(s)")
     table.add_column("policy")
@@ -77,15 +60,7 @@ def main() -> None:
         table.add_row("more SFT − SFT", *[f"{g:+.1f}" for g in more], f"{statistics.mean(more):+.1f}", f"{sd_more:.1f}")
     console.print(table)
 
-    phases = Table(title="wall time per phase (s)")
-    phases.add_column("phase")
-    for seed in args.seeds:
-        phases.add_column(f"seed {seed}", justify="right")
-    names = list(dict.fromkeys(name for r in reports for name in r["timings_s"]))
-    for name in names:
-        phases.add_row(name, *[str(r["timings_s"].get(name, "-")) for r in reports])
-    phases.add_row("whole quickstart", *[str(r["wall_s"]) for r in reports])
-    phases.add_row("GRPO steps", *[str(len(r["rl_steps"])) for r in reports])
+    phases = phase_table(reports, args.seeds)
     console.print(phases)
     console.print(f"target: SFT+RL beats SFT by >= 10 points on the mean; measured {statistics.mean(gains):+.1f}")
     write_results(args.results, args.seeds, reports, policies)
@@ -107,19 +82,56 @@ def write_results(path: Path, seeds: list[int], reports: list[dict], policies: l
                                indent=2) + "\n")
 
 
-def _seed_config(path: Path | None, seed: int, control: bool, run: Path) -> Path:
+def run_seeds(seeds: list[int], out: Path, recipe_argv: list[str], config: Path | None, control: bool,
+              reuse: bool, console: Console) -> list[dict]:
+    """`openforge quickstart [RECIPE_ARGV] --seed S --run OUT/seed-S` per seed, each in its own process (a fresh
+    interpreter per seed, so one seed's memory and threads never slow the next); the reports, with `wall_s`.
+    `reuse`: a seed whose run left a report.json is read, not run again."""
+    reports = []
+    for seed in seeds:
+        run = out / f"seed-{seed}"
+        if reuse and (run / "report.json").is_file():
+            report = json.loads((run / "report.json").read_text())
+            report["wall_s"] = round(sum(report["timings_s"].values()), 1)
+            reports.append(report)
+            console.print(f"seed {seed}: reusing {run / 'report.json'}")
+            continue
+        argv = [sys.executable, "-m", "openforge.cli", "quickstart", *recipe_argv, "--seed", str(seed),
+                "--run", str(run), "--config", str(seed_config(config, seed, control, run))]
+        started = time.monotonic()
+        console.rule(f"seed {seed}")
+        subprocess.run(argv, check=True)
+        report = json.loads((run / "report.json").read_text())
+        report["wall_s"] = round(time.monotonic() - started, 1)
+        reports.append(report)
+    return reports
+
+
+def phase_table(reports: list[dict], seeds: list[int]) -> Table:
+    """Wall time per phase, the whole run and GRPO's steps, one column per seed."""
+    phases = Table(title="wall time per phase (s)")
+    phases.add_column("phase")
+    for seed in seeds:
+        phases.add_column(f"seed {seed}", justify="right")
+    for name in dict.fromkeys(n for r in reports for n in r["timings_s"]):
+        phases.add_row(name, *[str(r["timings_s"].get(name, "-")) for r in reports])
+    phases.add_row("whole quickstart", *[str(r["wall_s"]) for r in reports])
+    phases.add_row("GRPO steps", *[str(len(r["rl_steps"])) for r in reports])
+    return phases
+
+
+def seed_config(path: Path | None, seed: int, control: bool, run: Path) -> Path:
     """The YAML config of one seed: the given file's fields, this seed, and the control switch."""
     import yaml
 
     from openforge.train.quickstart import overlay
 
     fields = yaml.safe_load(path.read_text()) if path else {}
-    fields = overlay(fields or {}, {"seed": seed, **({"sft": {"control": True}} if control else {})})
+    fields = overlay(fields or {}, {"seed": seed, "sft": {"control": control}})
     run.mkdir(parents=True, exist_ok=True)
     out = run / "benchmark-config.yaml"
     out.write_text(yaml.safe_dump(fields))
     return out
-
 
 if __name__ == "__main__":
     main()

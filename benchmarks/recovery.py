@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from quickstart import phase_table, run_seeds  # benchmarks/quickstart.py: the one seed loop
 from rich.console import Console
 from rich.table import Table
 
@@ -39,33 +38,12 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results/recovery.json"))
     args = parser.parse_args()
     console = Console()
-    reports = []
-    for seed in args.seeds:
-        run = args.out / f"seed-{seed}"
-        if args.reuse and (run / "report.json").is_file():
-            report = json.loads((run / "report.json").read_text())
-            report["wall_s"] = round(sum(report["timings_s"].values()), 1)
-            reports.append(report)
-            continue
-        argv = [sys.executable, "-m", "openforge.cli", "quickstart", "--recipe", "recovery", "--seed", str(seed),
-                "--run", str(run), "--config", str(seed_config(args.config, not args.no_control, run))]
-        started = time.monotonic()
-        console.rule(f"seed {seed}")
-        subprocess.run(argv, check=True)
-        report = json.loads((run / "report.json").read_text())
-        report["wall_s"] = round(time.monotonic() - started, 1)
-        reports.append(report)
+    reports = run_seeds(args.seeds, args.out, ["--recipe", "recovery"], args.config, not args.no_control, args.reuse,
+                        console)
     policies = [p for p in POLICIES if all(p in r["heldout_pass_at_1"] for r in reports)]
     rows = figures(reports, policies)
     console.print(table(rows, args.seeds))
-    phases = Table(title="wall time per phase (s)")
-    phases.add_column("phase")
-    for seed in args.seeds:
-        phases.add_column(f"seed {seed}", justify="right")
-    for name in dict.fromkeys(n for r in reports for n in r["timings_s"]):
-        phases.add_row(name, *[str(r["timings_s"].get(name, "-")) for r in reports])
-    phases.add_row("whole run", *[str(r["wall_s"]) for r in reports])
-    phases.add_row("GRPO steps", *[str(len(r["rl_steps"])) for r in reports])
+    phases = phase_table(reports, args.seeds)
     console.print(phases)
     for line in verdict(rows):
         console.print(line)
@@ -132,20 +110,6 @@ def write_results(path: Path, seeds: list[int], reports: list[dict], rows: dict)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "seeds": per_seed, "summary": summary,
                                 "verdict": verdict(rows)}, indent=2) + "\n")
-
-
-def seed_config(path: Path | None, control: bool, run: Path) -> Path:
-    """The YAML laid over the recipe for one seed: the given file's fields and the control switch."""
-    import yaml
-
-    from openforge.train.quickstart import overlay
-
-    fields = yaml.safe_load(path.read_text()) if path else {}
-    fields = overlay(fields or {}, {"sft": {"control": control}})
-    run.mkdir(parents=True, exist_ok=True)
-    out = run / "benchmark-config.yaml"
-    out.write_text(yaml.safe_dump(fields))
-    return out
 
 
 if __name__ == "__main__":
