@@ -73,7 +73,7 @@ async def test_evicted_pod_is_a_sandbox_error_and_is_retried(fake_api, tmp_path,
     def evict_first_harness(name: str, argv: list[str]) -> float | None:
         if "react_agent.py" in " ".join(argv) and not evicted:
             evicted.append(name)
-            return 0.3  # mid-episode: while the harness runs
+            return 0.0  # mid-episode: as soon as the harness runs (a fast harness must not finish first)
         return None
 
     fake_api.on_exec = evict_first_harness

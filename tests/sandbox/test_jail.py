@@ -129,3 +129,44 @@ def test_one_jails_fork_bomb_leaves_the_others_alone(jail_root):
     while _processes_of(bomber) and time.monotonic() < deadline:  # the kernel reaps a pid namespace's last ones
         time.sleep(0.1)
     assert _processes_of(bomber) == 0  # nothing outlives its jail
+
+
+def test_commands_reuse_an_emptied_cgroup(jail_root, monkeypatch):
+    """A cgroup per command costs as much as the command (benchmarks/jail.py), so emptied ones are reused: one
+    command after another runs in the same cgroup, never while anything of the previous one is left in it."""
+    import threading
+
+    from openforge.sandbox.local import jail
+
+    probe = jail.CGROUPS.acquire()
+    if probe is None:
+        unavailable("cgroups are not writable here: the jail falls back to RLIMIT_NPROC")
+    jail.CGROUPS.close()
+    probe.remove()
+    created = []
+
+    def make():
+        created.append(jail._jail_cgroup())
+        return created[-1]
+
+    monkeypatch.setattr(jail.CGROUPS, "_make", make)
+    work = jail_root / "w"
+    prepare_workdir(work, {})
+    for _ in range(3):  # each leaves a process behind that tries to outlive it
+        out, err, code = run_jailed(work, "(setsid sleep 60 &); echo ok")
+        assert (out, code) == ("ok\n", 0), err
+        assert len(jail.CGROUPS) == 1 and not any(cg.pids() for cg in jail.CGROUPS._free)  # pooled once empty
+    assert len(created) == 1  # one cgroup, reused
+    running = threading.Thread(target=run_jailed, args=(work, "sleep 2"))
+    running.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not created[0].pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert created[0].pids() and len(jail.CGROUPS) == 0  # the command is in it, and it is not handed out
+    finally:
+        running.join()
+    deadline = time.monotonic() + 10
+    while _processes_of(work.stat().st_uid) and time.monotonic() < deadline:  # the kernel reaps them a little later
+        time.sleep(0.1)
+    assert _processes_of(work.stat().st_uid) == 0

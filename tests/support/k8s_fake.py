@@ -439,12 +439,6 @@ class FakeKubernetesAPI:
         await ws.accept(subprotocol=V4)
         self.exec_count += 1
         argv = q.getlist("command")
-        evict_after = self.on_exec(name, argv)
-        if evict_after is not None:
-            async def evict_later() -> None:
-                await asyncio.sleep(evict_after)
-                await self._fail_pod(name, "Evicted", "The node was low on resource: memory.")
-            self._timers.setdefault(name, []).append(asyncio.create_task(evict_later()))
         want_stdin = q.get("stdin") in ("true", "1")
         container = pod["spec"]["containers"][0]
         env = {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8",
@@ -465,6 +459,13 @@ class FakeKubernetesAPI:
             *bargv, stdin=asyncio.subprocess.PIPE if want_stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
         self._procs.setdefault(name, set()).add(proc)
+        # the eviction clock starts once the command runs, so "evict 0 s later" always hits it mid-command
+        evict_after = self.on_exec(name, argv)
+        if evict_after is not None:
+            async def evict_later() -> None:
+                await asyncio.sleep(evict_after)
+                await self._fail_pod(name, "Evicted", "The node was low on resource: memory.")
+            self._timers.setdefault(name, []).append(asyncio.create_task(evict_later()))
 
         async def pump(stream: asyncio.StreamReader, channel: int) -> None:
             while chunk := await stream.read(1 << 16):
