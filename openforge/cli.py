@@ -788,14 +788,16 @@ def train(
 @app.command()
 def quickstart(
     run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: runs/quickstart, or "
-                                       "runs/quickstart-recovery with --recipe recovery)."),
+                                       "runs/quickstart-RECIPE with --recipe)."),
     seed: Optional[int] = typer.Option(None, help="Seed for the model, tasks and sampling (default 0, or the "
                                        "config's `seed`)."),
     config: Optional[Path] = typer.Option(None, help="YAML with TrainConfig fields laid over the quickstart's "
                                           "preset (e.g. `sft: {control: true}`)."),
     smoke: bool = typer.Option(False, help="A reduced run (minutes): checks the pipeline, not the learning."),
-    recipe: str = typer.Option("default", help="default, or recovery: GRPO with faults injected, evaluated "
-                               "with and without faults (README: the recovery recipe)."),
+    recipe: str = typer.Option("default", help="default; recovery: GRPO with faults injected, evaluated "
+                               "with and without faults (README: the recovery recipe); harnesses: trained "
+                               "through the real Claude Code binary, evaluated in react, Claude Code and Codex "
+                               "(README: learning inside the real harnesses)."),
 ) -> None:
     """The main job: tiny model → teacher trajectories through the react harness → SFT → GRPO → held-out
     evaluation of base, SFT and SFT+RL, with a report (`openforge train` on the quickstart's preset)."""

@@ -53,6 +53,7 @@ from openforge.harness.tools import ToolKind
 
 KEY_ENV = "OPENFORGE_API_KEY"
 PROVIDER_ID = "openforge"
+INSTRUCTIONS_FILE = "instructions.md"  # under CODEX_HOME, with the `instructions` option
 
 
 def toml_string(value: str) -> str:
@@ -84,7 +85,9 @@ def toml_string(value: str) -> str:
 class CodexAdapter(HarnessAdapter):
     """Options: `context_window` (-> `model_context_window`, lets Codex plan compaction for an unknown model),
     `request_max_retries` / `stream_max_retries` (the provider's retry budgets; Codex's defaults retry even a
-    401, 5 times), `extra_config` (extra top-level `key = value` TOML lines), `extra_args`, `extra_env`."""
+    401, 5 times), `instructions` (replaces Codex's own ~17.7 KB system prompt: written to
+    `$CODEX_HOME/instructions.md`, named by `model_instructions_file`), `extra_config` (extra top-level
+    `key = value` TOML lines), `extra_args`, `extra_env`."""
 
     name = "codex"
     dialect = "responses"
@@ -103,11 +106,12 @@ class CodexAdapter(HarnessAdapter):
     context_window: int | None = None
     request_max_retries: int | None = None
     stream_max_retries: int | None = None
+    instructions: str | None = None
     extra_config: tuple[str, ...] = ()
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
 
-    def config_toml(self, base_url: str, model: str) -> str:
+    def config_toml(self, base_url: str, model: str, codex_home: Any = None) -> str:
         top = [
             f"model = {toml_string(model)}",
             f"model_provider = {toml_string(PROVIDER_ID)}",
@@ -115,6 +119,8 @@ class CodexAdapter(HarnessAdapter):
         ]
         if self.context_window:
             top.append(f"model_context_window = {int(self.context_window)}")
+        if self.instructions is not None and codex_home is not None:
+            top.append(f"model_instructions_file = {toml_string(str(codex_home / INSTRUCTIONS_FILE))}")
         top += list(self.extra_config)
         retries = [f"{k} = {int(v)}" for k, v in (("request_max_retries", self.request_max_retries),
                                                     ("stream_max_retries", self.stream_max_retries)) if v is not None]
@@ -152,7 +158,9 @@ class CodexAdapter(HarnessAdapter):
         argv = self.executable(root, manifest) + [
             "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
             *self.extra_args, "--", instruction]
-        files = {codex_home / "config.toml": self.config_toml(base_url, model)}
+        files = {codex_home / "config.toml": self.config_toml(base_url, model, codex_home)}
+        if self.instructions is not None:
+            files[codex_home / INSTRUCTIONS_FILE] = self.instructions
         # Codex has no option to set its session (thread) id; it reports it in `thread.started`.
         return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=cwd, home=home_p,
                       dirs=(home_p, home_p / ".tmp", codex_home), session_id=None)

@@ -166,6 +166,8 @@ class TrainConfig(BaseModel):
     backend: str = "embedded"
     tasks: TaskSource
     harnesses: list[str] = Field(default_factory=lambda: ["react"], min_length=1)
+    # the held-out evaluation's harnesses (default: `harnesses`); one that is not trained on measures transfer
+    eval_harnesses: list[str] | None = Field(default=None, min_length=1)
     sandbox: Literal["docker", "local", "kubernetes", "auto"] = "docker"
     sandbox_options: dict[str, Any] = Field(default_factory=dict)
     proxy_listen: str = "127.0.0.1:0"  # the proxy's model API over TCP; in-cluster (kubernetes) 0.0.0.0:8100
@@ -244,12 +246,12 @@ class TrainConfig(BaseModel):
                              "Face Hub id (ORG/NAME[@REVISION]), or `tiny` to build the tiny model into RUN/model")
         return v
 
-    @field_validator("harnesses")
+    @field_validator("harnesses", "eval_harnesses")
     @classmethod
-    def _known_harnesses(cls, v: list[str]) -> list[str]:
+    def _known_harnesses(cls, v: list[str] | None) -> list[str] | None:
         from openforge.harness import check_harness_names
 
-        return check_harness_names(v)
+        return None if v is None else check_harness_names(v)
 
     @field_validator("harness_options")
     @classmethod
@@ -268,6 +270,16 @@ class TrainConfig(BaseModel):
         """Generated families with only the react harness run in this process (`run_family_episodes`); all
         else runs through the orchestrator in sandboxes."""
         return self.tasks.families is not None and self.harnesses == ["react"]
+
+    @property
+    def heldout_harnesses(self) -> list[str]:
+        """The harnesses the held-out evaluation runs (`eval_harnesses`, default `harnesses`)."""
+        return self.eval_harnesses or self.harnesses
+
+    @property
+    def in_process_eval(self) -> bool:
+        """The held-out evaluation runs in this process (generated families, the react harness alone)."""
+        return self.in_process and self.heldout_harnesses == ["react"]
 
     def harness_settings(self) -> dict[str, dict[str, Any]]:
         """Every harness's options as configured; react's per-call token limit defaults to

@@ -68,7 +68,7 @@ def load_data(config: TrainConfig, run: Path) -> Data:
                 config.sft.demos)
         data = Data(heldout_instances=heldout, teacher_instances=teacher, trained_instances=list(teacher),
                     stream=InstanceStream(families, config.seed, rl.prompts))
-        if not config.in_process:
+        if not config.in_process_eval:
             data.heldout_tasks = write_instances(heldout, run / "tasks" / "heldout")
         return data
     try:

@@ -11,11 +11,12 @@ and recovery per fault kind.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from openforge.analysis import analyze_store
+from openforge.core import Episode
 from openforge.faults import FaultSpec
 from openforge.rollout.family import run_family_episodes
 from openforge.rollout.orchestrator import plan, run_label, run_slots
@@ -33,6 +34,7 @@ class Measurement:
     score: float | None  # None: no episode could be graded
     graded: int
     behaviour: dict[str, Any] | None
+    by_harness: dict[str, float | None] = field(default_factory=dict)  # pass@1 in each harness
 
 
 async def evaluate(ctx: RunContext, policy: Path, run: Path, provider: SandboxProvider | None, after_steps: int,
@@ -46,7 +48,7 @@ async def evaluate(ctx: RunContext, policy: Path, run: Path, provider: SandboxPr
         faulted = await measure(ctx, policy, run.with_name(run.name + FAULTS_SUFFIX), provider, after_steps, faults,
                                 progress)
     record = EvalRecord(after_steps=after_steps, pass_at_1=clean.score, graded=clean.graded, policy=str(policy),
-                        label=label, behaviour=clean.behaviour,
+                        label=label, behaviour=clean.behaviour, pass_at_1_by_harness=clean.by_harness,
                         pass_at_1_with_faults=faulted.score if faulted else None,
                         graded_with_faults=faulted.graded if faulted else 0,
                         behaviour_with_faults=faulted.behaviour if faulted else None)
@@ -67,7 +69,7 @@ async def evaluate(ctx: RunContext, policy: Path, run: Path, provider: SandboxPr
 async def measure(ctx: RunContext, policy: Path, run: Path, provider: SandboxProvider | None, after_steps: int,
                   faults: FaultSpec | None, progress=None) -> Measurement:
     shutil.rmtree(run, ignore_errors=True)  # a crashed earlier attempt: start clean
-    if ctx.config.in_process:
+    if ctx.config.in_process_eval:
         episode_ids = await family_eval(ctx, policy, run, faults)
     elif ctx.data.heldout_tasks:
         assert provider is not None
@@ -75,21 +77,26 @@ async def measure(ctx: RunContext, policy: Path, run: Path, provider: SandboxPro
     else:
         ctx.console.print("[yellow]no held-out tasks (split heldout): pass@1 not measured[/]")
         return Measurement(None, 0, None)
-    score, graded = score_episodes(run, episode_ids, injected_only=faults is not None)
-    return Measurement(score, graded, analyze_store(run, run).overall.model_dump(mode="json"))
+    graded = graded_episodes(run, episode_ids, injected_only=faults is not None)
+    harnesses = sorted({e.harness or "" for e in graded} | set(ctx.config.heldout_harnesses))
+    return Measurement(pass_at_1(graded), len(graded), analyze_store(run, run).overall.model_dump(mode="json"),
+                       by_harness={h: pass_at_1([e for e in graded if e.harness == h]) for h in harnesses})
 
 
-def score_episodes(run: Path, episode_ids: list[str], injected_only: bool = False) -> tuple[float | None, int]:
-    """pass@1 over the graded episodes (with `injected_only`, those that had a fault put in)."""
+def graded_episodes(run: Path, episode_ids: list[str], injected_only: bool = False) -> list[Episode]:
+    """The episodes that were graded (with `injected_only`, those that had a fault put in)."""
     with TrajectoryStore.open(run) as store:
         episodes = [store.get_episode(i) for i in episode_ids]
     graded = [e for e in episodes if e.outcome is not None and not e.outcome.is_infrastructure_failure
               and e.reward is not None]
     if injected_only:
         graded = [e for e in graded if any(f.get("applicable") for f in e.metadata.get("faults") or [])]
-    if not graded:
-        return None, 0
-    return sum(e.reward >= 1.0 for e in graded) / len(graded), len(graded)
+    return graded
+
+
+def pass_at_1(graded: list[Episode]) -> float | None:
+    """The share of `graded` episodes that passed; None when there are none."""
+    return sum(e.reward >= 1.0 for e in graded) / len(graded) if graded else None
 
 
 async def family_eval(ctx: RunContext, policy: Path, run: Path, faults: FaultSpec | None) -> list[str]:
@@ -102,9 +109,10 @@ async def family_eval(ctx: RunContext, policy: Path, run: Path, faults: FaultSpe
 
 async def task_eval(ctx: RunContext, policy: Path, run: Path, provider: SandboxProvider, after_steps: int,
                     faults: FaultSpec | None, progress=None) -> list[str]:
-    """Held-out tasks × harnesses, one episode each, through the orchestrator."""
+    """Held-out tasks × the evaluation's harnesses, one episode each, through the orchestrator."""
     async with serving(ctx.config, policy, run, 0.0) as proxy:
-        config = rollout_config(ctx, run=run, step=after_steps, temperature=0.0, faults=faults)
-        summary = await run_slots(proxy, provider, config, plan(ctx.data.heldout_tasks, ctx.config.harnesses, 1),
+        harnesses = ctx.config.heldout_harnesses
+        config = rollout_config(ctx, run=run, step=after_steps, temperature=0.0, faults=faults, harnesses=harnesses)
+        summary = await run_slots(proxy, provider, config, plan(ctx.data.heldout_tasks, harnesses, 1),
                                   run_label(ctx.run), ctx.console, progress=progress)
     return summary.episode_ids

@@ -19,23 +19,34 @@ from dataclasses import dataclass
 import torch
 
 from openforge.train.batching import TrainBatch
+from openforge.train.shared_prefix import MIN_SHARED_PREFIX, shared_prefix_length, shared_prefix_logprobs
 
 
-def token_logprobs(model, batch: TrainBatch, rows: list[int] | None = None) -> torch.Tensor:
+def token_logprobs(model, batch: TrainBatch, rows: list[int] | None = None, *,
+                   share_prefix: bool = True) -> torch.Tensor:
     """log p(token t | tokens < t) under `model` at each sample's temperature, aligned with `input_ids`
     (column 0, which nothing predicts, is 0). Shape (B, T), float32, with grad if the model has it.
 
     The temperature matters: the embedded backend records log_softmax(logits / temperature) at the sampled
-    token, so the new logprobs must be computed the same way or every ratio is off from the first step."""
+    token, so the new logprobs must be computed the same way or every ratio is off from the first step.
+
+    The leading tokens every row shares (a harness's constant system prompt and tools, untrained) run through
+    the model once, not once per row (`shared_prefix.py`; `share_prefix=False` turns it off)."""
     input_ids, attention_mask, temperatures = batch.input_ids, batch.attention_mask, batch.temperatures
+    loss_mask = batch.loss_mask
     if rows is not None:
         input_ids, attention_mask, temperatures = input_ids[rows], attention_mask[rows], temperatures[rows]
+        loss_mask = loss_mask[rows]
     width = int(attention_mask.sum(dim=1).max().item())
     input_ids, attention_mask = input_ids[:, :width], attention_mask[:, :width]
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
-    logits = logits[:, :-1].float() / temperatures[:, None, None]
-    targets = input_ids[:, 1:]
-    picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    prefix = shared_prefix_length(input_ids, attention_mask, loss_mask[:, :width]) if share_prefix else 0
+    if prefix >= MIN_SHARED_PREFIX:  # a harness's constant prompt: computed once, not once per row
+        picked = shared_prefix_logprobs(model, input_ids, attention_mask, temperatures, prefix)
+    else:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+        logits = logits[:, :-1].float() / temperatures[:, None, None]
+        targets = input_ids[:, 1:]
+        picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     out = torch.nn.functional.pad(picked, (1, batch.input_ids.shape[1] - width))  # zero column 0 and the pad tail
     return out
 

@@ -14,6 +14,9 @@ whole pipeline on a laptop-class CPU (about 12 minutes on 2 cores).
 
 `--config FILE` gives `TrainConfig` fields laid over the preset (`{sft: {control: true}}` adds the control).
 
+`--recipe harnesses`: the same pipeline through the real Claude Code binary (`harnesses`, in sandboxes) and
+evaluated in react, Claude Code and Codex (`eval_harnesses`) — the harness comparison of benchmarks/harnesses.py.
+
 `--recipe recovery` (`RECOVERY`): the same pipeline on task families that can meet environment faults
 (`openforge.tasks.recovery_families`), with episodes of up to two model calls (a command, then a final answer —
 or, after a failed command, another command). The teacher's demonstrations are the happy path (no faults);
@@ -120,7 +123,33 @@ def overlay(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-RECIPES: dict[str, dict[str, Any]] = {"default": QUICKSTART, "recovery": overlay(QUICKSTART, RECOVERY_OVERRIDES)}
+# Harnesses: the quickstart's tasks learned through the real Claude Code and Codex binaries, each episode in
+# its own sandbox against the run's proxy (benchmarks/harnesses.py runs the three training conditions). An
+# episode is two model calls in every harness: a command through the harness's own shell tool, then "Done.".
+# Each harness's own prompt is cut where the harness lets it be configured (measured in the tiny model's
+# tokenizer, first call): Claude Code 3,300 → 300 tokens (`--system-prompt`, only the Bash tool, no
+# auto-memory section), Codex 10,800 → 1,800 (`model_instructions_file`, no permissions section; its skills
+# list stays: no setting removes it), react as in the quickstart. What stays constant before the task is run
+# once per batch in training (`openforge.train.shared_prefix`).
+HARNESS_PROMPT = "You are a coding agent. Run one shell command that does the task, then answer Done."
+HARNESS_OPTIONS: dict[str, dict[str, Any]] = {
+    "react": {"max_steps": 2, "tools": ["bash"], "system_prompt": ""},
+    "claude-code": {"tools": ["Bash"], "extra_args": ["--system-prompt", HARNESS_PROMPT],
+                    "extra_env": {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}},
+    "codex": {"instructions": HARNESS_PROMPT, "extra_config": ["include_permissions_instructions = false"]},
+}
+HARNESSES_OVERRIDES: dict[str, Any] = {
+    "run": "runs/quickstart-harnesses",
+    "harnesses": ["claude-code"],
+    "eval_harnesses": ["react", "claude-code", "codex"],
+    "harness_options": HARNESS_OPTIONS,
+    "sft": {"demos": 120, "steps": 600},
+    # sandboxed episodes cost seconds each (harness start, grading): smaller steps, a longer budget
+    "rl": {"seconds": 900.0, "prompts": 8, "group": 4, "eval_instances": 40, "concurrency": 4},
+}
+
+RECIPES: dict[str, dict[str, Any]] = {"default": QUICKSTART, "recovery": overlay(QUICKSTART, RECOVERY_OVERRIDES),
+                                      "harnesses": overlay(QUICKSTART, HARNESSES_OVERRIDES)}
 RECOVERY = RECIPES["recovery"]
 
 

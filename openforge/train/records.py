@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 STEPS_FILE = "steps.jsonl"
 EVALS_FILE = "evals.jsonl"
@@ -61,6 +61,8 @@ class EvalRecord(BaseModel):
     label: str | None = None  # `evaluation: policies`: base | sft | rl | sft_more
     # the episodes' behaviour (`openforge.analysis.BehaviourSummary`, overall): error recovery, self-checks, ...
     behaviour: dict[str, Any] | None = None
+    # pass@1 in each evaluated harness (`eval_harnesses`; None: nothing graded there)
+    pass_at_1_by_harness: dict[str, float | None] = Field(default_factory=dict)
     # with `faults.eval`: the same held-out set with faults injected; pass@1 over the episodes that had a fault
     # put in (armed and applicable), and their behaviour (`recovery_by_fault` per kind)
     pass_at_1_with_faults: float | None = None

@@ -31,6 +31,7 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
     faults = ctx.config.eval_faults is not None
     if ctx.config.evaluation == "policies":
         evaluation = {"heldout_pass_at_1": {e.label: e.pass_at_1 for e in evals}, "rl_steps": step_dicts,
+                      "heldout_pass_at_1_by_harness": {e.label: e.pass_at_1_by_harness for e in evals},
                       "behaviour": {e.label: e.behaviour for e in evals}}
         if faults:
             evaluation.update(
@@ -41,6 +42,7 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
     else:
         scored = [e for e in evals if e.pass_at_1 is not None]
         evaluation = {"heldout_pass_at_1": [{"after_steps": e.after_steps, "pass_at_1": e.pass_at_1,
+                                             "by_harness": e.pass_at_1_by_harness,
                                              **({"pass_at_1_with_faults": e.pass_at_1_with_faults,
                                                  "recovery_rate_with_faults": _get(e.behaviour_with_faults,
                                                                                    "recovery_rate")}
@@ -55,6 +57,7 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
         "run": str(ctx.run),
         "model": str(ctx.model_path),
         "harnesses": ctx.config.harnesses,
+        "eval_harnesses": ctx.config.heldout_harnesses,
         "episode_path": "in-process" if ctx.config.in_process else "orchestrator",
         "sandbox": ctx.sandbox_used,
         "heldout_instances": len(ctx.data.heldout_ids),
@@ -67,6 +70,12 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
                    if ctx.config.faults else None),
         "config": ctx.config.model_dump(mode="json"),
     }
+
+
+def _evaluated_harnesses(evals: list[EvalRecord]) -> list[str]:
+    """The harnesses evaluated, in order, when there are several (one harness needs no column of its own)."""
+    names = list(dict.fromkeys(h for e in evals for h in e.pass_at_1_by_harness))
+    return names if len(names) > 1 else []
 
 
 def _get(summary: dict[str, Any] | None, key: str) -> Any:
@@ -84,6 +93,8 @@ def write_report(run: Path, title: str, report: dict[str, Any], steps: list[Step
     for e in evals:
         table.add_column(_name(e), justify="right")
     table.add_row("pass@1", *[_pct(e.pass_at_1) for e in evals])
+    for harness in _evaluated_harnesses(evals):
+        table.add_row(f"  {harness}", *[_pct(e.pass_at_1_by_harness.get(harness)) for e in evals])
     if any(e.behaviour_with_faults is not None for e in evals):
         table.add_row("pass@1 with faults", *[_pct(e.pass_at_1_with_faults) for e in evals])
         table.add_row("recovery with faults", *[_pct(_get(e.behaviour_with_faults, "recovery_rate")) for e in evals])
@@ -101,9 +112,13 @@ def markdown(title: str, report: dict[str, Any], steps: list[StepRecord], evals:
                    f"{s.get('first_loss', 0):.3f} → {s.get('last_loss', 0):.3f}."), ""]
         if s.get("selection"):
             lines += [_selection_line(s["selection"], s.get("rerendered") or 0), ""]
+    harnesses = _evaluated_harnesses(evals)
+    trained = set(report["harnesses"])
     lines += [f"Held-out pass@1 on {report['heldout_instances']} held-out tasks/instances (greedy):", "",
-              "| policy | pass@1 |", "|---|---|"]
-    lines += [f"| {_name(e)} | {_pct(e.pass_at_1)} |" for e in evals]
+              "| policy | pass@1 |" + "".join(f" {h}{'' if h in trained else ' (not trained on)'} |" for h in harnesses),
+              "|---|---|" + "---|" * len(harnesses)]
+    lines += [f"| {_name(e)} | {_pct(e.pass_at_1)} |" + "".join(f" {_pct(e.pass_at_1_by_harness.get(h))} |"
+                                                              for h in harnesses) for e in evals]
     lines += ["", *behaviour_table(evals)]
     lines += ["", "| step | reward | pass rate | signal | no signal: episodes, s | tokens | trained tokens | merge rate "
               "| policy | seconds |", "|---|---|---|---|---|---|---|---|---|---|"]

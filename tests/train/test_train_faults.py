@@ -37,6 +37,6 @@ def test_train_with_faults_through_the_orchestrator(docker_ready, tmp_path, tiny
     report = json.loads((run / "report.json").read_text())
     assert report["faults"] == {"rl": "hang:1,hang_s=5", "eval": "hang:1,hang_s=5"}
     assert [set(e) for e in report["heldout_pass_at_1"]] == [
-        {"after_steps", "pass_at_1", "pass_at_1_with_faults", "recovery_rate_with_faults"}] * 2
+        {"after_steps", "pass_at_1", "by_harness", "pass_at_1_with_faults", "recovery_rate_with_faults"}] * 2
     assert len(report["behaviour_with_faults"]) == 2
     assert "| after 1 step(s) | faults |" in (run / "report.md").read_text()

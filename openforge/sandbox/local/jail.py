@@ -8,9 +8,8 @@ and the work directory at /app read-write; it has no network at all (not even th
 calls the model, the jailed command only acts); a timeout kills the whole session.
 
 One jail cannot starve the others:
-- **processes**: each command runs in a cgroup of its own when the machine allows it (root, a writable v1 or v2
-  hierarchy; emptied cgroups are reused, `CgroupPool`): at most `JAIL_PIDS` processes, `JAIL_MEMORY_MB` of
-  memory and one CPU, enforced by the kernel.
+- **processes**: each command gets a cgroup of its own when the machine allows it (root, a writable v1 or v2
+  hierarchy): at most `JAIL_PIDS` processes, `max_memory_mb` of memory and one CPU, enforced by the kernel.
   Without cgroups, RLIMIT_NPROC is the fallback, and since it counts per uid, every work directory has its own
   uid (a range from `JAIL_UID_BASE`), so one jail's fork bomb spends only its own allowance;
 - **output**: stdout and stderr are read with a cap (`output_cap` bytes each): the first and the last
@@ -25,7 +24,6 @@ isolation is the `docker` sandbox's job. Its bubblewrap command comes from the l
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import os
 import selectors
@@ -161,55 +159,10 @@ def _read_capped(proc: subprocess.Popen, timeout_s: float, cap: int) -> tuple[_C
     return streams[proc.stdout], streams[proc.stderr], False
 
 
-def _jail_cgroup() -> Cgroup | None:
-    """A fresh cgroup for jailed commands (pids, memory, one CPU), or None where cgroups are not writable."""
+def _jail_cgroup(max_memory_mb: int) -> Cgroup | None:
+    """A cgroup for one jailed command (pids, memory, one CPU), or None where cgroups are not writable."""
     cg = Cgroup(f"jail-{uuid.uuid4().hex[:16]}")
-    return cg if cg.create(JAIL_MEMORY_MB, JAIL_PIDS, 1.0) else None
-
-
-class CgroupPool:
-    """Emptied jail cgroups kept for the next command. Creating and removing a cgroup for every command doubled
-    a jailed command's cost (`python benchmarks/jail.py`); a cgroup is only handed out again once every process
-    in it is gone, so a command never shares its limits with anything still running. The pool belongs to one
-    process (a forked child starts with an empty one) and is removed at exit."""
-
-    def __init__(self, make=_jail_cgroup):
-        self._make = make
-        self._free: list[Cgroup] = []
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
-        atexit.register(self.close)
-
-    def acquire(self) -> Cgroup | None:
-        with self._lock:
-            if self._pid != os.getpid():  # a forked child: the parent's cgroups are the parent's
-                self._free, self._pid = [], os.getpid()
-            if self._free:
-                return self._free.pop()
-        return self._make()
-
-    def release(self, cg: Cgroup) -> None:
-        """Kill whatever is left in `cg`; keep it for the next command if it is empty, else give it up."""
-        cg.kill_all()
-        if cg.pids():  # something outlived SIGKILL: never hand this cgroup out again
-            return
-        with self._lock:
-            if self._pid == os.getpid():
-                self._free.append(cg)
-                return
-        cg.remove()
-
-    def close(self) -> None:
-        with self._lock:
-            free, self._free = self._free, []
-        for cg in free:
-            cg.remove()
-
-    def __len__(self) -> int:
-        return len(self._free)
-
-
-CGROUPS = CgroupPool()
+    return cg if cg.create(max_memory_mb, JAIL_PIDS, 1.0) else None
 
 
 def run_jailed(workdir: Path, command: str, timeout_s: float = 30.0, *,
@@ -220,7 +173,7 @@ def run_jailed(workdir: Path, command: str, timeout_s: float = 30.0, *,
     uid = workdir.stat().st_uid
     if uid == 0:  # a directory not made by prepare_workdir: never run a jailed command as root
         uid = NOBODY
-    cg = CGROUPS.acquire()
+    cg = _jail_cgroup(JAIL_MEMORY_MB)
     procs = [d / "cgroup.procs" for d in cg.dirs.values()] if cg is not None else None
     proc = subprocess.Popen(jail_argv(workdir, command, uid=uid, cgroup_procs=procs), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -234,7 +187,8 @@ def run_jailed(workdir: Path, command: str, timeout_s: float = 30.0, *,
         proc.stdout.close()
         proc.stderr.close()
         if cg is not None:
-            CGROUPS.release(cg)
+            cg.kill_all()
+            cg.remove()
     if timed_out:
         code = 124
     errs = err.text()

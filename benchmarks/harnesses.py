@@ -1,0 +1,141 @@
+"""Learning through the real harnesses: the `harnesses` recipe in three training conditions at the same compute
+(the same GRPO wall-clock budget, the same number of teacher demonstrations spread over the trained harnesses),
+each policy evaluated in react, Claude Code and Codex — a harness a condition did not train on measures transfer.
+
+    python benchmarks/harnesses.py                                  # 3 conditions x 3 seeds
+    python benchmarks/harnesses.py --conditions claude-code --seeds 0
+
+Conditions: `react` (RL through react only), `claude-code` (through Claude Code only), `mixed` (react + Claude
+Code + Codex; GRPO groups are (step, task, harness)). Each (condition, seed) runs `openforge quickstart --recipe
+harnesses` in its own process, in OUT/CONDITION/seed-S. Targets (means over the seeds): through Claude Code,
+SFT+RL >= SFT + 10 points; mixed >= single-harness on the harness both include; transfer reported either way.
+Not a test: no assertions, only figures (benchmarks/results/harnesses.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import yaml
+from quickstart import (  # benchmarks/quickstart.py: the one seed loop
+    phase_table,
+    run_seeds,
+)
+from rich.console import Console
+from rich.table import Table
+
+CONDITIONS = {"react": ["react"], "claude-code": ["claude-code"], "mixed": ["react", "claude-code", "codex"]}
+HARNESSES = ["react", "claude-code", "codex"]  # every policy is evaluated in each
+POLICIES = ["base", "sft", "rl"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conditions", nargs="+", choices=list(CONDITIONS), default=list(CONDITIONS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--out", type=Path, default=Path("runs/bench-harnesses"))
+    parser.add_argument("--config", type=Path, default=None,
+                        help="YAML of TrainConfig fields laid over the harnesses recipe, for every run")
+    parser.add_argument("--reuse", action="store_true", help="use a run's report.json where it left one")
+    parser.add_argument("--results", type=Path, default=Path("benchmarks/results/harnesses.json"))
+    args = parser.parse_args()
+    console = Console()
+    results: dict[str, dict] = {}
+    for condition in args.conditions:
+        console.rule(f"condition {condition}")
+        config = condition_config(args.out / condition, CONDITIONS[condition], args.config)
+        reports = run_seeds(args.seeds, args.out / condition, ["--recipe", "harnesses"], config, False, args.reuse,
+                            console)
+        results[condition] = {"harnesses": CONDITIONS[condition], "pass_at_1": by_harness(reports),
+                              "rl_steps": [len(r["rl_steps"]) for r in reports],
+                              "timings_s": [r["timings_s"] for r in reports],
+                              "training_tokens": [training_tokens(r) for r in reports]}
+        console.print(phase_table(reports, args.seeds))
+    console.print(table(results, args.seeds))
+    for line in verdict(results):
+        console.print(line)
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "seeds": args.seeds,
+                                        "conditions": results, "verdict": verdict(results)}, indent=2) + "\n")
+
+
+def condition_config(out: Path, harnesses: list[str], base: Path | None) -> Path:
+    """The condition's YAML: the given fields, its training harnesses, and the teacher's demonstrations spread
+    over them (the same number in every condition)."""
+    from openforge.train.quickstart import RECIPES, overlay
+
+    fields = yaml.safe_load(base.read_text()) if base else {}
+    demos = (fields.get("sft") or {}).get("demos") or RECIPES["harnesses"]["sft"]["demos"]
+    fields = overlay(fields or {}, {"harnesses": harnesses, "sft": {"demos": max(1, demos // len(harnesses))}})
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "condition.yaml"
+    path.write_text(yaml.safe_dump(fields))
+    return path
+
+
+def by_harness(reports: list[dict]) -> dict[str, dict[str, list[float | None]]]:
+    """{policy: {harness: [pass@1 percent per seed]}}."""
+    return {p: {h: [_pct((r["heldout_pass_at_1_by_harness"].get(p) or {}).get(h)) for r in reports]
+                for h in HARNESSES} for p in POLICIES}
+
+
+def training_tokens(report: dict) -> dict[str, int]:
+    """GRPO's training tokens over the run: merged samples vs one sample per call."""
+    steps = report["rl_steps"]
+    return {"merged": sum(s.get("tokens", 0) for s in steps), "trained": sum(s.get("trained_tokens", 0) for s in steps)}
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else round(100 * x, 2)
+
+
+def _mean(values: list[float | None]) -> float | None:
+    vs = [v for v in values if v is not None]
+    return round(statistics.mean(vs), 2) if vs else None
+
+
+def table(results: dict[str, dict], seeds: list[int]) -> Table:
+    t = Table(title=f"held-out pass@1 (greedy, %), mean of {len(seeds)} seed(s)")
+    t.add_column("condition (trained on)")
+    t.add_column("policy")
+    for h in HARNESSES:
+        t.add_column(h, justify="right")
+    for condition, r in results.items():
+        for p in POLICIES:
+            cells = []
+            for h in HARNESSES:
+                value = _mean(r["pass_at_1"][p][h])
+                cells.append("-" if value is None else f"{value:.1f}" + ("" if h in r["harnesses"] else " *"))
+            t.add_row(f"{condition} ({', '.join(r['harnesses'])})" if p == "base" else "", p, *cells)
+    t.caption = "* a harness the condition did not train on (transfer)"
+    return t
+
+
+def verdict(results: dict[str, dict]) -> list[str]:
+    lines = []
+    cc = results.get("claude-code")
+    if cc:
+        rl, sft = _mean(cc["pass_at_1"]["rl"]["claude-code"]), _mean(cc["pass_at_1"]["sft"]["claude-code"])
+        if rl is not None and sft is not None:
+            lines.append(f"through Claude Code: SFT+RL − SFT = {rl - sft:+.1f} points (target +10)")
+    mixed = results.get("mixed")
+    for single in ("react", "claude-code"):
+        if mixed and single in results:
+            m, s = _mean(mixed["pass_at_1"]["rl"][single]), _mean(results[single]["pass_at_1"]["rl"][single])
+            if m is not None and s is not None:
+                lines.append(f"in {single}: mixed − {single}-only = {m - s:+.1f} points (target >= 0)")
+    for condition, r in results.items():
+        for h in HARNESSES:
+            if h not in r["harnesses"]:
+                rl, sft = _mean(r["pass_at_1"]["rl"][h]), _mean(r["pass_at_1"]["sft"][h])
+                if rl is not None and sft is not None:
+                    lines.append(f"transfer, {condition} → {h} (never trained on): SFT {sft:.1f}, SFT+RL {rl:.1f}")
+    return lines
+
+
+if __name__ == "__main__":
+    main()

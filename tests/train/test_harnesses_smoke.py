@@ -1,0 +1,57 @@
+"""A reduced `harnesses` recipe (`openforge quickstart --recipe harnesses`) with the real Claude Code and Codex
+binaries in Docker: the oracle teacher through Claude Code's own Bash tool, SFT, a GRPO step whose episodes are
+Claude Code runs in sandboxes against the proxy, and every policy evaluated in Claude Code and in Codex — which
+this run never trained on — with pass@1 per harness in the report (the learning itself is measured by
+benchmarks/harnesses.py)."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import unavailable
+
+from openforge.harness.bundle import bundle_status, default_bundle_dir
+from openforge.models import ModelDir
+from openforge.store import TrajectoryStore
+from openforge.train.quickstart import HARNESS_PROMPT, quickstart_config, run_quickstart
+
+
+def test_harnesses_recipe_smoke(docker_ready, tmp_path):
+    missing = [h for h in ("claude-code", "codex") if not bundle_status(default_bundle_dir()).get(h)]
+    if missing:
+        unavailable(f"{', '.join(missing)} not in the harness bundle: run `openforge harness install`")
+    config = quickstart_config({"sandbox": "docker", "eval_harnesses": ["claude-code", "codex"],
+                                "sft": {"demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 4},
+                                "rl": {"seconds": 1, "steps": 1, "prompts": 2, "group": 2, "eval_instances": 2}},
+                               seed=0, recipe="harnesses")
+    assert config.harnesses == ["claude-code"] and not config.in_process
+    run = tmp_path / "run"
+    report = run_quickstart(run, config)
+    # the teacher: the oracle's command through Claude Code's Bash tool, then "Done."
+    with TrajectoryStore.open(run / "teacher") as store:
+        teacher = store.list_episodes()
+        assert len(teacher) == 4 and {e.harness for e in teacher} == {"claude-code"}
+        assert all(e.reward == 1.0 for e in teacher)
+        calls = store.list_calls(teacher[0].id)
+    assert [c.metadata["tool_calls"][0]["name"] for c in calls[:1]] == ["Bash"] and len(calls) == 2
+    # Claude Code's own prompt, cut by its settings (`--system-prompt`, only Bash): a few hundred tokens
+    tokenizer = ModelDir(run / "model").tokenizer
+    first = tokenizer.decode(calls[0].prompt_ids)
+    assert HARNESS_PROMPT in first and len(calls[0].prompt_ids) < 600, len(calls[0].prompt_ids)
+    # GRPO: real Claude Code episodes, grouped per (step, task, harness)
+    step = report["rl_steps"][0]
+    assert step["harnesses"] == {"claude-code": 4} and step["episodes"] == 4
+    # held-out pass@1 per policy and per harness, Codex included (never trained on)
+    by_harness = report["heldout_pass_at_1_by_harness"]
+    assert set(by_harness) == {"base", "sft", "rl"}
+    assert all(set(v) == {"claude-code", "codex"} for v in by_harness.values())
+    assert report["eval_harnesses"] == ["claude-code", "codex"] and report["harnesses"] == ["claude-code"]
+    with TrajectoryStore.open(run / "eval" / "sft") as store:
+        evaluated = store.list_episodes()
+        codex = [e for e in evaluated if e.harness == "codex"]
+        assert len(codex) == 2 and len([e for e in evaluated if e.harness == "claude-code"]) == 2
+        codex_prompt = store.list_calls(codex[0].id)[0].prompt_ids
+    assert len(codex_prompt) < 2500, len(codex_prompt)  # Codex's 10,800-token prompt, cut by its settings
+    assert " codex (not trained on) |" in (run / "report.md").read_text()
+    saved = json.loads((run / "report.json").read_text())
+    assert saved["heldout_pass_at_1_by_harness"] == by_harness

@@ -1,0 +1,62 @@
+"""The shared-prefix forward (`openforge.train.shared_prefix`): a batch whose rows start with the same untrained
+tokens (a harness's constant prompt) runs that prefix once — with the same logprobs and the same gradients as
+the plain forward pass over every row."""
+
+from __future__ import annotations
+
+import torch
+
+from openforge.core.records import Sample
+from openforge.models import ModelDir
+from openforge.train.batching import collate
+from openforge.train.losses import sft_loss, token_logprobs
+from openforge.train.shared_prefix import MIN_SHARED_PREFIX, shared_prefix_length
+
+
+def _samples(prefix: list[int], tails: list[list[int]], trained_from: int = 2) -> list[Sample]:
+    out = []
+    for i, tail in enumerate(tails):
+        ids = prefix + tail
+        mask = [0] * (len(prefix) + trained_from) + [1] * (len(tail) - trained_from)
+        out.append(Sample(episode_id=f"e{i}", reward=1.0, group_id="g", token_ids=ids, loss_mask=mask, logprobs=[0.0] * len(ids),
+                          metadata={"temperature": 0.7 if i % 2 else 1.0}))
+    return out
+
+
+def _grads(model) -> list[torch.Tensor]:
+    return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+def test_a_shared_prefix_gives_the_plain_forwards_logprobs_and_gradients(tiny_model_dir):
+    model = ModelDir(tiny_model_dir).load_model()
+    model.train()
+    gen = torch.Generator().manual_seed(0)
+    prefix = torch.randint(10, 900, (300,), generator=gen).tolist()
+    # rows of different lengths (right padding), each with its own tokens after the prefix
+    tails = [torch.randint(10, 900, (n,), generator=gen).tolist() for n in (9, 30, 17, 5)]
+    batch = collate(_samples(prefix, tails), pad_id=0)
+    assert shared_prefix_length(batch.input_ids, batch.attention_mask, batch.loss_mask) == 300  # the tails differ from their first token
+    results = {}
+    for share in (False, True):
+        model.zero_grad(set_to_none=True)
+        logprobs = token_logprobs(model, batch, share_prefix=share)
+        sft_loss(logprobs, batch.loss_mask).backward()
+        results[share] = (logprobs.detach(), _grads(model))
+    (plain, plain_grads), (shared, shared_grads) = results[False], results[True]
+    real = batch.attention_mask.bool()
+    real[:, 0] = False
+    assert torch.allclose(plain[real], shared[real], atol=1e-4), (plain - shared).abs().max()
+    assert len(plain_grads) == len(shared_grads) > 0
+    for a, b in zip(plain_grads, shared_grads):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-3), (a - b).abs().max()
+
+
+def test_only_an_untrained_common_prefix_is_shared(tiny_model_dir):
+    prefix = list(range(10, 10 + MIN_SHARED_PREFIX + 6))
+    batch = collate(_samples(prefix, [[1, 2, 3, 4], [1, 2, 5, 6]], trained_from=0), pad_id=0)
+    # the rows agree on two more tokens, but those are trained: they are not part of the shared prefix
+    assert shared_prefix_length(batch.input_ids, batch.attention_mask, batch.loss_mask) == len(prefix)
+    one = collate(_samples(prefix, [[1, 2, 3]]), pad_id=0)
+    assert shared_prefix_length(one.input_ids, one.attention_mask, one.loss_mask) == 0  # nothing to share
+    different = collate(_samples(prefix, [[1, 2, 3]]) + _samples([7, *prefix[1:]], [[1, 2, 3]]), pad_id=0)
+    assert shared_prefix_length(different.input_ids, different.attention_mask, different.loss_mask) == 0
