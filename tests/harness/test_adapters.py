@@ -159,6 +159,17 @@ def test_codex_options_reach_the_config():
     assert cfg["model_context_window"] == 32768 and cfg["model_reasoning_effort"] == "low"
     assert cfg["model_providers"]["openforge"]["request_max_retries"] == 0
     assert cfg["model_providers"]["openforge"]["stream_max_retries"] == 1
+    assert "model_instructions_file" not in cfg  # Codex keeps its own system prompt unless told
+
+
+def test_codex_instructions_replace_its_system_prompt():
+    """`instructions` is written beside config.toml and named by `model_instructions_file` (the real Codex sends
+    it as its first developer message: tests/train/test_harnesses_smoke.py)."""
+    la = launch("codex", instructions="Run one command, then answer Done.")
+    path = HOME / ".codex" / "instructions.md"
+    assert la.files[path] == "Run one command, then answer Done."
+    cfg = tomllib.loads(la.files[HOME / ".codex" / "config.toml"])
+    assert cfg["model_instructions_file"] == str(path)
 
 
 @pytest.mark.parametrize("value", ["plain", 'q"uote', "back\\slash", "nl\nand\ttab\r", "\x00\x01\x1f\x7f",
