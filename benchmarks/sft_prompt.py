@@ -8,8 +8,13 @@ harness would record), then greedy held-out pass@1, sampled pass@1 and best-of-8
     quickstart  the bash tool only, no system prompt (what the quickstart sends)
     none        the task alone, no system turn
 
+or `--prompt-from RUN_STORE`: the first call a real harness sent in a recorded episode (e.g. the `harnesses`
+recipe's teacher, `RUNS/.../teacher`), decoded by the proxy's own dialect, with its task replaced by each
+instance's and the harness's own shell tool in the response — how SFT fares behind that harness's prompt.
+
     python benchmarks/sft_prompt.py --prompt quickstart --steps 800 --seed 0
     python benchmarks/sft_prompt.py --prompt default --steps 400
+    python benchmarks/sft_prompt.py --prompt-from runs/quickstart-harnesses/teacher --demos 300
 
 Not a test: no assertions, only figures. One variant takes 2–4 minutes on one core.
 """
@@ -21,6 +26,7 @@ import json
 import re
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -38,6 +44,8 @@ SFT = QUICKSTART["sft"]  # the quickstart's SFT settings are the defaults here
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", choices=["default", "quickstart", "none"], default="quickstart")
+    parser.add_argument("--prompt-from", type=Path, default=None,
+                        help="a run's store: its first recorded call is the prompt (the task replaced)")
     parser.add_argument("--demos", type=int, default=400)
     parser.add_argument("--steps", type=int, default=SFT["steps"])
     parser.add_argument("--lr", type=float, default=SFT["lr"])
@@ -59,12 +67,19 @@ def main() -> None:
     tools = [] if args.prompt == "none" else [ToolSpec(name=bash["name"], description=bash["description"],
                                                        parameters=bash["parameters"])]
     system = SYSTEM_PROMPT if args.prompt == "default" else None
+    shell, argument = "bash", "command"
+    template = None
+    if args.prompt_from is not None:
+        template, task_text, (shell, argument) = recorded_prompt(args.prompt_from)
 
     def prompt(instruction: str) -> list[int]:
+        if template is not None:
+            return md.render(template.model_copy(update={"messages": [
+                m.model_copy(update={"content": m.content.replace(task_text, instruction)}) for m in template.messages]}))
         return md.render(Conversation(system=system, tools=tools, messages=[Message(role="user", content=instruction)]))
 
     def response(command: str) -> list[int]:
-        call = json.dumps({"name": "bash", "arguments": {"command": command}})
+        call = json.dumps({"name": shell, "arguments": {argument: command}})
         return md.encode_completion(f"<tool_call>\n{call}\n</tool_call><|im_end|>")
 
     demos = InstanceSampler("train", seed=TEACHER_SEED + args.seed, families=QUICKSTART_FAMILIES).sample(args.demos)
@@ -90,7 +105,7 @@ def main() -> None:
                                      temperature=1.0 if k > 1 else None, top_k=0 if k > 1 else None,
                                      num_return_sequences=k, pad_token_id=md.pad_token_id, eos_token_id=md.eos_token_ids)
             for instance, row in zip([x for x in chunk for _ in range(k)], out):
-                found = re.search(r'"command": "(.*?)"}}', md.decode(row[width:].tolist()))
+                found = re.search(rf'"{argument}": "(.*?)"}}}}', md.decode(row[width:].tolist()))
                 try:
                     command = json.loads(f'"{found.group(1)}"') if found else None
                 except ValueError:
@@ -117,10 +132,26 @@ def main() -> None:
     greedy = scores(heldout)
     sampled = scores(heldout[:48], k=8)
     best_of_8 = sum(max(sampled[i * 8:(i + 1) * 8]) for i in range(48)) / 48
-    print(json.dumps({"prompt": args.prompt, "prompt_tokens": len(prompt(heldout[0].instruction)), "demos": args.demos,
+    print(json.dumps({"prompt": str(args.prompt_from or args.prompt), "prompt_tokens": len(prompt(heldout[0].instruction)), "demos": args.demos,
                       "steps": args.steps, "seed": args.seed, "train_s": train_s,
                       "final_loss": round(trainer.losses[-1], 4), "heldout_greedy": sum(greedy) / len(greedy),
                       "heldout_sampled": sum(sampled) / len(sampled), "heldout_best_of_8": best_of_8, "curve": curve}))
+
+
+def recorded_prompt(store_dir: Path) -> tuple[Conversation, str, tuple[str, str]]:
+    """(the first call of the store's first episode as the proxy decoded it, its task's instruction, the
+    harness's shell tool and argument)."""
+    from openforge.dialects import DIALECTS
+    from openforge.harness import get_adapter
+    from openforge.store import TrajectoryStore
+    from openforge.tasks import load_tasks
+
+    with TrajectoryStore.open(store_dir) as store:
+        episode = store.list_episodes()[0]
+        call = store.list_calls(episode.id)[0]
+    conversation = DIALECTS[call.dialect].decode(call.request_body).conversation
+    task = {t.id: t for t in load_tasks(store_dir.parent / "tasks" / "teacher")}[episode.task]
+    return conversation, task.instruction.strip(), get_adapter(episode.harness).shell_tool
 
 
 if __name__ == "__main__":
