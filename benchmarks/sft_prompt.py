@@ -46,6 +46,9 @@ def main() -> None:
     parser.add_argument("--prompt", choices=["default", "quickstart", "none"], default="quickstart")
     parser.add_argument("--prompt-from", type=Path, default=None,
                         help="a run's store: its first recorded call is the prompt (the task replaced)")
+    parser.add_argument("--mix", type=int, default=0,
+                        help="with --prompt-from: also this many demonstrations behind the quickstart's prompt "
+                             "(the react harness), trained together; held out is measured behind --prompt-from's")
     parser.add_argument("--demos", type=int, default=400)
     parser.add_argument("--steps", type=int, default=SFT["steps"])
     parser.add_argument("--lr", type=float, default=SFT["lr"])
@@ -78,9 +81,13 @@ def main() -> None:
                 m.model_copy(update={"content": m.content.replace(task_text, instruction)}) for m in template.messages]}))
         return md.render(Conversation(system=system, tools=tools, messages=[Message(role="user", content=instruction)]))
 
-    def response(command: str) -> list[int]:
-        call = json.dumps({"name": shell, "arguments": {argument: command}})
+    def response(command: str, name: str | None = None, key: str | None = None) -> list[int]:
+        call = json.dumps({"name": name or shell, "arguments": {key or argument: command}})
         return md.encode_completion(f"<tool_call>\n{call}\n</tool_call><|im_end|>")
+
+    def react_prompt(instruction: str) -> list[int]:
+        react_tools = [ToolSpec(name=bash["name"], description=bash["description"], parameters=bash["parameters"])]
+        return md.render(Conversation(tools=react_tools, messages=[Message(role="user", content=instruction)]))
 
     demos = InstanceSampler("train", seed=TEACHER_SEED + args.seed, families=QUICKSTART_FAMILIES).sample(args.demos)
     samples = []
@@ -88,6 +95,13 @@ def main() -> None:
         p, r = prompt(x.instruction), response(x.solution_command)
         samples.append(Sample(token_ids=p + r, loss_mask=[0] * len(p) + [1] * len(r), logprobs=[0.0] * (len(p) + len(r)),
                               reward=1.0, group_id="sft", episode_id=x.key, prompt_length=len(p)))
+    if args.mix:
+        for x in InstanceSampler("train", seed=TEACHER_SEED + args.seed + 1, families=QUICKSTART_FAMILIES).sample(
+                args.mix):
+            p, r = react_prompt(x.instruction), response(x.solution_command, "bash", "command")
+            samples.append(Sample(token_ids=p + r, loss_mask=[0] * len(p) + [1] * len(r),
+                                  logprobs=[0.0] * (len(p) + len(r)), reward=1.0, group_id="sft",
+                                  episode_id=x.key + "-react", prompt_length=len(p)))
     heldout = InstanceSampler("heldout", seed=HELDOUT_SEED, families=QUICKSTART_FAMILIES).sample(args.eval)
     curve: list[tuple[int, float]] = []
 
@@ -132,7 +146,7 @@ def main() -> None:
     greedy = scores(heldout)
     sampled = scores(heldout[:48], k=8)
     best_of_8 = sum(max(sampled[i * 8:(i + 1) * 8]) for i in range(48)) / 48
-    print(json.dumps({"prompt": str(args.prompt_from or args.prompt), "prompt_tokens": len(prompt(heldout[0].instruction)), "demos": args.demos,
+    print(json.dumps({"prompt": str(args.prompt_from or args.prompt), "prompt_tokens": len(prompt(heldout[0].instruction)), "demos": args.demos, "mix": args.mix,
                       "steps": args.steps, "seed": args.seed, "train_s": train_s,
                       "final_loss": round(trainer.losses[-1], 4), "heldout_greedy": sum(greedy) / len(greedy),
                       "heldout_sampled": sum(sampled) / len(sampled), "heldout_best_of_8": best_of_8, "curve": curve}))
