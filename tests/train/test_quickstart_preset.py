@@ -43,3 +43,16 @@ def test_grpo_instances_are_one_stream_and_a_resumed_run_draws_the_same():
     assert [stream.for_step(k) for k in range(3)] == [drawn[0:4], drawn[4:8], drawn[8:12]]
     resumed = InstanceStream(QUICKSTART_FAMILIES, seed=5, per_step=4)
     assert resumed.for_step(2) == drawn[8:12] and resumed.for_step(0) == drawn[0:4]
+
+
+def test_the_harnesses_recipe_trains_through_claude_code_and_evaluates_in_three_harnesses():
+    c = quickstart_config(recipe="harnesses")
+    assert c.harnesses == ["claude-code"] and c.heldout_harnesses == ["react", "claude-code", "codex"]
+    assert not c.in_process and not c.in_process_eval  # sandboxed episodes, held-out tasks written as directories
+    options = c.harness_settings()
+    assert "--system-prompt" in options["claude-code"]["extra_args"] and options["claude-code"]["tools"] == ["Bash"]
+    assert options["codex"]["instructions"] and options["react"]["max_steps"] == 2
+    react_only = quickstart_config({"harnesses": ["react"]}, recipe="harnesses")
+    assert react_only.in_process and not react_only.in_process_eval  # trained in process, evaluated in sandboxes
+    plain = quickstart_config()
+    assert plain.heldout_harnesses == ["react"] and plain.in_process_eval
