@@ -53,9 +53,10 @@ def main() -> None:
         results[condition] = {"harnesses": CONDITIONS[condition], "pass_at_1": by_harness(reports),
                               "rl_steps": [len(r["rl_steps"]) for r in reports],
                               "timings_s": [r["timings_s"] for r in reports],
-                              "training_tokens": [training_tokens(r) for r in reports]}
+                              "training_tokens": [training_tokens(Path(r["run"])) for r in reports]}
         console.print(phase_table(reports, args.seeds))
     console.print(table(results, args.seeds))
+    console.print(token_table(results))
     for line in verdict(results):
         console.print(line)
     args.results.parent.mkdir(parents=True, exist_ok=True)
@@ -83,10 +84,22 @@ def by_harness(reports: list[dict]) -> dict[str, dict[str, list[float | None]]]:
                 for h in HARNESSES} for p in POLICIES}
 
 
-def training_tokens(report: dict) -> dict[str, int]:
-    """GRPO's training tokens over the run: merged samples vs one sample per call."""
-    steps = report["rl_steps"]
-    return {"merged": sum(s.get("tokens", 0) for s in steps), "trained": sum(s.get("trained_tokens", 0) for s in steps)}
+def training_tokens(run: Path) -> dict[str, dict[str, int]]:
+    """Per harness, the tokens GRPO's episodes make to train on (every sample's length, summed): merged (one
+    sample per continuity segment) vs per call (one sample per model call, as the paper does) — what a harness
+    that breaks continuity (OpenClaw's moving context message) costs."""
+    from openforge.store import TrajectoryStore
+    from openforge.train.assemble import assemble_run
+
+    out: dict[str, dict[str, int]] = {}
+    with TrajectoryStore.open(run / "rl") as store:
+        by_harness: dict[str, list[str]] = {}
+        for episode in store.list_episodes():
+            by_harness.setdefault(episode.harness or "", []).append(episode.id)
+        for harness, ids in sorted(by_harness.items()):
+            _, metrics = assemble_run(store, episodes=ids)
+            out[harness] = dict(metrics.sequence_tokens)
+    return out
 
 
 def _pct(x: float | None) -> float | None:
@@ -112,6 +125,23 @@ def table(results: dict[str, dict], seeds: list[int]) -> Table:
                 cells.append("-" if value is None else f"{value:.1f}" + ("" if h in r["harnesses"] else " *"))
             t.add_row(f"{condition} ({', '.join(r['harnesses'])})" if p == "base" else "", p, *cells)
     t.caption = "* a harness the condition did not train on (transfer)"
+    return t
+
+
+def token_table(results: dict[str, dict]) -> Table:
+    t = Table(title="GRPO's sequence tokens per harness, summed over seeds: merged vs one sample per call")
+    for column in ("condition", "harness", "merged", "per call", "per call / merged"):
+        t.add_column(column, justify="left" if column in ("condition", "harness") else "right")
+    for condition, r in results.items():
+        totals: dict[str, dict[str, int]] = {}
+        for run in r["training_tokens"]:
+            for harness, counts in run.items():
+                for mode, n in counts.items():
+                    totals.setdefault(harness, {}).setdefault(mode, 0)
+                    totals[harness][mode] += n
+        for harness, counts in totals.items():
+            merged, per_call = counts.get("merged", 0), counts.get("per-call", 0)
+            t.add_row(condition, harness, str(merged), str(per_call), f"{per_call / merged:.2f}" if merged else "-")
     return t
 
 
