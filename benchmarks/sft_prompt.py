@@ -67,41 +67,39 @@ def main() -> None:
     md = ModelDir(build_tiny_model(tempfile.mkdtemp(prefix="openforge-sft-prompt-"), seed=args.model_seed))
     model = md.load_model()
     bash = select_tools(["bash"])[0]["function"]
-    tools = [] if args.prompt == "none" else [ToolSpec(name=bash["name"], description=bash["description"],
-                                                       parameters=bash["parameters"])]
-    system = SYSTEM_PROMPT if args.prompt == "default" else None
+    bash_tool = [ToolSpec(name=bash["name"], description=bash["description"], parameters=bash["parameters"])]
+
+    def render(instruction: str, system: str | None, tools: list[ToolSpec]) -> list[int]:
+        return md.render(Conversation(system=system, tools=tools, messages=[Message(role="user", content=instruction)]))
+
+    def react(instruction: str) -> list[int]:  # the quickstart's prompt: the bash tool, no system prompt
+        return render(instruction, None, bash_tool)
+
     shell, argument = "bash", "command"
-    template = None
     if args.prompt_from is not None:
         template, task_text, (shell, argument) = recorded_prompt(args.prompt_from)
 
-    def prompt(instruction: str) -> list[int]:
-        if template is not None:
+        def prompt(instruction: str) -> list[int]:
             return md.render(template.model_copy(update={"messages": [
                 m.model_copy(update={"content": m.content.replace(task_text, instruction)}) for m in template.messages]}))
-        return md.render(Conversation(system=system, tools=tools, messages=[Message(role="user", content=instruction)]))
+    else:
+        def prompt(instruction: str) -> list[int]:
+            return render(instruction, SYSTEM_PROMPT if args.prompt == "default" else None,
+                          [] if args.prompt == "none" else bash_tool)
 
-    def response(command: str, name: str | None = None, key: str | None = None) -> list[int]:
-        call = json.dumps({"name": name or shell, "arguments": {key or argument: command}})
-        return md.encode_completion(f"<tool_call>\n{call}\n</tool_call><|im_end|>")
-
-    def react_prompt(instruction: str) -> list[int]:
-        react_tools = [ToolSpec(name=bash["name"], description=bash["description"], parameters=bash["parameters"])]
-        return md.render(Conversation(tools=react_tools, messages=[Message(role="user", content=instruction)]))
-
-    demos = InstanceSampler("train", seed=TEACHER_SEED + args.seed, families=QUICKSTART_FAMILIES).sample(args.demos)
-    samples = []
-    for x in demos:  # the sample the assembler makes of a one-call teacher episode: loss on the response only
-        p, r = prompt(x.instruction), response(x.solution_command)
-        samples.append(Sample(token_ids=p + r, loss_mask=[0] * len(p) + [1] * len(r), logprobs=[0.0] * (len(p) + len(r)),
+    def demonstrations(seed: int, n: int, render_prompt, name: str, key: str) -> list[Sample]:
+        """The sample the assembler makes of a one-call teacher episode: loss on the tool call only."""
+        out = []
+        for x in InstanceSampler("train", seed=seed, families=QUICKSTART_FAMILIES).sample(n):
+            call = json.dumps({"name": name, "arguments": {key: x.solution_command}})
+            p, r = render_prompt(x.instruction), md.encode_completion(f"<tool_call>\n{call}\n</tool_call><|im_end|>")
+            out.append(Sample(token_ids=p + r, loss_mask=[0] * len(p) + [1] * len(r), logprobs=[0.0] * (len(p) + len(r)),
                               reward=1.0, group_id="sft", episode_id=x.key, prompt_length=len(p)))
-    if args.mix:
-        for x in InstanceSampler("train", seed=TEACHER_SEED + args.seed + 1, families=QUICKSTART_FAMILIES).sample(
-                args.mix):
-            p, r = react_prompt(x.instruction), response(x.solution_command, "bash", "command")
-            samples.append(Sample(token_ids=p + r, loss_mask=[0] * len(p) + [1] * len(r),
-                                  logprobs=[0.0] * (len(p) + len(r)), reward=1.0, group_id="sft",
-                                  episode_id=x.key + "-react", prompt_length=len(p)))
+        return out
+
+    samples = demonstrations(TEACHER_SEED + args.seed, args.demos, prompt, shell, argument)
+    if args.mix:  # other instances, behind react's short prompt with react's bash tool
+        samples += demonstrations(TEACHER_SEED + args.seed + 1, args.mix, react, "bash", "command")
     heldout = InstanceSampler("heldout", seed=HELDOUT_SEED, families=QUICKSTART_FAMILIES).sample(args.eval)
     curve: list[tuple[int, float]] = []
 
@@ -144,8 +142,9 @@ def main() -> None:
     train_s = round(time.monotonic() - started)
 
     greedy = scores(heldout)
-    sampled = scores(heldout[:48], k=8)
-    best_of_8 = sum(max(sampled[i * 8:(i + 1) * 8]) for i in range(48)) / 48
+    best_of = min(48, len(heldout))  # instances sampled 8 times
+    sampled = scores(heldout[:best_of], k=8)
+    best_of_8 = sum(max(sampled[i * 8:(i + 1) * 8]) for i in range(best_of)) / best_of
     print(json.dumps({"prompt": str(args.prompt_from or args.prompt), "prompt_tokens": len(prompt(heldout[0].instruction)), "demos": args.demos, "mix": args.mix,
                       "steps": args.steps, "seed": args.seed, "train_s": train_s,
                       "final_loss": round(trainer.losses[-1], 4), "heldout_greedy": sum(greedy) / len(greedy),

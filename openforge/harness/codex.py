@@ -111,7 +111,7 @@ class CodexAdapter(HarnessAdapter):
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
 
-    def config_toml(self, base_url: str, model: str, codex_home: Any = None) -> str:
+    def config_toml(self, base_url: str, model: str, codex_home: Any) -> str:
         top = [
             f"model = {toml_string(model)}",
             f"model_provider = {toml_string(PROVIDER_ID)}",
@@ -119,7 +119,7 @@ class CodexAdapter(HarnessAdapter):
         ]
         if self.context_window:
             top.append(f"model_context_window = {int(self.context_window)}")
-        if self.instructions is not None and codex_home is not None:
+        if self.instructions is not None:
             top.append(f"model_instructions_file = {toml_string(str(codex_home / INSTRUCTIONS_FILE))}")
         top += list(self.extra_config)
         retries = [f"{k} = {int(v)}" for k, v in (("request_max_retries", self.request_max_retries),

@@ -78,9 +78,9 @@ async def measure(ctx: RunContext, policy: Path, run: Path, provider: SandboxPro
         ctx.console.print("[yellow]no held-out tasks (split heldout): pass@1 not measured[/]")
         return Measurement(None, 0, None)
     graded = graded_episodes(run, episode_ids, injected_only=faults is not None)
-    harnesses = sorted({e.harness or "" for e in graded} | set(ctx.config.heldout_harnesses))
     return Measurement(pass_at_1(graded), len(graded), analyze_store(run, run).overall.model_dump(mode="json"),
-                       by_harness={h: pass_at_1([e for e in graded if e.harness == h]) for h in harnesses})
+                       by_harness={h: pass_at_1([e for e in graded if e.harness == h])
+                                   for h in ctx.config.heldout_harnesses})
 
 
 def graded_episodes(run: Path, episode_ids: list[str], injected_only: bool = False) -> list[Episode]:
