@@ -126,10 +126,10 @@ def overlay(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 # Harnesses: the quickstart's tasks learned through the real Claude Code and Codex binaries, each episode in
 # its own sandbox against the run's proxy (benchmarks/harnesses.py runs the three training conditions). An
 # episode is two model calls in every harness: a command through the harness's own shell tool, then "Done.".
-# Each harness's own prompt is cut where the harness lets it be configured (measured in the tiny model's
-# tokenizer, first call): Claude Code 3,300 → 300 tokens (`--system-prompt`, only the Bash tool, no
-# auto-memory section), Codex 10,800 → 1,800 (`model_instructions_file`, no permissions section; its skills
-# list stays: no setting removes it), react as in the quickstart. What stays constant before the task is run
+# Each harness's own prompt is cut where the harness lets it be configured (first call, tiny tokenizer,
+# benchmarks/results/harness_prompts.json): Claude Code 3,295 → 299 tokens (`--system-prompt`, only the Bash
+# tool, no auto-memory section), Codex 10,783 → 1,815 (`model_instructions_file`, no permissions section; its
+# skills list stays: no setting removes it), react as in the quickstart. What stays constant before the task is run
 # once per batch in training (`openforge.train.shared_prefix`).
 HARNESS_PROMPT = "You are a coding agent. Run one shell command that does the task, then answer Done."
 HARNESS_OPTIONS: dict[str, dict[str, Any]] = {
