@@ -4,6 +4,7 @@ each policy evaluated in react, Claude Code and Codex — a harness a condition 
 
     python benchmarks/harnesses.py                                  # 3 conditions x 3 seeds
     python benchmarks/harnesses.py --conditions claude-code --seeds 0
+    python benchmarks/harnesses.py --conditions --continuity 8     # only the merged-vs-per-call tokens
 
 Conditions: `react` (RL through react only), `claude-code` (through Claude Code only), `mixed` (react + Claude
 Code + Codex; GRPO groups are (step, task, harness)). Each (condition, seed) runs `openforge quickstart --recipe
@@ -35,16 +36,23 @@ POLICIES = ["base", "sft", "rl"]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conditions", nargs="+", choices=list(CONDITIONS), default=list(CONDITIONS))
+    parser.add_argument("--conditions", nargs="*", choices=list(CONDITIONS), default=list(CONDITIONS),
+                        help="none: only the continuity measurement")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("runs/bench-harnesses"))
     parser.add_argument("--config", type=Path, default=None,
                         help="YAML of TrainConfig fields laid over the harnesses recipe, for every run")
     parser.add_argument("--reuse", action="store_true", help="use a run's report.json where it left one")
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results/harnesses.json"))
+    parser.add_argument("--continuity", type=int, default=8, metavar="N",
+                        help="first, N oracle episodes through every harness (OpenClaw too): training tokens merged "
+                             "vs per call (0: skip)")
     args = parser.parse_args()
     console = Console()
     results: dict[str, dict] = {}
+    continuity_tokens = continuity(args.out / "continuity", args.continuity, console) if args.continuity else {}
+    if continuity_tokens:
+        console.print(continuity_table(continuity_tokens, args.continuity))
     for condition in args.conditions:
         console.rule(f"condition {condition}")
         config = condition_config(args.out / condition, CONDITIONS[condition], args.config)
@@ -53,15 +61,19 @@ def main() -> None:
         results[condition] = {"harnesses": CONDITIONS[condition], "pass_at_1": by_harness(reports),
                               "rl_steps": [len(r["rl_steps"]) for r in reports],
                               "timings_s": [r["timings_s"] for r in reports],
-                              "training_tokens": [training_tokens(Path(r["run"])) for r in reports]}
+                              "training_tokens": [training_tokens(Path(r["run"])) for r in reports],
+                              "wall_split_s": [wall_split(r) for r in reports]}
         console.print(phase_table(reports, args.seeds))
-    console.print(table(results, args.seeds))
-    console.print(token_table(results))
+    if results:
+        console.print(table(results, args.seeds))
+        console.print(token_table(results))
+        console.print(split_table(results))
     for line in verdict(results):
         console.print(line)
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "seeds": args.seeds,
-                                        "conditions": results, "verdict": verdict(results)}, indent=2) + "\n")
+                                        "continuity": continuity_tokens, "conditions": results,
+                                        "verdict": verdict(results)}, indent=2) + "\n")
 
 
 def condition_config(out: Path, harnesses: list[str], base: Path | None) -> Path:
@@ -84,6 +96,59 @@ def by_harness(reports: list[dict]) -> dict[str, dict[str, list[float | None]]]:
                 for h in HARNESSES} for p in POLICIES}
 
 
+CONTINUITY_HARNESSES = ["react", "claude-code", "codex", "openclaw"]
+
+
+def continuity(out: Path, n: int, console: Console) -> dict[str, dict]:
+    """N oracle episodes (look, command, check, answer: several calls each) through every harness with the recipe's
+    harness options, in Docker; per harness the calls, the calls that continued the one before, and the training
+    tokens merged vs per call. OpenClaw re-sends a moving context message after the task every call, so no call
+    extends the one before and merging saves nothing."""
+    import asyncio
+
+    from openforge.models import build_tiny_model
+    from openforge.rollout import RolloutConfig, run_rollouts
+    from openforge.store import TrajectoryStore
+    from openforge.tasks.generator import InstanceSampler
+    from openforge.tasks.recovery_families import RECOVERY_FAMILIES
+    from openforge.train.assemble import assemble_run
+    from openforge.train.config import DEFAULT_IMAGE_MAP
+    from openforge.train.data import write_instances
+    from openforge.train.quickstart import HARNESS_OPTIONS
+
+    # recovery families: their oracle looks, acts and checks, so an episode has several calls to merge
+    write_instances(InstanceSampler("train", seed=0, families=list(RECOVERY_FAMILIES)).sample(n), out / "tasks")
+    model = out / "model" if (out / "model" / "config.json").is_file() else build_tiny_model(out / "model")
+    config = RolloutConfig(tasks=[out / "tasks"], harnesses=CONTINUITY_HARNESSES, model=model, backend="oracle",
+                           run=out / "run", harness_options=HARNESS_OPTIONS, image_map=DEFAULT_IMAGE_MAP, concurrency=2,
+                           resume=(out / "run" / "trajectories.db").exists())
+    asyncio.run(run_rollouts(config, console))
+    counts: dict[str, dict] = {}
+    with TrajectoryStore.open(out / "run") as store:
+        by_harness: dict[str, list[str]] = {}
+        for episode in store.list_episodes():
+            if episode.outcome is not None and not episode.outcome.is_infrastructure_failure:
+                by_harness.setdefault(episode.harness or "", []).append(episode.id)
+        for harness, ids in sorted(by_harness.items()):
+            calls = [c for i in ids for c in store.list_calls(i) if not c.side_call]
+            _, metrics = assemble_run(store, episodes=ids)
+            counts[harness] = {"episodes": len(ids), "calls": len(calls),
+                               "continued": sum(c.index > 0 and c.break_reason is None for c in calls),
+                               **dict(metrics.sequence_tokens)}
+    return counts
+
+
+def continuity_table(counts: dict[str, dict], n: int) -> Table:
+    t = Table(title=f"continuity: {n} oracle episodes per harness, training tokens merged vs one sample per call")
+    for column in ("harness", "episodes", "calls", "calls continuing", "merged", "per call", "per call / merged"):
+        t.add_column(column, justify="left" if column == "harness" else "right")
+    for harness, c in counts.items():
+        merged, per_call = c.get("merged", 0), c.get("per-call", 0)
+        t.add_row(harness, str(c["episodes"]), str(c["calls"]), str(c["continued"]), str(merged), str(per_call),
+                  f"{per_call / merged:.2f}" if merged else "-")
+    return t
+
+
 def training_tokens(run: Path) -> dict[str, dict[str, int]]:
     """Per harness, the tokens GRPO's episodes make to train on (every sample's length, summed): merged (one
     sample per continuity segment) vs per call (one sample per model call, as the paper does) — what a harness
@@ -100,6 +165,54 @@ def training_tokens(run: Path) -> dict[str, dict[str, int]]:
             _, metrics = assemble_run(store, episodes=ids)
             out[harness] = dict(metrics.sequence_tokens)
     return out
+
+
+# Where an episode's time goes (the runner's timings, per episode): the sandbox and its task's set-up, the harness
+# from launch to its first model call, the model calls in the proxy, the harness's tools and its own work between
+# calls ("tools": the rest of its run), grading.
+EPISODE_PARTS = {"set-up": "setup_s", "harness start": "harness_start_s", "model calls": "model_s", "tools": None,
+                 "grading": "verify_s"}
+
+
+def wall_split(report: dict) -> dict:
+    """GRPO's wall time: the steps' episodes vs their update (training), and per harness the mean seconds of each
+    part of an episode (EPISODE_PARTS). Episodes run concurrently, so their seconds add up to more than the wall."""
+    from openforge.store import TrajectoryStore
+
+    steps = report["rl_steps"]
+    training = sum(s.get("train_s", 0.0) for s in steps)
+    per_harness: dict[str, list[dict[str, float]]] = {}
+    with TrajectoryStore.open(Path(report["run"]) / "rl") as store:
+        for episode in store.list_episodes():
+            t = episode.metadata.get("timings") or {}
+            if "agent_s" not in t:
+                continue
+            parts = {name: t.get(key, 0.0) for name, key in EPISODE_PARTS.items() if key}
+            parts["tools"] = max(0.0, t["agent_s"] - t.get("harness_start_s", 0.0) - t.get("model_s", 0.0))
+            per_harness.setdefault(episode.harness or "", []).append(parts)
+    return {"grpo_s": round(sum(s["seconds"] for s in steps), 1), "training_s": round(training, 1),
+            "episodes_s": round(sum(s["seconds"] for s in steps) - training, 1),
+            "per_episode_s": {h: {name: round(statistics.mean(p[name] for p in rows), 3) for name in EPISODE_PARTS}
+                              for h, rows in sorted(per_harness.items())},
+            "episodes": {h: len(rows) for h, rows in sorted(per_harness.items())}}
+
+
+def split_table(results: dict[str, dict]) -> Table:
+    t = Table(title="GRPO's wall time (summed over seeds) and where an episode's time goes (mean seconds)")
+    for column in ("condition", "GRPO s", "of it episodes", "of it training", "harness", "episodes", *EPISODE_PARTS):
+        t.add_column(column, justify="left" if column in ("condition", "harness") else "right")
+    for condition, r in results.items():
+        splits = r["wall_split_s"]
+        wall = [sum(s[k] for s in splits) for k in ("grpo_s", "episodes_s", "training_s")]
+        harnesses = sorted({h for s in splits for h in s["per_episode_s"]})
+        for i, harness in enumerate(harnesses):
+            rows = [s for s in splits if harness in s["per_episode_s"]]
+            n = sum(s["episodes"][harness] for s in rows)
+            means = [sum(s["per_episode_s"][harness][part] * s["episodes"][harness] for s in rows) / n
+                     for part in EPISODE_PARTS]
+            t.add_row(condition if i == 0 else "", *(f"{w:.0f}" if i == 0 else "" for w in wall), harness, str(n),
+                      *(f"{m:.2f}" for m in means))
+    return t
 
 
 def _pct(x: float | None) -> float | None:

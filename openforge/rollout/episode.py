@@ -30,7 +30,7 @@ from openforge.harness.base import HarnessAdapter
 from openforge.faults import FaultPlan
 from openforge.rollout import faults
 from openforge.rollout.config import RolloutConfig
-from openforge.rollout.outcome import AgentRun, AttemptResult, agent_failure, classify_agent_run
+from openforge.rollout.outcome import AgentRun, AttemptResult, agent_failure, call_timings, classify_agent_run
 from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
@@ -190,7 +190,7 @@ class EpisodeRunner:
         await sb.copy_in(host_home, HOME, owner=f"{uid}:{gid}")
         timeout = self.config.agent_timeout_s or slot.task.resources.agent_timeout_s
         env = {**launch.env, **await faults.install(sb, plan, adapter, workdir)}
-        t = time.monotonic()
+        t, launched_at = time.monotonic(), time.time()
         try:
             run = await sb.exec(launch.argv, timeout_s=timeout, env=env, workdir=str(launch.cwd))
         finally:
@@ -201,6 +201,7 @@ class EpisodeRunner:
         result.transcript = adapter.parse_transcript(run.stdout)
         result.transcript["exit_code"] = run.exit_code
         calls = [c for c in self.proxy.store.list_calls(episode.id) if not c.metadata.get("late")]
+        result.timings.update(call_timings(calls, launched_at))
         failed_calls = [c for c in calls if c.call_error]
         status = await sb.status()
         if status.oom_killed:  # the agent's own command hit the memory limit
@@ -233,3 +234,4 @@ class EpisodeRunner:
             return adapter.version(self.bundle_dir) if adapter.component else adapter.version()
         except Exception:  # noqa: BLE001 - a missing bundle is reported when the sandbox is made
             return None
+

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from openforge.faults.local import CommandRunner, FaultyRunner, apply_setup
 from openforge.harness.react import ReactAdapter
 from openforge.harness.react_agent import ModelAPIError, format_output, run_agent
 from openforge.rollout import faults
-from openforge.rollout.outcome import AGENT_FAULT, AttemptResult, agent_failure, record_outcome
+from openforge.rollout.outcome import AGENT_FAULT, AttemptResult, agent_failure, call_timings, record_outcome
 from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox.local.jail import prepare_workdir, run_jailed
 from openforge.tasks import state_check
@@ -120,18 +121,24 @@ async def run_family_episodes(
             prepare_workdir(workdir, instance.setup_files)
             plan = faults.arm(fault_spec, FaultTargets.model_validate(instance.fault_targets),
                               faults.fault_key(instance.task_id(), step), react)
+            timings: dict[str, float] = {}
             try:
                 runner = _runner(plan, workdir)
+                launched, launched_at = time.monotonic(), time.time()
                 transcript = await loop.run_in_executor(
                     executor, lambda: run_agent(proxy.url, episode.key, proxy.served_model, instance.instruction,
                                                 max_steps=react.max_steps, max_tokens=react.max_tokens,
                                                 tool_runner=jailed_tools(workdir, react.command_timeout_s or 20.0,
                                                                          run_command=runner), emit=_silent,
                                                 tools=tools, system_prompt=react.system_prompt))
+                timings["agent_s"] = time.monotonic() - launched
+                timings.update(call_timings(proxy.store.list_calls(episode.id), launched_at))
+                graded = time.monotonic()
                 files = state_check.read_state(str(workdir))
                 reward = 1.0 if instance.check(files) else 0.0
+                timings["verify_s"] = time.monotonic() - graded
                 result = AttemptResult(episode.id, Outcome.passed if reward == 1.0 else Outcome.failed, reward,
-                                       transcript=transcript)
+                                       transcript=transcript, timings=timings)
             except ModelAPIError as e:
                 result = AttemptResult(episode.id, Outcome.proxy_error, reason=str(e), transcript={"error": str(e)})
                 if e.agent_caused:  # the agent's conversation outgrew the API (the outcome module's rule)

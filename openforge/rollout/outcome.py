@@ -117,3 +117,13 @@ def record_outcome(store: TrajectoryStore, result: AttemptResult, final: bool) -
     if result.reward is not None or result.outcome is Outcome.verifier_error:
         store.record_verifier_result(result.episode_id, result.reward, {"outcome": result.outcome.value,
                                                                          "reason": result.reason})
+
+
+def call_timings(calls: list[CallRecord], launched_at: float) -> dict[str, float]:
+    """Where the harness's time went: `harness_start_s`, from its launch to its first model call (process start,
+    its own set-up), and `model_s`, the calls' time in the proxy (queueing and decoding). The rest of `agent_s`
+    is the harness's tools and its own work between calls."""
+    if not calls:
+        return {}
+    served = [c.finished_at - c.started_at for c in calls if c.finished_at is not None]
+    return {"harness_start_s": max(0.0, min(c.started_at for c in calls) - launched_at), "model_s": sum(served)}

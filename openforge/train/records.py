@@ -36,6 +36,7 @@ class StepRecord(BaseModel):
     merge_rate: float  # calls merged into the sample of the call before (continuity held)
     policy_version: int  # the version the step's update produced (pushed into the proxy)
     seconds: float  # this step's wall time
+    train_s: float = 0.0  # of it, the update, its checkpoint and the weight push (the rest: the episodes)
     elapsed_s: float  # since the GRPO stage started (over restarts: what the `rl.seconds` budget counts)
     tasks: list[str]  # task ids trained on
     # Difficulty (`difficulty.py`): each task's (passed, graded) episodes this step; the tasks this step dropped

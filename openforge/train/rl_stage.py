@@ -179,6 +179,7 @@ async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> St
         ctx.console.print(f"task {task} dropped: {why} for {ctx.config.rl.drop_after} visit(s) in a row")
     idle = no_signal_cost(episodes)
     samples, metrics = assemble_run(env.proxy.store, episodes=[e.id for e in episodes], step=step)
+    t_train = time.monotonic()
     result = await asyncio.to_thread(state.trainer.step, samples) if samples else None
     rl_path = rl_checkpoint(ctx)
     save_checkpoint(state.model, ctx.model_path, rl_path, state.trainer.optimizer, state.trainer.step_count,
@@ -202,6 +203,7 @@ async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> St
         merge_rate=metrics.merge_rate,
         policy_version=version,
         seconds=round(time.monotonic() - t0, 2),
+        train_s=round(time.monotonic() - t_train, 2),
         elapsed_s=round(time.monotonic() - started, 2),
         tasks=task_ids,
         task_results=results,

@@ -33,6 +33,10 @@ async def test_oracle_passes_every_instance_and_records_calls(tmp_path, tiny_mod
         assert len(stored) == 24 and all(e.metadata["step"] == 5 and e.metadata["final"] for e in stored)
         calls = proxy.store.list_calls(stored[0].id)
         assert len(calls) == 2 and calls[1].break_reason is None  # the second call continues the first
+        # where the episode's time went: its run, the model calls within it, grading
+        timings = stored[0].metadata["timings"]
+        assert 0 < timings["model_s"] <= timings["agent_s"] and timings["verify_s"] > 0
+        assert timings["model_s"] == pytest.approx(sum(c.finished_at - c.started_at for c in calls))
 
 
 async def test_wrong_commands_fail(tmp_path, tiny_model_dir):

@@ -83,6 +83,10 @@ async def test_oracle_through_real_harnesses_in_containers(docker_ready, tmp_pat
             assert e.metadata["harness_version"] == status[harness]
             calls = [c for c in store.list_calls(e.id) if not c.side_call]
             assert len(calls) >= 2 and all(c.dialect for c in calls)
+            # the harness's time split: launch to first call (its start), the calls, the rest (its tools)
+            t = e.metadata["timings"]
+            assert 0 < t["harness_start_s"] and 0 < t["model_s"] and t["harness_start_s"] + t["model_s"] < t["agent_s"]
+            assert t["harness_start_s"] < min(c.started_at for c in calls) - e.created_at
 
 
 async def test_sandbox_isolation_seen_from_inside(docker_ready, tmp_path, tiny_model_dir, monkeypatch):
