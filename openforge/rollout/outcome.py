@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from openforge.core import Outcome
+from openforge.core import CallRecord, Outcome
 from openforge.store import TrajectoryStore
 
 
