@@ -62,12 +62,14 @@ def main() -> None:
                               "rl_steps": [len(r["rl_steps"]) for r in reports],
                               "timings_s": [r["timings_s"] for r in reports],
                               "training_tokens": [training_tokens(Path(r["run"])) for r in reports],
-                              "wall_split_s": [wall_split(r) for r in reports]}
+                              "wall_split_s": [wall_split(r) for r in reports],
+                              "behaviour": [behaviour(Path(r["run"])) for r in reports]}
         console.print(phase_table(reports, args.seeds))
     if results:
         console.print(table(results, args.seeds))
         console.print(token_table(results))
         console.print(split_table(results))
+        console.print(behaviour_table(results))
     for line in verdict(results):
         console.print(line)
     args.results.parent.mkdir(parents=True, exist_ok=True)
@@ -212,6 +214,40 @@ def split_table(results: dict[str, dict]) -> Table:
                      for part in EPISODE_PARTS]
             t.add_row(condition if i == 0 else "", *(f"{w:.0f}" if i == 0 else "" for w in wall), harness, str(n),
                       *(f"{m:.2f}" for m in means))
+    return t
+
+
+BEHAVIOUR = {"calls": "mean_calls", "sampled tokens": "mean_sampled_tokens", "unparsed calls": "parse_error_calls",
+             "met an error": "met_error", "recovered": "recovered"}
+
+
+def behaviour(run: Path) -> dict[str, dict[str, dict]]:
+    """{policy: {harness: behaviour}} over the held-out evaluation's episodes (`openforge analyze`'s metrics):
+    calls and sampled tokens per episode, calls the proxy could not parse into a tool call, episodes that met a
+    failed tool result and of them those that passed."""
+    from openforge.analysis import analyze_store
+
+    out: dict[str, dict[str, dict]] = {}
+    for policy in POLICIES:
+        store = run / "eval" / policy
+        if (store / "trajectories.db").is_file():
+            analysis = analyze_store(store, run)
+            out[policy] = {h: {"episodes": b.graded, **{name: getattr(b, key) for name, key in BEHAVIOUR.items()}}
+                           for h, b in analysis.per_harness.items()}
+    return out
+
+
+def behaviour_table(results: dict[str, dict]) -> Table:
+    t = Table(title="behaviour in the held-out evaluation (first seed): per episode, or episodes")
+    for column in ("condition", "policy", "harness", "graded", *BEHAVIOUR):
+        t.add_column(column, justify="left" if column in ("condition", "policy", "harness") else "right")
+    for condition, r in results.items():
+        first = r["behaviour"][0] if r["behaviour"] else {}
+        for policy, harnesses in first.items():
+            for harness, b in harnesses.items():
+                t.add_row(condition, policy, harness, str(b["episodes"]),
+                          *("-" if b[name] is None else f"{b[name]:.1f}" if isinstance(b[name], float) else str(b[name])
+                            for name in BEHAVIOUR))
     return t
 
 

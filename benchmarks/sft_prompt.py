@@ -56,6 +56,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=SFT["batch_size"])
     parser.add_argument("--seed", type=int, default=0, help="demonstrations and their order")
     parser.add_argument("--model-seed", type=int, default=0)
+    parser.add_argument("--model", type=Path, default=None,
+                        help="start from this model directory (same tokenizer) instead of a fresh tiny model")
     parser.add_argument("--eval", type=int, default=QUICKSTART["rl"]["eval_instances"],
                         help="held-out instances (greedy)")
     parser.add_argument("--threads", type=int, default=1)
@@ -64,7 +66,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
-    md = ModelDir(build_tiny_model(tempfile.mkdtemp(prefix="openforge-sft-prompt-"), seed=args.model_seed))
+    md = ModelDir(args.model or build_tiny_model(tempfile.mkdtemp(prefix="openforge-sft-prompt-"), seed=args.model_seed))
     model = md.load_model()
     bash = select_tools(["bash"])[0]["function"]
     bash_tool = [ToolSpec(name=bash["name"], description=bash["description"], parameters=bash["parameters"])]
