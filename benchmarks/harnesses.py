@@ -132,22 +132,28 @@ def continuity(out: Path, n: int, console: Console) -> dict[str, dict]:
             if episode.outcome is not None and not episode.outcome.is_infrastructure_failure:
                 by_harness.setdefault(episode.harness or "", []).append(episode.id)
         for harness, ids in sorted(by_harness.items()):
-            calls = [c for i in ids for c in store.list_calls(i) if not c.side_call]
+            episodes = [[c for c in store.list_calls(i) if not c.side_call] for i in ids]
+            calls = [c for e in episodes for c in e]
             _, metrics = assemble_run(store, episodes=ids)
             counts[harness] = {"episodes": len(ids), "calls": len(calls),
                                "continued": sum(c.index > 0 and c.break_reason is None for c in calls),
-                               **dict(metrics.sequence_tokens)}
+                               **dict(metrics.sequence_tokens),
+                               # one sample per episode: its last call holds the whole conversation
+                               "if continuous": sum(len(e[-1].prompt_ids) + len(e[-1].output_ids) for e in episodes if e)}
     return counts
 
 
 def continuity_table(counts: dict[str, dict], n: int) -> Table:
     t = Table(title=f"continuity: {n} oracle episodes per harness, training tokens merged vs one sample per call")
-    for column in ("harness", "episodes", "calls", "calls continuing", "merged", "per call", "per call / merged"):
+    for column in ("harness", "episodes", "calls", "calls continuing", "merged", "per call", "per call / merged",
+                   "if continuous", "merged / if continuous"):
         t.add_column(column, justify="left" if column == "harness" else "right")
     for harness, c in counts.items():
-        merged, per_call = c.get("merged", 0), c.get("per-call", 0)
+        merged, per_call, ideal = c.get("merged", 0), c.get("per-call", 0), c["if continuous"]
         t.add_row(harness, str(c["episodes"]), str(c["calls"]), str(c["continued"]), str(merged), str(per_call),
-                  f"{per_call / merged:.2f}" if merged else "-")
+                  f"{per_call / merged:.2f}" if merged else "-", str(ideal), f"{merged / ideal:.2f}" if ideal else "-")
+    t.caption = ("if continuous: one sample per episode, as merging gives when every call extends the one before; "
+                 "merged / if continuous is what broken continuity costs")
     return t
 
 
