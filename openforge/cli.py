@@ -99,6 +99,13 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def interrupted(e: BaseException) -> None:
+    """Ctrl-C or SIGTERM stopped a training run: say where and how to go on, exit 130 (as the shell does)."""
+    where = str(e) if str(e) else "interrupted: finished work is kept; continue with --resume"
+    err_console.print(f"[yellow]{escape(where)}[/]", soft_wrap=True)
+    raise typer.Exit(130)
+
+
 @app.command()
 def version() -> None:
     """Print OpenForge's version."""
@@ -772,7 +779,7 @@ def train(
     config's `faults` block sets them apart)."""
     from openforge.config import ConfigError, read_mapping, validate_config
     from openforge.train.config import TrainConfig
-    from openforge.train.errors import TrainError
+    from openforge.train.errors import TrainError, TrainInterrupted
     from openforge.train.pipeline import run_training
 
     try:
@@ -781,6 +788,8 @@ def train(
             fields["faults"] = faults
         settings = validate_config(fields, TrainConfig, source=str(config))
         run_training(settings, run_dir=run, resume=resume, console=console)
+    except (TrainInterrupted, KeyboardInterrupt) as e:
+        interrupted(e)
     except (ConfigError, TrainError) as e:
         fail(str(e))
 
@@ -802,7 +811,7 @@ def quickstart(
     """The main job: tiny model → teacher trajectories through the react harness → SFT → GRPO → held-out
     evaluation of base, SFT and SFT+RL, with a report (`openforge train` on the quickstart's preset)."""
     from openforge.config import ConfigError, read_mapping
-    from openforge.train.errors import TrainError
+    from openforge.train.errors import TrainError, TrainInterrupted
     from openforge.train.quickstart import quickstart_config, run_quickstart
 
     try:
@@ -811,6 +820,8 @@ def quickstart(
                                      recipe=recipe)
         title = "Quickstart report" + (f" (recipe {recipe})" if recipe != "default" else "")
         run_quickstart(run or settings.run, settings, console=console, title=title)
+    except (TrainInterrupted, KeyboardInterrupt) as e:
+        interrupted(e)
     except (ConfigError, TrainError) as e:
         fail(str(e))
 

@@ -23,6 +23,7 @@ from openforge.rollout.orchestrator import plan, run_label, run_slots
 from openforge.sandbox import SandboxProvider
 from openforge.store import TrajectoryStore
 from openforge.train.context import RunContext
+from openforge.train.errors import TrainInterrupted
 from openforge.train.records import EVALS_FILE, EvalRecord, append_jsonl
 from openforge.train.serving import rollout_config, serving
 
@@ -115,4 +116,6 @@ async def task_eval(ctx: RunContext, policy: Path, run: Path, provider: SandboxP
         config = rollout_config(ctx, run=run, step=after_steps, temperature=0.0, faults=faults, harnesses=harnesses)
         summary = await run_slots(proxy, provider, config, plan(ctx.data.heldout_tasks, harnesses, 1),
                                   run_label(ctx.run), ctx.console, progress=progress)
+    if summary.interrupted:  # a partial measurement is not recorded
+        raise TrainInterrupted(f"the held-out evaluation of {policy}")
     return summary.episode_ids

@@ -31,6 +31,7 @@ from openforge.train.checkpoint import load_checkpoint, read_trainer_state, save
 from openforge.train.context import RunContext
 from openforge.train.data import step_instances, step_tasks
 from openforge.train.difficulty import DifficultyTracker, no_signal_cost, task_results
+from openforge.train.errors import TrainInterrupted
 from openforge.train.evaluation import evaluate
 from openforge.train.grpo import GRPOConfig, GRPOTrainer
 from openforge.train.progress import progress_bar
@@ -136,9 +137,8 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
                                   "GRPO stops")
                     break
                 record = await rl_step(env, state, step, started)
-                if record is None:  # interrupted: the step is not trained on
-                    console.print("[yellow]interrupted[/]: continue with --resume")
-                    break
+                if record is None:  # the step is not trained on; steps before it are saved
+                    raise TrainInterrupted(f"GRPO step {step}")
                 state.steps.append(record)
                 append_jsonl(ctx.run / STEPS_FILE, record)
                 ctx.loggers.log_step(record)

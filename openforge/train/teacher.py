@@ -15,7 +15,7 @@ from openforge.models import ModelDir
 from openforge.rollout import run_rollouts
 from openforge.train.context import RunContext
 from openforge.train.data import write_instances
-from openforge.train.errors import TrainError
+from openforge.train.errors import TrainError, TrainInterrupted
 from openforge.train.serving import rollout_config
 
 
@@ -59,7 +59,7 @@ def record_teacher(ctx: RunContext) -> int:
                             resume=(teacher_run / "trajectories.db").exists())
     summary = asyncio.run(run_rollouts(config, ctx.console))
     if summary.interrupted:
-        raise TrainError("interrupted while recording the teacher: continue with --resume")
+        raise TrainInterrupted("the teacher's episodes")
     episodes = summary.done + summary.skipped
     ctx.console.print(f"{episodes} teacher episodes in the {ctx.sandbox} sandbox")
     return episodes

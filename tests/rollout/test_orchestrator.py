@@ -23,6 +23,7 @@ from openforge.rollout.orchestrator import run_label
 from openforge.store import TrajectoryStore
 from conftest import managed_containers, unavailable
 from support.rollout import EXAMPLES, IMAGE_MAP, make_task
+from support.signals import default_sigint
 
 from support.paths import POLICIES
 CHAOS = POLICIES / "rollout_chaos.py"
@@ -181,14 +182,6 @@ async def test_run_directory_in_use_needs_resume(docker_ready, tmp_path, tiny_mo
     assert summary.skipped == 1 and summary.done == 0
 
 
-def _default_sigint() -> None:
-    """A terminal's Ctrl-C for the child: SIGINT unblocked and at its default, whatever earlier tests left in
-    this process (an ignored or blocked SIGINT is inherited across exec, and the interrupt is then lost;
-    `multiprocess`'s resource tracker, used by veRL's dataset tests, ignores and blocks it)."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_leaves_nothing_and_resume_finishes(stop, docker_ready, tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks"
@@ -201,7 +194,7 @@ def test_ctrl_c_leaves_nothing_and_resume_finishes(stop, docker_ready, tmp_path,
             "--sandbox", "docker", "--concurrency", "2", "--model", str(tiny_model_dir), "--backend",
             f"scripted:{POLICIES / 'slow_then_done.py'}", "--run", str(run),
             "--image-map", "debian:bookworm-slim=openforge-base:bookworm"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_default_sigint)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         time.sleep(0.5)
