@@ -4,9 +4,6 @@ failure classes, retries, Ctrl-C and --resume."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
 import signal
 import subprocess
 import sys
