@@ -82,7 +82,7 @@ class EmbeddedBackend(Backend):
         self.model_dir = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
         torch.set_num_threads(num_threads or default_num_threads())
         model = self.model_dir.load_model(dtype=torch.float32)
-        kvlib.check_full_attention(model.config)
+        kvlib.check_attention_layers(model.config)
         self.vocab_size = int(model.config.vocab_size)  # embedding rows: may exceed the tokenizer's vocabulary
         self.eos_token_ids = list(self.model_dir.eos_token_ids)
         self._seeds = random.Random(seed) if seed is not None else random.SystemRandom()

@@ -99,8 +99,7 @@ class DecodeBatch:
 
     SPARE_COLUMNS = 64  # room for this many decode steps before the buffers are widened
 
-    def __init__(self, config):
-        self.config = config
+    def __init__(self):
         self.jobs: list[Job] = []
         self.lengths: list[int] = []  # real (unpadded) tokens in each row's cache
         self.cache = None  # DynamicCache of BufferedLayers, kept across steps
@@ -131,7 +130,6 @@ class DecodeBatch:
             self.cache = kvlib.buffered_cache(
                 current + [job_kv for _, job_kv in arrivals],
                 max(width, *new_lengths),
-                self.config,
                 spare_rows=(rows + len(arrivals)) // 4,
                 spare_columns=self.SPARE_COLUMNS,
             )
@@ -167,7 +165,7 @@ class DecodeBatch:
         unused = width - max(self.lengths)  # padding columns no remaining row needs
         if unused > width // 2:
             kept = [(k[:, :, unused:], v[:, :, unused:]) for k, v in kvlib.from_dynamic_cache(self.cache)]
-            self.cache = kvlib.buffered_cache([kept], width - unused, self.config, spare_columns=self.SPARE_COLUMNS)
+            self.cache = kvlib.buffered_cache([kept], width - unused, spare_columns=self.SPARE_COLUMNS)
         return out
 
     def clear(self) -> list[Job]:
@@ -204,7 +202,6 @@ class Engine:
         chunk per turn, oldest job first, each job joining the decode batch on its own, caches kept only when
         a call ends. `policy_version`: the version of the weights it starts with."""
         self.model = model
-        self.config = model.config
         self.prefix_cache = prefix_cache
         self.max_batch = max_batch
         self.prefill_chunk = prefill_chunk
@@ -213,7 +210,7 @@ class Engine:
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._waiting: deque[Job] = deque()
         self._prefilling: deque[Job] = deque()
-        self._batch = DecodeBatch(self.config)
+        self._batch = DecodeBatch()
         self._swaps: list[WeightSwap] = []
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="openforge-embedded-engine", daemon=True)
@@ -356,9 +353,9 @@ class Engine:
         rests = [job.prompt[job.reused :] for job in jobs]
         width, length = max(prefixes), max(len(rest) for rest in rests)
         if width:
-            cache = kvlib.buffered_cache([job.prefix_kv for job in jobs], width, self.config, spare_columns=length)
+            cache = kvlib.buffered_cache([job.prefix_kv for job in jobs], width, spare_columns=length)
         else:
-            cache = kvlib.to_dynamic_cache(None, self.config)
+            cache = kvlib.to_dynamic_cache(None)
         input_ids = torch.zeros((len(jobs), length), dtype=torch.long)
         for i, rest in enumerate(rests):
             input_ids[i, : len(rest)] = torch.tensor(rest, dtype=torch.long)
@@ -391,7 +388,7 @@ class Engine:
         """Read the next `prefill_chunk` tokens of one prompt."""
         if job.cache is None:
             job.reused, prefix_kv = self.prefix_cache.longest_prefix(job.cache_key, job.prompt)
-            job.cache = kvlib.to_dynamic_cache(prefix_kv, self.config)
+            job.cache = kvlib.to_dynamic_cache(prefix_kv)
             job.prompt_done = job.reused
             job.prefix_kv = None
         start = job.prompt_done

@@ -3,6 +3,10 @@
 A cache is a list with one (keys, values) pair per layer, each shaped (batch, kv_heads, tokens, head_dim).
 Transformers' `DynamicCache` is built from these for the forward pass; a decode batch's is made of
 `BufferedLayer`s (a DynamicLayer that writes new tokens into spare room instead of concatenating).
+
+Every layer keeps every token, sliding-window layers too: left-padded batches and prefix crops need whole
+caches, and the model's own attention masks hide what lies beyond a layer's window (the columns of a row are
+its positions in order, so the mask's distances are the positions').
 """
 
 from __future__ import annotations
@@ -19,10 +23,9 @@ from transformers.cache_utils import DynamicLayer
 KV = list[tuple[torch.Tensor, torch.Tensor]]
 
 
-def to_dynamic_cache(kv: KV | None, config) -> DynamicCache:
-    if not kv:
-        return DynamicCache(config=config)
-    return DynamicCache(ddp_cache_data=kv, config=config)
+def to_dynamic_cache(kv: KV | None) -> DynamicCache:
+    """A cache of full layers (DynamicLayer: keeps every token), whatever the model's layer types."""
+    return DynamicCache(ddp_cache_data=kv) if kv else DynamicCache()
 
 
 def from_dynamic_cache(cache: DynamicCache) -> KV:
@@ -31,13 +34,16 @@ def from_dynamic_cache(cache: DynamicCache) -> KV:
     return list(zip(cache.key_cache, cache.value_cache))  # older releases
 
 
-def check_full_attention(config) -> None:
-    """Left-padded batches and prefix crops assume every layer keeps all tokens (no sliding window)."""
-    cache = DynamicCache(config=config)
-    if hasattr(cache, "layers") and any(type(layer) is not DynamicLayer for layer in cache.layers):
+ATTENTION_LAYERS = {"full_attention", "sliding_attention"}
+
+
+def check_attention_layers(config) -> None:
+    """The caches here hold keys and values: a model with other layers (recurrent, linear attention) is refused."""
+    other = sorted(set(getattr(config, "layer_types", None) or ["full_attention"]) - ATTENTION_LAYERS)
+    if other:
         raise ValueError(
-            "the embedded backend supports full-attention models only (this one has sliding-window or "
-            "recurrent layers); serve it with vLLM or SGLang instead"
+            f"the embedded backend serves attention models only (this one has {', '.join(other)} layers); "
+            "serve it with vLLM or SGLang instead"
         )
 
 
@@ -92,7 +98,7 @@ def _widened(buffer: torch.Tensor, columns: int) -> torch.Tensor:
 
 
 def buffered_cache(
-    blocks: list[KV | None], width: int, config, spare_rows: int = 0, spare_columns: int = 0
+    blocks: list[KV | None], width: int, spare_rows: int = 0, spare_columns: int = 0
 ) -> DynamicCache:
     """A cache of BufferedLayers holding `blocks` (caches of one or more rows each; None: one row without
     tokens) one under the other, every row left-padded with zeros to `width` columns; with room for
@@ -112,7 +118,7 @@ def buffered_cache(
                 r += block[0][0].shape[0] if block else 1
             buffers.append(buffer)
         layers.append(BufferedLayer(buffers[0], buffers[1], rows, width))
-    cache = DynamicCache(config=config)
+    cache = DynamicCache()
     cache.layers = layers
     return cache
 

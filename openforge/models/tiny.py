@@ -30,6 +30,11 @@ class TinyModelSpec(BaseModel):
     intermediate_size: int = Field(default=512, ge=16)
     # Long enough for a real harness's prompt (Claude Code's first call is ~30k tokens here) to fit and grow.
     max_position_embeddings: int = Field(default=131072, ge=131072)
+    # Sliding-window attention in every layer (None: full attention). Each layer sees only the last N tokens, so
+    # a long constant harness prompt stays out of reach of the layer that copies from the task: behind Claude
+    # Code's 300-token prompt the full-attention model never learned to copy, a window of 96 did
+    # (docs/design.md, "Training behind a real harness's prompt").
+    sliding_window: int | None = Field(default=None, ge=16)
 
 
 def chat_template() -> str:
@@ -83,6 +88,10 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, spec: TinyModelSpec | N
         eos_token_id=eos_id,
         pad_token_id=pad_id,
         torch_dtype="float32",
+        use_sliding_window=spec.sliding_window is not None,
+        sliding_window=spec.sliding_window,
+        max_window_layers=0,
+        layer_types=["sliding_attention" if spec.sliding_window else "full_attention"] * spec.layers,
     )
     torch.manual_seed(spec.seed)
     model = Qwen2ForCausalLM(config)

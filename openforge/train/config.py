@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from openforge.faults import FaultSpec, parse_fault_spec
+from openforge.models.tiny import TinyModelSpec
 from openforge.proxy.service import check_proxy_options
 from openforge.rollout.config import DEFAULT_MAX_ATTEMPTS
 from openforge.tasks.images import DEFAULT_IMAGE_MAP
@@ -163,6 +164,8 @@ class TrainConfig(BaseModel):
     run: Path = Path("runs/train")
     seed: int = 0
     model: str = "tiny"
+    # `model: tiny`'s shape (TinyModelSpec fields, e.g. `{sliding_window: 96}`); its seed is the run's `seed`
+    tiny_model: TinyModelSpec | None = None
     backend: str = "embedded"
     tasks: TaskSource
     harnesses: list[str] = Field(default_factory=lambda: ["react"], min_length=1)
@@ -188,6 +191,23 @@ class TrainConfig(BaseModel):
     @classmethod
     def _logger_names(cls, v: Any) -> Any:
         return [{"kind": item} if isinstance(item, str) else item for item in v] if isinstance(v, list) else v
+
+    @field_validator("tiny_model", mode="before")
+    @classmethod
+    def _tiny_seed_is_the_runs(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "seed" in v:
+            raise ValueError("the tiny model's seed is the run's: set `seed`, not `tiny_model.seed`")
+        return v
+
+    @model_validator(mode="after")
+    def _tiny_model_needs_tiny(self) -> TrainConfig:
+        if self.tiny_model is not None and self.model != "tiny":
+            raise ValueError(f"tiny_model shapes the model built for `model: tiny`, but model is {self.model!r}: "
+                             "drop tiny_model")
+        return self
+
+    def tiny_model_spec(self) -> TinyModelSpec:
+        return (self.tiny_model or TinyModelSpec()).model_copy(update={"seed": self.seed})
 
     @field_validator("proxy_options")
     @classmethod

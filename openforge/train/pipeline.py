@@ -137,7 +137,7 @@ def prepare_model(config: TrainConfig, run: Path, console: Console) -> Path:
     else:
         path = run / "model"
         if not (path / "model.safetensors").is_file():
-            build_tiny_model(path, seed=config.seed)
+            build_tiny_model(path, spec=config.tiny_model_spec())
     console.print(f"model {path} (vocab {ModelDir(path).vocab_size})")
     return path
 

@@ -19,6 +19,7 @@ from support.inference import (
         perturbed_model_dir,
         reference_logprobs,
         short_context_model_dir,
+        sliding_window_model_dir,
         tiny_model_dir,
     )
 
@@ -224,3 +225,35 @@ async def test_bad_requests_are_refused_clearly(backend):
         parse_sampling({"top_p": 0})
     with pytest.raises(InvalidRequestError, match="max_tokens"):
         parse_sampling({"max_tokens": 0})
+
+
+async def test_a_sliding_window_model_is_served_exactly():
+    """Sliding-window layers keep every token in the engine's caches and the model's masks apply the window:
+    prompts longer than it, read together, in chunks, and continued from an episode's cached prefix, give the
+    logprobs of one full forward pass."""
+    window = 16
+    backend = EmbeddedBackend(sliding_window_model_dir(window), seed=0, prefill_chunk=40)
+    try:
+        md = backend.model_dir
+        system = md.encode_text("You are a careful agent. Run one command, then answer. " * 3)
+        prompts = [system + md.encode_text(f"Task {i}: write {7 * i} to out/f{i}.txt now.") for i in range(4)]
+        prompts.append(system * 3 + md.encode_text("A long task read in chunks."))
+        assert min(map(len, prompts)) > 3 * window
+        sampling = SamplingParams(temperature=1.0, max_tokens=24, seed=3)
+        results = await asyncio.gather(*(backend.generate(p, sampling, GenerationContext(episode_id=f"e{i}"))
+                                         for i, p in enumerate(prompts)))
+        for p, r in zip(prompts, results):
+            assert max_abs_diff(r.logprobs, reference_logprobs(backend.model, p, r.output_ids, 1.0)) < 1e-4
+        # the episode's next call starts from its cached prompt and output
+        follow = prompts[0] + results[0].output_ids + md.encode_text(" Result: ok.")
+        again = await backend.generate(follow, sampling, GenerationContext(episode_id="e0"))
+        assert max_abs_diff(again.logprobs, reference_logprobs(backend.model, follow, again.output_ids, 1.0)) < 1e-4
+        # and the window is real: nothing older than layers x window tokens reaches the last logits
+        layers = backend.model.config.num_hidden_layers
+        ids = torch.randint(10, 500, (1, layers * window + 40))
+        changed = ids.clone()
+        changed[0, :30] = torch.randint(10, 500, (30,))
+        with torch.inference_mode():
+            assert torch.equal(backend.model(input_ids=ids).logits[0, -1], backend.model(input_ids=changed).logits[0, -1])
+    finally:
+        backend._engine.close()

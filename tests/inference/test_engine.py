@@ -259,7 +259,7 @@ def test_the_decode_batch_keeps_rows_exact_as_jobs_join_in_free_rows_and_leave()
                 job.output.append(token)
                 sequences[job].append(token)
 
-    batch = DecodeBatch(model.config)
+    batch = DecodeBatch()
     batch.add([job_with_cache(n) for n in (30, 12, 25, 7, 18)])
     step_and_check(batch)
     buffer = batch.cache.layers[0].key_buffer

@@ -64,7 +64,7 @@ def test_entries_are_evicted_by_count_and_bytes_and_leave_the_index():
 
 
 def test_buffered_cache_left_pads_rows_and_grows_in_place():
-    cache = kvlib.buffered_cache([fake_kv([1, 2, 3]), None, fake_kv([4])], 4, None, spare_columns=1)
+    cache = kvlib.buffered_cache([fake_kv([1, 2, 3]), None, fake_kv([4])], 4, spare_columns=1)
     keys = [layer.keys[:, 0, :, 0].tolist() for layer in cache.layers]
     assert keys[0] == [[0, 1, 2, 3], [0, 0, 0, 0], [0, 0, 0, 4]] and len(cache.layers) == 2
     layer = cache.layers[0]

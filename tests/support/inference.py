@@ -39,6 +39,15 @@ def perturbed_model_dir() -> Path:
 
 
 @cache
+def sliding_window_model_dir(window: int = 16) -> Path:
+    """The tiny model (seed 0) with sliding-window attention of `window` tokens in every layer."""
+    from openforge.models import TinyModelSpec
+
+    out = Path(tempfile.mkdtemp(prefix="openforge-tiny-window-")) / "tiny"
+    return build_tiny_model(out, spec=TinyModelSpec(seed=0, sliding_window=window))
+
+
+@cache
 def short_context_model_dir(max_context: int = 64) -> Path:
     """The tiny model's weights with a context of `max_context` tokens (config edited), to test the limits."""
     out = Path(tempfile.mkdtemp(prefix="openforge-tiny-short-")) / "tiny"

@@ -4,6 +4,7 @@ the plain forward pass over every row."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from openforge.core.records import Sample
@@ -11,6 +12,7 @@ from openforge.models import ModelDir
 from openforge.train.batching import collate
 from openforge.train.losses import sft_loss, token_logprobs
 from openforge.train.shared_prefix import MIN_SHARED_PREFIX, shared_prefix_length
+from support.inference import sliding_window_model_dir
 
 
 def _samples(prefix: list[int], tails: list[list[int]], trained_from: int = 2) -> list[Sample]:
@@ -27,8 +29,9 @@ def _grads(model) -> list[torch.Tensor]:
     return [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
 
-def test_a_shared_prefix_gives_the_plain_forwards_logprobs_and_gradients(tiny_model_dir):
-    model = ModelDir(tiny_model_dir).load_model()
+@pytest.mark.parametrize("window", [None, 16], ids=["full-attention", "sliding-window"])
+def test_a_shared_prefix_gives_the_plain_forwards_logprobs_and_gradients(window, tiny_model_dir):
+    model = ModelDir(sliding_window_model_dir(window) if window else tiny_model_dir).load_model()
     model.train()
     gen = torch.Generator().manual_seed(0)
     prefix = torch.randint(10, 900, (300,), generator=gen).tolist()
