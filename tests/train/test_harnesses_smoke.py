@@ -35,12 +35,16 @@ def test_harnesses_recipe_smoke(docker_ready, tmp_path):
         calls = store.list_calls(teacher[0].id)
     assert [c.metadata["tool_calls"][0]["name"] for c in calls[:1]] == ["Bash"] and len(calls) == 2
     # Claude Code's own prompt, cut by its settings (`--system-prompt`, only Bash): a few hundred tokens
-    tokenizer = ModelDir(run / "model").tokenizer
+    model = ModelDir(run / "model")
+    tokenizer = model.tokenizer
+    # the recipe's model: the tiny model with a sliding window in every layer (learns to copy behind the prompt)
+    shape = json.loads((run / "model" / "config.json").read_text())
+    assert set(shape["layer_types"]) == {"sliding_attention"} and shape["sliding_window"] == 96
     first = tokenizer.decode(calls[0].prompt_ids)
     assert HARNESS_PROMPT in first and len(calls[0].prompt_ids) < 600, len(calls[0].prompt_ids)
     # GRPO: real Claude Code episodes, grouped per (step, task, harness)
     step = report["rl_steps"][0]
-    assert step["harnesses"] == {"claude-code": 4} and step["episodes"] == 4
+    assert step["harnesses"] == {"claude-code": 4} and step["episodes"] == 4 and 0 < step["train_s"] < step["seconds"]
     # held-out pass@1 per policy and per harness, Codex included (never trained on)
     by_harness = report["heldout_pass_at_1_by_harness"]
     assert set(by_harness) == {"base", "sft", "rl"}

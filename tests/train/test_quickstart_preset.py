@@ -52,6 +52,11 @@ def test_the_harnesses_recipe_trains_through_claude_code_and_evaluates_in_three_
     options = c.harness_settings()
     assert "--system-prompt" in options["claude-code"]["extra_args"] and options["claude-code"]["tools"] == ["Bash"]
     assert options["codex"]["instructions"] and options["react"]["max_steps"] == 2
+    assert c.tiny_model_spec().sliding_window == 96 and quickstart_config().tiny_model is None  # only this recipe
+    with pytest.raises(ConfigError, match="tiny_model.seed"):
+        quickstart_config({"tiny_model": {"seed": 1}}, recipe="harnesses")
+    with pytest.raises(ConfigError, match="drop tiny_model"):
+        quickstart_config({"model": "org/name"}, recipe="harnesses")
     react_only = quickstart_config({"harnesses": ["react"]}, recipe="harnesses")
     assert react_only.in_process and not react_only.in_process_eval  # trained in process, evaluated in sandboxes
     plain = quickstart_config()
