@@ -49,6 +49,8 @@ def main() -> None:
                              "vs per call (0: skip)")
     args = parser.parse_args()
     console = Console()
+    if not console.is_terminal:  # a log file: wide enough for the tables
+        console = Console(width=160)
     results: dict[str, dict] = {}
     continuity_tokens = continuity(args.out / "continuity", args.continuity, console) if args.continuity else {}
     if continuity_tokens:
