@@ -33,7 +33,7 @@ class TinyModelSpec(BaseModel):
     # Sliding-window attention in every layer (None: full attention). Each layer sees only the last N tokens, so
     # a long constant harness prompt stays out of reach of the layer that copies from the task: behind Claude
     # Code's 300-token prompt the full-attention model never learned to copy, a window of 96 did
-    # (docs/design.md, "Training behind a real harness's prompt").
+    # (docs/design.md, "Training the tiny model": behind a real harness's prompt).
     sliding_window: int | None = Field(default=None, ge=16)
 
 

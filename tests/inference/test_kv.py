@@ -3,6 +3,7 @@ byte bounds; and the decode batch's growing buffers."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from openforge.inference import kv as kvlib
@@ -75,3 +76,12 @@ def test_buffered_cache_left_pads_rows_and_grows_in_place():
     layer.update(new, -new)  # no room left: widened, contents kept
     assert layer.key_buffer is not buffer and layer.keys[:, 0, :, 0].tolist()[2] == [0, 0, 0, 4, 9, 9]
     assert layer.values[:, 0, :, 0].tolist()[0] == [0, -1, -2, -3, -9, -9]
+
+
+def test_attention_layers_are_served_and_other_layers_refused():
+    from types import SimpleNamespace
+
+    for layers in (["full_attention"] * 2, ["sliding_attention", "full_attention"], None):
+        kvlib.check_attention_layers(SimpleNamespace(layer_types=layers))
+    with pytest.raises(ValueError, match="linear_attention layers.*vLLM or SGLang"):
+        kvlib.check_attention_layers(SimpleNamespace(layer_types=["full_attention", "linear_attention"]))
