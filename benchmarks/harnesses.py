@@ -115,8 +115,7 @@ def continuity(out: Path, n: int, console: Console) -> dict[str, dict]:
     from openforge.store import TrajectoryStore
     from openforge.tasks.generator import InstanceSampler
     from openforge.tasks.recovery_families import RECOVERY_FAMILIES
-    from openforge.train.assemble import assemble_run
-    from openforge.train.config import DEFAULT_IMAGE_MAP
+    from openforge.tasks import DEFAULT_IMAGE_MAP
     from openforge.train.data import write_instances
     from openforge.train.quickstart import HARNESS_OPTIONS
 
@@ -129,20 +128,26 @@ def continuity(out: Path, n: int, console: Console) -> dict[str, dict]:
     asyncio.run(run_rollouts(config, console))
     counts: dict[str, dict] = {}
     with TrajectoryStore.open(out / "run") as store:
-        by_harness: dict[str, list[str]] = {}
-        for episode in store.list_episodes():
-            if episode.outcome is not None and not episode.outcome.is_infrastructure_failure:
-                by_harness.setdefault(episode.harness or "", []).append(episode.id)
-        for harness, ids in sorted(by_harness.items()):
+        graded = [e for e in store.list_episodes() if e.outcome is not None and not e.outcome.is_infrastructure_failure]
+        for harness, (ids, tokens) in sequence_tokens(store, graded).items():
             episodes = [[c for c in store.list_calls(i) if not c.side_call] for i in ids]
             calls = [c for e in episodes for c in e]
-            _, metrics = assemble_run(store, episodes=ids)
             counts[harness] = {"episodes": len(ids), "calls": len(calls),
-                               "continued": sum(c.index > 0 and c.break_reason is None for c in calls),
-                               **dict(metrics.sequence_tokens),
+                               "continued": sum(c.index > 0 and c.break_reason is None for c in calls), **tokens,
                                # one sample per episode: its last call holds the whole conversation
                                "if continuous": sum(len(e[-1].prompt_ids) + len(e[-1].output_ids) for e in episodes if e)}
     return counts
+
+
+def sequence_tokens(store, episodes) -> dict[str, tuple[list[str], dict[str, int]]]:
+    """Per harness: its episodes' ids and the tokens their samples hold, merged and one sample per call
+    (`assemble_run`'s sequence_tokens)."""
+    from openforge.train.assemble import assemble_run
+
+    by_harness: dict[str, list[str]] = {}
+    for episode in episodes:
+        by_harness.setdefault(episode.harness or "", []).append(episode.id)
+    return {h: (ids, dict(assemble_run(store, episodes=ids)[1].sequence_tokens)) for h, ids in sorted(by_harness.items())}
 
 
 def continuity_table(counts: dict[str, dict], n: int) -> Table:
@@ -164,17 +169,9 @@ def training_tokens(run: Path) -> dict[str, dict[str, int]]:
     sample per continuity segment) vs per call (one sample per model call, as the paper does) — what a harness
     that breaks continuity (OpenClaw's moving context message) costs."""
     from openforge.store import TrajectoryStore
-    from openforge.train.assemble import assemble_run
 
-    out: dict[str, dict[str, int]] = {}
     with TrajectoryStore.open(run / "rl") as store:
-        by_harness: dict[str, list[str]] = {}
-        for episode in store.list_episodes():
-            by_harness.setdefault(episode.harness or "", []).append(episode.id)
-        for harness, ids in sorted(by_harness.items()):
-            _, metrics = assemble_run(store, episodes=ids)
-            out[harness] = dict(metrics.sequence_tokens)
-    return out
+        return {h: tokens for h, (_, tokens) in sequence_tokens(store, store.list_episodes()).items()}
 
 
 # Where an episode's time goes (the runner's timings, per episode): the sandbox and its task's set-up, the harness

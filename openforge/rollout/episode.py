@@ -201,7 +201,7 @@ class EpisodeRunner:
         result.transcript = adapter.parse_transcript(run.stdout)
         result.transcript["exit_code"] = run.exit_code
         calls = [c for c in self.proxy.store.list_calls(episode.id) if not c.metadata.get("late")]
-        result.timings.update(call_timings(calls, launched_at))
+        result.timings.update(call_timings([(c.started_at, c.finished_at) for c in calls], launched_at))
         failed_calls = [c for c in calls if c.call_error]
         status = await sb.status()
         if status.oom_killed:  # the agent's own command hit the memory limit

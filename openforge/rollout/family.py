@@ -132,7 +132,7 @@ async def run_family_episodes(
                                                                          run_command=runner), emit=_silent,
                                                 tools=tools, system_prompt=react.system_prompt))
                 timings["agent_s"] = time.monotonic() - launched
-                timings.update(call_timings(proxy.store.list_calls(episode.id), launched_at))
+                timings.update(call_timings(proxy.store.call_spans(episode.id), launched_at))
                 graded = time.monotonic()
                 files = state_check.read_state(str(workdir))
                 reward = 1.0 if instance.check(files) else 0.0

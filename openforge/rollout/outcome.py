@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from openforge.core import CallRecord, Outcome
+from openforge.core import Outcome
 from openforge.store import TrajectoryStore
 
 
@@ -119,11 +119,11 @@ def record_outcome(store: TrajectoryStore, result: AttemptResult, final: bool) -
                                                                          "reason": result.reason})
 
 
-def call_timings(calls: list[CallRecord], launched_at: float) -> dict[str, float]:
-    """Where the harness's time went: `harness_start_s`, from its launch to its first model call (process start,
-    its own set-up), and `model_s`, the calls' time in the proxy (queueing and decoding). The rest of `agent_s`
-    is the harness's tools and its own work between calls."""
-    if not calls:
+def call_timings(spans: list[tuple[float, float | None]], launched_at: float) -> dict[str, float]:
+    """Where the harness's time went, from its calls' (started_at, finished_at): `harness_start_s`, from its launch
+    to its first model call (process start, its own set-up), and `model_s`, the calls' time in the proxy
+    (queueing and decoding). The rest of `agent_s` is the harness's tools and its own work between calls."""
+    if not spans:
         return {}
-    served = [c.finished_at - c.started_at for c in calls if c.finished_at is not None]
-    return {"harness_start_s": max(0.0, min(c.started_at for c in calls) - launched_at), "model_s": sum(served)}
+    return {"harness_start_s": max(0.0, min(start for start, _ in spans) - launched_at),
+            "model_s": sum(end - start for start, end in spans if end is not None)}

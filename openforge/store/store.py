@@ -437,6 +437,11 @@ class TrajectoryStore:
             return int(conn.execute("SELECT count(*) FROM calls").fetchone()[0])
         return int(conn.execute("SELECT count(*) FROM calls WHERE episode_id = ?", (episode_id,)).fetchone()[0])
 
+    def call_spans(self, episode_id: str) -> list[tuple[float, float | None]]:
+        """(started_at, finished_at) of the episode's calls, in order: their timing without decoding them."""
+        return [(float(a), None if b is None else float(b)) for a, b in self._conn().execute(
+            "SELECT started_at, finished_at FROM calls WHERE episode_id = ? ORDER BY call_index", (episode_id,))]
+
     # ---- read-only queries for readers that page through a run (see `queries.py`) ----------------------
 
     def query_episodes(self, query: EpisodeQuery) -> EpisodePage:

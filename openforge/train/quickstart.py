@@ -147,8 +147,8 @@ HARNESSES_OVERRIDES: dict[str, Any] = {
     "harnesses": ["claude-code"],
     "eval_harnesses": ["react", "claude-code", "codex"],
     "harness_options": HARNESS_OPTIONS,
-    # the quickstart's SFT: with 120 demonstrations and 600 steps GRPO through react found a group with signal in
-    # 5 of 151 steps (a run stopped by hand, not kept); with these it learns (benchmarks/results/harnesses-short.json)
+    # the quickstart's SFT: with 120 demonstrations and 600 steps GRPO through react found almost no group with
+    # signal (a run stopped by hand, not kept)
     "sft": {"demos": 200, "steps": 800},
     # sandboxed episodes cost seconds each (harness start, grading): smaller steps; 10 minutes keeps the recipe
     # near half an hour with the teacher's and the evaluation's sandboxed episodes
