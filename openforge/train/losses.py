@@ -19,7 +19,13 @@ from dataclasses import dataclass
 import torch
 
 from openforge.train.batching import TrainBatch
-from openforge.train.shared_prefix import MIN_SHARED_PREFIX, shared_prefix_length, shared_prefix_logprobs
+from openforge.train.shared_prefix import (
+    MIN_SHARED_PREFIX,
+    prefix_groups,
+    receptive_start,
+    shared_prefix_length,
+    shared_prefix_logprobs,
+)
 
 
 def token_logprobs(model, batch: TrainBatch, rows: list[int] | None = None, *,
@@ -31,24 +37,45 @@ def token_logprobs(model, batch: TrainBatch, rows: list[int] | None = None, *,
     token, so the new logprobs must be computed the same way or every ratio is off from the first step.
 
     The leading tokens every row shares (a harness's constant system prompt and tools, untrained) run through
-    the model once, not once per row (`shared_prefix.py`; `share_prefix=False` turns it off)."""
-    input_ids, attention_mask, temperatures = batch.input_ids, batch.attention_mask, batch.temperatures
-    loss_mask = batch.loss_mask
-    if rows is not None:
-        input_ids, attention_mask, temperatures = input_ids[rows], attention_mask[rows], temperatures[rows]
-        loss_mask = loss_mask[rows]
+    the model once, not once per row (`shared_prefix.py`; `share_prefix=False` turns it off); a batch that mixes
+    prompts (several harnesses) runs one such pass per prompt (`prefix_groups`). Behind sliding-window attention
+only the positions the trained tokens can see run at all (`receptive_start`)."""
+    rows = list(range(batch.input_ids.shape[0])) if rows is None else list(rows)
+    if not share_prefix:
+        return _rows_logprobs(model, batch, rows, share_prefix=False)
+    groups = prefix_groups(batch.input_ids[rows], batch.attention_mask[rows], batch.loss_mask[rows])
+    if len(groups) == 1:
+        return _rows_logprobs(model, batch, rows, share_prefix=True)
+    parts = [_rows_logprobs(model, batch, [rows[i] for i in group], share_prefix=True) for group in groups]
+    order = torch.tensor([i for group in groups for i in group])
+    return torch.cat(parts)[torch.argsort(order)]  # back in the order of `rows`
+
+
+def _rows_logprobs(model, batch: TrainBatch, rows: list[int], *, share_prefix: bool) -> torch.Tensor:
+    """token_logprobs of `rows` in one forward pass (two when they share a long enough prefix), from the first
+    position a trained token can depend on (`receptive_start`); after such a cut the positions before the first
+    trained token are 0 (never trained)."""
+    input_ids, attention_mask = batch.input_ids[rows], batch.attention_mask[rows]
+    temperatures, loss_mask = batch.temperatures[rows], batch.loss_mask[rows]
     width = int(attention_mask.sum(dim=1).max().item())
-    input_ids, attention_mask = input_ids[:, :width], attention_mask[:, :width]
-    prefix = shared_prefix_length(input_ids, attention_mask, loss_mask[:, :width]) if share_prefix else 0
+    start = receptive_start(model.config, loss_mask[:, :width]) if share_prefix else 0
+    input_ids, attention_mask = input_ids[:, start:width], attention_mask[:, start:width]
+    prefix = shared_prefix_length(input_ids, attention_mask, loss_mask[:, start:width]) if share_prefix else 0
     if prefix >= MIN_SHARED_PREFIX:  # a harness's constant prompt: computed once, not once per row
-        picked = shared_prefix_logprobs(model, input_ids, attention_mask, temperatures, prefix)
+        picked = shared_prefix_logprobs(model, input_ids, attention_mask, temperatures, prefix, start)
     else:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+        positions = torch.arange(start, width)[None].expand(len(rows), -1)
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                       use_cache=False).logits
         logits = logits[:, :-1].float() / temperatures[:, None, None]
         targets = input_ids[:, 1:]
         picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    out = torch.nn.functional.pad(picked, (1, batch.input_ids.shape[1] - width))  # zero column 0 and the pad tail
-    return out
+    first = start + 1  # the first position computed from its whole context
+    if start:  # after a cut, from the first trained token on (before it the context is cut short)
+        first = int(loss_mask[:, :width].bool().any(0).nonzero()[0])
+        picked = picked[:, first - start - 1:]
+    # zero column 0 (nothing predicts it), the positions not computed exactly (never trained) and the pad tail
+    return torch.nn.functional.pad(picked, (first, batch.input_ids.shape[1] - width))
 
 
 def masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,7 @@ from transformers import DynamicCache
 
 from openforge.inference.engine import cache_argument
 
-__all__ = ["MIN_SHARED_PREFIX", "shared_prefix_length", "shared_prefix_logprobs"]
+__all__ = ["MIN_SHARED_PREFIX", "prefix_groups", "receptive_start", "shared_prefix_length", "shared_prefix_logprobs"]
 
 # Shorter shared prefixes keep the plain single pass (a second forward call for a few tokens is not worth it;
 # the quickstart's prompts, about 40 tokens, never take this path).
@@ -31,6 +31,40 @@ def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     return int(shared.int().cumprod(0).sum())
 
 
+def receptive_start(config, loss_mask: torch.Tensor) -> int:
+    """The first position any trained token can depend on. With sliding-window attention in every layer a
+    position sees at most `window` positions back per layer, so a trained token depends only on the
+    layers × window tokens before it: the positions before that never reach the loss and need no compute (Codex's
+    1,800-token prompt behind a 96-token window: three quarters of it). 0 when any layer attends to everything."""
+    window, layer_types = getattr(config, "sliding_window", None), getattr(config, "layer_types", None)
+    if not window or not layer_types or any(kind != "sliding_attention" for kind in layer_types):
+        return 0
+    trained = loss_mask.bool().any(0).nonzero()
+    if not len(trained):
+        return 0
+    # the first trained token is predicted from the position before it, which sees layers × window back
+    return max(0, int(trained[0]) - 1 - len(layer_types) * window)
+
+
+def prefix_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor) -> list[list[int]]:
+    """The rows grouped by the prompt they start with, so each group's prefix can be shared: rows whose first
+    MIN_SHARED_PREFIX tokens agree (real, untrained) form a group; every other row (a short prompt, or one no
+    other row starts with) joins one last group. A batch that mixes harnesses — react's, Claude Code's and
+    Codex's demonstrations — shares nothing as a whole but each harness's prompt within its group; it also pads
+    each group only to its own longest row. One group when the batch is all one prompt (or all different)."""
+    head = input_ids.shape[1] >= MIN_SHARED_PREFIX
+    by_key: dict[tuple[int, ...], list[int]] = {}
+    rest: list[int] = []
+    for row in range(input_ids.shape[0]):
+        if head and attention_mask[row, :MIN_SHARED_PREFIX].all() and not loss_mask[row, :MIN_SHARED_PREFIX].any():
+            by_key.setdefault(tuple(input_ids[row, :MIN_SHARED_PREFIX].tolist()), []).append(row)
+        else:
+            rest.append(row)
+    groups = [rows for rows in by_key.values() if len(rows) > 1]
+    rest += [row for rows in by_key.values() if len(rows) == 1 for row in rows]
+    return groups + [sorted(rest)] if rest else groups
+
+
 def _picked(logits: torch.Tensor, targets: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
     """log_softmax(logits / T) at `targets`; logits (B, N, V), targets (B, N), temperatures (B,)."""
     scaled = logits.float() / temperatures[:, None, None]
@@ -38,16 +72,18 @@ def _picked(logits: torch.Tensor, targets: torch.Tensor, temperatures: torch.Ten
 
 
 def shared_prefix_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                           temperatures: torch.Tensor, prefix: int) -> torch.Tensor:
+                           temperatures: torch.Tensor, prefix: int, start: int = 0) -> torch.Tensor:
     """log p(token t | tokens < t) for t = 1 … width − 1 (shape (B, width − 1)), the first `prefix` positions
-    (shared by every row) computed once. `input_ids` and `attention_mask` are cut to the batch's longest row."""
+    (shared by every row) computed once. `input_ids` and `attention_mask` are cut to the batch's longest row;
+    `start`: they begin at that position of the samples (`receptive_start`), which the positions keep."""
     rows, width = input_ids.shape
+    positions = torch.arange(start, start + width)[None]
     cache, keyword = DynamicCache(), cache_argument(model)  # filled in place by the prefix's pass
     head = model(input_ids=input_ids[:1, :prefix], attention_mask=attention_mask[:1, :prefix], use_cache=True,
-                 **{keyword: cache})
+                 position_ids=positions[:, :prefix], **{keyword: cache})
     cache.batch_repeat_interleave(rows)
     tail = model(input_ids=input_ids[:, prefix:width], attention_mask=attention_mask, use_cache=True,
-                 **{keyword: cache}).logits
+                 position_ids=positions[:, prefix:].expand(rows, -1), **{keyword: cache}).logits
     # inside the prefix nothing is trained (shared_prefix_length): one row per distinct temperature, no graph
     with torch.no_grad():
         inside = torch.empty((rows, prefix - 1), dtype=torch.float32)
