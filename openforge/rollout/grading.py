@@ -210,7 +210,9 @@ async def read_reward_files(sb: Sandbox) -> tuple[str | None, str | None]:
     for line in r.stdout.splitlines():
         word, _, rest = line.partition(" ")
         name, _, size = rest.partition(" ")
-        if word == "present" and size.isdigit():
+        if word == "present":
+            if not size.isdigit():  # stat failed: say so, never read it as "absent"
+                raise RewardError(f"the verifier's {name} could not be measured: {line!r} {tail(r.stderr, 200)}")
             present[name] = int(size)
     texts: list[str | None] = []
     for name, path in (("reward.json", REWARD_JSON), ("reward.txt", REWARD_TXT)):
@@ -220,5 +222,7 @@ async def read_reward_files(sb: Sandbox) -> tuple[str | None, str | None]:
         if present[name] > REWARD_MAX_BYTES:
             raise RewardError(f"{name}: {present[name]} bytes, more than {REWARD_MAX_BYTES}")
         data = await sb.read_file(path, max_bytes=REWARD_MAX_BYTES)
-        texts.append(None if data is None else data.decode("utf-8", errors="replace"))
+        if data is None:  # listed a moment ago: a lost read, not a verifier that wrote nothing
+            raise RewardError(f"{name} was listed ({present[name]} bytes) but reading it gave nothing")
+        texts.append(data.decode("utf-8", errors="replace"))
     return texts[0], texts[1]
