@@ -5,6 +5,7 @@ each policy evaluated in react, Claude Code and Codex — a harness a condition 
     python benchmarks/harnesses.py                                  # 3 conditions x 3 seeds
     python benchmarks/harnesses.py --conditions claude-code --seeds 0
     python benchmarks/harnesses.py --conditions --continuity 8     # only the merged-vs-per-call tokens
+    python benchmarks/harnesses.py --finished-only                 # the table of the runs that finished
 
 Conditions: `react` (RL through react only), `claude-code` (through Claude Code only), `mixed` (react + Claude
 Code + Codex; GRPO groups are (step, task, harness)). Each (condition, seed) runs `openforge quickstart --recipe
@@ -43,6 +44,8 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=None,
                         help="YAML of TrainConfig fields laid over the harnesses recipe, for every run")
     parser.add_argument("--reuse", action="store_true", help="use a run's report.json where it left one")
+    parser.add_argument("--finished-only", action="store_true",
+                        help="run nothing: the table of the (condition, seed) runs that finished (their report.json)")
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results/harnesses.json"))
     parser.add_argument("--continuity", type=int, default=8, metavar="N",
                         help="first, N oracle episodes through every harness (OpenClaw too): training tokens merged "
@@ -57,18 +60,24 @@ def main() -> None:
         console.print(continuity_table(continuity_tokens, args.continuity))
     for condition in args.conditions:
         console.rule(f"condition {condition}")
+        seeds = args.seeds
+        if args.finished_only:
+            seeds = [s for s in seeds if (args.out / condition / f"seed-{s}" / "report.json").is_file()]
+            if not seeds:
+                console.print(f"no finished run of {condition}")
+                continue
         config = condition_config(args.out / condition, CONDITIONS[condition], args.config)
-        reports = run_seeds(args.seeds, args.out / condition, ["--recipe", "harnesses"], config, False, args.reuse,
-                            console)
-        results[condition] = {"harnesses": CONDITIONS[condition], "pass_at_1": by_harness(reports),
+        reports = run_seeds(seeds, args.out / condition, ["--recipe", "harnesses"], config, False,
+                            args.reuse or args.finished_only, console)
+        results[condition] = {"harnesses": CONDITIONS[condition], "seeds": seeds, "pass_at_1": by_harness(reports),
                               "rl_steps": [len(r["rl_steps"]) for r in reports],
                               "timings_s": [r["timings_s"] for r in reports],
                               "training_tokens": [training_tokens(Path(r["run"])) for r in reports],
                               "wall_split_s": [wall_split(r) for r in reports],
                               "behaviour": [behaviour(Path(r["run"])) for r in reports]}
-        console.print(phase_table(reports, args.seeds))
+        console.print(phase_table(reports, seeds))
     if results:
-        console.print(table(results, args.seeds))
+        console.print(table(results))
         console.print(token_table(results))
         console.print(split_table(results))
         console.print(behaviour_table(results))
@@ -265,9 +274,10 @@ def _mean(values: list[float | None]) -> float | None:
     return round(statistics.mean(vs), 2) if vs else None
 
 
-def table(results: dict[str, dict], seeds: list[int]) -> Table:
-    t = Table(title=f"held-out pass@1 (greedy, %), mean of {len(seeds)} seed(s)")
+def table(results: dict[str, dict]) -> Table:
+    t = Table(title="held-out pass@1 (greedy, %): mean over a condition's seeds [each seed]")
     t.add_column("condition (trained on)")
+    t.add_column("seeds")
     t.add_column("policy")
     for h in HARNESSES:
         t.add_column(h, justify="right")
@@ -275,9 +285,13 @@ def table(results: dict[str, dict], seeds: list[int]) -> Table:
         for p in POLICIES:
             cells = []
             for h in HARNESSES:
-                value = _mean(r["pass_at_1"][p][h])
-                cells.append("-" if value is None else f"{value:.1f}" + ("" if h in r["harnesses"] else " *"))
-            t.add_row(f"{condition} ({', '.join(r['harnesses'])})" if p == "base" else "", p, *cells)
+                values = r["pass_at_1"][p][h]
+                value = _mean(values)
+                each = " [" + " ".join("-" if v is None else f"{v:.0f}" for v in values) + "]" if len(values) > 1 else ""
+                cells.append("-" if value is None else f"{value:.1f}{each}" + ("" if h in r["harnesses"] else " *"))
+            first = p == "base"
+            t.add_row(f"{condition} ({', '.join(r['harnesses'])})" if first else "",
+                      " ".join(map(str, r["seeds"])) if first else "", p, *cells)
     t.caption = "* a harness the condition did not train on (transfer)"
     return t
 
@@ -305,13 +319,18 @@ def verdict(results: dict[str, dict]) -> list[str]:
     if cc:
         rl, sft = _mean(cc["pass_at_1"]["rl"]["claude-code"]), _mean(cc["pass_at_1"]["sft"]["claude-code"])
         if rl is not None and sft is not None:
-            lines.append(f"through Claude Code: SFT+RL − SFT = {rl - sft:+.1f} points (target +10)")
+            lines.append(f"through Claude Code: SFT+RL − SFT = {rl - sft:+.1f} points over {len(cc['seeds'])} "
+                         "seed(s) (target +10, 3 seeds)")
     mixed = results.get("mixed")
     for single in ("react", "claude-code"):
         if mixed and single in results:
-            m, s = _mean(mixed["pass_at_1"]["rl"][single]), _mean(results[single]["pass_at_1"]["rl"][single])
-            if m is not None and s is not None:
-                lines.append(f"in {single}: mixed − {single}-only = {m - s:+.1f} points (target >= 0)")
+            # paired: only the seeds both conditions ran
+            seeds = [s for s in mixed["seeds"] if s in results[single]["seeds"]]
+            m = _mean([mixed["pass_at_1"]["rl"][single][mixed["seeds"].index(s)] for s in seeds])
+            o = _mean([results[single]["pass_at_1"]["rl"][single][results[single]["seeds"].index(s)] for s in seeds])
+            if m is not None and o is not None:
+                lines.append(f"in {single}: mixed − {single}-only = {m - o:+.1f} points on seed(s) "
+                             f"{' '.join(map(str, seeds))} (target >= 0)")
     for condition, r in results.items():
         for h in HARNESSES:
             if h not in r["harnesses"]:
