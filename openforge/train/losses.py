@@ -39,7 +39,7 @@ def token_logprobs(model, batch: TrainBatch, rows: list[int] | None = None, *,
     The leading tokens every row shares (a harness's constant system prompt and tools, untrained) run through
     the model once, not once per row (`shared_prefix.py`; `share_prefix=False` turns it off); a batch that mixes
     prompts (several harnesses) runs one such pass per prompt (`prefix_groups`). Behind sliding-window attention
-only the positions the trained tokens can see run at all (`receptive_start`)."""
+    only the positions the trained tokens can see run at all (`receptive_start`)."""
     rows = list(range(batch.input_ids.shape[0])) if rows is None else list(rows)
     if not share_prefix:
         return _rows_logprobs(model, batch, rows, share_prefix=False)
@@ -47,7 +47,7 @@ only the positions the trained tokens can see run at all (`receptive_start`)."""
     if len(groups) == 1:
         return _rows_logprobs(model, batch, rows, share_prefix=True)
     parts = [_rows_logprobs(model, batch, [rows[i] for i in group], share_prefix=True) for group in groups]
-    order = torch.tensor([i for group in groups for i in group])
+    order = torch.tensor([i for group in groups for i in group], device=batch.input_ids.device)
     return torch.cat(parts)[torch.argsort(order)]  # back in the order of `rows`
 
 
@@ -64,7 +64,7 @@ def _rows_logprobs(model, batch: TrainBatch, rows: list[int], *, share_prefix: b
     if prefix >= MIN_SHARED_PREFIX:  # a harness's constant prompt: computed once, not once per row
         picked = shared_prefix_logprobs(model, input_ids, attention_mask, temperatures, prefix, start)
     else:
-        positions = torch.arange(start, width)[None].expand(len(rows), -1)
+        positions = torch.arange(start, width, device=input_ids.device)[None].expand(len(rows), -1)
         logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                        use_cache=False).logits
         logits = logits[:, :-1].float() / temperatures[:, None, None]

@@ -77,7 +77,7 @@ def shared_prefix_logprobs(model, input_ids: torch.Tensor, attention_mask: torch
     (shared by every row) computed once. `input_ids` and `attention_mask` are cut to the batch's longest row;
     `start`: they begin at that position of the samples (`receptive_start`), which the positions keep."""
     rows, width = input_ids.shape
-    positions = torch.arange(start, start + width)[None]
+    positions = torch.arange(start, start + width, device=input_ids.device)[None]
     cache, keyword = DynamicCache(), cache_argument(model)  # filled in place by the prefix's pass
     head = model(input_ids=input_ids[:1, :prefix], attention_mask=attention_mask[:1, :prefix], use_cache=True,
                  position_ids=positions[:, :prefix], **{keyword: cache})
