@@ -71,6 +71,7 @@ def main() -> None:
                             args.reuse or args.finished_only, console)
         results[condition] = {"harnesses": CONDITIONS[condition], "seeds": seeds, "pass_at_1": by_harness(reports),
                               "rl_steps": [len(r["rl_steps"]) for r in reports],
+                              "grpo_signal": [grpo_signal(r["rl_steps"]) for r in reports],
                               "timings_s": [r["timings_s"] for r in reports],
                               "training_tokens": [training_tokens(Path(r["run"])) for r in reports],
                               "wall_split_s": [wall_split(r) for r in reports],
@@ -87,6 +88,14 @@ def main() -> None:
     args.results.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "seeds": args.seeds,
                                         "continuity": continuity_tokens, "conditions": results,
                                         "verdict": verdict(results)}, indent=2) + "\n")
+
+
+def grpo_signal(steps: list[dict]) -> dict[str, int]:
+    """What GRPO had to learn from: its steps, those with at least one group with signal (rewards that differ),
+    and the groups with signal among all."""
+    return {"steps": len(steps), "steps_with_signal": sum(s["groups_with_signal"] > 0 for s in steps),
+            "groups_with_signal": sum(s["groups_with_signal"] for s in steps),
+            "groups": sum(s["groups"] for s in steps)}
 
 
 def condition_config(out: Path, harnesses: list[str], base: Path | None) -> Path:

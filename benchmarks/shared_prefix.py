@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -83,9 +84,7 @@ def main() -> None:
               f"({figures[harness]['speedup']:.1f}x)")
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps({
-        "command": f"python benchmarks/shared_prefix.py --rows {args.rows} --repeats {args.repeats} "
-                   f"--shapes {' '.join(args.shapes)} --results {args.results}"
-                   + (f" --sliding-window {args.sliding_window}" if args.sliding_window else ""),
+        "command": "python " + " ".join(sys.argv),  # as run (from the repository root or benchmarks/)
         "sliding_window": args.sliding_window,
         "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "shapes": figures,
         "load_average_at_end": os.getloadavg()[0]}, indent=2) + "\n")
