@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from openforge.rollout.task_environment import make_sandbox_spec, setup_environment
+from openforge.rollout.task_environment import make_sandbox_spec
 from openforge.sandbox import Sandbox, SandboxProvider
 from openforge.tasks import ImageMap, Task
 
@@ -26,7 +26,7 @@ async def build_environment(task: Task, provider: SandboxProvider, image_map: Im
             sandbox = await _made(creating)
             return "build_timeout", f"the environment did not build within build_timeout_sec = {timeout:g}"
         sandbox = creating.result()
-        await setup_environment(task, sandbox, provider, timeout_s=timeout)
+        await sandbox.setup_environment(task, timeout_s=timeout)
         check = await sandbox.exec("test -e /tests", timeout_s=60, user="root", workdir="/")
         if check.exit_code == 0:
             return "integrity", "the environment already holds /tests: the verifier's files must enter only after the agent"

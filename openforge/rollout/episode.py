@@ -35,7 +35,7 @@ from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
 from openforge.rollout.grading import grade, tail
-from openforge.rollout.task_environment import agent_spec_user, make_sandbox_spec, setup_environment
+from openforge.rollout.task_environment import agent_spec_user, make_sandbox_spec
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.solution import SolutionError, solution_script
@@ -123,10 +123,10 @@ class EpisodeRunner:
                     proxy_uds=self.proxy.uds, mounts=self._mounts(adapter),
                     memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
                     timeout_s=self._lifetime(task),
-                    user=agent_spec_user(task, self.config.agent_user) if self.provider.builds_images else None,
+                    user=agent_spec_user(task, self.config.agent_user, self.provider),
                 )
                 sb = await self._create(spec)
-                await setup_environment(task, sb, self.provider)
+                await sb.setup_environment(task)
                 result.timings["setup_s"] = time.monotonic() - t0
                 failure = await self._act(adapter, slot, episode, sb, Path(scratch), result, plan)
             if failure is not None and failure[0] is Outcome.failed:

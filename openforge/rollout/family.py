@@ -8,8 +8,9 @@ process, so the agent cannot kill or hang its harness; each command is jailed wi
 This is what makes RL on a CPU affordable: a GRPO step needs about a hundred episodes, and a container per
 episode would cost more than sampling and training together. The model calls take exactly the path they
 take in any rollout (Chat Completions → proxy → renderer with continuity → backend → store), so the
-recorded calls are the same training data; only the sandbox is lighter (see `jail.py` for what it
-isolates). Tasks that are not generated instances use the orchestrator (`run_rollouts`).
+recorded calls are the same training data; only the sandbox is lighter: the sandbox room's light jail
+(`openforge.sandbox.run_jailed`; `sandbox/local/jail.py` says what it isolates). Tasks that are not generated
+instances use the orchestrator (`run_rollouts`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from openforge.harness.react_agent import ModelAPIError, format_output, run_agen
 from openforge.rollout import faults
 from openforge.rollout.outcome import AGENT_FAULT, AttemptResult, agent_failure, call_timings, record_outcome
 from openforge.rollout.protocols import EpisodeServer
-from openforge.sandbox.local.jail import prepare_workdir, run_jailed
+from openforge.sandbox import prepare_workdir, run_jailed
 from openforge.tasks import state_check
 from openforge.tasks.generator import FamilyInstance
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from openforge.rollout.grading import Grade, grade, output_of, tail
 from openforge.rollout.hacks import Hack, HackError, preload_library
-from openforge.rollout.task_environment import make_sandbox_spec, setup_environment
+from openforge.rollout.task_environment import make_sandbox_spec
 from openforge.sandbox import Sandbox, SandboxProvider
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
@@ -122,7 +122,7 @@ async def _in_fresh_sandbox(task: Task, provider: SandboxProvider, image_map: Im
     graded: Grade | None = None
     error: str | None = None
     try:
-        await setup_environment(task, sb, provider)
+        await sb.setup_environment(task)
         await act(sb)
         graded = await grade(task, sb, task.resources.verifier_timeout_s)
         if graded.error:

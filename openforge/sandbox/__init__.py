@@ -16,9 +16,17 @@ Backends, all behind the same `SandboxProvider` / `Sandbox` interface (`base.py`
 - `docker` (`openforge.sandbox.docker`): the real isolation: one container per rollout, no network but a
   bridge to the proxy's model socket;
 - `local` (`openforge.sandbox.local`): bubblewrap + an unprivileged user, for machines without Docker (its
-  docstring says what it does not isolate); also the light jail (`local.jail`) for in-process episodes;
+  docstring says what it does not isolate); it builds no image, so `Sandbox.setup_environment` replays the
+  task's Dockerfile there (`local.replay`);
 - `kubernetes` (`openforge.sandbox.kubernetes`): one pod per rollout through the official client (optional
   extra `openforge[kubernetes]`), and the manifests of a run (`kubernetes.manifests`).
+
+A fresh sandbox reaches the task's initial state with `await sb.setup_environment(task)`, whatever the
+backend; `provider.spec_user(...)` says which `SandboxSpec.user` runs the agent as root or unprivileged there.
+
+The light jail of in-process episodes (`openforge.rollout.family`: one shell command at a time in a host work
+directory, far cheaper than a sandbox) is used through `prepare_workdir` and `run_jailed` (a `JailResult`);
+`jail_available()` says whether it can run here.
 
 What they share beyond the interface is in `common.py` (kill by exec marker, keep-alive PID 1, label
 selectors, worker pool) and `archive.py` (tar copies); image names are mapped by `openforge.tasks.images`.
@@ -29,6 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import (
+    AGENT_USER,
     DEFAULT_OUTPUT_CAP,
     LABEL_MANAGED,
     LABEL_NAME,
@@ -44,14 +53,18 @@ from .base import (
     label_value,
     sandbox_name,
 )
+from .local.jail import JailError, JailResult, jail_available, prepare_workdir, run_jailed
 
 __all__ = [
+    "AGENT_USER",
     "DEFAULT_OUTPUT_CAP",
     "LABEL_MANAGED",
     "LABEL_NAME",
     "LABEL_RUN",
     "PROVIDERS",
     "ExecResult",
+    "JailError",
+    "JailResult",
     "Mount",
     "PathChange",
     "Sandbox",
@@ -61,8 +74,11 @@ __all__ = [
     "SandboxStatus",
     "docker_available",
     "get_provider",
+    "jail_available",
     "label_value",
     "local_available",
+    "prepare_workdir",
+    "run_jailed",
     "sandbox_name",
 ]
 

@@ -31,9 +31,12 @@ import re
 import threading
 from abc import ABC, abstractmethod
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from openforge.tasks.model import AgentUser, Task
 
 T = TypeVar("T")
 
@@ -45,6 +48,10 @@ LABEL_RUN = "openforge.run"
 # one Docker host or cluster can then find their own sandboxes.
 LABEL_OWNER = "openforge.owner"
 LABEL_NAME = "openforge.sandbox"
+
+#: The unprivileged agent of Docker and Kubernetes sandboxes (`agent_user: agent`): numeric, so that it works in
+#: any image (the offline base image names it `agent`).
+AGENT_USER = "1000:1000"
 
 _NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
@@ -290,6 +297,21 @@ class Sandbox(ABC):
     async def status(self) -> SandboxStatus:
         """Whether the sandbox is alive, and whether anything in it was OOM-killed."""
 
+    async def setup_environment(self, task: Task, *, timeout_s: float | None = None) -> None:
+        """Bring this fresh sandbox to the task's initial state; called once, after `create`, before anything
+        runs in it. A backend that started from the task's image (Docker builds the spec's `dockerfile_dir`,
+        Kubernetes runs its image) is there already: it only gives the work directory to an unprivileged agent
+        (`spec.user` AGENT_USER), as a Harbor image's files belong to root (`timeout_s`, default 300 s). A
+        backend that builds no image replays the task's Dockerfile instead (the local one; `timeout_s` default
+        the task's `build_timeout_sec`) and raises `LocalEmulationError` when a step cannot be replayed."""
+        if self.spec.user != AGENT_USER or not self.spec.workdir:
+            return
+        r = await self.exec(["chown", "-R", AGENT_USER, self.spec.workdir], timeout_s=timeout_s or 300,
+                            user="0:0", workdir="/")
+        if r.exit_code != 0:
+            raise SandboxError(f"sandbox {self.name}: cannot give {self.spec.workdir} to the agent user: "
+                               f"{(r.stderr or r.stdout).strip()[-500:]}")
+
     # -- grading support (docs/design.md, invariant 7) ------------------------------------------------------
 
     async def stop_agent_processes(self) -> None:
@@ -356,13 +378,12 @@ class SandboxProvider(ABC):
     """A sandbox backend: `get_provider("docker" | "local" | "kubernetes", **options)`."""
 
     name: ClassVar[str]
-    #: Whether a sandbox starts from the spec's image (Docker builds `dockerfile_dir`, Kubernetes runs a
-    #: pre-built image). False for a backend that runs on the host's file system and ignores images (local):
-    #: the caller then brings a fresh sandbox to the environment's initial state itself.
-    builds_images: ClassVar[bool] = True
-    #: In a backend that builds no image, the user the working directory belongs to (the agent's); None
-    #: where the image decides.
-    agent_user: str | None = None
+
+    def spec_user(self, agent: AgentUser) -> str | None:
+        """`SandboxSpec.user` that runs the agent as `agent` (a run's `agent_user`, else the task's `[agent]
+        user`): None for "root" (the image's user, root in Harbor images), AGENT_USER for "agent". A backend
+        that always runs the agent as its own unprivileged user (local) answers None."""
+        return AGENT_USER if agent == "agent" else None
 
     @abstractmethod
     async def create(self, spec: SandboxSpec) -> Sandbox:

@@ -8,7 +8,7 @@ from openforge.core import Outcome
 from openforge.harness.react import ReactAdapter
 from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.rollout.family import run_family_episodes
-from openforge.sandbox.local.jail import jail_available
+from openforge.sandbox import jail_available
 from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler
 from conftest import unavailable
 

@@ -17,7 +17,8 @@ from openforge.core import Outcome
 from openforge.eval.report import build_report, report_markdown
 from openforge.rollout import RolloutConfig, run_rollouts
 from openforge.rollout.grading import grade
-from openforge.rollout.task_environment import AGENT_USER, make_sandbox_spec, setup_environment
+from openforge.rollout.task_environment import make_sandbox_spec
+from openforge.sandbox import AGENT_USER
 from openforge.rollout.validate import run_script_and_verify, validate_task_by_running
 from openforge.sandbox import get_provider
 from openforge.store import TrajectoryStore
@@ -189,7 +190,7 @@ async def test_setup_gives_the_work_directory_to_the_unprivileged_agent(provider
     task = load_task(make_task(tmp_path / "tasks", "owned"))
     sb = await provider.create(make_sandbox_spec(task, MAP, run=RUN, user=AGENT_USER))
     try:
-        await setup_environment(task, sb, provider)
+        await sb.setup_environment(task)
         r = await sb.exec("id -u; stat -c %u /app; touch /app/x && echo ok", timeout_s=30)
         assert r.stdout.split() == ["1000", "1000", "ok"], r
     finally:

@@ -118,7 +118,7 @@ async def test_family_episodes_outgrowing_the_api_are_the_agents_failure(tmp_pat
     past the proxy's message limit) is the agent's failure, a failing backend the infrastructure's."""
     from openforge.proxy.server import ProxyConfig, running_proxy
     from openforge.rollout.family import run_family_episodes
-    from openforge.sandbox.local.jail import jail_available
+    from openforge.sandbox import jail_available
     from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler
     from conftest import unavailable
 

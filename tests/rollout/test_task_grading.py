@@ -58,7 +58,6 @@ def test_examples_validate_in_the_local_sandbox(tmp_path):
 def test_replayed_run_steps_have_no_capability(tmp_path):
     """A third-party task's RUN steps, replayed by the local backend as root, keep no capability: they cannot
     mknod or mount (the step fails, naming why), and the workdir still ends up the agent's."""
-    from openforge.rollout.task_environment import setup_environment
     from openforge.tasks.local import LocalEmulationError
     from support.rollout import make_task
 
@@ -74,7 +73,7 @@ def test_replayed_run_steps_have_no_capability(tmp_path):
     async def main():
         sb = await provider.create(make_sandbox_spec(load_task(probe), IMAGE_MAP, run="caps"))
         try:
-            await setup_environment(load_task(probe), sb, provider)
+            await sb.setup_environment(load_task(probe))
             caps = (await sb.read_file("/app/caps.txt")).decode()
             owner = (await sb.exec("stat -c %U /app /app/caps.txt", timeout_s=20)).stdout.split()
         finally:
@@ -82,7 +81,7 @@ def test_replayed_run_steps_have_no_capability(tmp_path):
         sb = await provider.create(make_sandbox_spec(load_task(bad), IMAGE_MAP, run="caps"))
         try:
             with pytest.raises(LocalEmulationError, match="no capability") as failed:
-                await setup_environment(load_task(bad), sb, provider)
+                await sb.setup_environment(load_task(bad))
         finally:
             await sb.destroy()
         return caps, owner, str(failed.value)
@@ -151,13 +150,14 @@ class _FakeSandbox:
         p = Path(self._local(path))
         return p.read_bytes() if p.is_file() else None
 
+    async def setup_environment(self, task, *, timeout_s=None):
+        pass  # the fake sandbox starts in the task's initial state (materialized when made)
+
     async def destroy(self):
         self.destroyed = True
 
 
 class _FakeProvider:
-    builds_images = True  # the fake sandbox starts in the task's initial state
-
     def __init__(self, tmp: Path, fail_exec=False):
         self.tmp, self.sandboxes, self.fail_exec, self.task = tmp, [], fail_exec, None
 

@@ -34,11 +34,12 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 from .bwrap import Bwrap, drop_privileges
 from .cgroups import Cgroup
 
-__all__ = ["JAIL_PIDS", "JailError", "jail_argv", "jail_available", "prepare_workdir", "run_jailed"]
+__all__ = ["JAIL_PIDS", "JailError", "JailResult", "jail_argv", "jail_available", "prepare_workdir", "run_jailed"]
 
 NOBODY = 65534
 JAIL_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -57,7 +58,16 @@ class JailError(RuntimeError):
     """The jail cannot run here (bubblewrap, setpriv or prlimit missing, or user namespaces disabled)."""
 
 
+class JailResult(NamedTuple):
+    """What one jailed command did (a tuple, so it is what `openforge.faults.local.CommandRunner` returns)."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+
+
 def jail_available() -> tuple[bool, str]:
+    """(usable, reason): whether the jail's tools are here and this process may drop to its users."""
     missing = [t for t in ("bwrap", "setpriv", "prlimit") if shutil.which(t) is None]
     if missing:
         return False, f"missing {', '.join(missing)} (Debian packages bubblewrap, util-linux)"
@@ -166,7 +176,7 @@ def _jail_cgroup(max_memory_mb: int) -> Cgroup | None:
 
 
 def run_jailed(workdir: Path, command: str, timeout_s: float = 30.0, *,
-               output_cap: int = OUTPUT_CAP) -> tuple[str, str, int]:
+               output_cap: int = OUTPUT_CAP) -> JailResult:
     """(stdout, stderr, exit code) of `command` run in the jail as the work directory's owner; exit code 124
     after a timeout. Each stream keeps its first and last `output_cap / 2` bytes; when anything was dropped,
     stderr ends with `[output truncated: N bytes dropped]`."""
@@ -197,7 +207,7 @@ def run_jailed(workdir: Path, command: str, timeout_s: float = 30.0, *,
         errs += f"\n[output truncated: {dropped} bytes dropped]"
     if timed_out:
         errs += f"\n[timed out after {timeout_s:g} s]"
-    return out.text(), errs, code
+    return JailResult(out.text(), errs, code)
 
 
 def _kill(proc: subprocess.Popen, cg: Cgroup | None) -> None:

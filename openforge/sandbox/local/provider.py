@@ -13,6 +13,8 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from openforge.tasks.model import AgentUser
+
 from ..base import SandboxError, SandboxProvider, SandboxSpec
 from ..common import run_selector
 from .bwrap import RESERVED_TOPS, make_links
@@ -32,7 +34,6 @@ class LocalProvider(SandboxProvider):
     `rlimit_memory` (RLIMIT_AS as the memory fallback without cgroups, default False)."""
 
     name = "local"
-    builds_images = False  # runs on the host's file system: the caller replays the task's Dockerfile
 
     def __init__(self, *, root: Path | str | None = None, agent_user: str = "openforge-agent", bwrap: str = "bwrap",
                  cgroups: bool = True, rlimit_memory: bool = False, **_ignored: Any):
@@ -56,6 +57,10 @@ class LocalProvider(SandboxProvider):
         if str(base).startswith("/usr/"):
             return str(exe), None
         return str(exe), str(base)
+
+    def spec_user(self, agent: AgentUser) -> str | None:
+        """The agent always runs as this backend's own unprivileged user (`agent_user`), root or not."""
+        return None
 
     def forget(self, name: str) -> None:
         """A destroyed sandbox leaves the provider's live set."""

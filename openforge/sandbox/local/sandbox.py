@@ -16,6 +16,8 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from openforge.tasks.model import Task
+
 from ..archive import copy_in_target, extract_archive, make_tar
 from ..base import (DEFAULT_OUTPUT_CAP, ExecResult, PathChange, Sandbox, SandboxError, SandboxSpec, SandboxStatus,
                     command_argv)
@@ -24,6 +26,7 @@ from ..filesnap import Snapshot, diff_snapshots
 from .bwrap import RESERVED_TOPS, SYSTEM_RO, Bwrap, make_links
 from .changes import host_snapshot
 from .cgroups import Cgroup
+from .replay import replay_dockerfile
 from .users import is_root
 
 if TYPE_CHECKING:
@@ -326,6 +329,11 @@ class LocalSandbox(Sandbox):
             await asyncio.to_thread(self._cg.kill_all)
             if self._cg.pids():
                 raise SandboxError(f"sandbox {self.name}: processes survive in its cgroup after SIGKILL")
+
+    async def setup_environment(self, task: Task, *, timeout_s: float | None = None) -> None:
+        """This backend builds no image: the task's Dockerfile is replayed here (`replay.py`), its work
+        directory given to the agent user."""
+        await replay_dockerfile(self, task, owner=self._p.agent_user, timeout_s=timeout_s)
 
     async def mark_initial_state(self) -> None:
         """The task's initial state is in place (its Dockerfile replayed): `changed_paths` compares with now."""
