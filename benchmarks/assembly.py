@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from openforge.core import Outcome
-from openforge.harness import get_adapter
+from openforge.harness import LaunchContext, get_adapter
 from openforge.harness.base import run_local
 from openforge.harness.bundle import bundle_status, default_bundle_dir
 from openforge.models import build_tiny_model
@@ -105,7 +105,7 @@ def record_episode(proxy: Proxy, bundle: Path, harness: str, calls: int, root: P
     work, home = root / f"{harness}-{calls}" / "work", root / f"{harness}-{calls}" / "home"
     work.mkdir(parents=True)
     home.mkdir(parents=True)
-    launch = adapter.launch(bundle, home, work, proxy.url, episode["key"], "tiny", INSTRUCTION)
+    launch = adapter.launch(LaunchContext(bundle, home, work, proxy.url, episode["key"], "tiny", INSTRUCTION))
     result = run_local(launch, adapter, timeout=600)
     if result.returncode != 0 or result.timed_out:
         raise SystemExit(f"{harness} ({calls} calls) failed: rc={result.returncode}\n{result.stderr[-2000:]}")

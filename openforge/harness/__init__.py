@@ -5,27 +5,26 @@ and the bundle of pinned harness binaries they run from.
 
     install_harnesses()                                   # -> {"claude-code": "2.1.197", ...}
     adapter = get_adapter("codex")
-    launch = adapter.launch(bundle_root, home, workdir, base_url, key, model, instruction)
+    launch = adapter.launch(LaunchContext(bundle_root, home, workdir, base_url, key, model, instruction))
     # launch.argv / launch.env / launch.files / launch.cwd: run it (stdin /dev/null), then
     adapter.parse_transcript(stdout)
 
-`ADAPTERS` maps each harness name to its adapter class. It is filled from the modules of this package: adding
-a harness is one small file defining a `HarnessAdapter` subclass with a `name`.
+`ADAPTERS` maps each harness name to its adapter class: the registry below, one line per adapter. Adding a
+harness is one small file defining a `HarnessAdapter` subclass with a `name` and a `dialect`, and its line here
+(tests/harness/test_adapters.py fails for an adapter module whose adapter is not registered).
 """
 
 from __future__ import annotations
-
-import importlib
-import inspect
-import pkgutil
 
 from openforge.harness.base import (
     DIALECTS,
     HarnessAdapter,
     HarnessError,
     Launch,
+    LaunchContext,
     LocalResult,
     UnknownHarnessError,
+    adapter_table,
     run_local,
 )
 from openforge.harness.bundle import (
@@ -37,29 +36,14 @@ from openforge.harness.bundle import (
     install_harnesses,
     read_manifest,
 )
+from openforge.harness.claude_code import ClaudeCodeAdapter
+from openforge.harness.codex import CodexAdapter
+from openforge.harness.openclaw import OpenClawAdapter
+from openforge.harness.react import ReactAdapter
 
-_NOT_ADAPTERS = {"base", "bundle", "smoke", "stub_api", "react_agent", "tools"}
-
-
-def _discover() -> dict[str, type[HarnessAdapter]]:
-    found: dict[str, type[HarnessAdapter]] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name in _NOT_ADAPTERS or info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        for _, obj in inspect.getmembers(module, inspect.isclass):
-            if (issubclass(obj, HarnessAdapter) and obj is not HarnessAdapter and obj.name
-                    and not inspect.isabstract(obj) and obj.__module__ == module.__name__):
-                if obj.name in found and found[obj.name] is not obj:
-                    raise HarnessError(f"two adapters are named {obj.name!r}: {found[obj.name]} and {obj}")
-                if obj.dialect not in DIALECTS:
-                    raise HarnessError(f"adapter {obj.name!r} speaks unknown dialect {obj.dialect!r}; "
-                                       f"known: {', '.join(DIALECTS)}")
-                found[obj.name] = obj
-    return found
-
-
-ADAPTERS: dict[str, type[HarnessAdapter]] = _discover()
+#: The harness registry: name → adapter class.
+ADAPTERS: dict[str, type[HarnessAdapter]] = adapter_table(ClaudeCodeAdapter, CodexAdapter, OpenClawAdapter,
+                                                          ReactAdapter)
 
 
 def check_harness_names(names: list[str]) -> list[str]:
@@ -71,7 +55,7 @@ def check_harness_names(names: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def get_adapter(name: str, **options) -> HarnessAdapter:
+def get_adapter(name: str, **options: object) -> HarnessAdapter:
     """An adapter instance for harness `name`, with `options` (its dataclass fields, e.g. `tools=...`)."""
     cls = ADAPTERS.get(name)
     if cls is None:
@@ -86,13 +70,18 @@ def get_adapter(name: str, **options) -> HarnessAdapter:
 __all__ = [
     "ADAPTERS",
     "ALL_HARNESSES",
+    "ClaudeCodeAdapter",
+    "CodexAdapter",
     "DIALECTS",
     "PINNED",
     "BundleError",
     "HarnessAdapter",
     "HarnessError",
     "Launch",
+    "LaunchContext",
     "LocalResult",
+    "OpenClawAdapter",
+    "ReactAdapter",
     "UnknownHarnessError",
     "bundle_status",
     "check_harness_names",

@@ -1,7 +1,9 @@
 """What every harness adapter is: how to point one harness at a proxy URL + episode key and start it headless.
 
-An adapter is *pure*: `launch()` starts nothing. It returns a `Launch` (argv, environment, files to write under
-the episode's home, working directory) expressed in the paths **the harness process will see**, so the same
+An adapter is *pure*: `launch(ctx)` starts nothing. Given a `LaunchContext` (bundle, home and work directory,
+proxy URL, episode key, model name, instruction: checked once, when the context is made), it returns a `Launch`
+(argv, environment, files to write under the episode's home, working directory) expressed in the paths **the
+harness process will see**, so the same
 adapter serves a local process (paths are host paths) and a container (the bundle mounted read-only at, say,
 `/opt/openforge/harnesses`, HOME a fresh per-episode directory, the proxy at `http://127.0.0.1:PORT` through
 the sandbox's bridge).
@@ -15,7 +17,8 @@ How a caller runs a `Launch` (the sandbox does this; `run_local` below does it f
 4. stdout is the harness's own JSON transcript: give it to `adapter.parse_transcript()`; stderr is diagnostics.
 
 Adding a harness is one small file in this package: subclass `HarnessAdapter`, set `name` and `dialect`,
-implement `launch()` and `parse_transcript()`. The registry in `openforge.harness` finds it by itself.
+implement `launch()` and `parse_transcript()`, and add the class to the registry in `openforge.harness`
+(`ADAPTERS`, made by `adapter_table`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from openforge.harness.tools import ToolKind, exit_code_failed
 
@@ -38,8 +41,11 @@ __all__ = [
     "HarnessAdapter",
     "HarnessError",
     "Launch",
+    "LaunchContext",
     "LocalResult",
+    "Manifest",
     "UnknownHarnessError",
+    "adapter_table",
     "api_root",
     "run_local",
     "transcript_summary",
@@ -59,6 +65,52 @@ class HarnessError(RuntimeError):
 class UnknownHarnessError(HarnessError, KeyError):
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+#: A harness bundle's manifest (`manifest.json`, `openforge.harness.bundle.read_manifest`).
+Manifest: TypeAlias = dict[str, object]
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """Where and against what one harness run starts. `bundle_root`, `home` and `workdir` are absolute paths
+    as the harness process sees them. `base_url` is the proxy's root **without** `/v1` (e.g.
+    `http://127.0.0.1:8080`, or `http://127.0.0.1:8080/e/<key>`); each adapter adds what its harness needs.
+    `key` is the episode key, `model` the model name the harness puts in its requests, `instruction` the task,
+    `session_id` the harness session id (None: a fresh one). The binary's location comes from the bundle
+    manifest, read from `bundle_root` on this machine unless `manifest` is given (the manifest, or the bundle
+    directory on this machine): give it when `bundle_root` is a mount point inside a container.
+
+    Checked when made (HarnessError): the paths absolute, the key and the model name non-empty and without
+    whitespace, the instruction non-empty, without NUL and small enough for one command line."""
+
+    bundle_root: PurePosixPath
+    home: PurePosixPath
+    workdir: PurePosixPath
+    base_url: str
+    key: str
+    model: str
+    instruction: str
+    session_id: str | None = None
+    manifest: Manifest | Path | None = None
+
+    def __post_init__(self) -> None:
+        for label, path in (("bundle_root", self.bundle_root), ("home", self.home), ("workdir", self.workdir)):
+            if not isinstance(path, PurePosixPath) or not path.is_absolute():
+                raise HarnessError(f"{label} must be an absolute PurePosixPath as the harness sees it, got {path!r}")
+        if not self.key or any(c.isspace() for c in self.key):
+            raise HarnessError("the episode key must be a non-empty string without whitespace")
+        if not self.model or any(c.isspace() for c in self.model):
+            raise HarnessError(f"the model name must be non-empty and without whitespace, got {self.model!r}")
+        if not self.instruction.strip():
+            raise HarnessError("the instruction is empty")
+        if "\0" in self.instruction:
+            raise HarnessError("the instruction contains a NUL byte")
+        api_root(self.base_url)  # refuses a URL that is not http(s)
+        size = len(self.instruction.encode())
+        if size > MAX_INSTRUCTION_BYTES:
+            raise HarnessError(f"the instruction is {size} bytes; at most {MAX_INSTRUCTION_BYTES} fit on a "
+                               "command line")
 
 
 @dataclass(frozen=True)
@@ -136,28 +188,8 @@ class HarnessAdapter(ABC):
     command_hook: ClassVar[CommandHook | None] = None
 
     @abstractmethod
-    def launch(
-        self,
-        bundle_root: PurePosixPath | Path | str,
-        home: PurePosixPath | Path | str,
-        workdir: PurePosixPath | Path | str,
-        base_url: str,
-        key: str,
-        model: str,
-        instruction: str,
-        *,
-        session_id: str | None = None,
-        manifest: dict | Path | str | None = None,
-    ) -> Launch:
-        """How to run this harness once.
-
-        `bundle_root`, `home` and `workdir` are absolute paths as the harness process sees them. `base_url` is
-        the proxy's root **without** `/v1` (e.g. `http://127.0.0.1:8080`, or `http://127.0.0.1:8080/e/<key>`);
-        each adapter adds what its harness needs. `key` is the episode key, `model` the model name the harness
-        puts in its requests, `session_id` the harness session id (default: a fresh one).
-        The binary's location comes from the bundle manifest, read from `bundle_root` on this machine unless
-        `manifest` is given (the manifest dict, or the bundle directory on this machine): pass it when
-        `bundle_root` is a mount point inside a container."""
+    def launch(self, ctx: LaunchContext) -> Launch:
+        """How to run this harness once, in `ctx` (see `LaunchContext`)."""
 
     @abstractmethod
     def parse_transcript(self, stdout: str) -> dict[str, Any]:
@@ -190,16 +222,14 @@ class HarnessAdapter(ABC):
         return None
 
     # -- bundle ------------------------------------------------------------------------------------------
-    def executable(self, bundle_root: PurePosixPath | Path | str,
-                   manifest: dict | Path | str | None = None) -> list[str]:
-        """The argv prefix that runs this harness from the bundle (absolute, under `bundle_root` as the
-        process sees it). `manifest`: the manifest dict, or the bundle directory on this machine to read it
-        from; default `bundle_root` itself."""
+    def executable(self, ctx: LaunchContext) -> list[str]:
+        """The argv prefix that runs this harness from the bundle (absolute, under `ctx.bundle_root` as the
+        process sees it), found in `ctx.manifest` (the manifest, or the bundle directory on this machine to
+        read it from; default `ctx.bundle_root` itself)."""
         from openforge.harness.bundle import harness_argv, read_manifest
 
-        if manifest is not None and not isinstance(manifest, dict):
-            manifest = read_manifest(manifest)
-        return harness_argv(self.component or self.name, bundle_root, manifest)
+        manifest = read_manifest(ctx.manifest) if isinstance(ctx.manifest, Path) else ctx.manifest
+        return harness_argv(self.component or self.name, ctx.bundle_root, manifest)
 
     def version(self, bundle_root: PurePosixPath | Path | str | None = None) -> str:
         """The installed version, as recorded (after running `--version`) in the bundle's manifest."""
@@ -209,31 +239,6 @@ class HarnessAdapter(ABC):
 
     # -- helpers for subclasses --------------------------------------------------------------------------
     @staticmethod
-    def _paths(bundle_root: Any, home: Any, workdir: Any) -> tuple[PurePosixPath, PurePosixPath, PurePosixPath]:
-        out = []
-        for label, p in (("bundle_root", bundle_root), ("home", home), ("workdir", workdir)):
-            pp = PurePosixPath(str(p))
-            if not pp.is_absolute():
-                raise HarnessError(f"{label} must be an absolute path as the harness sees it, got {str(p)!r}")
-            out.append(pp)
-        return out[0], out[1], out[2]
-
-    @staticmethod
-    def _check_args(key: str, model: str, instruction: str) -> None:
-        if not key or any(c.isspace() for c in key):
-            raise HarnessError("the episode key must be a non-empty string without whitespace")
-        if not model or any(c.isspace() for c in model):
-            raise HarnessError(f"the model name must be non-empty and without whitespace, got {model!r}")
-        if not instruction.strip():
-            raise HarnessError("the instruction is empty")
-        if "\0" in instruction:
-            raise HarnessError("the instruction contains a NUL byte")
-        if len(instruction.encode()) > MAX_INSTRUCTION_BYTES:
-            raise HarnessError(
-                f"the instruction is {len(instruction.encode())} bytes; at most {MAX_INSTRUCTION_BYTES} fit on "
-                "a command line")
-
-    @staticmethod
     def _new_session_id() -> str:
         return str(uuid.uuid4())
 
@@ -241,6 +246,22 @@ class HarnessAdapter(ABC):
     def _common_env(home: PurePosixPath) -> dict[str, str]:
         """HOME, and a per-episode TMPDIR (harnesses keep lock and cache files there: episodes must not share)."""
         return {"HOME": str(home), "TMPDIR": str(home / ".tmp")}
+
+
+def adapter_table(*adapters: type[HarnessAdapter]) -> dict[str, type[HarnessAdapter]]:
+    """The harness registry: each adapter by its name, checked (a name, a known dialect, no name twice)."""
+    table: dict[str, type[HarnessAdapter]] = {}
+    for adapter in adapters:
+        if not adapter.name:
+            raise HarnessError(f"adapter {adapter.__qualname__} has no name")
+        if adapter.dialect not in DIALECTS:
+            raise HarnessError(f"adapter {adapter.name!r} speaks unknown dialect {adapter.dialect!r}; "
+                               f"known: {', '.join(DIALECTS)}")
+        if adapter.name in table:
+            raise HarnessError(f"two adapters are named {adapter.name!r}: {table[adapter.name].__qualname__} and "
+                               f"{adapter.__qualname__}")
+        table[adapter.name] = adapter
+    return table
 
 
 def api_root(base_url: str) -> str:

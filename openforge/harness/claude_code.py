@@ -43,6 +43,7 @@ from openforge.harness.base import (
     HarnessAdapter,
     HarnessError,
     Launch,
+    LaunchContext,
     api_root,
     json_lines,
     transcript_summary,
@@ -83,17 +84,15 @@ class ClaudeCodeAdapter(HarnessAdapter):
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
 
-    def launch(self, bundle_root: Any, home: Any, workdir: Any, base_url: str, key: str, model: str,
-               instruction: str, *, session_id: str | None = None, manifest: Any = None) -> Launch:
-        root, home_p, cwd = self._paths(bundle_root, home, workdir)
-        self._check_args(key, model, instruction)
+    def launch(self, ctx: LaunchContext) -> Launch:
+        home_p, model = ctx.home, ctx.model
         if self.auth not in ("bearer", "x-api-key"):
             raise HarnessError(f"auth must be 'bearer' or 'x-api-key', got {self.auth!r}")
-        sid = session_id or self._new_session_id()
+        sid = ctx.session_id or self._new_session_id()
         env = self._common_env(home_p)
         env.update({
-            "ANTHROPIC_BASE_URL": api_root(base_url),
-            ("ANTHROPIC_AUTH_TOKEN" if self.auth == "bearer" else "ANTHROPIC_API_KEY"): key,
+            "ANTHROPIC_BASE_URL": api_root(ctx.base_url),
+            ("ANTHROPIC_AUTH_TOKEN" if self.auth == "bearer" else "ANTHROPIC_API_KEY"): ctx.key,
             "ANTHROPIC_MODEL": model,
             "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
             "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
@@ -110,12 +109,12 @@ class ClaudeCodeAdapter(HarnessAdapter):
         if self.max_retries is not None:
             env["CLAUDE_CODE_MAX_RETRIES"] = str(int(self.max_retries))
         env.update(self.extra_env)
-        argv = self.executable(root, manifest) + [
+        argv = self.executable(ctx) + [
             "-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"]
         if self.tools is not None:
             argv += ["--tools", ",".join(self.tools)]
-        argv += ["--session-id", sid, *self.extra_args, "--", instruction]
-        return Launch(harness=self.name, argv=argv, env=env, files={}, cwd=cwd, home=home_p,
+        argv += ["--session-id", sid, *self.extra_args, "--", ctx.instruction]
+        return Launch(harness=self.name, argv=argv, env=env, files={}, cwd=ctx.workdir, home=home_p,
                       dirs=(home_p, home_p / ".tmp"), session_id=sid)
 
     def parse_transcript(self, stdout: str) -> dict[str, Any]:

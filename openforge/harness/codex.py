@@ -46,9 +46,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
-from openforge.harness.base import CommandHook, HarnessAdapter, Launch, api_root, json_lines, transcript_summary
+from openforge.harness.base import (CommandHook, HarnessAdapter, Launch, LaunchContext, api_root, json_lines,
+                                   transcript_summary)
 from openforge.harness.tools import ToolKind
 
 KEY_ENV = "OPENFORGE_API_KEY"
@@ -111,7 +113,7 @@ class CodexAdapter(HarnessAdapter):
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
 
-    def config_toml(self, base_url: str, model: str, codex_home: Any) -> str:
+    def config_toml(self, base_url: str, model: str, codex_home: PurePosixPath) -> str:
         top = [
             f"model = {toml_string(model)}",
             f"model_provider = {toml_string(PROVIDER_ID)}",
@@ -147,22 +149,20 @@ class CodexAdapter(HarnessAdapter):
             "",
         ])
 
-    def launch(self, bundle_root: Any, home: Any, workdir: Any, base_url: str, key: str, model: str,
-               instruction: str, *, session_id: str | None = None, manifest: Any = None) -> Launch:
-        root, home_p, cwd = self._paths(bundle_root, home, workdir)
-        self._check_args(key, model, instruction)
+    def launch(self, ctx: LaunchContext) -> Launch:
+        home_p = ctx.home
         codex_home = home_p / ".codex"
         env = self._common_env(home_p)
-        env.update({"CODEX_HOME": str(codex_home), KEY_ENV: key})
+        env.update({"CODEX_HOME": str(codex_home), KEY_ENV: ctx.key})
         env.update(self.extra_env)
-        argv = self.executable(root, manifest) + [
+        argv = self.executable(ctx) + [
             "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-            *self.extra_args, "--", instruction]
-        files = {codex_home / "config.toml": self.config_toml(base_url, model, codex_home)}
+            *self.extra_args, "--", ctx.instruction]
+        files = {codex_home / "config.toml": self.config_toml(ctx.base_url, ctx.model, codex_home)}
         if self.instructions is not None:
             files[codex_home / INSTRUCTIONS_FILE] = self.instructions
         # Codex has no option to set its session (thread) id; it reports it in `thread.started`.
-        return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=cwd, home=home_p,
+        return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=ctx.workdir, home=home_p,
                       dirs=(home_p, home_p / ".tmp", codex_home), session_id=None)
 
     def parse_transcript(self, stdout: str) -> dict[str, Any]:

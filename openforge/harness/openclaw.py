@@ -48,9 +48,10 @@ from __future__ import annotations
 import re
 import json
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
-from openforge.harness.base import CommandHook, HarnessAdapter, Launch, api_root, transcript_summary
+from openforge.harness.base import CommandHook, HarnessAdapter, Launch, LaunchContext, api_root, transcript_summary
 from openforge.harness.tools import ToolKind
 
 PROVIDER_ID = "openforge"
@@ -88,7 +89,8 @@ class OpenClawAdapter(HarnessAdapter):
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
 
-    def config(self, home: Any, workdir: Any, base_url: str, key: str, model: str) -> dict[str, Any]:
+    def config(self, home: PurePosixPath, workdir: PurePosixPath, base_url: str, key: str,
+               model: str) -> dict[str, Any]:
         cfg: dict[str, Any] = {
             "models": {"providers": {PROVIDER_ID: {
                 "baseUrl": api_root(base_url) + "/v1",
@@ -110,20 +112,18 @@ class OpenClawAdapter(HarnessAdapter):
         }
         return _deep_merge(cfg, self.extra_config)
 
-    def launch(self, bundle_root: Any, home: Any, workdir: Any, base_url: str, key: str, model: str,
-               instruction: str, *, session_id: str | None = None, manifest: Any = None) -> Launch:
-        root, home_p, cwd = self._paths(bundle_root, home, workdir)
-        self._check_args(key, model, instruction)
-        sid = session_id or self._new_session_id()
+    def launch(self, ctx: LaunchContext) -> Launch:
+        home_p, cwd, model = ctx.home, ctx.workdir, ctx.model
+        sid = ctx.session_id or self._new_session_id()
         env = self._common_env(home_p)
         env["OPENCLAW_NO_AUTO_UPDATE"] = "1"
         env.update(self.extra_env)
-        argv = self.executable(root, manifest) + [
+        argv = self.executable(ctx) + [
             "agent", "--local", "--json", "--session-id", sid, "--model", f"{PROVIDER_ID}/{model}"]
         if self.timeout_s is not None:
             argv += ["--timeout", str(int(self.timeout_s))]
-        argv += [*self.extra_args, f"--message={instruction}"]
-        cfg = json.dumps(self.config(home_p, cwd, base_url, key, model), indent=2) + "\n"
+        argv += [*self.extra_args, f"--message={ctx.instruction}"]
+        cfg = json.dumps(self.config(home_p, cwd, ctx.base_url, ctx.key, model), indent=2) + "\n"
         state = home_p / ".openclaw"
         return Launch(harness=self.name, argv=argv, env=env, files={state / "openclaw.json": cfg}, cwd=cwd,
                       home=home_p, dirs=(home_p, home_p / ".tmp", state), session_id=sid)

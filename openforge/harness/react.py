@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from openforge import __version__
-from openforge.harness.base import CommandHook, HarnessAdapter, Launch, api_root, json_lines, transcript_summary
+from openforge.harness.base import (CommandHook, HarnessAdapter, Launch, LaunchContext, api_root, json_lines,
+                                   transcript_summary)
 from openforge.harness.react_agent import AGENT_REFUSED_STATUSES, API_ERROR_EXIT, DEFAULT_MAX_STEPS
 from openforge.harness.tools import ToolKind
 
@@ -64,14 +66,12 @@ class ReactAdapter(HarnessAdapter):
     python: str = "python3"
     extra_env: dict[str, str] = field(default_factory=dict)
 
-    def launch(self, bundle_root: Any, home: Any, workdir: Any, base_url: str, key: str, model: str,
-               instruction: str, *, session_id: str | None = None, manifest: Any = None) -> Launch:
-        _, home_p, cwd = self._paths(bundle_root, home, workdir)
-        self._check_args(key, model, instruction)
+    def launch(self, ctx: LaunchContext) -> Launch:
+        home_p = ctx.home
         agent = home_p / "react_agent.py"
         instruction_file = home_p / "instruction.md"
-        env = {**self._common_env(home_p), "OPENFORGE_API_KEY": key, **self.extra_env}
-        argv = [self.python, str(agent), "--base-url", api_root(base_url), "--model", model,
+        env = {**self._common_env(home_p), "OPENFORGE_API_KEY": ctx.key, **self.extra_env}
+        argv = [self.python, str(agent), "--base-url", api_root(ctx.base_url), "--model", ctx.model,
                 "--instruction-file", str(instruction_file), "--max-steps", str(self.max_steps),
                 "--max-tokens", str(self.max_tokens)]
         if self.tools:
@@ -80,11 +80,11 @@ class ReactAdapter(HarnessAdapter):
             argv += ["--system-prompt", self.system_prompt]
         if self.command_timeout_s is not None:
             argv += ["--command-timeout", f"{self.command_timeout_s:g}"]
-        files = {agent: agent_source(), instruction_file: instruction}
-        return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=cwd, home=home_p,
+        files = {agent: agent_source(), instruction_file: ctx.instruction}
+        return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=ctx.workdir, home=home_p,
                       dirs=(home_p, home_p / ".tmp"))
 
-    def version(self, bundle_root: Any = None) -> str:
+    def version(self, bundle_root: PurePosixPath | Path | str | None = None) -> str:
         return __version__
 
     def parse_transcript(self, stdout: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 __all__ = ["isolation_prefix", "smoke_run"]
@@ -126,7 +126,7 @@ def _bring_loopback_up() -> None:
 
 
 def _child(spec_path: str, out_path: str) -> int:
-    from openforge.harness import get_adapter, run_local
+    from openforge.harness import LaunchContext, get_adapter, run_local
     from openforge.harness.stub_api import StubModelAPI
 
     spec = json.loads(Path(spec_path).read_text())
@@ -134,8 +134,9 @@ def _child(spec_path: str, out_path: str) -> int:
         _bring_loopback_up()
     adapter = get_adapter(spec["harness"], **spec["options"])
     with StubModelAPI(reply=spec["reply"], script=spec["script"]) as api:
-        launch = adapter.launch(spec["bundle"], spec["home"], spec["workdir"], api.base_url, SMOKE_KEY,
-                                SMOKE_MODEL, spec["instruction"])
+        launch = adapter.launch(LaunchContext(
+            PurePosixPath(spec["bundle"]), PurePosixPath(spec["home"]), PurePosixPath(spec["workdir"]), api.base_url,
+            SMOKE_KEY, SMOKE_MODEL, spec["instruction"]))
         result = run_local(launch, adapter, timeout=spec["timeout"])
         requests = [dict(r.__dict__) for r in api.requests]
     out = {

@@ -22,11 +22,11 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from openforge.core import Episode, Outcome, TaskPayload
 from openforge.harness import get_adapter
-from openforge.harness.base import HarnessAdapter
+from openforge.harness.base import HarnessAdapter, LaunchContext
 from openforge.faults import FaultPlan
 from openforge.rollout import faults
 from openforge.rollout.config import RolloutConfig
@@ -181,10 +181,12 @@ class EpisodeRunner:
         uid = (await sb.exec(["id", "-u"], timeout_s=30)).stdout.strip() or "0"
         gid = (await sb.exec(["id", "-g"], timeout_s=30)).stdout.strip() or "0"
         workdir = sb.spec.workdir or (await sb.exec(["pwd"], timeout_s=30)).stdout.strip() or "/"
-        launch = adapter.launch(
-            BUNDLE_TARGET, HOME, workdir, sb.proxy_url, episode.key, self.proxy.served_model,
-            slot.task.instruction, manifest=self.bundle_dir if adapter.component else None,
-        )
+        if sb.proxy_url is None:
+            raise SandboxError(f"sandbox {sb.name} has no bridge to the proxy")
+        launch = adapter.launch(LaunchContext(
+            bundle_root=PurePosixPath(BUNDLE_TARGET), home=PurePosixPath(HOME), workdir=PurePosixPath(workdir),
+            base_url=sb.proxy_url, key=episode.key, model=self.proxy.served_model, instruction=slot.task.instruction,
+            manifest=self.bundle_dir if adapter.component else None))
         host_home = scratch / "home"
         launch.write_files(host_home=host_home)
         await sb.copy_in(host_home, HOME, owner=f"{uid}:{gid}")

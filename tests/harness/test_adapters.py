@@ -9,8 +9,11 @@ bundle they skip locally and fail under CI=true.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import os
+import pkgutil
 import stat
 import sys
 import textwrap
@@ -28,6 +31,7 @@ from openforge.harness import (
     HarnessAdapter,
     HarnessError,
     Launch,
+    LaunchContext,
     UnknownHarnessError,
     bundle_status,
     default_bundle_dir,
@@ -36,8 +40,9 @@ from openforge.harness import (
     read_manifest,
     run_local,
 )
+import openforge.harness as harness_pkg
 from openforge.harness import bundle as bundle_mod
-from openforge.harness.base import api_root
+from openforge.harness.base import adapter_table, api_root
 from openforge.harness.codex import toml_string
 from openforge.harness.stub_api import StubModelAPI
 
@@ -62,9 +67,13 @@ FAKE_MANIFEST = {
 }
 
 
+def context(instruction: str = "Fix the bug in main.py", base_url: str = BASE, **fields) -> LaunchContext:
+    return LaunchContext(**{"bundle_root": ROOT, "home": HOME, "workdir": WORK, "base_url": base_url, "key": KEY,
+                            "model": MODEL, "instruction": instruction, "manifest": FAKE_MANIFEST, **fields})
+
+
 def launch(name: str, instruction: str = "Fix the bug in main.py", base_url: str = BASE, **options):
-    return get_adapter(name, **options).launch(ROOT, HOME, WORK, base_url, KEY, MODEL, instruction,
-                                               manifest=FAKE_MANIFEST)
+    return get_adapter(name, **options).launch(context(instruction, base_url))
 
 
 # -- registry ---------------------------------------------------------------------------------------------
@@ -75,6 +84,29 @@ def test_registry_has_the_three_harnesses_with_their_dialects():
         "claude-code": "anthropic", "codex": "responses", "openclaw": "chat_completions"}
     for name, cls in ADAPTERS.items():
         assert issubclass(cls, HarnessAdapter) and cls.name == name
+
+
+def test_every_adapter_module_registers_its_adapter():
+    """The registry is explicit: an adapter class defined in a module of the package but missing from
+    `ADAPTERS` fails here, as do two adapters with one name."""
+    package = Path(harness_pkg.__file__).parent
+    defined = []
+    for info in pkgutil.iter_modules([str(package)]):
+        module = importlib.import_module(f"openforge.harness.{info.name}")
+        defined += [obj for _, obj in inspect.getmembers(module, inspect.isclass)
+                    if issubclass(obj, HarnessAdapter) and obj is not HarnessAdapter and obj.__module__ == module.__name__]
+    assert sorted(c.__qualname__ for c in defined) == sorted(c.__qualname__ for c in ADAPTERS.values())
+    assert len({c.name for c in defined}) == len(defined)
+
+
+def test_the_registry_refuses_a_nameless_adapter_a_repeated_name_and_an_unknown_dialect():
+    react = ADAPTERS["react"]
+    with pytest.raises(HarnessError, match="two adapters are named 'react'"):
+        adapter_table(react, type("OtherReact", (react,), {}))
+    with pytest.raises(HarnessError, match="unknown dialect 'smoke-signals'"):
+        adapter_table(type("Smoke", (react,), {"name": "smoke", "dialect": "smoke-signals"}))
+    with pytest.raises(HarnessError, match="has no name"):
+        adapter_table(type("Nameless", (react,), {"name": ""}))
 
 
 def test_get_adapter_unknown_name_lists_known_names():
@@ -126,8 +158,7 @@ def test_claude_code_options():
     assert la.env["ANTHROPIC_API_KEY"] == KEY and "ANTHROPIC_AUTH_TOKEN" not in la.env
     assert "--tools" not in la.argv
     assert la.env["CLAUDE_CODE_MAX_RETRIES"] == "2"
-    la = get_adapter("claude-code", tools=("Bash",)).launch(ROOT, HOME, WORK, BASE, KEY, MODEL, "x",
-                                                            session_id="s-1", manifest=FAKE_MANIFEST)
+    la = get_adapter("claude-code", tools=("Bash",)).launch(context("x", session_id="s-1"))
     assert la.argv[la.argv.index("--tools") + 1] == "Bash" and la.session_id == "s-1"
     with pytest.raises(HarnessError, match="auth"):
         launch("claude-code", auth="basic")
@@ -211,19 +242,29 @@ def test_openclaw_options():
     assert la.argv[la.argv.index("--timeout") + 1] == "90"
 
 
-@pytest.mark.parametrize("name", ALL_HARNESSES)
-def test_launch_rejects_bad_arguments(name):
-    adapter = get_adapter(name)
-    with pytest.raises(HarnessError, match="absolute"):
-        adapter.launch("bundle", HOME, WORK, BASE, KEY, MODEL, "x", manifest=FAKE_MANIFEST)
+def test_a_launch_context_refuses_bad_arguments():
+    with pytest.raises(HarnessError, match="bundle_root must be an absolute"):
+        context(bundle_root=PurePosixPath("bundle"))
+    with pytest.raises(HarnessError, match="home must be an absolute"):
+        context(home="/home/agent")  # a str, not a path as the harness sees it
     with pytest.raises(HarnessError, match="key"):
-        adapter.launch(ROOT, HOME, WORK, BASE, "", MODEL, "x", manifest=FAKE_MANIFEST)
-    with pytest.raises(HarnessError, match="instruction"):
-        adapter.launch(ROOT, HOME, WORK, BASE, KEY, MODEL, "  ", manifest=FAKE_MANIFEST)
+        context(key="")
+    with pytest.raises(HarnessError, match="model name"):
+        context(model="tiny model")
+    with pytest.raises(HarnessError, match="instruction is empty"):
+        context("  ")
+    with pytest.raises(HarnessError, match="NUL"):
+        context("a\0b")
+    with pytest.raises(HarnessError, match="at most 100000"):
+        context("x" * 100_001)
     with pytest.raises(HarnessError, match="base_url"):
-        adapter.launch(ROOT, HOME, WORK, "127.0.0.1:80", KEY, MODEL, "x", manifest=FAKE_MANIFEST)
+        context(base_url="127.0.0.1:80")
+
+
+@pytest.mark.parametrize("name", ALL_HARNESSES)
+def test_launch_without_the_harness_in_the_bundle_is_a_clear_error(name):
     with pytest.raises(BundleError, match="not installed"):
-        adapter.launch(ROOT, HOME, WORK, BASE, KEY, MODEL, "x", manifest={"format": 1, "components": {}})
+        get_adapter(name).launch(context(manifest={"format": 1, "components": {}}))
 
 
 def test_api_root():
@@ -435,7 +476,7 @@ def test_install_is_idempotent_and_writes_a_relocatable_manifest(tmp_path, fake_
     assert all("already installed" in line for line in console.lines)
 
     # Relocated (copied elsewhere, as a container mount would see it): the adapters use the new root.
-    argv = get_adapter("codex").executable("/mnt/harnesses", manifest=bundle)
+    argv = get_adapter("codex").executable(context(bundle_root=PurePosixPath("/mnt/harnesses"), manifest=bundle))
     assert argv == ["/mnt/harnesses/" + comps["codex"]["argv"][0]]
     assert get_adapter("openclaw").version(bundle) == "2026.9.6"
 

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 import pytest
 
-from openforge.harness import get_adapter
+from openforge.harness import LaunchContext, get_adapter
 from openforge.harness.react_agent import TOOLS, select_tools
 
 
+def ctx(instruction: str) -> LaunchContext:
+    return LaunchContext(PurePosixPath("/b"), PurePosixPath("/h"), PurePosixPath("/w"), "http://127.0.0.1:1", "k",
+                         "m", instruction)
+
+
 def test_tool_subset_reaches_the_agent_command_line():
-    launch = get_adapter("react", tools=("bash",)).launch("/b", "/h", "/w", "http://127.0.0.1:1", "k", "m", "do it")
+    launch = get_adapter("react", tools=("bash",)).launch(ctx("do it"))
     assert launch.argv[launch.argv.index("--tools") + 1] == "bash"
-    assert "--tools" not in get_adapter("react").launch("/b", "/h", "/w", "http://127.0.0.1:1", "k", "m", "x").argv
+    assert "--tools" not in get_adapter("react").launch(ctx("x")).argv
 
 
 def test_select_tools():
@@ -22,7 +29,6 @@ def test_select_tools():
 
 
 def test_system_prompt_option_reaches_the_agent_command_line():
-    launch = get_adapter("react", system_prompt="").launch("/b", "/h", "/w", "http://127.0.0.1:1", "k", "m", "do it")
+    launch = get_adapter("react", system_prompt="").launch(ctx("do it"))
     assert launch.argv[launch.argv.index("--system-prompt") + 1] == ""
-    assert "--system-prompt" not in get_adapter("react").launch("/b", "/h", "/w", "http://127.0.0.1:1", "k", "m",
-                                                                  "x").argv
+    assert "--system-prompt" not in get_adapter("react").launch(ctx("x")).argv

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from openforge.harness import get_adapter
+from openforge.harness import LaunchContext, get_adapter
 from openforge.harness.base import run_local
 from openforge.store import TrajectoryStore
 from support.harness_bundle import harness_bundle
@@ -39,8 +39,8 @@ def test_real_harness_receives_the_stream_while_it_is_generated(harness, proxy, 
     work.mkdir()
     home.mkdir()
     try:
-        launch = adapter.launch(bundle, home, work, tap.url, episode["key"], "tiny",
-                                f"Reply with text only. GATE={gate}")
+        launch = adapter.launch(LaunchContext(bundle, home, work, tap.url, episode["key"], "tiny",
+                                              f"Reply with text only. GATE={gate}"))
         result = run_local(launch, adapter, timeout=240)
     finally:
         tap.close()

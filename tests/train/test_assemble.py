@@ -28,7 +28,7 @@ from support.proxy_process import start_proxy
 from support.proxy import in_process_proxy
 
 from openforge.core import CallRecord, Episode, Outcome, Sample
-from openforge.harness import get_adapter
+from openforge.harness import LaunchContext, get_adapter
 from openforge.harness.base import run_local
 from openforge.harness.bundle import bundle_status, default_bundle_dir
 from openforge.store import TrajectoryStore
@@ -144,7 +144,7 @@ def _run_harness(proxy, bundle: Path, harness: str, root: Path) -> dict:
     work, home = root / harness / "work", root / harness / "home"
     work.mkdir(parents=True)
     home.mkdir(parents=True)
-    launch = adapter.launch(bundle, home, work, proxy.url, episode["key"], "tiny", INSTRUCTION)
+    launch = adapter.launch(LaunchContext(bundle, home, work, proxy.url, episode["key"], "tiny", INSTRUCTION))
     # OpenClaw's start-up is mostly compiling JavaScript: a compile cache shared across runs halves it
     cache = {"NODE_COMPILE_CACHE": str(Path(tempfile.gettempdir()) / "openforge-test-node-compile-cache")}
     result = run_local(launch, adapter, timeout=240, extra_env=cache if harness == "openclaw" else None)
