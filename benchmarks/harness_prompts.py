@@ -22,7 +22,7 @@ from openforge.rollout import run_rollouts
 from openforge.rollout.config import RolloutConfig
 from openforge.store import TrajectoryStore
 from openforge.tasks import DEFAULT_IMAGE_MAP
-from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler, write_task
+from openforge.tasks import QUICKSTART_FAMILIES, InstanceSampler, write_task
 from openforge.train.quickstart import HARNESS_OPTIONS
 
 HARNESSES = ["claude-code", "codex", "react"]

@@ -131,8 +131,7 @@ def continuity(out: Path, n: int, console: Console) -> dict[str, dict]:
     from openforge.models import build_tiny_model
     from openforge.rollout import RolloutConfig, run_rollouts
     from openforge.store import TrajectoryStore
-    from openforge.tasks.generator import InstanceSampler
-    from openforge.tasks.recovery_families import RECOVERY_FAMILIES
+    from openforge.tasks import RECOVERY_FAMILIES, InstanceSampler
     from openforge.tasks import DEFAULT_IMAGE_MAP
     from openforge.train.data import write_instances
     from openforge.train.quickstart import HARNESS_OPTIONS

@@ -33,7 +33,7 @@ import torch
 from openforge.core import Conversation, Message, Sample, ToolSpec
 from openforge.harness.react_agent import SYSTEM_PROMPT, select_tools
 from openforge.models import ModelDir, build_tiny_model
-from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler
+from openforge.tasks import QUICKSTART_FAMILIES, InstanceSampler
 from openforge.train.data import HELDOUT_SEED, TEACHER_SEED
 from openforge.train.quickstart import QUICKSTART
 from openforge.train.sft import SFTConfig, SFTTrainer

@@ -34,7 +34,7 @@ from openforge.rollout.outcome import AGENT_FAULT, AttemptResult, agent_failure,
 from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox import prepare_workdir, run_jailed
 from openforge.tasks import state_check
-from openforge.tasks.generator import FamilyInstance
+from openforge.tasks import FamilyInstance
 
 HARNESS = "react"
 

@@ -1,10 +1,11 @@
 """Harbor / Terminal-Bench 2.0 tasks as data: loading, schema validation, image maps, environments, rewards, and
-generated task families. Nothing here drives a sandbox: running a task (its environment set-up, its verifier,
+generated task families (`families/`). Nothing here drives a sandbox: running a task (its environment set-up, its verifier,
 `validate --run`) lives in `openforge.rollout` (`task_environment`, `grading`, `validate`)."""
 
-from openforge.tasks.generator import (
+from openforge.tasks.families import (
     FAMILIES,
     QUICKSTART_FAMILIES,
+    RECOVERY_FAMILIES,
     Family,
     FamilyInstance,
     InstanceSampler,
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_IMAGE_MAP",
     "FAMILIES",
     "QUICKSTART_FAMILIES",
+    "RECOVERY_FAMILIES",
     "REWARD_JSON",
     "REWARD_TXT",
     "DirReport",

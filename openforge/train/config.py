@@ -48,7 +48,7 @@ class TaskSource(BaseModel):
         if self.dirs is not None and not self.dirs:
             raise ValueError("tasks.dirs is empty: list task directories or roots holding them")
         if self.families is not None:
-            from openforge.tasks.generator import get_families
+            from openforge.tasks import get_families
 
             get_families(self.families)  # unknown names raise ValueError listing the known ones
         return self

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from openforge.tasks import Task, TaskLoadError, load_tasks
-from openforge.tasks.generator import FamilyInstance, InstanceSampler, check_split_disjoint, write_task
+from openforge.tasks import FamilyInstance, InstanceSampler, check_split_disjoint, write_task
 from openforge.train.config import TrainConfig
 from openforge.train.errors import TrainError
 from openforge.train.records import StepRecord

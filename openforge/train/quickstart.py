@@ -18,7 +18,7 @@ whole pipeline on a laptop-class CPU (about 12 minutes on 2 cores).
 evaluated in react, Claude Code and Codex (`eval_harnesses`) — the harness comparison of benchmarks/harnesses.py.
 
 `--recipe recovery` (`RECOVERY`): the same pipeline on task families that can meet environment faults
-(`openforge.tasks.recovery_families`), with episodes of up to two model calls (a command, then a final answer —
+(`openforge.tasks.families.recovery`), with episodes of up to two model calls (a command, then a final answer —
 or, after a failed command, another command). The teacher's demonstrations are the happy path (no faults);
 GRPO meets faults (`faults.rl`); every policy is evaluated on the held-out instances without and with faults
 (`faults.eval`), and the report carries `heldout_pass_at_1_with_faults` and recovery rates beside the rest.
@@ -33,8 +33,7 @@ from typing import Any
 from rich.console import Console
 
 from openforge.config import ConfigError, validate_config
-from openforge.tasks.generator import QUICKSTART_FAMILIES
-from openforge.tasks.recovery_families import RECOVERY_FAMILIES
+from openforge.tasks import QUICKSTART_FAMILIES, RECOVERY_FAMILIES
 from openforge.train.config import TrainConfig
 from openforge.train.pipeline import run_training
 

@@ -8,8 +8,7 @@ import json
 from typer.testing import CliRunner
 
 from openforge.cli import app
-from openforge.tasks.generator import InstanceSampler, write_task
-from openforge.tasks.recovery_families import RECOVERY_FAMILIES
+from openforge.tasks import RECOVERY_FAMILIES, InstanceSampler, write_task
 
 
 def test_eval_with_faults_reports_both(docker_ready, tmp_path, tiny_model_dir):

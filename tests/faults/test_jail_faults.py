@@ -16,7 +16,7 @@ from openforge.harness.react import ReactAdapter
 from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.rollout.family import run_family_episodes
 from openforge.sandbox import jail_available
-from openforge.tasks.generator import FamilyInstance
+from openforge.tasks import FamilyInstance
 from conftest import unavailable
 from support.paths import POLICIES
 

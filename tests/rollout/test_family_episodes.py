@@ -9,7 +9,7 @@ from openforge.harness.react import ReactAdapter
 from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.rollout.family import run_family_episodes
 from openforge.sandbox import jail_available
-from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler
+from openforge.tasks import QUICKSTART_FAMILIES, InstanceSampler
 from conftest import unavailable
 
 

@@ -119,7 +119,7 @@ async def test_family_episodes_outgrowing_the_api_are_the_agents_failure(tmp_pat
     from openforge.proxy.server import ProxyConfig, running_proxy
     from openforge.rollout.family import run_family_episodes
     from openforge.sandbox import jail_available
-    from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler
+    from openforge.tasks import QUICKSTART_FAMILIES, InstanceSampler
     from conftest import unavailable
 
     ok, why = jail_available()

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from openforge.faults import FaultTargets
-from openforge.tasks.generator import InstanceSampler, check_split_disjoint, get_families, write_task
+from openforge.tasks import RECOVERY_FAMILIES, InstanceSampler, check_split_disjoint, get_families, write_task
 from openforge.tasks.loader import load_task
-from openforge.tasks.recovery_families import RECOVERY_FAMILIES
 
 NAMES = list(RECOVERY_FAMILIES)
 

@@ -8,7 +8,7 @@ import pytest
 
 from openforge.config import ConfigError
 from openforge.tasks import DEFAULT_IMAGE_MAP
-from openforge.tasks.generator import QUICKSTART_FAMILIES, InstanceSampler
+from openforge.tasks import QUICKSTART_FAMILIES, InstanceSampler
 from openforge.train.data import RL_SEED, InstanceStream
 from openforge.train.quickstart import quickstart_config
 

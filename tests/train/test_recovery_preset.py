@@ -6,7 +6,7 @@ import pytest
 
 from openforge.config import ConfigError
 from openforge.faults import FaultKind
-from openforge.tasks.recovery_families import RECOVERY_FAMILIES
+from openforge.tasks import RECOVERY_FAMILIES
 from openforge.train.config import TrainConfig
 from openforge.train.quickstart import quickstart_config
 

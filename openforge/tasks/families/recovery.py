@@ -20,19 +20,22 @@ make the read-only file writable (`chmod u+w F && ...`).
 Fault targets (what `openforge.faults` acts on): the file (permission) always; the directory (missing_dir)
 when it holds nothing the check needs — the target file empty and nothing else but a hidden placeholder —,
 so removing it changes neither what the instruction asks nor the expected final state. Splits as in
-`openforge.tasks.generator`: held-out (template, directory, extension) combinations and numbers.
+the family language (`language.py`): held-out (template, directory, extension) combinations and numbers.
 """
 
 from __future__ import annotations
 
-from openforge.tasks.generator import FAMILIES, KEYS, WORDS, Family, FamilyInstance, _create_file, _Ctx, _inst
+from collections.abc import Callable
+
+from openforge.tasks.families.files import create_file
+from openforge.tasks.families.language import KEYS, WORDS, Family, FamilyContext, FamilyInstance, instance
 
 LOG_DIRS = ["logs", "journal", "records", "history", "events", "audit"]
 CONF_DIRS = ["cfg", "conf", "settings", "profiles", "options", "prefs"]
 PLACEHOLDER = ".keep"  # hidden: the check ignores it; it makes the directory exist in the initial state
 
 
-def _appended(c: _Ctx, path: str, line: str, d: str, make_existing) -> FamilyInstance:
+def _appended(c: FamilyContext, path: str, line: str, d: str, make_existing: Callable[[int], str]) -> FamilyInstance:
     """An append task: the file exists, empty in a directory of its own (the directory can go missing) or
     with lines already (it cannot: they are part of the expected state)."""
     empty = c.rng.random() < 2 / 3
@@ -42,19 +45,19 @@ def _appended(c: _Ctx, path: str, line: str, d: str, make_existing) -> FamilyIns
     expected = {**setup, path: setup[path] + line + "\n"}
     targets = {"permission": path, **({"missing_dir": d} if empty else {})}
     sol = f"echo '{line}' >> {path}"
-    inst = _inst("", setup, expected, sol, f"echo '{line}' > {path}" if not empty else f"{sol}; {sol}",
+    inst = instance("", setup, expected, sol, f"echo '{line}' > {path}" if not empty else f"{sol}; {sol}",
                  path=path, line=line, state="empty" if empty else "lines")
     inst.fault_targets = targets
     inst.look_command = _look(c, d)
     return inst
 
 
-def _look(c: _Ctx, d: str) -> str | None:
+def _look(c: FamilyContext, d: str) -> str | None:
     """The oracle's look around before it acts, on about half the instances."""
     return f"ls {d}" if c.rng.random() < 0.5 else None
 
 
-def _append_log(c: _Ctx) -> FamilyInstance:
+def _append_log(c: FamilyContext) -> FamilyInstance:
     path = f"{c.d}/{c.name()}.{c.ext}"
     line = f"{c.rng.choice(WORDS)} {c.number(10, 99)}"
     inst = _appended(c, path, line, c.d, lambda k: f"{c.rng.choice(WORDS)} {c.rng.randrange(10, 100)}")
@@ -62,7 +65,7 @@ def _append_log(c: _Ctx) -> FamilyInstance:
     return inst
 
 
-def _add_setting(c: _Ctx) -> FamilyInstance:
+def _add_setting(c: FamilyContext) -> FamilyInstance:
     path = f"{c.d}/{c.name()}.{c.ext}"
     key = c.rng.choice(KEYS)
     line = f"{key}={c.number(1, 99)}"
@@ -72,10 +75,10 @@ def _add_setting(c: _Ctx) -> FamilyInstance:
     return inst
 
 
-def _write_line(c: _Ctx) -> FamilyInstance:
-    """The generator's create_file (its directory maybe missing, so its oracle runs `mkdir -p D && ...`: the fix
+def _write_line(c: FamilyContext) -> FamilyInstance:
+    """The file family create_file (its directory maybe missing, so its oracle runs `mkdir -p D && ...`: the fix
     a missing directory calls for elsewhere), with its file as the permission target and a look sometimes."""
-    inst = _create_file(c)
+    inst = create_file(c)
     path = inst.params["path"]
     inst.fault_targets = {"permission": path} if inst.params["state"] == "target_exists" else {}
     inst.look_command = _look(c, c.d)
@@ -93,7 +96,5 @@ RECOVERY_FAMILIES: dict[str, Family] = {
                ["txt", "md", "cfg"], _write_line, "create_file (its directory may not exist yet)"),
     ]
 }
-
-FAMILIES.update(RECOVERY_FAMILIES)  # `get_families` and `--family` know them by name
 
 __all__ = ["RECOVERY_FAMILIES"]
