@@ -9,7 +9,8 @@ API decode requests and encode replies, streams and errors through these, and ta
 This room depends on `openforge.core` only. `base` holds the contract (Dialect, StreamEncoder,
 DecodedRequest, Reply, DecodedReply); `errors` the dialect-neutral DialectError; `wire` the safe body parsing and SSE
 framing they share; `history` the tool-call bookkeeping; `openai_common` what the two OpenAI formats share;
-`catalog` the model listing.
+`catalog` the model listing. A format's module decodes; `anthropic_output` and `responses_output` write
+those formats' replies, whole and as event streams.
 """
 
 from __future__ import annotations

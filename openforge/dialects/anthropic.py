@@ -13,20 +13,18 @@ Decoding:
 - tools: custom tools (`input_schema`) kept; typed server tools (`web_search_*`, `bash_*`, ...) dropped.
 - `max_tokens` required (not for count_tokens).
 
-Encoding: a `message` with [thinking, text, tool_use*] blocks. A thinking block carries a non-empty
-signature, streamed as a `signature_delta` before its `content_block_stop` — Claude Code drops a
-thinking turn without one.
+Encoding (`anthropic_output`): a `message` with [thinking, text, tool_use*] blocks, whole or as its event
+stream; a canonical conversation as a request.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from typing import Any
 
-from openforge.core import Conversation, Message, ParsedOutput, ToolCall, ToolSpec
+from openforge.core import Conversation, ToolCall, ToolSpec
 from openforge.dialects import wire
-from openforge.dialects.base import BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, stop_kind
+from openforge.dialects.anthropic_output import MessageStream, message_body, request_body
+from openforge.dialects.base import BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER
 from openforge.dialects.base import DecodedReply, DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
 from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder, ToolSet
@@ -59,9 +57,6 @@ _ERROR_TYPES = {
     "api_error": (500, "api_error"),
     "overloaded": (529, "overloaded_error"),
 }
-
-_STOP_REASONS = {"length": "max_tokens", "tool_calls": "tool_use", "stop_sequence": "stop_sequence", "stop": "end_turn"}
-
 
 class AnthropicMessages(Dialect):
     name = "anthropic"
@@ -350,31 +345,13 @@ class AnthropicMessages(Dialect):
         return schema
 
     # ---- canonical → response -----------------------------------------------------------------------
-    def _blocks(self, reply: Reply) -> list[dict[str, Any]]:
-        out = reply.output
-        blocks: list[dict[str, Any]] = []
-        if out.reasoning is not None:
-            blocks.append(_thinking_block(reply.id, out.reasoning))
-        if out.content or _needs_empty_text(out):
-            blocks.append({"type": "text", "text": out.content})
-        blocks += [_tool_use_block(call) for call in out.tool_calls]
-        return blocks
-
     def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
-        return {
-            "id": reply.id,
-            "type": "message",
-            "role": "assistant",
-            "model": reply.model,
-            "content": self._blocks(reply),
-            **_stop(reply),
-            "usage": _usage(reply.prompt_tokens, reply.completion_tokens),
-        }
+        return message_body(reply)
 
     def stream_encoder(
         self, start: ReplyStart, request: DecodedRequest, *, chunk_chars: int | None = None
     ) -> StreamEncoder:
-        return _MessageStream(start, request, chunk_chars)
+        return MessageStream(start, request, chunk_chars)
 
     def encode_count(self, input_tokens: int) -> dict[str, Any]:
         return {"input_tokens": input_tokens}
@@ -399,161 +376,4 @@ class AnthropicMessages(Dialect):
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
-        s = conversation.sampling
-        body: dict[str, Any] = {"model": model, "max_tokens": s.max_tokens, "messages": _wire_messages(conversation)}
-        if conversation.system is not None:
-            body["system"] = conversation.system
-        if conversation.tools:
-            body["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in conversation.tools
-            ]
-        body.update(wire.sampling_fields(s, stop="stop_sequences"))
-        if conversation.response_format is not None:
-            body["output_config"] = {"format": {"type": "json_schema", "schema": conversation.response_format}}
-        if stream:
-            body["stream"] = True
-        return body
-
-
-def _needs_empty_text(out: ParsedOutput) -> bool:
-    """A reply with nothing else to say still has one (empty) text block."""
-    return not out.tool_calls and out.reasoning is None
-
-
-def _signature(reply_id: str, reasoning: str) -> str:
-    # Opaque to the harness; Claude Code only needs it present. Derived, so stream and body agree.
-    digest = hashlib.sha256(f"{reply_id}\0{reasoning}".encode("utf-8", "replace")).digest()
-    return base64.b64encode(b"openforge:" + digest).decode()
-
-
-def _thinking_block(reply_id: str, reasoning: str) -> dict[str, Any]:
-    return {"type": "thinking", "thinking": reasoning, "signature": _signature(reply_id, reasoning)}
-
-
-def _tool_use_block(call: ToolCall) -> dict[str, Any]:
-    return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
-
-
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
-        "input_tokens": prompt_tokens,
-        "output_tokens": completion_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-    }
-
-
-def _stop(reply: Reply) -> dict[str, Any]:
-    kind = stop_kind(reply)
-    return {"stop_reason": _STOP_REASONS[kind], "stop_sequence": reply.stop_sequence if kind == "stop_sequence" else None}
-
-
-class _MessageStream(StreamEncoder):
-    """message_start, ping, then per block content_block_start / deltas / content_block_stop, then
-    message_delta (stop reason, usage) and message_stop."""
-
-    def __init__(self, start: ReplyStart, request: DecodedRequest, chunk_chars: int | None):
-        super().__init__(start, request, chunk_chars)
-        self.blocks = 0  # blocks started so far; the open one (if any) is the last
-        self.open: str | None = None  # "thinking" | "text"
-        self.reasoning_text = ""
-
-    def start(self) -> list[bytes]:
-        head = self.head
-        message = {
-            "id": head.id,
-            "type": "message",
-            "role": "assistant",
-            "model": head.model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": _usage(head.prompt_tokens, 0),
-        }
-        return [
-            wire.sse({"type": "message_start", "message": message}, "message_start"),
-            wire.sse({"type": "ping"}, "ping"),
-        ]
-
-    def reasoning(self, delta: str) -> list[bytes]:
-        shell = {"type": "thinking", "thinking": "", "signature": ""}
-        events = [] if self.open == "thinking" else self._begin("thinking", shell)
-        self.reasoning_text += delta
-        return events + ([self._delta({"type": "thinking_delta", "thinking": delta})] if delta else [])
-
-    def text(self, delta: str) -> list[bytes]:
-        events = [] if self.open == "text" else self._begin("text", {"type": "text", "text": ""})
-        return events + ([self._delta({"type": "text_delta", "text": delta})] if delta else [])
-
-    def keepalive(self) -> list[bytes]:
-        return [wire.sse({"type": "ping"}, "ping")]  # the Messages API's own keep-alive event
-
-    def finish(self, reply: Reply) -> list[bytes]:
-        events = self._close()
-        if self.blocks == 0 and _needs_empty_text(reply.output):
-            events += self._begin("text", {"type": "text", "text": ""}) + self._close()
-        for call in reply.output.tool_calls:
-            block = _tool_use_block(call)
-            events += self._begin("tool_use", {**block, "input": {}})
-            events += [
-                self._delta({"type": "input_json_delta", "partial_json": p})
-                for p in wire.pieces(wire.dumps(block["input"]), self.chunk_chars)
-            ]
-            events += self._close()
-        usage = _usage(reply.prompt_tokens, reply.completion_tokens)
-        delta = {"type": "message_delta", "delta": _stop(reply), "usage": usage}
-        return events + [wire.sse(delta, "message_delta"), wire.sse({"type": "message_stop"}, "message_stop")]
-
-    def _begin(self, kind: str, shell: dict[str, Any]) -> list[bytes]:
-        events = self._close()
-        self.open = kind
-        self.blocks += 1
-        start = {"type": "content_block_start", "index": self.blocks - 1, "content_block": shell}
-        return events + [wire.sse(start, "content_block_start")]
-
-    def _delta(self, payload: dict[str, Any]) -> bytes:
-        event = {"type": "content_block_delta", "index": self.blocks - 1, "delta": payload}
-        return wire.sse(event, "content_block_delta")
-
-    def _close(self) -> list[bytes]:
-        if self.open is None:
-            return []
-        events = []
-        if self.open == "thinking":  # Claude Code drops a thinking turn without a signature
-            signature = _signature(self.head.id, self.reasoning_text)
-            events.append(self._delta({"type": "signature_delta", "signature": signature}))
-        self.open = None
-        return events + [wire.sse({"type": "content_block_stop", "index": self.blocks - 1}, "content_block_stop")]
-
-
-def _wire_messages(conversation: Conversation) -> list[dict[str, Any]]:
-    """Canonical messages as Anthropic messages: consecutive tool results share one user message."""
-    out: list[dict[str, Any]] = []
-    for message in conversation.messages:
-        if message.role == "tool":
-            block = {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
-            if message.is_error:
-                block["is_error"] = True
-            previous = out[-1] if out else None
-            if previous and previous["role"] == "user" and previous.get("_results"):
-                previous["content"].append(block)
-            else:
-                out.append({"role": "user", "content": [block], "_results": True})
-        elif message.role == "assistant":
-            out.append({"role": "assistant", "content": _assistant_blocks(message)})
-        else:
-            out.append({"role": message.role, "content": [{"type": "text", "text": message.content}]})
-    for wire in out:
-        wire.pop("_results", None)
-    return out
-
-
-def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    if message.reasoning is not None:
-        blocks.append({"type": "thinking", "thinking": message.reasoning, "signature": "openforge"})
-    if message.content or (not message.tool_calls and message.reasoning is None):
-        blocks.append({"type": "text", "text": message.content})
-    for call in message.tool_calls:
-        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
-    return blocks
+        return request_body(conversation, model=model, stream=stream)

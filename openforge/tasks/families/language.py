@@ -214,7 +214,7 @@ class Family:
 
 
 def instance(instruction: str, setup: dict[str, str], expected: dict[str, str], sol: str, wrong: str,
-             **params: Any) -> FamilyInstance:
+             **params: object) -> FamilyInstance:
     """A family's instance; `Family.sample` fills in its family, split and combination."""
     return FamilyInstance(
         family="", split="", instruction=instruction, setup_files=setup, expected_files=expected,
