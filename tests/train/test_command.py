@@ -62,9 +62,10 @@ def families_run(tmp_path_factory, tiny_model_dir, docker_ready):
     root = tmp_path_factory.mktemp("train-families")
     data = {
         "run": str(root / "run"), "model": str(tiny_model_dir), "tasks": {"families": ["create_file", "append_line"]},
-        "harnesses": ["react"], "sandbox": "docker",
+        "harnesses": ["react"], "sandbox": "docker", "max_new_tokens": 64,
+        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
         "sft": {"teacher": "oracle", "demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 4},
-        "rl": {"steps": 2, "prompts": 2, "group": 2, "max_new_tokens": 64, "eval_every": 1, "eval_instances": 4},
+        "rl": {"steps": 2, "prompts": 2, "group": 2, "eval_every": 1, "eval_instances": 4},
         "loggers": ["tensorboard"],
     }
     config = write_config(root / "train.yaml", data)
@@ -124,9 +125,9 @@ def test_resume_continues_from_the_last_step(families_run):
 def test_task_dirs_run_through_the_orchestrator(docker_ready, tmp_path, tiny_model_dir):
     config = TrainConfig.model_validate({
         "run": str(tmp_path / "run"), "model": str(tiny_model_dir), "tasks": {"dirs": [str(EXAMPLES)]},
-        "harnesses": ["react"], "sandbox": "docker", "max_attempts": 1,
+        "harnesses": ["react"], "sandbox": "docker", "max_attempts": 1, "max_new_tokens": 16,
         "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
-        "rl": {"steps": 1, "prompts": 2, "group": 2, "max_new_tokens": 16, "eval_instances": 1},
+        "rl": {"steps": 1, "prompts": 2, "group": 2, "eval_instances": 1},
     })
     report = run_training(config)
     assert report["episode_path"] == "orchestrator"

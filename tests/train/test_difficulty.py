@@ -60,8 +60,8 @@ def test_a_run_drops_the_tasks_its_policy_never_solves(docker_ready, tmp_path, t
     config = TrainConfig.model_validate({
         "run": str(tmp_path / "run"), "model": str(tiny_model_dir), "tasks": {"dirs": [str(tasks)]},
         "harnesses": ["react"], "sandbox": "docker", "max_attempts": 1,
-        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
-        "rl": {"steps": 4, "prompts": 1, "group": 2, "max_new_tokens": 8, "drop_after": 1},
+        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}}, "max_new_tokens": 8,
+        "rl": {"steps": 4, "prompts": 1, "group": 2, "drop_after": 1},
     })
     report = run_training(config)
     steps = read_steps(tmp_path / "run")

@@ -50,8 +50,8 @@ def test_an_interrupted_run_stops_there_and_resumes(phase, docker_ready, tmp_pat
     config.write_text(yaml.safe_dump({
         "run": str(run), "model": str(tiny_model_dir), "tasks": {"dirs": [str(EXAMPLES)]}, "harnesses": ["react"],
         "sandbox": "docker", "max_attempts": 1, "evaluation": "policies",
-        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
-        "rl": {"steps": 3, "prompts": 1, "group": 2, "max_new_tokens": 8, "concurrency": 2},
+        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}}, "max_new_tokens": 8,
+        "rl": {"steps": 3, "prompts": 1, "group": 2, "concurrency": 2},
     }))
     argv = [sys.executable, "-m", "openforge.cli", "train", "--config", str(config)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=default_sigint)
