@@ -88,7 +88,7 @@ def test_families_run_trains_serves_and_reports(families_run):
                 served.setdefault(episode.metadata["step"], set()).add(call.policy_version)
     assert served == {0: {0}, 1: {1}}  # step 1's episodes were sampled by the weights step 0 produced
     report = json.loads((run / "report.json").read_text())
-    assert report["episode_path"] == "in-process" and report["rl_steps"] == 2
+    assert report["episode_path"] == "in-process" and report["grpo_steps"] == 2 == len(report["grpo_step_records"])
     assert [e["after_steps"] for e in report["heldout_pass_at_1"]] == [0, 1, 2]
     assert report["sft"]["samples"] == 4 and report["sft"]["steps"] == 2
     trained = {t for s in steps for t in s["tasks"]}
@@ -119,7 +119,7 @@ def test_resume_continues_from_the_last_step(families_run):
     with TrajectoryStore.open(root / "run" / "rl") as store:
         assert sorted({e.metadata["step"] for e in store.list_episodes()}) == [0, 1, 2]
     report = json.loads((root / "run" / "report.json").read_text())
-    assert report["rl_steps"] == 3 and report["heldout_pass_at_1"][-1]["after_steps"] == 3
+    assert report["grpo_steps"] == 3 and report["heldout_pass_at_1"][-1]["after_steps"] == 3
 
 
 def test_task_dirs_run_through_the_orchestrator(docker_ready, tmp_path, tiny_model_dir):
