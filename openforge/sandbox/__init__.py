@@ -18,7 +18,7 @@ Backends, all behind the same `SandboxProvider` / `Sandbox` interface (`base.py`
 - `local` (`openforge.sandbox.local`): bubblewrap + an unprivileged user, for machines without Docker (its
   docstring says what it does not isolate); also the light jail (`local.jail`) for in-process episodes;
 - `kubernetes` (`openforge.sandbox.kubernetes`): one pod per rollout through the official client (optional
-  extra `openforge[kubernetes]`), and the manifests of a run (`kubernetes.manifests`).
+  extra `openforge-rl[kubernetes]`), and the manifests of a run (`kubernetes.manifests`).
 
 What they share beyond the interface is in `common.py` (kill by exec marker, keep-alive PID 1, label
 selectors, worker pool) and `archive.py` (tar copies); image names are mapped by `openforge.tasks.images`.
