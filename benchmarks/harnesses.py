@@ -30,6 +30,8 @@ from quickstart import (  # benchmarks/quickstart.py: the one seed loop
 from rich.console import Console
 from rich.table import Table
 
+from openforge.train.records import report_step_records
+
 CONDITIONS = {"react": ["react"], "claude-code": ["claude-code"], "mixed": ["react", "claude-code", "codex"]}
 HARNESSES = ["react", "claude-code", "codex"]  # every policy is evaluated in each
 POLICIES = ["base", "sft", "rl"]
@@ -70,8 +72,8 @@ def main() -> None:
         reports = run_seeds(seeds, args.out / condition, ["--recipe", "harnesses"], config, False,
                             args.reuse or args.finished_only, console)
         results[condition] = {"harnesses": CONDITIONS[condition], "seeds": seeds, "pass_at_1": by_harness(reports),
-                              "rl_steps": [len(r["rl_steps"]) for r in reports],
-                              "grpo_signal": [grpo_signal(r["rl_steps"]) for r in reports],
+                              "grpo_steps": [len(report_step_records(r)) for r in reports],
+                              "grpo_signal": [grpo_signal(report_step_records(r)) for r in reports],
                               "timings_s": [r["timings_s"] for r in reports],
                               "training_tokens": [training_tokens(Path(r["run"])) for r in reports],
                               "wall_split_s": [wall_split(r) for r in reports],
@@ -203,7 +205,7 @@ def wall_split(report: dict) -> dict:
     part of an episode (EPISODE_PARTS). Episodes run concurrently, so their seconds add up to more than the wall."""
     from openforge.store import TrajectoryStore
 
-    steps = report["rl_steps"]
+    steps = report_step_records(report)
     training = sum(s.get("train_s", 0.0) for s in steps)
     per_harness: dict[str, list[dict[str, float]]] = {}
     with TrajectoryStore.open(Path(report["run"]) / "rl") as store:

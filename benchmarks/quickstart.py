@@ -23,6 +23,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from openforge.train.records import report_step_records
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -69,7 +71,7 @@ def main() -> None:
 def write_results(path: Path, seeds: list[int], reports: list[dict], policies: list[str]) -> None:
     """Per seed: held-out pass@1 of each policy (percent), GRPO steps, phase times; means and sds."""
     per_seed = {str(seed): {"heldout_pass_at_1": {p: round(100 * r["heldout_pass_at_1"][p], 2) for p in policies},
-                            "rl_steps": len(r["rl_steps"]), "timings_s": r["timings_s"], "wall_s": r["wall_s"],
+                            "grpo_steps": len(report_step_records(r)), "timings_s": r["timings_s"], "wall_s": r["wall_s"],
                             "sandbox": r.get("sandbox")}
                 for seed, r in zip(seeds, reports)}
     summary = {}
@@ -116,7 +118,7 @@ def phase_table(reports: list[dict], seeds: list[int]) -> Table:
     for name in dict.fromkeys(n for r in reports for n in r["timings_s"]):
         phases.add_row(name, *[str(r["timings_s"].get(name, "-")) for r in reports])
     phases.add_row("whole quickstart", *[str(r["wall_s"]) for r in reports])
-    phases.add_row("GRPO steps", *[str(len(r["rl_steps"])) for r in reports])
+    phases.add_row("GRPO steps", *[str(len(report_step_records(r))) for r in reports])
     return phases
 
 

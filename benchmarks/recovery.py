@@ -22,6 +22,8 @@ from quickstart import phase_table, run_seeds  # benchmarks/quickstart.py: the o
 from rich.console import Console
 from rich.table import Table
 
+from openforge.train.records import report_step_records
+
 POLICIES = ["base", "sft", "rl", "sft_more"]
 NAMES = {"base": "base (random init)", "sft": "SFT (teacher's happy path)", "rl": "SFT + GRPO with faults",
          "sft_more": "control: SFT + GRPO's time of more SFT"}
@@ -101,7 +103,7 @@ def verdict(rows: dict[str, dict[str, list[float | None]]]) -> list[str]:
 
 
 def write_results(path: Path, seeds: list[int], reports: list[dict], rows: dict) -> None:
-    per_seed = {str(seed): {"rl_steps": len(r["rl_steps"]), "timings_s": r["timings_s"], "wall_s": r["wall_s"],
+    per_seed = {str(seed): {"grpo_steps": len(report_step_records(r)), "timings_s": r["timings_s"], "wall_s": r["wall_s"],
                             "sandbox": r.get("sandbox"), "recovery_by_fault": r.get("recovery_by_fault"),
                             "faults": r.get("faults")}
                 for seed, r in zip(seeds, reports)}

@@ -710,7 +710,7 @@ def _export_verl(run_dir: Path, out: Path, mode: str, pad_token_id: int | None) 
 
         rows, metrics = export_run_dataproto(run_dir, out, mode=mode, pad_token_id=pad_token_id)
     except ImportError as e:
-        fail(f"--format verl needs veRL ({e}): pip install 'openforge[verl]'")
+        fail(f"--format verl needs veRL ({e}): pip install 'openforge-rl[verl]'")
     except ValueError as e:
         fail(str(e))
     dropped = sum(metrics["episodes_dropped"].values())

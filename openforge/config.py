@@ -6,6 +6,8 @@ An invalid file names the field, the bad value, and what is allowed, e.g.
 
 from __future__ import annotations
 
+import logging
+import warnings
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,6 +15,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -52,6 +56,8 @@ def describe_validation_error(error: ValidationError, model: type[BaseModel], so
             allowed = _allowed_fields(model, err["loc"][:-1])
             hint = f"unknown field; allowed fields here: {', '.join(allowed)}" if allowed else "unknown field"
             lines.append(f"  {field}: {hint}")
+        elif not err["loc"]:  # a check of the whole config: its message names the fields
+            lines.append(f"  {_lower_first(err['msg'])}")
         elif err["type"] == "missing":
             lines.append(f"  {field}: required, but missing")
         else:
@@ -73,3 +79,45 @@ def _allowed_fields(model: type[BaseModel], loc: tuple) -> list[str]:
 def _lower_first(s: str) -> str:
     s = s.replace("Input should be", "must be")
     return s[:1].lower() + s[1:]
+
+
+def moved_keys(data: Any, moves: dict[str, str]) -> Any:
+    """A config's fields before validation (`data`), with each key that moved (`moves`: old dotted path → new
+    dotted path, e.g. `{"rl.max_new_tokens": "max_new_tokens"}`) at its new place, and a DeprecationWarning — and
+    a logged warning a person sees — naming the new key. ValueError when both the old and the new key are set."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    for old, new in moves.items():
+        *old_parents, old_key = old.split(".")
+        *new_parents, new_key = new.split(".")
+        source = _mapping_at(data, old_parents, copy=True)
+        if source is None or old_key not in source:
+            continue
+        target = _mapping_at(data, new_parents, copy=True, create=True)
+        if target is None:
+            continue  # the new key's parent is not a mapping: validation names it
+        if new_key in target:
+            raise ValueError(f"{old} and {new} are both set: {old} is the old name of {new}; keep only {new}")
+        target[new_key] = source.pop(old_key)
+        message = f"config key {old} is deprecated: it is now {new} (same value); rename it"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        log.warning("warning: %s", message)
+    return data
+
+
+def _mapping_at(data: dict[str, Any], path: list[str], copy: bool = False, create: bool = False) -> dict | None:
+    """The mapping at `path` inside `data` (None if there is none); with `copy`, nested mappings on the way are
+    copied first (the caller's input is never changed); with `create`, missing ones are made."""
+    current = data
+    for part in path:
+        child = current.get(part)
+        if child is None and create:
+            child = {}
+        if not isinstance(child, dict):
+            return None
+        if copy:
+            child = dict(child)
+            current[part] = child
+        current = child
+    return current

@@ -48,6 +48,10 @@ from openforge.store.writer import AsyncCallWriter
 # Bodies above this are decoded in a worker thread (parsing 10 MB of JSON takes the loop ~0.1 s).
 _DECODE_IN_THREAD_BYTES = 256 * 1024
 
+# Tokens sampled per call at most: harnesses ask for 32000, a cap keeps a rambling policy bounded. The proxy's
+# default and every run's (`openforge.rollout.settings.EpisodeSettings.max_new_tokens`).
+DEFAULT_MAX_NEW_TOKENS = 4096
+
 
 class ProxySettings(BaseModel):
     """How the proxy serves calls. The one declaration of these options: `ProxyConfig` (the CLI's and every
@@ -56,7 +60,7 @@ class ProxySettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     served_model: str | None = None  # the model name reported to harnesses; None: the model directory's name
-    max_new_tokens: int = Field(default=4096, ge=1)  # harnesses ask for 32000; a cap keeps a rambling policy bounded
+    max_new_tokens: int = Field(default=DEFAULT_MAX_NEW_TOKENS, ge=1)
     generation_timeout_s: float = Field(default=600.0, gt=0)
     temperature: float | None = Field(default=None, ge=0.0)  # sample every call at this temperature (training)
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1)

@@ -1,12 +1,13 @@
 """The orchestrator: episodes of real harnesses on real tasks, each in its own sandbox, graded after."""
 
-from openforge.rollout.config import DEFAULT_MAX_ATTEMPTS, RolloutConfig
+from openforge.rollout.config import RolloutConfig
+from openforge.rollout.settings import EpisodeSettings
 
 # The orchestrator imports the proxy and the sandboxes (seconds); importing the config (the CLI's defaults)
 # should not. Resolved on first use.
 _ORCHESTRATOR_EXPORTS = ("RolloutError", "RolloutSummary", "run_rollouts")
 
-__all__ = ["DEFAULT_MAX_ATTEMPTS", "RolloutConfig", *_ORCHESTRATOR_EXPORTS]
+__all__ = ["EpisodeSettings", "RolloutConfig", *_ORCHESTRATOR_EXPORTS]
 
 
 def __getattr__(name: str):

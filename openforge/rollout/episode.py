@@ -27,11 +27,11 @@ from pathlib import Path, PurePosixPath
 from openforge.core import Episode, Outcome, TaskPayload
 from openforge.harness import get_adapter
 from openforge.harness.base import HarnessAdapter, LaunchContext
-from openforge.faults import FaultPlan
+from openforge.faults import FaultPlan, FaultSpec
 from openforge.rollout import faults
-from openforge.rollout.config import RolloutConfig
 from openforge.rollout.outcome import AgentRun, AttemptResult, agent_failure, call_timings, classify_agent_run
 from openforge.rollout.protocols import EpisodeServer
+from openforge.rollout.settings import EpisodeSettings
 from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
 from openforge.rollout.grading import grade, tail
@@ -83,17 +83,21 @@ def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
 class EpisodeRunner:
     """Runs attempts against a proxy running in this process (`openforge.proxy.server.RunningProxy`)."""
 
-    def __init__(self, proxy: EpisodeServer, provider: SandboxProvider, config: RolloutConfig, image_map: ImageMap,
-                 run_label: str, bundle_dir: Path | None):
+    def __init__(self, proxy: EpisodeServer, provider: SandboxProvider, settings: EpisodeSettings, image_map: ImageMap,
+                 run_label: str, bundle_dir: Path | None, *, step: int = 0, fault_spec: FaultSpec | None = None):
+        """`settings`: where and how each episode runs; `step`: the training step written on every episode (and
+        part of each task's fault draw); `fault_spec`: the faults injected into the environments."""
         self.proxy = proxy
         self.provider = provider
-        self.config = config
+        self.settings = settings
+        self.step = step
+        self.fault_spec = fault_spec
         self.image_map = image_map
         self.run_label = run_label
         self.bundle_dir = bundle_dir
 
     def adapter(self, harness: str) -> HarnessAdapter:
-        return get_adapter(harness, **self.config.adapter_options(harness))
+        return get_adapter(harness, **self.settings.adapter_options(harness))
 
     async def run(self, slot: Slot, attempt: int, on_created: Callable[[Episode], None] | None = None) -> AttemptResult:
         """`on_created(episode)` runs once the episode exists, before the harness starts (the veRL agent loop
@@ -104,7 +108,7 @@ class EpisodeRunner:
             "slot": slot.key,
             "attempt": attempt,
             "sample": slot.sample,
-            "step": self.config.step,
+            "step": self.step,
             "harness_version": self._version(adapter),
         }
         episode = self.proxy.create_episode(task_payload(task, adapter), harness=slot.harness, metadata=metadata)
@@ -113,7 +117,7 @@ class EpisodeRunner:
         result = AttemptResult(episode.id, Outcome.sandbox_error)
         t0 = time.monotonic()
         sb: Sandbox | None = None
-        plan = faults.arm(self.config.faults, faults.task_targets(task), faults.fault_key(task.id, self.config.step),
+        plan = faults.arm(self.fault_spec, faults.task_targets(task), faults.fault_key(task.id, self.step),
                           adapter)
         try:
             with tempfile.TemporaryDirectory(prefix="openforge-episode-") as scratch:
@@ -123,7 +127,7 @@ class EpisodeRunner:
                     proxy_uds=self.proxy.uds, mounts=self._mounts(adapter),
                     memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
                     timeout_s=self._lifetime(task),
-                    user=agent_spec_user(task, self.config.agent_user, self.provider),
+                    user=agent_spec_user(task, self.settings.agent_user, self.provider),
                 )
                 sb = await self._create(spec)
                 await sb.setup_environment(task)
@@ -190,7 +194,7 @@ class EpisodeRunner:
         host_home = scratch / "home"
         launch.write_files(host_home=host_home)
         await sb.copy_in(host_home, HOME, owner=f"{uid}:{gid}")
-        timeout = self.config.agent_timeout_s or slot.task.resources.agent_timeout_s
+        timeout = self.settings.agent_timeout_s or slot.task.resources.agent_timeout_s
         env = {**launch.env, **await faults.install(sb, plan, adapter, workdir)}
         t, launched_at = time.monotonic(), time.time()
         try:
@@ -221,7 +225,7 @@ class EpisodeRunner:
     def _lifetime(self, task: Task) -> float:
         """The longest a sandbox may live (Kubernetes reaps it after that on its own): setup, the harness and
         the verifier, with a margin; an exec still running then ends `timed_out`."""
-        agent = self.config.agent_timeout_s or task.resources.agent_timeout_s
+        agent = self.settings.agent_timeout_s or task.resources.agent_timeout_s
         return agent + task.resources.verifier_timeout_s + task.resources.build_timeout_s + 300
 
     def _mounts(self, adapter: HarnessAdapter) -> list[Mount]:

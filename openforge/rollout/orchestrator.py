@@ -27,6 +27,7 @@ from openforge.rollout.episode import EpisodeRunner, Slot
 from openforge.rollout.outcome import record_outcome
 from openforge.rollout.preflight import ConfigurationError, check_images, effective_image_map
 from openforge.rollout.protocols import EpisodeServer
+from openforge.rollout.sandbox_choice import choose_sandbox
 from openforge.sandbox import SandboxProvider, get_provider
 from openforge.store import TrajectoryStore
 from openforge.tasks import ImageMap, Task, load_tasks
@@ -104,10 +105,11 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
     label = run_label(config.run)
     socket_dir = Path(tempfile.mkdtemp(prefix="openforge-proxy-"))  # a short path: AF_UNIX allows ~107 bytes
     proxy_config = ProxyConfig(
-        **config.proxy_options, model=config.model, backend=config.backend, run=config.run, listen=config.proxy_listen,
-        uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0", temperature=config.temperature,
-        max_new_tokens=config.max_new_tokens,
+        **config.proxy_settings(), model=config.model, backend=config.backend, run=config.run,
+        listen=config.proxy_listen, uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0",
+        temperature=config.temperature,
     )
+    config = config.model_copy(update={"sandbox": choose_sandbox(config.sandbox, console)})
     provider = get_provider(config.sandbox, **config.sandbox_options)
     summary = RolloutSummary(config.run, len(slots))
     try:
@@ -147,7 +149,8 @@ async def run_slots(proxy: EpisodeServer, provider: SandboxProvider, config: Rol
     attempts."""
     summary = summary or RolloutSummary(config.run, len(slots))
     bundle = config.harness_bundle or default_bundle_dir()
-    runner = EpisodeRunner(proxy, provider, config, ImageMap.from_config(config.image_map), label, bundle)
+    runner = EpisodeRunner(proxy, provider, config, ImageMap.from_config(config.image_map), label, bundle,
+                           step=config.step, fault_spec=config.faults)
     await _run_slots(runner, slots, config, summary, console, progress)
     return summary
 

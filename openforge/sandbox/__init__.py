@@ -19,7 +19,7 @@ Backends, all behind the same `SandboxProvider` / `Sandbox` interface (`base.py`
   docstring says what it does not isolate); it builds no image, so `Sandbox.setup_environment` replays the
   task's Dockerfile there (`local.replay`);
 - `kubernetes` (`openforge.sandbox.kubernetes`): one pod per rollout through the official client (optional
-  extra `openforge[kubernetes]`), and the manifests of a run (`kubernetes.manifests`).
+  extra `openforge-rl[kubernetes]`), and the manifests of a run (`kubernetes.manifests`).
 
 A fresh sandbox reaches the task's initial state with `await sb.setup_environment(task)`, whatever the
 backend; `provider.spec_user(...)` says which `SandboxSpec.user` runs the agent as root or unprivileged there.

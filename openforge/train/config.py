@@ -6,10 +6,13 @@
     tasks: {families: [create_file, append_line]}     # or {dirs: [examples/tasks]}
     harnesses: [react]                # several are mixed in one run: GRPO groups are (step, task, harness)
     sandbox: docker                   # docker | local | kubernetes | auto
+    max_new_tokens: 256               # per model call, every episode of the run (EpisodeSettings)
     sft: {teacher: oracle, demos: 32, steps: 100}     # optional
     rl: {steps: 20, prompts: 8, group: 4, eval_every: 5}
     loggers: [tensorboard, {kind: wandb, project: my-team}]   # RUN/metrics.jsonl is always written
 
+Where and how the run's episodes run (harness options, sandbox, image map, token cap, attempts, proxy, ...) are
+the `EpisodeSettings` every config that runs episodes embeds (`openforge.rollout.settings`): top-level keys here.
 See `examples/train/*.yaml` and the README section "openforge train". `openforge quickstart` is this config's
 preset `openforge.train.quickstart.QUICKSTART`.
 """
@@ -21,14 +24,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from openforge.config import moved_keys
 from openforge.faults import FaultSpec, parse_fault_spec
 from openforge.models.tiny import TinyModelSpec
-from openforge.proxy.service import check_proxy_options
-from openforge.rollout.config import DEFAULT_MAX_ATTEMPTS
+from openforge.rollout.settings import EpisodeSettings, HarnessNames
 from openforge.tasks.images import DEFAULT_IMAGE_MAP
+from openforge.train.trainer_config import GRPOConfig, SFTOptimization, SFTConfig
 
 if TYPE_CHECKING:
-    from openforge.harness.react import ReactAdapter
+    from openforge.harness.base import HarnessAdapter
+
+# Keys that moved: old dotted path → new (the old one still works, with a deprecation warning naming the new).
+MOVED_KEYS = {"rl.max_new_tokens": "max_new_tokens"}
 
 
 class TaskSource(BaseModel):
@@ -54,8 +61,9 @@ class TaskSource(BaseModel):
         return self
 
 
-class SFTSettings(BaseModel):
-    """The first stage: record a teacher through the proxy and the run's harnesses, SFT on its successes.
+class SFTSettings(SFTOptimization):
+    """The first stage: record a teacher through the proxy and the run's harnesses, SFT on its successes for
+    `steps` optimizer steps (the optimisation and its schedule: `SFTOptimization`, the SFT trainer's own settings).
     `demos`: with families, generated teacher instances; with dirs, episodes per (train task, harness).
 
     `teacher`: any backend spec. A token-level teacher (`oracle`, `embedded`, `vllm:URL`, `sglang:URL`,
@@ -67,8 +75,6 @@ class SFTSettings(BaseModel):
     with families), keep those with reward >= `min_reward`, drop near-identical trajectories of a task
     (`dedup_similarity`: 0..1, None = keep all), keep at most `max_per_task` per task."""
 
-    model_config = ConfigDict(extra="forbid")
-
     teacher: str = "oracle"  # any backend spec (see above)
     teacher_model: Path | None = None  # a token-level teacher's model directory (default: the run's model)
     demos: int = Field(default=32, ge=1)
@@ -77,10 +83,6 @@ class SFTSettings(BaseModel):
     dedup_similarity: float | None = Field(default=None, gt=0.0, le=1.0)
     max_per_task: int | None = Field(default=None, ge=1)
     steps: int = Field(default=100, ge=1)
-    lr: float = Field(default=1e-3, gt=0)
-    warmup_steps: int = Field(default=10, ge=0)
-    schedule: Literal["constant", "cosine"] = "cosine"
-    batch_size: int = Field(default=16, ge=1)
     # The same-compute control: after GRPO, continue SFT from the SFT checkpoint (same demos and schedule) for
     # as many steps as fit in GRPO's wall time, and evaluate it as `sft_more` beside the other policies — so a
     # gain can be told apart from more training. Needs `evaluation: policies`.
@@ -96,23 +98,24 @@ class SFTSettings(BaseModel):
                              "sft.teacher_model")
         return self
 
+    def trainer_config(self, steps: int, seed: int) -> SFTConfig:
+        """The SFT trainer's settings: this stage's optimisation, for `steps` steps, batches drawn with `seed`."""
+        return SFTConfig(**self.model_dump(include=set(SFTOptimization.model_fields)), steps=steps, seed=seed)
 
-class RLSettings(BaseModel):
-    """GRPO. Each step: `prompts` training tasks (fresh instances with families) × every harness × `group`
-    episodes, one update, a checkpoint, the new weights pushed into the proxy. `seconds`: stop starting steps
-    after this wall-clock budget. `eval_every`: greedy held-out pass@1 every so many steps (and before the
-    first and after the last); `eval_instances`: held-out instances (families) or at most so many held-out
-    tasks (dirs). `drop_after`: see `openforge.train.difficulty`."""
 
-    model_config = ConfigDict(extra="forbid")
+class RLSettings(GRPOConfig):
+    """GRPO (the update: `GRPOConfig`, the GRPO trainer's own settings; `temperature` is also what GRPO's
+    episodes are sampled at). Each step: `prompts` training tasks (fresh instances with families) × every
+    harness × `group` episodes, one update, a checkpoint, the new weights pushed into the proxy. `seconds`:
+    stop starting steps after this wall-clock budget. `eval_every`: greedy held-out pass@1 every so many steps
+    (and before the first and after the last); `eval_instances`: held-out instances (families) or at most so
+    many held-out tasks (dirs). `drop_after`: see `openforge.train.difficulty`. The token cap is the run's
+    `max_new_tokens` (once `rl.max_new_tokens`)."""
 
     steps: int = Field(default=10, ge=0)
     seconds: float | None = Field(default=None, gt=0)
     prompts: int = Field(default=8, ge=1)
     group: int = Field(default=4, ge=2)
-    lr: float = Field(default=2e-4, gt=0)
-    temperature: float = Field(default=1.0, gt=0)
-    max_new_tokens: int = Field(default=64, ge=1)
     eval_every: int = Field(default=5, ge=1)  # with `evaluation: curve`
     eval_instances: int = Field(default=32, ge=1)
     concurrency: int = Field(default=4, ge=1)  # sandboxed episodes at once (the in-process path runs all)
@@ -152,14 +155,12 @@ class FaultSettings(BaseModel):
         return parse_fault_spec(v)
 
 
-class TrainConfig(BaseModel):
-    """A training run. `evaluation`: `curve` measures greedy held-out pass@1 during GRPO (before the first step,
-    every `rl.eval_every` steps and after the last: RUN/evals.jsonl); `policies` measures it once per policy
-    after training — the base model, the SFT checkpoint, the RL checkpoint (and `sft_more` with
-    `sft.control`) — as the quickstart reports it. `sandbox: auto`: Docker when a daemon can be started (and
-    the offline base image built), else the local sandbox."""
-
-    model_config = ConfigDict(extra="forbid")
+class TrainConfig(EpisodeSettings):
+    """A training run: the `EpisodeSettings` of every episode it runs (teacher, GRPO, evaluation), and what it
+    trains. `evaluation`: `curve` measures greedy held-out pass@1 during GRPO (before the first step, every
+    `rl.eval_every` steps and after the last: RUN/evals.jsonl); `policies` measures it once per policy after
+    training — the base model, the SFT checkpoint, the RL checkpoint (and `sft_more` with `sft.control`) — as
+    the quickstart reports it. `image_map`: laid over the offline base image's map (`episode_image_map`)."""
 
     run: Path = Path("runs/train")
     seed: int = 0
@@ -168,24 +169,19 @@ class TrainConfig(BaseModel):
     tiny_model: TinyModelSpec | None = None
     backend: str = "embedded"
     tasks: TaskSource
-    harnesses: list[str] = Field(default_factory=lambda: ["react"], min_length=1)
+    harnesses: HarnessNames = Field(default_factory=lambda: ["react"])
     # the held-out evaluation's harnesses (default: `harnesses`); one that is not trained on measures transfer
-    eval_harnesses: list[str] | None = Field(default=None, min_length=1)
-    sandbox: Literal["docker", "local", "kubernetes", "auto"] = "docker"
-    sandbox_options: dict[str, Any] = Field(default_factory=dict)
-    proxy_listen: str = "127.0.0.1:0"  # the proxy's model API over TCP; in-cluster (kubernetes) 0.0.0.0:8100
-    proxy_options: dict[str, Any] = Field(default_factory=dict)  # RolloutConfig.proxy_options: ProxySettings fields
-    image_map: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_MAP))
-    # a tiny model's react: one command per episode, only the bash tool (a short prompt)
-    harness_options: dict[str, dict[str, Any]] = Field(
-        default_factory=lambda: {"react": {"max_steps": 1, "tools": ["bash"]}})
-    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
-    agent_user: Literal["root", "agent"] | None = None  # RolloutConfig.agent_user: who the agent runs as
+    eval_harnesses: HarnessNames | None = None
     sft: SFTSettings | None = None
     rl: RLSettings = Field(default_factory=RLSettings)
     evaluation: Literal["curve", "policies"] = "curve"
     loggers: list[LoggerSettings] = Field(default_factory=list)
     faults: FaultSettings | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: Any) -> Any:
+        return moved_keys(data, MOVED_KEYS)
 
     @field_validator("loggers", mode="before")
     @classmethod
@@ -208,11 +204,6 @@ class TrainConfig(BaseModel):
 
     def tiny_model_spec(self) -> TinyModelSpec:
         return (self.tiny_model or TinyModelSpec()).model_copy(update={"seed": self.seed})
-
-    @field_validator("proxy_options")
-    @classmethod
-    def _proxy_options(cls, v: dict[str, Any]) -> dict[str, Any]:
-        return check_proxy_options(v)
 
     @field_validator("faults", mode="before")
     @classmethod
@@ -266,25 +257,6 @@ class TrainConfig(BaseModel):
                              "Face Hub id (ORG/NAME[@REVISION]), or `tiny` to build the tiny model into RUN/model")
         return v
 
-    @field_validator("harnesses", "eval_harnesses")
-    @classmethod
-    def _known_harnesses(cls, v: list[str] | None) -> list[str] | None:
-        from openforge.harness import check_harness_names
-
-        return None if v is None else check_harness_names(v)
-
-    @field_validator("harness_options")
-    @classmethod
-    def _known_options(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        from openforge.harness import HarnessError, get_adapter
-
-        for name, options in v.items():
-            try:
-                get_adapter(name, **options)
-            except HarnessError as e:  # names the harness and the option
-                raise ValueError(str(e)) from None
-        return v
-
     @property
     def in_process(self) -> bool:
         """Generated families with only the react harness run in this process (`run_family_episodes`); all
@@ -301,16 +273,15 @@ class TrainConfig(BaseModel):
         """The held-out evaluation runs in this process (generated families, the react harness alone)."""
         return self.in_process and self.heldout_harnesses == ["react"]
 
-    def harness_settings(self) -> dict[str, dict[str, Any]]:
-        """Every harness's options as configured; react's per-call token limit defaults to
-        `rl.max_new_tokens`."""
-        options = {k: dict(v) for k, v in self.harness_options.items()}
-        options.setdefault("react", {}).setdefault("max_tokens", self.rl.max_new_tokens)
-        return options
+    def episode_image_map(self) -> dict[str, str]:
+        """The image map of the run's sandboxed episodes: `image_map` over the offline base image's
+        (`debian:bookworm-slim` → `openforge-base:bookworm`, what generated tasks are FROM), so that a run on
+        this machine needs no registry unless its config says otherwise."""
+        return {**DEFAULT_IMAGE_MAP, **self.image_map}
 
-    def react(self) -> ReactAdapter:
-        """The react harness as this run configures it (what the in-process episodes run, with the same
-        options and defaults as a sandboxed react episode)."""
-        from openforge.harness.react import ReactAdapter
+    def react(self) -> HarnessAdapter:
+        """The react harness as this run configures it (what the in-process episodes run: the same options, and
+        the same rule for the token cap, as a sandboxed react episode)."""
+        from openforge.harness import get_adapter
 
-        return ReactAdapter(**self.harness_settings()["react"])
+        return get_adapter("react", **self.adapter_options("react"))

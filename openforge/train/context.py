@@ -29,7 +29,7 @@ class RunContext:
     def sandbox(self) -> str:
         """The sandbox backend (`auto` resolved on first use: it may start Docker)."""
         if self._sandbox is None:
-            from openforge.train.sandbox_choice import choose_sandbox
+            from openforge.rollout.sandbox_choice import choose_sandbox
 
             self._sandbox = choose_sandbox(self.config.sandbox, self.console)
         return self._sandbox

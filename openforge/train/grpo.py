@@ -21,22 +21,7 @@ from openforge.core.records import Sample
 from openforge.train.advantages import group_advantages, group_indices, groups_with_signal
 from openforge.train.batching import collate, micro_batches
 from openforge.train.losses import clipped_policy_loss, token_logprobs
-
-
-class GRPOConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    lr: float = Field(default=2e-4, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    clip_low: float = Field(default=0.2, ge=0)
-    clip_high: float = Field(default=0.2, ge=0)
-    clip_ratio_c: float | None = Field(default=3.0, gt=1)  # veRL's dual-clip bound; None = off
-    norm_by_std: bool = True
-    eps: float = Field(default=1e-6, gt=0)
-    # Used when a sample's metadata names no temperature: the temperature the rollouts were sampled at.
-    temperature: float = Field(default=1.0, gt=0)
-    max_grad_norm: float | None = Field(default=1.0, gt=0)
-    max_tokens_per_micro_batch: int | None = Field(default=None, ge=1)
+from openforge.train.trainer_config import GRPOConfig
 
 
 class GRPOMetrics(BaseModel):

@@ -50,6 +50,7 @@ QUICKSTART: dict[str, Any] = {
     # instruction (with the default system prompt and the tool's JSON schema SFT memorised and did not
     # generalise).
     "harness_options": {"react": {"max_steps": 1, "tools": ["bash"], "system_prompt": ""}},
+    "max_new_tokens": 64,  # per model call: a command is a few dozen tokens
     "sft": {
         "teacher": "oracle",
         # SFT's held-out level rises steeply with the number of demos and depends on the batch order too
@@ -73,7 +74,6 @@ QUICKSTART: dict[str, Any] = {
         "group": 8,
         "lr": 2e-4,
         "temperature": 1.0,
-        "max_new_tokens": 64,
         "eval_instances": 200,
         "concurrency": 8,  # teacher episodes (sandboxed) at once
     },

@@ -93,3 +93,17 @@ def read_steps(run: Path) -> list[StepRecord]:
 
 def read_evals(run: Path) -> list[EvalRecord]:
     return [EvalRecord.model_validate(r) for r in read_jsonl(run / EVALS_FILE)]
+
+
+# RUN/report.json's GRPO steps, in both evaluations: their number and their records (`StepRecord` dumps).
+GRPO_STEPS = "grpo_steps"
+GRPO_STEP_RECORDS = "grpo_step_records"
+
+
+def report_step_records(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The GRPO step records of a report.json, also of a report written before they had their own name (then
+    `rl_steps` with `evaluation: policies`, `steps` with `evaluation: curve`); [] where there are none."""
+    for key in (GRPO_STEP_RECORDS, "rl_steps", "steps"):
+        if isinstance(report.get(key), list):
+            return [r for r in report[key] if isinstance(r, dict)]
+    return []

@@ -1,10 +1,11 @@
 """RUN/report.json, report.md and report.png.
 
-Both evaluations share the body (run, model, harnesses, sandbox, SFT, steps, timings, config). With
-`evaluation: curve` (`openforge train`'s default), `heldout_pass_at_1` is the list of evaluations during GRPO
-(`{after_steps, pass_at_1}`), `rl_steps` their count and `steps` the step records. With `evaluation:
-policies` (the quickstart), `heldout_pass_at_1` maps each policy to its score (`{"base", "sft", "rl"[,
-"sft_more"]}`) and `rl_steps` is the list of step records.
+Both evaluations share the body (run, model, harnesses, sandbox, SFT, timings, config) and GRPO's steps:
+`grpo_steps` their number, `grpo_step_records` their records (`records.StepRecord`). With `evaluation: curve`
+(`openforge train`'s default), `heldout_pass_at_1` is the list of evaluations during GRPO (`{after_steps,
+pass_at_1}`). With `evaluation: policies` (the quickstart), `heldout_pass_at_1` maps each policy to its score
+(`{"base", "sft", "rl"[, "sft_more"]}`). (Earlier versions named the records `rl_steps` or `steps`:
+`records.report_step_records` reads either.)
 
 Behaviour (`openforge.analysis`) rides along: `behaviour` holds each evaluation's summary (per policy, or a
 list in order). With `faults.eval`, `heldout_pass_at_1_with_faults` (pass@1 over the held-out episodes that
@@ -23,14 +24,14 @@ from rich.table import Table
 
 from openforge.train.context import RunContext
 from openforge.train.plots import plot
-from openforge.train.records import EvalRecord, StepRecord
+from openforge.train.records import GRPO_STEP_RECORDS, GRPO_STEPS, EvalRecord, StepRecord
 
 
 def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecord]) -> dict[str, Any]:
     step_dicts = [s.model_dump() for s in steps]
     faults = ctx.config.eval_faults is not None
     if ctx.config.evaluation == "policies":
-        evaluation = {"heldout_pass_at_1": {e.label: e.pass_at_1 for e in evals}, "rl_steps": step_dicts,
+        evaluation = {"heldout_pass_at_1": {e.label: e.pass_at_1 for e in evals},
                       "heldout_pass_at_1_by_harness": {e.label: e.pass_at_1_by_harness for e in evals},
                       "behaviour": {e.label: e.behaviour for e in evals}}
         if faults:
@@ -48,12 +49,13 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
                                                                                    "recovery_rate")}
                                                 if faults else {})} for e in evals],
                       "final_heldout_pass_at_1": scored[-1].pass_at_1 if scored else None,
-                      "behaviour": [e.behaviour for e in evals],
-                      "rl_steps": len(steps), "steps": step_dicts}
+                      "behaviour": [e.behaviour for e in evals]}
         if faults:
             evaluation["behaviour_with_faults"] = [e.behaviour_with_faults for e in evals]
     return {
         **evaluation,
+        GRPO_STEPS: len(steps),
+        GRPO_STEP_RECORDS: step_dicts,
         "run": str(ctx.run),
         "model": str(ctx.model_path),
         "harnesses": ctx.config.harnesses,

@@ -33,7 +33,7 @@ from openforge.train.data import step_instances, step_tasks
 from openforge.train.difficulty import DifficultyTracker, no_signal_cost, task_results
 from openforge.train.errors import TrainInterrupted
 from openforge.train.evaluation import evaluate
-from openforge.train.grpo import GRPOConfig, GRPOTrainer
+from openforge.train.grpo import GRPOTrainer
 from openforge.train.progress import progress_bar
 from openforge.train.records import EVALS_FILE, STEPS_FILE, EvalRecord, StepRecord, append_jsonl, read_evals, \
     read_steps, write_jsonl
@@ -88,7 +88,7 @@ def rl_checkpoint(ctx: RunContext) -> Path:
 def restore_or_start(ctx: RunContext, start: Path, resume: bool) -> RLState:
     rl, rl_path = ctx.config.rl, rl_checkpoint(ctx)
     pad = ModelDir(ctx.model_path).pad_token_id
-    grpo = GRPOConfig(lr=rl.lr, temperature=rl.temperature)
+    grpo = rl.grpo_config()
     if resume and (rl_path / "model.safetensors").is_file():
         model, optimizer_state, count = load_checkpoint(rl_path)
         trainer = GRPOTrainer(model, grpo, pad_id=pad, step_count=count)

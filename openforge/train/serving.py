@@ -14,6 +14,7 @@ from typing import Any
 from openforge.proxy.server import ProxyConfig, RunningProxy, running_proxy
 from openforge.rollout.config import RolloutConfig
 from openforge.rollout.orchestrator import run_label
+from openforge.rollout.settings import EpisodeSettings
 from openforge.sandbox import SandboxProvider, get_provider
 from openforge.train.config import TrainConfig
 from openforge.train.context import RunContext
@@ -25,9 +26,8 @@ EMBEDDED_OPTIONS = {"max_batch": 128, "prefix_cache_entries": 512}
 
 def proxy_config(config: TrainConfig, model: Path, run: Path, temperature: float, socket_dir: Path,
                  policy_version: int = 0) -> ProxyConfig:
-    return ProxyConfig(**config.proxy_options, model=model, backend="embedded", run=run, listen=config.proxy_listen,
+    return ProxyConfig(**config.proxy_settings(), model=model, backend="embedded", run=run, listen=config.proxy_listen,
                        uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0", temperature=temperature,
-                       max_new_tokens=config.rl.max_new_tokens,
                        backend_options={"seed": config.seed, **EMBEDDED_OPTIONS, "policy_version": policy_version})
 
 
@@ -48,12 +48,10 @@ def rollout_config(ctx: RunContext, **overrides: Any) -> RolloutConfig:
     """The orchestrator's settings for the run's sandboxed episodes (the teacher's, and GRPO's and the
     evaluations' when they do not run in process)."""
     c = ctx.config
-    fields = {"tasks": list(c.tasks.dirs or [ctx.run / "tasks"]), "harnesses": c.harnesses, "sandbox": ctx.sandbox,
-              "sandbox_options": c.sandbox_options, "model": ctx.model_path, "backend": "embedded",
-              "run": ctx.run / "rl", "image_map": c.image_map, "harness_options": c.harness_settings(),
-              "max_new_tokens": c.rl.max_new_tokens, "concurrency": c.rl.concurrency,
-              "max_attempts": c.max_attempts, "proxy_listen": c.proxy_listen, "proxy_options": c.proxy_options,
-              "agent_user": c.agent_user}
+    episodes = c.model_dump(include=set(EpisodeSettings.model_fields))
+    fields = {**episodes, "sandbox": ctx.sandbox, "image_map": c.episode_image_map(),
+              "tasks": list(c.tasks.dirs or [ctx.run / "tasks"]), "harnesses": c.harnesses, "model": ctx.model_path,
+              "backend": "embedded", "run": ctx.run / "rl", "concurrency": c.rl.concurrency}
     return RolloutConfig(**{**fields, **overrides})
 
 

@@ -12,38 +12,13 @@ import math
 import random
 import time
 from collections.abc import Sequence
-from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from openforge.core.records import Sample
 from openforge.train.batching import collate, micro_batches
 from openforge.train.losses import sft_loss, token_logprobs
-
-
-class SFTConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    lr: float = Field(default=1e-3, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    batch_size: int = Field(default=16, ge=1)
-    epochs: int | None = Field(default=None, ge=1)  # passes over the samples ...
-    steps: int | None = Field(default=None, ge=1)  # ... or a number of optimizer steps (exactly one of them)
-    max_grad_norm: float | None = Field(default=1.0, gt=0)
-    max_tokens_per_micro_batch: int | None = Field(default=None, ge=1)
-    # Learning-rate schedule: linear warm-up over `warmup_steps`, then constant or cosine decay to 0. A tiny
-    # random-init model forms its copy (induction) circuits only with warm-up and decay (docs/design.md,
-    # "Training the tiny model").
-    warmup_steps: int = Field(default=0, ge=0)
-    schedule: Literal["constant", "cosine"] = "constant"
-    seed: int = 0
-
-    @model_validator(mode="after")
-    def _one_length(self) -> "SFTConfig":
-        if (self.epochs is None) == (self.steps is None):
-            raise ValueError("set exactly one of epochs and steps")
-        return self
+from openforge.train.trainer_config import SFTConfig
 
 
 def sft_step(

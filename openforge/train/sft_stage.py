@@ -21,7 +21,7 @@ from openforge.train.context import RunContext
 from openforge.train.errors import TrainError
 from openforge.train.progress import progress_bar
 from openforge.train.rerender import RerenderError, rerender_calls
-from openforge.train.sft import SFTConfig, SFTTrainer
+from openforge.train.sft import SFTTrainer
 from openforge.train.teacher import check_teacher_tokenizer
 from openforge.train.teacher_selection import TeacherSelection, select_teacher_episodes
 
@@ -82,9 +82,7 @@ def sft_stage(ctx: RunContext, teacher_episodes: int) -> Path:
 def train_sft(model: Any, model_dir: ModelDir, demos: list[Sample], settings: SFTSettings, steps: int, seed: int,
               label: str, console: Console) -> SFTTrainer:
     """`steps` of SFT on `demos` with the configured schedule, with a progress bar; returns the trainer."""
-    trainer = SFTTrainer(model, SFTConfig(lr=settings.lr, batch_size=settings.batch_size, steps=steps,
-                                          warmup_steps=settings.warmup_steps, schedule=settings.schedule,
-                                          seed=seed), pad_id=model_dir.pad_token_id)
+    trainer = SFTTrainer(model, settings.trainer_config(steps, seed), pad_id=model_dir.pad_token_id)
     with progress_bar(console) as progress:
         bar = progress.add_task(label, total=steps, info="")
         trainer.train(demos, on_step=lambda step, loss: progress.update(bar, advance=1, info=f"loss {loss:.3f}"))

@@ -76,7 +76,7 @@ class Run:
     def kind(self) -> str:
         """train, quickstart, verl, eval or rollout (a guess from the files, for the page's wording)."""
         report = self.files.report or {}
-        if self.files.steps or "rl_steps" in report:
+        if self.files.steps or "grpo_steps" in report or "rl_steps" in report:  # rl_steps: earlier reports
             return "train"
         if isinstance(report.get("heldout_pass_at_1"), dict):
             return "quickstart"

@@ -1,4 +1,4 @@
-"""A training run's curves from the files it writes: steps (steps.jsonl, or the report's `steps`), held-out
+"""A training run's curves from the files it writes: steps (steps.jsonl, or the report's step records), held-out
 evaluations (evals.jsonl, or the report's `heldout_pass_at_1` list), the quickstart's per-policy held-out
 scores (its report's `heldout_pass_at_1` dict), and behaviour metrics (analysis.json) flattened for a table."""
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from openforge.train.records import report_step_records
 from openforge.view.charts import Series, bar_chart, line_chart
 from openforge.view.discover import RunFiles
 
@@ -32,7 +33,7 @@ def _number(value: Any) -> float | None:
 
 def training(files: RunFiles) -> Training:
     report = files.report or {}
-    steps = files.steps or [s for s in report.get("steps", []) if isinstance(s, dict)]
+    steps = files.steps or report_step_records(report)
     heldout = report.get("heldout_pass_at_1")
     evals = files.evals or ([e for e in heldout if isinstance(e, dict)] if isinstance(heldout, list) else [])
     by_policy = {str(k): _number(v) for k, v in heldout.items()} if isinstance(heldout, dict) else {}

@@ -16,7 +16,8 @@ SERVABLE = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_con
 
 
 def _train(model, samples, steps, optimizer=None):
-    trainer = SFTTrainer(model, SFTConfig(lr=2e-3, steps=steps, batch_size=4), optimizer=optimizer)
+    trainer = SFTTrainer(model, SFTConfig(lr=2e-3, steps=steps, batch_size=4, warmup_steps=0, schedule="constant"),
+                         optimizer=optimizer)
     return trainer, trainer.train(samples)
 
 

@@ -62,9 +62,10 @@ def families_run(tmp_path_factory, tiny_model_dir, docker_ready):
     root = tmp_path_factory.mktemp("train-families")
     data = {
         "run": str(root / "run"), "model": str(tiny_model_dir), "tasks": {"families": ["create_file", "append_line"]},
-        "harnesses": ["react"], "sandbox": "docker",
+        "harnesses": ["react"], "sandbox": "docker", "max_new_tokens": 64,
+        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
         "sft": {"teacher": "oracle", "demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 4},
-        "rl": {"steps": 2, "prompts": 2, "group": 2, "max_new_tokens": 64, "eval_every": 1, "eval_instances": 4},
+        "rl": {"steps": 2, "prompts": 2, "group": 2, "eval_every": 1, "eval_instances": 4},
         "loggers": ["tensorboard"],
     }
     config = write_config(root / "train.yaml", data)
@@ -87,7 +88,7 @@ def test_families_run_trains_serves_and_reports(families_run):
                 served.setdefault(episode.metadata["step"], set()).add(call.policy_version)
     assert served == {0: {0}, 1: {1}}  # step 1's episodes were sampled by the weights step 0 produced
     report = json.loads((run / "report.json").read_text())
-    assert report["episode_path"] == "in-process" and report["rl_steps"] == 2
+    assert report["episode_path"] == "in-process" and report["grpo_steps"] == 2 == len(report["grpo_step_records"])
     assert [e["after_steps"] for e in report["heldout_pass_at_1"]] == [0, 1, 2]
     assert report["sft"]["samples"] == 4 and report["sft"]["steps"] == 2
     trained = {t for s in steps for t in s["tasks"]}
@@ -118,15 +119,15 @@ def test_resume_continues_from_the_last_step(families_run):
     with TrajectoryStore.open(root / "run" / "rl") as store:
         assert sorted({e.metadata["step"] for e in store.list_episodes()}) == [0, 1, 2]
     report = json.loads((root / "run" / "report.json").read_text())
-    assert report["rl_steps"] == 3 and report["heldout_pass_at_1"][-1]["after_steps"] == 3
+    assert report["grpo_steps"] == 3 and report["heldout_pass_at_1"][-1]["after_steps"] == 3
 
 
 def test_task_dirs_run_through_the_orchestrator(docker_ready, tmp_path, tiny_model_dir):
     config = TrainConfig.model_validate({
         "run": str(tmp_path / "run"), "model": str(tiny_model_dir), "tasks": {"dirs": [str(EXAMPLES)]},
-        "harnesses": ["react"], "sandbox": "docker", "max_attempts": 1,
+        "harnesses": ["react"], "sandbox": "docker", "max_attempts": 1, "max_new_tokens": 16,
         "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
-        "rl": {"steps": 1, "prompts": 2, "group": 2, "max_new_tokens": 16, "eval_instances": 1},
+        "rl": {"steps": 1, "prompts": 2, "group": 2, "eval_instances": 1},
     })
     report = run_training(config)
     assert report["episode_path"] == "orchestrator"

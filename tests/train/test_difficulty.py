@@ -60,8 +60,8 @@ def test_a_run_drops_the_tasks_its_policy_never_solves(docker_ready, tmp_path, t
     config = TrainConfig.model_validate({
         "run": str(tmp_path / "run"), "model": str(tiny_model_dir), "tasks": {"dirs": [str(tasks)]},
         "harnesses": ["react"], "sandbox": "docker", "max_attempts": 1,
-        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
-        "rl": {"steps": 4, "prompts": 1, "group": 2, "max_new_tokens": 8, "drop_after": 1},
+        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}}, "max_new_tokens": 8,
+        "rl": {"steps": 4, "prompts": 1, "group": 2, "drop_after": 1},
     })
     report = run_training(config)
     steps = read_steps(tmp_path / "run")
@@ -73,6 +73,6 @@ def test_a_run_drops_the_tasks_its_policy_never_solves(docker_ready, tmp_path, t
     assert all(s.task_results[s.tasks[0]] == (0, 2) for s in steps)
     assert all(s.no_signal_groups == 1 and s.no_signal_episodes == 2 and s.no_signal_seconds > 0 for s in steps)
     assert all(0 < s.train_s < s.seconds for s in steps)  # the checkpoint and weight push, even without an update
-    assert report["steps"][0]["dropped_tasks"] == steps[0].dropped_tasks
+    assert report["grpo_step_records"][0]["dropped_tasks"] == steps[0].dropped_tasks
     markdown = (tmp_path / "run" / "report.md").read_text()
     assert "Groups without signal (GRPO skips them) cost 4 of 4 episodes" in markdown and "impossible, step 0" in markdown

@@ -43,7 +43,7 @@ def test_harnesses_recipe_smoke(docker_ready, tmp_path):
     first = tokenizer.decode(calls[0].prompt_ids)
     assert HARNESS_PROMPT in first and len(calls[0].prompt_ids) < 600, len(calls[0].prompt_ids)
     # GRPO: real Claude Code episodes, grouped per (step, task, harness)
-    step = report["rl_steps"][0]
+    step = report["grpo_step_records"][0]
     assert step["harnesses"] == {"claude-code": 4} and step["episodes"] == 4 and 0 < step["train_s"] < step["seconds"]
     # held-out pass@1 per policy and per harness, Codex included (never trained on)
     by_harness = report["heldout_pass_at_1_by_harness"]

@@ -50,8 +50,8 @@ def test_an_interrupted_run_stops_there_and_resumes(phase, docker_ready, tmp_pat
     config.write_text(yaml.safe_dump({
         "run": str(run), "model": str(tiny_model_dir), "tasks": {"dirs": [str(EXAMPLES)]}, "harnesses": ["react"],
         "sandbox": "docker", "max_attempts": 1, "evaluation": "policies",
-        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
-        "rl": {"steps": 3, "prompts": 1, "group": 2, "max_new_tokens": 8, "concurrency": 2},
+        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}}, "max_new_tokens": 8,
+        "rl": {"steps": 3, "prompts": 1, "group": 2, "concurrency": 2},
     }))
     argv = [sys.executable, "-m", "openforge.cli", "train", "--config", str(config)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=default_sigint)
@@ -72,7 +72,7 @@ def test_an_interrupted_run_stops_there_and_resumes(phase, docker_ready, tmp_pat
     done = subprocess.run(argv + ["--resume"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((run / "report.json").read_text())
-    assert len(report["rl_steps"]) == 3
+    assert report["grpo_steps"] == len(report["grpo_step_records"]) == 3
     evals = [json.loads(line) for line in (run / "evals.jsonl").read_text().splitlines()]
     heldout = len(list((EXAMPLES / "heldout").iterdir()))
     assert [e["label"] for e in evals] == ["base", "rl"] and all(e["graded"] == heldout for e in evals)

@@ -16,12 +16,12 @@ from openforge.train.quickstart import quickstart_config
 def test_the_preset_is_the_documented_quickstart():
     c = quickstart_config()
     assert c.tasks.families == QUICKSTART_FAMILIES and c.harnesses == ["react"] and c.in_process
-    assert c.sandbox == "auto" and c.image_map == DEFAULT_IMAGE_MAP and c.evaluation == "policies"
+    assert c.sandbox == "auto" and c.episode_image_map() == DEFAULT_IMAGE_MAP and c.evaluation == "policies"
     s = c.sft
     assert (s.teacher, s.demos, s.steps, s.lr, s.warmup_steps, s.schedule, s.batch_size, s.control) == (
         "oracle", 200, 800, 1e-3, 30, "cosine", 16, False)
     r = c.rl
-    assert (r.seconds, r.prompts, r.group, r.lr, r.temperature, r.max_new_tokens, r.eval_instances) == (
+    assert (r.seconds, r.prompts, r.group, r.lr, r.temperature, c.max_new_tokens, r.eval_instances) == (
         240, 16, 8, 2e-4, 1.0, 64, 200)
     react = c.react()  # one command per episode, only bash, no system prompt, react's cap = the run's
     assert (react.max_steps, list(react.tools), react.system_prompt, react.max_tokens) == (1, ["bash"], "", 64)
@@ -49,7 +49,7 @@ def test_the_harnesses_recipe_trains_through_claude_code_and_evaluates_in_three_
     c = quickstart_config(recipe="harnesses")
     assert c.harnesses == ["claude-code"] and c.heldout_harnesses == ["react", "claude-code", "codex"]
     assert not c.in_process and not c.in_process_eval  # sandboxed episodes, held-out tasks written as directories
-    options = c.harness_settings()
+    options = {h: c.adapter_options(h) for h in c.heldout_harnesses}
     assert "--system-prompt" in options["claude-code"]["extra_args"] and options["claude-code"]["tools"] == ["Bash"]
     assert options["codex"]["instructions"] and options["react"]["max_steps"] == 2
     assert c.tiny_model_spec().sliding_window == 96 and quickstart_config().tiny_model is None  # only this recipe

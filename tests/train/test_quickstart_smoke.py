@@ -17,8 +17,9 @@ def test_quickstart_smoke(docker_ready, tmp_path):
     assert set(saved["heldout_pass_at_1"]) == {"base", "sft", "rl"}
     assert all(0.0 <= v <= 1.0 for v in saved["heldout_pass_at_1"].values())
     assert saved["teacher_episodes"] == 8 and saved["sft"]["samples"] == 8
-    assert 1 <= len(saved["rl_steps"]) <= 2
-    assert saved["rl_steps"][-1]["policy_version"] == len(saved["rl_steps"])  # each step's weights were served
+    records = saved["grpo_step_records"]
+    assert 1 <= saved["grpo_steps"] == len(records) <= 2 and "rl_steps" not in saved
+    assert records[-1]["policy_version"] == len(records)  # each step's weights were served
     assert (tmp_path / "run" / "report.png").stat().st_size > 1000
     assert (tmp_path / "run" / "report.md").read_text().startswith("# Quickstart report")
     assert report["heldout_pass_at_1"] == saved["heldout_pass_at_1"]

@@ -119,7 +119,7 @@ def test_micro_batching_gives_the_same_step(model):
 def test_sft_loss_falls(model):
     rng = random.Random(5)
     samples = [make_sample(rng, "g", 1.0, length=32, prompt=8, tool_turn=(18, 22)) for _ in range(4)]
-    trainer = SFTTrainer(model, SFTConfig(lr=3e-3, steps=20, batch_size=4))
+    trainer = SFTTrainer(model, SFTConfig(lr=3e-3, steps=20, batch_size=4, warmup_steps=0, schedule="constant"))
     losses = trainer.train(samples)
     assert len(losses) == 20 and trainer.step_count == 20
     assert losses[-1] < 0.5 * losses[0], losses
@@ -134,5 +134,5 @@ def test_learning_rate_warms_up_then_decays_to_zero_on_a_cosine(model):
     assert seen[:4] == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3])
     assert seen[4] == pytest.approx(1e-3) and all(a > b for a, b in zip(seen[4:], seen[5:]))  # then decays
     assert seen[-1] < 0.1e-3 and trainer.lr_at(10, 10) == pytest.approx(0.0)
-    constant = SFTTrainer(model, SFTConfig(lr=1e-3, steps=3, batch_size=4))
+    constant = SFTTrainer(model, SFTConfig(lr=1e-3, steps=3, batch_size=4, warmup_steps=0, schedule="constant"))
     assert [constant.lr_at(s, 3) for s in range(3)] == [1e-3] * 3

@@ -165,7 +165,7 @@ def test_train_with_a_teacher_behind_an_api(docker_ready, tmp_path, tiny_model_d
             "harness_options": {"react": {"max_steps": 2, "tools": ["bash"]}},
             "sft": {"teacher": f"openai:{url}", "rollouts_per_task": 2, "dedup_similarity": 0.9, "steps": 2,
                     "warmup_steps": 0, "batch_size": 2},
-            "rl": {"steps": 0, "max_new_tokens": 96, "eval_instances": 1},  # the teacher is held to it too
+            "max_new_tokens": 96, "rl": {"steps": 0, "eval_instances": 1},  # the teacher is held to it too
         })
         report = run_training(config)
     sft = report["sft"]

@@ -20,7 +20,7 @@ def test_train_with_faults_through_the_orchestrator(docker_ready, tmp_path, tiny
         "run": str(tmp_path / "run"), "model": str(tiny_model_dir), "tasks": {"dirs": [str(EXAMPLES)]},
         "harnesses": ["react"], "sandbox": "docker", "max_attempts": 1,
         "harness_options": {"react": {"max_steps": 1, "tools": ["bash"], "command_timeout_s": 2}},
-        "rl": {"steps": 1, "prompts": 2, "group": 2, "max_new_tokens": 16, "eval_instances": 1}}))
+        "max_new_tokens": 16, "rl": {"steps": 1, "prompts": 2, "group": 2, "eval_instances": 1}}))
     result = CliRunner().invoke(app, ["train", "--config", str(config), "--faults", "hang:1,hang_s=5"])
     assert result.exit_code == 0, result.output
     run = tmp_path / "run"

@@ -50,6 +50,7 @@ def loop_yaml(tmp: Path, model: Path, mode: str, agent_timeout_s: float = 60) ->
     path = tmp / f"agent_loop_{mode}.yaml"
     settings = {"run_dir": str(tmp / "runs"), "model": str(model), "sandbox": "local",
                 "sandbox_options": {"root": str(tmp / "sandboxes")}, "mode": mode, "agent_timeout_s": agent_timeout_s,
+                "max_attempts": 1,  # as examples/verl/agent_loop.yaml: an infrastructure failure is dropped at once
                 "harness_options": {"react": {"max_steps": 3, "tools": ["bash"]}}}
     path.write_text(yaml.safe_dump([{"name": "openforge", "_target_": "openforge.train.verl.agent_loop.OpenForgeAgentLoop",
                                      "openforge": settings}]))
@@ -163,6 +164,18 @@ def test_calls_sample_with_verls_parameters_and_record_its_weights_version(merge
         steps = {(e.metadata["step"], e.metadata["verl_uid"]) for e in store.list_episodes()}
     assert versions == {7}  # TokenOutput.extra_fields["global_steps"]
     assert steps == {(3, "uidA"), (3, "uidB")}
+
+
+def test_react_asks_for_the_loops_token_cap(merged):
+    """The loop's `max_new_tokens` caps the proxy and reaches the harness as its own per-reply cap (react's
+    `max_tokens`): a harness asking for fewer would cut replies the proxy allows (it once asked for 1,024 while
+    the proxy allowed 4,096)."""
+    from openforge.train.verl.config import VerlLoopConfig
+
+    cap = VerlLoopConfig().max_new_tokens  # the loop YAML leaves it at its default
+    asked = [json.loads(c.request_body)["max_tokens"] for calls in stored_calls(merged["run_dir"]).values()
+             for c in calls]
+    assert asked and set(asked) == {cap}
 
 
 def test_infrastructure_failure_is_dropped_and_counted(merged):

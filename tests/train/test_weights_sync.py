@@ -32,7 +32,8 @@ def checkpoints(tmp_path, tiny_model):
     model = tiny_model.load_model()
     old = save_checkpoint(model, tiny_model, tmp_path / "ckpt" / "step-0", step=0)
     rng = random.Random(40)
-    SFTTrainer(model, SFTConfig(lr=1e-2, steps=3, batch_size=4)).train([make_sample(rng, "g", 1.0) for _ in range(4)])
+    SFTTrainer(model, SFTConfig(lr=1e-2, steps=3, batch_size=4, warmup_steps=0, schedule="constant")).train(
+        [make_sample(rng, "g", 1.0) for _ in range(4)])
     new = save_checkpoint(model, tiny_model, tmp_path / "ckpt" / "step-3", step=3)
     return old, new
 

@@ -65,8 +65,9 @@ def runs(tmp_path_factory, tiny_model_dir, docker_ready) -> dict[str, Path]:
     config = root / "train.yaml"
     config.write_text(yaml.safe_dump({
         "run": str(paths["train"]), "model": str(tiny_model_dir), "tasks": {"families": ["create_file", "append_line"]},
-        "harnesses": ["react"], "sandbox": "docker",
-        "rl": {"steps": 2, "prompts": 2, "group": 4, "max_new_tokens": 32, "eval_every": 1, "eval_instances": 4},
+        "harnesses": ["react"], "sandbox": "docker", "max_new_tokens": 32,
+        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
+        "rl": {"steps": 2, "prompts": 2, "group": 4, "eval_every": 1, "eval_instances": 4},
     }))
     result = CliRunner().invoke(app, ["train", "--config", str(config)])
     assert result.exit_code == 0, result.output

@@ -1,5 +1,5 @@
 """Kubernetes sandboxes: one bare Pod per rollout, through the official `kubernetes` client (optional extra
-`openforge[kubernetes]`), and the manifests of a run's other objects.
+`openforge-rl[kubernetes]`), and the manifests of a run's other objects.
 
 - `provider.py`: `KubernetesProvider` (pods created, watched until they run, listed, cleaned up; the run's
   NetworkPolicy);

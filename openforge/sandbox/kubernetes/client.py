@@ -55,7 +55,7 @@ class KubeClient:
                 from kubernetes import client, config
             except ImportError as e:
                 raise SandboxError("the kubernetes sandbox needs the `kubernetes` package: "
-                                   "pip install 'openforge[kubernetes]'") from e
+                                   "pip install 'openforge-rl[kubernetes]'") from e
             if self._configuration is not None:
                 api = client.ApiClient(self._configuration)
             else:

@@ -1,5 +1,5 @@
 """The kubernetes backend's provider: one bare Pod per rollout, through the official `kubernetes` client
-(`pip install 'openforge[kubernetes]'`).
+(`pip install 'openforge-rl[kubernetes]'`).
 
 Why a Pod and not a Job: a sandbox is a long-lived container that the orchestrator execs into, under a name
 it chose (`sandbox_name`). A Job would add a controller between us and the pod (random pod-name suffixes, a

@@ -1,4 +1,4 @@
-"""veRL 0.9.1 integration (`pip install openforge[verl]`).
+"""veRL 0.9.1 integration (`pip install 'openforge-rl[verl]'`).
 
 - `agent_loop`: `OpenForgeAgentLoop`, registered as agent loop "openforge" (`agent_loop.yaml`): each rollout is a
   real harness episode, recorded by the OpenForge proxy, graded, assembled, returned as `AgentLoopOutput`s.

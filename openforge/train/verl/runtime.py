@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from openforge.core import CallRecord, Episode
 from openforge.harness.bundle import default_bundle_dir
 from openforge.proxy.server import ProxyConfig, RunningProxy, running_proxy
-from openforge.rollout.config import RolloutConfig
 from openforge.rollout.episode import EpisodeRunner, Slot
 from openforge.rollout.orchestrator import run_label
+from openforge.rollout.sandbox_choice import choose_sandbox
 from openforge.rollout.outcome import AttemptResult, record_outcome
 from openforge.sandbox import SandboxProvider, get_provider
 from openforge.tasks import ImageMap, Task, load_task, load_tasks
@@ -132,28 +134,24 @@ async def _start(config: VerlLoopConfig, model_dir: Path, max_context: int) -> W
     run = config.run_dir / f"worker-{socket.gethostname()}-{os.getpid()}"
     socket_dir = Path(tempfile.mkdtemp(prefix="openforge-verl-"))  # short: AF_UNIX paths hold ~107 bytes
     backend = VerlServerBackend(max_context, ModelDir(model_dir).eos_token_ids)
-    proxy_config = ProxyConfig(model=model_dir, backend="verl", run=run, listen="127.0.0.1:0",
-                               uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0",
-                               max_new_tokens=config.max_new_tokens)
+    proxy_config = ProxyConfig(**config.proxy_settings(), model=model_dir, backend="verl", run=run,
+                               listen=config.proxy_listen, uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0")
+    sandbox = choose_sandbox(config.sandbox, Console(stderr=True))
     stack = AsyncExitStack()
     try:
         proxy = await stack.enter_async_context(running_proxy(proxy_config, backend=backend))
-        provider = get_provider(config.sandbox, **config.sandbox_options)
+        provider = get_provider(sandbox, **config.sandbox_options)
         stack.push_async_callback(provider.close)
         label = run_label(run)
         stack.push_async_callback(provider.cleanup, label)
-        harnesses = sorted(config.harness_options) or ["react"]
-        # the runner reads only the per-episode settings of a RolloutConfig; tasks come from the dataset rows
-        rollout = RolloutConfig(tasks=config.tasks or [run], harnesses=harnesses, sandbox=config.sandbox,
-                                model=model_dir, backend="verl", run=run, agent_timeout_s=config.agent_timeout_s,
-                                harness_options=config.harness_options, image_map=config.image_map)
         bundle = config.harness_bundle or default_bundle_dir()
-        runner = EpisodeRunner(proxy, provider, rollout, ImageMap.from_config(config.image_map), label, bundle)
+        # the runner takes the loop's episode settings as they are; tasks and harnesses come from the dataset rows
+        runner = EpisodeRunner(proxy, provider, config, ImageMap.from_config(config.image_map), label, bundle)
         tasks = {t.id: t for t in load_tasks(config.tasks)} if config.tasks else None
         proxy.store.set_run_info({"verl_agent_loop": config.model_dump(mode="json"), "model": str(model_dir)})
     except BaseException:
         await stack.aclose()
         shutil.rmtree(socket_dir, ignore_errors=True)
         raise
-    log.info("openforge agent loop: proxy at %s, run %s, sandbox %s", proxy.url, run, config.sandbox)
+    log.info("openforge agent loop: proxy at %s, run %s, sandbox %s", proxy.url, run, sandbox)
     return WorkerRuntime(config, backend, stack, proxy, provider, runner, tasks, socket_dir)
