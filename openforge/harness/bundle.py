@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator
 
+from openforge.core.errors import ConfigurationError, InfrastructureError
+
 __all__ = [
     "ALL_HARNESSES",
     "PINNED",
@@ -69,8 +71,12 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
 
 
-class BundleError(RuntimeError):
+class BundleError(InfrastructureError, RuntimeError):
     """The bundle cannot be installed or used; the message says why and what to do."""
+
+
+class UnknownBundleHarnessError(ConfigurationError, BundleError):
+    """A harness name the bundle does not know (`openforge harness install --harness NAME`)."""
 
 
 # -- where things are -------------------------------------------------------------------------------------
@@ -219,7 +225,8 @@ def install_harnesses(
     say = console.print if console is not None else (lambda *a, **k: None)
     unknown = [h for h in harnesses if h not in ALL_HARNESSES]
     if unknown:
-        raise BundleError(f"unknown harness(es) {', '.join(unknown)}; known: {', '.join(ALL_HARNESSES)}")
+        raise UnknownBundleHarnessError(f"unknown harness(es) {', '.join(unknown)}; "
+                                        f"known: {', '.join(ALL_HARNESSES)}")
     plat = _platform()
     comps = _components(plat)
     order: list[str] = []

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openforge.core.errors import ConfigurationError
 from openforge.tasks import state_check
 
 WORDS = [
@@ -440,15 +441,20 @@ FAMILIES: dict[str, Family] = {
 QUICKSTART_FAMILIES = ["create_file", "append_line", "count_lines", "copy_file", "rename_file", "replace_word"]
 
 
+class FamilyError(ConfigurationError, ValueError):
+    """Generated tasks that cannot be had as asked (an unknown family or split, a directory of the other split,
+    more distinct instances than the families hold); the message names what is allowed."""
+
+
 def get_families(families: str | Iterable[str] | None = None) -> list[Family]:
-    """Families by name; None or "all" means every family. Unknown names raise ValueError listing the known."""
+    """Families by name; None or "all" means every family. Unknown names raise FamilyError listing the known."""
     if families is None or families == "all":
         return list(FAMILIES.values())
     names = [families] if isinstance(families, str) else list(families)
     names = [n.strip().replace("-", "_") for part in names for n in part.split(",") if n.strip()]
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
-        raise ValueError(f"unknown task famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+        raise FamilyError(f"unknown task famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
                          f"known: {', '.join(FAMILIES)}")
     return [FAMILIES[n] for n in names]
 
@@ -458,7 +464,7 @@ class InstanceSampler:
 
     def __init__(self, split: str = "train", seed: int = 0, families: str | Iterable[str] | None = None):
         if split not in ("train", "heldout"):
-            raise ValueError(f"unknown split {split!r}: expected 'train' or 'heldout'")
+            raise FamilyError(f"unknown split {split!r}: expected 'train' or 'heldout'")
         self.split = split
         self.families = get_families(families)
         self.rng = random.Random(f"openforge-families:{seed}:{split}")
@@ -593,7 +599,7 @@ def generate_family_tasks(
     """
     out = Path(out_dir)
     if out.name in ("train", "heldout") and out.name != split:
-        raise ValueError(f"{out}: a {out.name!r} directory cannot hold {split!r} tasks")
+        raise FamilyError(f"{out}: a {out.name!r} directory cannot hold {split!r} tasks")
     sampler = InstanceSampler(split=split, seed=seed, families=family)
     out.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
@@ -602,7 +608,7 @@ def generate_family_tasks(
     while len(paths) < n:
         attempts += 1
         if attempts > 50 * n + 100:
-            raise RuntimeError(f"could draw only {len(paths)} distinct instances of {family!r} ({split})")
+            raise FamilyError(f"could draw only {len(paths)} distinct instances of {family!r} ({split})")
         (inst,) = sampler.sample(1)
         if inst.key in seen:
             continue

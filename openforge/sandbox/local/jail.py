@@ -35,6 +35,8 @@ import time
 import uuid
 from pathlib import Path
 
+from openforge.core.errors import InfrastructureError
+
 from .bwrap import Bwrap, drop_privileges
 from .cgroups import Cgroup
 
@@ -53,7 +55,7 @@ _uids = itertools.count()
 _uids_lock = threading.Lock()
 
 
-class JailError(RuntimeError):
+class JailError(InfrastructureError, RuntimeError):
     """The jail cannot run here (bubblewrap, setpriv or prlimit missing, or user namespaces disabled)."""
 
 
