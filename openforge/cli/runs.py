@@ -97,13 +97,14 @@ def train(
     config's `faults` block sets them apart)."""
     from openforge.config import read_mapping, validate_config
     from openforge.train.config import TrainConfig
-    from openforge.train.pipeline import run_training  # torch
 
     fields = read_mapping(config)
     if faults is not None:
         fields["faults"] = faults
-    run_training(validate_config(fields, TrainConfig, source=str(config)), run_dir=run, resume=resume,
-                 console=console)
+    settings = validate_config(fields, TrainConfig, source=str(config))
+    from openforge.train.pipeline import run_training  # torch: once the config is known to be valid
+
+    run_training(settings, run_dir=run, resume=resume, console=console)
 
 
 def quickstart(
