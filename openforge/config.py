@@ -14,12 +14,14 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from openforge.core.errors import ConfigurationError
+
 M = TypeVar("M", bound=BaseModel)
 
 log = logging.getLogger(__name__)
 
 
-class ConfigError(ValueError):
+class ConfigError(ConfigurationError, ValueError):
     """A configuration file is unreadable or invalid; the message says where and how to fix it."""
 
 

@@ -17,7 +17,7 @@ from openforge.analysis.trace import EpisodeTrace, trace_calls
 from openforge.core import Episode, Outcome
 from openforge.harness import ADAPTERS, get_adapter
 from openforge.harness.base import HarnessAdapter
-from openforge.store import TrajectoryStore
+from openforge.store import NotARunError, TrajectoryStore
 
 STORE_FILE = "trajectories.db"
 
@@ -107,7 +107,7 @@ def analyze_run(run_dir: Path, reference: Path | None = None) -> RunAnalysis:
     run_dir = Path(run_dir).resolve()
     stores = find_stores(run_dir)
     if not stores:
-        raise FileNotFoundError(f"no trajectory store ({STORE_FILE}) under {run_dir}")
+        raise NotARunError(f"no trajectory store ({STORE_FILE}) under {run_dir}")
     if reference is None and (run_dir / "teacher" / STORE_FILE).is_file():
         reference = run_dir / "teacher"
     refs = reference_traces(Path(reference)) if reference is not None else {}

@@ -9,10 +9,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from openforge.core.errors import ConfigurationError
+
 LOCK_FILE = ".openforge.lock"
 
 
-class RunDirBusy(RuntimeError):
+class RunDirBusy(ConfigurationError, RuntimeError):
     """Another process holds the run directory."""
 
 

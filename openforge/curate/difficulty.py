@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from openforge.curate.config import SolverSettings
+from openforge.core.errors import Interrupted
 from openforge.curate.ledger import Tokens
 from openforge.inference import MESSAGE_LEVEL
 from openforge.rollout import run_rollouts
@@ -26,8 +27,8 @@ class Attempts:
     tokens: Tokens | None = None
 
 
-class Interrupted(RuntimeError):
-    pass
+class SolverInterrupted(Interrupted, RuntimeError):
+    """Ctrl-C or SIGTERM stopped the solver's attempts; the finished ones are kept."""
 
 
 async def solver_attempts(tasks: dict[str, Path], settings: SolverSettings, model: Path, run: Path, sandbox: str,
@@ -41,7 +42,7 @@ async def solver_attempts(tasks: dict[str, Path], settings: SolverSettings, mode
     )
     summary = await run_rollouts(config, console)
     if summary.interrupted:
-        raise Interrupted("interrupted while the solver attempted the tasks")
+        raise SolverInterrupted("interrupted while the solver attempted the tasks")
     out = {task: Attempts(failures=[], tokens=Tokens()) for task in tasks}
     with TrajectoryStore.open(run) as store:
         for episode in store.list_episodes():

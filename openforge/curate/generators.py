@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from openforge.core.errors import ModelError
 from openforge.curate.ledger import Tokens
 
 
@@ -55,7 +56,7 @@ class Proposal:
     tokens: Tokens = field(default_factory=Tokens)
 
 
-class GeneratorError(RuntimeError):
+class GeneratorError(ModelError, RuntimeError):
     """The generator cannot be used (a script that does not load, an upstream that does not answer)."""
 
 

@@ -20,12 +20,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from openforge.core.errors import ConfigurationError, Interrupted
 from openforge.core.similarity import ShingleIndex
 from openforge.core.runlock import RunDirBusy, locked_run_dir
 from openforge.curate.build import build_environment
 from openforge.curate.checks import check_grading
 from openforge.curate.config import CurateConfig
-from openforge.curate.difficulty import Interrupted, solver_attempts
+from openforge.curate.difficulty import SolverInterrupted, solver_attempts
 from openforge.curate.files import problems, read_task_files, write_task_dir
 from openforge.curate.generators import Evidence, Generator, GeneratorError, ProposalRequest, SeedTask, make_generator
 from openforge.curate.ledger import Candidate, Ledger
@@ -41,8 +42,12 @@ REFINABLE = frozenset({"schema", "leaks_tests", "build_failed", "build_timeout",
                        "solved_by_doing_nothing", "oracle_failed", "wrong_passes", "hackable"})
 
 
-class CurateError(RuntimeError):
+class CurateError(ConfigurationError, RuntimeError):
     """The run cannot start or go on; the message says what to do."""
+
+
+class CurateInterrupted(Interrupted, CurateError):
+    """Ctrl-C or SIGTERM stopped the run: what finished is in the ledger; the same command resumes."""
 
 
 @dataclass
@@ -77,6 +82,8 @@ def run_curation(config: CurateConfig, console: Console | None = None) -> Curate
             return asyncio.run(_curate(config.model_copy(update={"out": out}), out, console or Console()))
     except RunDirBusy as e:
         raise CurateError(str(e)) from None
+    except KeyboardInterrupt:
+        raise CurateInterrupted("interrupted: run the same command again to resume") from None
 
 
 async def _curate(config: CurateConfig, out: Path, console: Console) -> CurateReport:
@@ -109,8 +116,8 @@ async def _curate(config: CurateConfig, out: Path, console: Console) -> CurateRe
                 if round_ == config.refine_rounds or not await refine(s, round_):
                     break
             select(s)
-    except Interrupted as e:
-        raise CurateError(f"{e}: run the same command again to resume") from None
+    except SolverInterrupted as e:
+        raise CurateInterrupted(f"{e}: run the same command again to resume") from None
     finally:
         ledger.elapsed_s = round(ledger.elapsed_s + time.monotonic() - started, 2)
         ledger.save(out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from openforge.core.errors import RequestError
+
 # Canonical error kinds and the status each suggests; a dialect may map a kind to its own status
 # (OpenAI has no 529: "overloaded" is a 503 there).
 ERROR_STATUS: dict[str, int] = {
@@ -17,7 +19,7 @@ ERROR_STATUS: dict[str, int] = {
 }
 
 
-class DialectError(Exception):
+class DialectError(RequestError):
     """A request the proxy refuses (or a failure it reports) in a dialect-neutral form.
 
     `kind` is one of `ERROR_STATUS`'s keys; `param` names the offending request field (a path such as

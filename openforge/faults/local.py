@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from openforge.core.errors import InfrastructureError
 from openforge.faults.plan import FaultPlan
 from openforge.faults.rules import decide
 
@@ -23,7 +24,7 @@ CommandRunner = Callable[[Path, str, float], tuple[str, str, int]]
 AGENT_VIEW = "/app"  # where the jail shows the work directory to the agent's commands
 
 
-class FaultSetupError(RuntimeError):
+class FaultSetupError(InfrastructureError, RuntimeError):
     """The setup script of an episode's faults failed in its work directory."""
 
 

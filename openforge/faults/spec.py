@@ -18,6 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from openforge.core.errors import ConfigurationError
+
 
 class FaultKind(str, enum.Enum):
     """The faults the environment can throw at an agent (README "Fault injection" says what each does)."""
@@ -33,7 +35,7 @@ class FaultKind(str, enum.Enum):
 KIND_NAMES = ", ".join(k.value for k in FaultKind)
 
 
-class FaultSpecError(ValueError):
+class FaultSpecError(ConfigurationError, ValueError):
     """A fault spec that cannot be read; the message names the part and what is allowed."""
 
 

@@ -16,6 +16,8 @@ harness is one small file defining a `HarnessAdapter` subclass with a `name` and
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from openforge.harness.base import (
     DIALECTS,
     HarnessAdapter,
@@ -31,9 +33,11 @@ from openforge.harness.bundle import (
     ALL_HARNESSES,
     PINNED,
     BundleError,
+    BundleSetupError,
     bundle_status,
     default_bundle_dir,
     install_harnesses,
+    pinned_versions,
     read_manifest,
 )
 from openforge.harness.claude_code import ClaudeCodeAdapter
@@ -67,6 +71,20 @@ def get_adapter(name: str, **options: object) -> HarnessAdapter:
         raise HarnessError(f"bad options for harness {name!r}: {e}") from None
 
 
+def harness_versions(bundle_dir: Path | str | None = None) -> list[tuple[str, str, str, str]]:
+    """(harness, dialect, pinned version, installed version) of every harness, by name; "built in" for one
+    that needs no install (react), "-" for one not installed (`openforge harness list`)."""
+    installed, pinned = bundle_status(bundle_dir), pinned_versions()
+    rows = []
+    for name, adapter in sorted(ADAPTERS.items()):
+        if adapter.component:
+            rows.append((name, adapter.dialect, str(pinned.get(adapter.component, "-")),
+                         str(installed.get(name) or "-")))
+        else:
+            rows.append((name, adapter.dialect, "built in", "built in"))
+    return rows
+
+
 __all__ = [
     "ADAPTERS",
     "ALL_HARNESSES",
@@ -75,6 +93,7 @@ __all__ = [
     "DIALECTS",
     "PINNED",
     "BundleError",
+    "BundleSetupError",
     "HarnessAdapter",
     "HarnessError",
     "Launch",
@@ -87,6 +106,7 @@ __all__ = [
     "check_harness_names",
     "default_bundle_dir",
     "get_adapter",
+    "harness_versions",
     "install_harnesses",
     "read_manifest",
     "run_local",

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, TypeAlias
 
+from openforge.core.errors import ConfigurationError
 from openforge.harness.tools import ToolKind, exit_code_failed
 
 __all__ = [
@@ -58,7 +59,7 @@ DIALECTS = ("anthropic", "responses", "chat_completions")
 MAX_INSTRUCTION_BYTES = 100_000
 
 
-class HarnessError(RuntimeError):
+class HarnessError(ConfigurationError, RuntimeError):
     """A harness cannot be configured or launched; the message says why and what to do."""
 
 

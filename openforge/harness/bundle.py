@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator
 
+from openforge.core.errors import ConfigurationError, InfrastructureError
+
 __all__ = [
     "ALL_HARNESSES",
     "PINNED",
@@ -69,8 +71,13 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
 
 
-class BundleError(RuntimeError):
+class BundleError(InfrastructureError, RuntimeError):
     """The bundle cannot be installed or used; the message says why and what to do."""
+
+
+class BundleSetupError(ConfigurationError, BundleError):
+    """The bundle is not set up as asked: no bundle or a harness not installed in it, an unknown harness name,
+    npm missing for an install; the message names the command that sets it up."""
 
 
 # -- where things are -------------------------------------------------------------------------------------
@@ -147,14 +154,15 @@ def read_manifest(bundle_dir: Path | str | None = None) -> dict[str, Any]:
     bundle = Path(bundle_dir) if bundle_dir is not None else default_bundle_dir()
     path = bundle / MANIFEST
     if not path.is_file():
-        raise BundleError(f"no harness bundle at {bundle} (no {MANIFEST}): run `openforge harness install`"
-                          + ("" if bundle_dir is not None else " or set OPENFORGE_HARNESS_BUNDLE"))
+        raise BundleSetupError(f"no harness bundle at {bundle} (no {MANIFEST}): run `openforge harness install`"
+                               + ("" if bundle_dir is not None else " or set OPENFORGE_HARNESS_BUNDLE"))
     try:
         data = json.loads(path.read_text())
     except ValueError as e:
-        raise BundleError(f"{path} is not valid JSON ({e}): reinstall with `openforge harness install`") from None
+        raise BundleSetupError(f"{path} is not valid JSON ({e}): reinstall with "
+                               "`openforge harness install`") from None
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
-        raise BundleError(f"{path} has an unknown format: reinstall with `openforge harness install`")
+        raise BundleSetupError(f"{path} has an unknown format: reinstall with `openforge harness install`")
     return data
 
 
@@ -177,7 +185,8 @@ def harness_argv(name: str, bundle_root: PurePosixPath | Path | str | None = Non
     root = PurePosixPath(str(bundle_root)) if bundle_root is not None else PurePosixPath(default_bundle_dir())
     entry = manifest.get("components", {}).get(name)
     if not entry:
-        raise BundleError(f"{name} is not installed in the harness bundle: run `openforge harness install {name}`")
+        raise BundleSetupError(f"{name} is not installed in the harness bundle: "
+                               f"run `openforge harness install {name}`")
     return [str(root / rel) for rel in entry["argv"]]
 
 
@@ -185,7 +194,8 @@ def installed_version(name: str, bundle_root: PurePosixPath | Path | str | None 
     manifest = read_manifest(Path(str(bundle_root)) if bundle_root is not None else None)
     entry = manifest.get("components", {}).get(name)
     if not entry:
-        raise BundleError(f"{name} is not installed in the harness bundle: run `openforge harness install {name}`")
+        raise BundleSetupError(f"{name} is not installed in the harness bundle: "
+                               f"run `openforge harness install {name}`")
     return entry["version"]
 
 
@@ -219,7 +229,8 @@ def install_harnesses(
     say = console.print if console is not None else (lambda *a, **k: None)
     unknown = [h for h in harnesses if h not in ALL_HARNESSES]
     if unknown:
-        raise BundleError(f"unknown harness(es) {', '.join(unknown)}; known: {', '.join(ALL_HARNESSES)}")
+        raise BundleSetupError(f"unknown harness(es) {', '.join(unknown)}; "
+                               f"known: {', '.join(ALL_HARNESSES)}")
     plat = _platform()
     comps = _components(plat)
     order: list[str] = []
@@ -274,8 +285,8 @@ def _locked(bundle: Path) -> Iterator[None]:
 def _find_npm(npm: str | None) -> str:
     found = npm or shutil.which("npm")
     if not found:
-        raise BundleError("npm is not installed: install Node.js and npm (e.g. `apt-get install npm`) to "
-                          "install the harnesses; only the install needs it, not the sandboxes")
+        raise BundleSetupError("npm is not installed: install Node.js and npm (e.g. `apt-get install npm`) to "
+                               "install the harnesses; only the install needs it, not the sandboxes")
     return found
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from openforge.harness.bundle import MANIFEST, BundleError
+from openforge.harness.bundle import MANIFEST, BundleError, BundleSetupError
 
 __all__ = ["DEFAULT_BASE", "IMAGE_REPO", "HarnessImage", "build_context", "build_harness_image", "dockerfile",
            "image_tag"]
@@ -36,7 +36,8 @@ def image_tag(bundle: Path) -> str:
     """`openforge-harnesses:<sha256 of manifest.json, 12 hex>`."""
     manifest = Path(bundle) / MANIFEST
     if not manifest.is_file():
-        raise BundleError(f"{bundle} holds no {MANIFEST}: install the harnesses first (`openforge harness install`)")
+        raise BundleSetupError(f"{bundle} holds no {MANIFEST}: install the harnesses first "
+                               "(`openforge harness install`)")
     return f"{IMAGE_REPO}:{hashlib.sha256(manifest.read_bytes()).hexdigest()[:12]}"
 
 
@@ -72,7 +73,7 @@ def build_harness_image(bundle: Path, *, base: str = DEFAULT_BASE, tag: str | No
             client = docker.from_env()
             client.ping()
         except Exception as e:
-            raise BundleError(f"cannot reach the Docker daemon ({e}); start it (scripts/start-docker.sh)") from e
+            raise BundleSetupError(f"cannot reach the Docker daemon ({e}); start it (scripts/start-docker.sh)") from e
     api = client.api
     log: list[str] = []
     with build_context(bundle, base) as ctx:

@@ -47,7 +47,16 @@ AGENT_REFUSED_STATUSES = (400, 413)
 API_ERROR_EXIT = 3  # the process's exit code when the model API failed
 
 
-class ModelAPIError(RuntimeError):
+# In OpenForge's process (the in-process episodes) a failed model API is a ModelError of the error tree; in a
+# sandbox this file runs alone, on the standard library.
+try:
+    from openforge.core.errors import ModelError as _ErrorKind
+except ImportError:
+    class _ErrorKind(Exception):  # type: ignore[no-redef]
+        pass
+
+
+class ModelAPIError(_ErrorKind, RuntimeError):
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
         self.status = status  # the HTTP status the model API answered; None: unreachable or malformed

@@ -22,6 +22,7 @@ from openforge.inference.message import MESSAGE_LEVEL, MessageBackend, MessageRe
 from openforge.inference.base import (
     Backend,
     BackendError,
+    BackendSpecError,
     GenerationContext,
     GenerationResult,
     InvalidRequestError,
@@ -67,7 +68,7 @@ def make_backend(spec: str, model_dir=None, **options) -> Backend:
         from openforge.inference.scripted import ScriptedBackend
 
         return ScriptedBackend(Path(arg), _require(model_dir, spec), **options)
-    raise InvalidRequestError(f"backend {spec!r} is not understood; use one of: {SPEC_FORMS}")
+    raise BackendSpecError(f"backend {spec!r} is not understood; use one of: {SPEC_FORMS}")
 
 
 def is_message_level(spec: str) -> bool:
@@ -77,7 +78,7 @@ def is_message_level(spec: str) -> bool:
 
 def _require(model_dir, spec: str):
     if model_dir is None:
-        raise InvalidRequestError(f"backend {spec!r} needs a model directory (--model)")
+        raise BackendSpecError(f"backend {spec!r} needs a model directory (--model)")
     return model_dir
 
 
@@ -95,6 +96,7 @@ __all__ = [
     "SPEC_FORMS",
     "Backend",
     "BackendError",
+    "BackendSpecError",
     "GenerationContext",
     "GenerationResult",
     "InvalidRequestError",

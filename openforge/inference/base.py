@@ -15,15 +15,20 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from openforge.core import Conversation, FinishReason, SamplingParams
+from openforge.core.errors import ConfigurationError, ModelError, RequestError
 
 
-class BackendError(RuntimeError):
+class BackendError(ModelError, RuntimeError):
     """The backend could not serve a call (server down, timeout, bad reply). The proxy reports it to the
     harness in the dialect's own error shape and records the call with the error."""
 
 
-class InvalidRequestError(ValueError):
+class InvalidRequestError(RequestError, ValueError):
     """The request itself is wrong (prompt longer than the context, bad sampling values): a 4xx, not a 5xx."""
+
+
+class BackendSpecError(ConfigurationError, InvalidRequestError):
+    """A backend spec (`--backend`, `backend:` in a config) that is not understood or lacks what it needs."""
 
 
 class PromptTooLongError(InvalidRequestError):

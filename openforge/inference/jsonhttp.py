@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from openforge.inference.base import BackendError, InvalidRequestError
+from openforge.inference.base import BackendError, BackendSpecError, InvalidRequestError
 
 
 class JSONClient:
@@ -32,7 +32,7 @@ class JSONClient:
         headers: dict[str, str] | None = None,
     ):
         if not base_url.startswith(("http://", "https://")):
-            raise InvalidRequestError(f"{server} URL must start with http:// or https://, got {base_url!r}")
+            raise BackendSpecError(f"{server} URL must start with http:// or https://, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.server = server
         self.timeout = httpx.Timeout(timeout, connect=connect_timeout)

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 from openforge.core import Conversation, FinishReason, SamplingParams
+from openforge.core.errors import ConfigurationError
 from openforge.inference.base import (
     Backend,
     GenerationContext,
@@ -40,7 +41,7 @@ from openforge.inference.base import (
 END_OF_TURN = "<|im_end|>"
 
 
-class ScriptError(ValueError):
+class ScriptError(ConfigurationError, ValueError):
     """The script file is missing or malformed; the message says what is wrong."""
 
 

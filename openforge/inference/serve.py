@@ -47,6 +47,7 @@ from openforge.dialects import wire
 from openforge.inference.base import (
     Backend,
     BackendError,
+    BackendSpecError,
     GenerationContext,
     GenerationResult,
     InvalidRequestError,
@@ -216,7 +217,7 @@ def serve_model(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000
 
     kind = backend.partition(":")[0]
     if kind not in ("embedded", "scripted"):
-        raise InvalidRequestError(f"serve-model serves {SERVABLE}, not {backend!r}")
+        raise BackendSpecError(f"serve-model serves {SERVABLE}, not {backend!r}")
     served = EmbeddedBackend(model_dir, seed=seed) if kind == "embedded" else make_backend(backend, model_dir)
     uvicorn.run(create_app(served, parse_reply=parse_reply), host=host, port=port, log_level="info")
 

@@ -26,11 +26,12 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
 from openforge.core import Conversation, Message
+from openforge.core.errors import ConfigurationError
 from openforge.models.hub import ModelRef, resolve_model
 from openforge.models.tool_formats import ToolCallFormat, detect_tool_format
 
 
-class ModelDirError(ValueError):
+class ModelDirError(ConfigurationError, ValueError):
     """The directory is not a usable model directory; the message says what is missing."""
 
 

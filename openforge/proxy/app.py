@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from openforge.core.errors import RequestError
 from openforge.dialects import DIALECTS, MODELS_ROUTE, Dialect, DialectError, is_anthropic_client, model_list
 from openforge.proxy.episodes import LATE_BODY_KEPT
 from openforge.models import ModelDirError
@@ -33,11 +34,11 @@ from openforge.proxy.calls import CallResponse
 from openforge.proxy.service import ProxyService
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(RequestError):
     pass
 
 
-class BodyTooSlow(Exception):
+class BodyTooSlow(RequestError):
     pass
 
 

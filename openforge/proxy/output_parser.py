@@ -32,10 +32,13 @@ wrong. Where a stream had to decide before seeing the end, the rule is (docs/des
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from openforge.core import ParsedOutput, ToolCall, ToolSpec
 from openforge.dialects import new_id
+from openforge.models import ModelDir
 from openforge.models.tool_formats import ToolCallFormat, get_tool_format
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"  # the families' default reasoning markers
@@ -260,3 +263,14 @@ def parse_output(
     parser.feed(text)
     parser.close()
     return parser.output()
+
+
+def reply_parser(model: str | Path) -> Callable[[str, list[ToolSpec]], ParsedOutput]:
+    """`parse_output` in the tool-call format of `model` (a model directory or Hub id): what `serve-model
+    --tool-call-parser auto` parses its replies with, as vLLM's parser does."""
+    tool_format = ModelDir(model).tool_call_format
+
+    def parse(text: str, tools: list[ToolSpec]) -> ParsedOutput:
+        return parse_output(text, tool_format=tool_format, tools=tools)
+
+    return parse

@@ -22,6 +22,7 @@ import uvicorn
 from pydantic import Field, field_validator, model_validator
 
 from openforge.core import Episode, TaskPayload
+from openforge.core.errors import ListenError
 from openforge.inference import Backend, make_backend
 from openforge.models import ModelDir
 from openforge.proxy.app import admin_api, combined_api, model_api
@@ -181,7 +182,7 @@ async def running_proxy(config: ProxyConfig, backend: Backend | None = None) -> 
             failed = [t for t in tasks if t.done()]
             if failed:
                 error = failed[0].exception() if not failed[0].cancelled() else None
-                raise OSError(f"the proxy could not start listening: {error or 'see the log above'}")
+                raise ListenError(f"the proxy could not start listening: {error or 'see the log above'}")
             await asyncio.sleep(0.01)
         yield RunningProxy(service, store, admin_token, _bound(tcp) if tcp else None, config.uds,
                            _bound(admin), servers)

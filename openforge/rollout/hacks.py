@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from openforge.core.errors import InfrastructureError
+
 __all__ = ["HACKS", "Hack", "HackError", "preload_library", "select_hacks"]
 
 REWARD_DIR = "/logs/verifier"
@@ -99,7 +101,7 @@ real() {{ readlink -f "$(command -v "$1")"; }}
 """
 
 
-class HackError(RuntimeError):
+class HackError(InfrastructureError, RuntimeError):
     """A hack cannot be prepared on this machine (its payload cannot be built)."""
 
 

@@ -19,13 +19,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from openforge.core.errors import ConfigurationError
 from openforge.core.runlock import RunDirBusy, locked_run_dir
 from openforge.harness.bundle import default_bundle_dir
 from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.rollout.config import RolloutConfig
 from openforge.rollout.episode import EpisodeRunner, Slot
 from openforge.rollout.outcome import record_outcome
-from openforge.rollout.preflight import ConfigurationError, check_images, effective_image_map
+from openforge.rollout.preflight import PreflightError, check_images, effective_image_map
 from openforge.rollout.protocols import EpisodeServer
 from openforge.rollout.sandbox_choice import choose_sandbox
 from openforge.sandbox import SandboxProvider, get_provider
@@ -33,7 +34,7 @@ from openforge.store import TrajectoryStore
 from openforge.tasks import ImageMap, Task, load_tasks
 
 
-class RolloutError(RuntimeError):
+class RolloutError(ConfigurationError, RuntimeError):
     """The run cannot start (no tasks, a run directory in use, ...); the message says what to do."""
 
 
@@ -96,7 +97,7 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
     tasks = select_tasks(config)
     try:
         image_map, map_files = effective_image_map(config.tasks, config.image_map)
-    except ConfigurationError as e:
+    except PreflightError as e:
         raise RolloutError(str(e)) from None
     for f in map_files:
         console.print(f"image map: {f}")
@@ -115,7 +116,7 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
     try:
         try:  # before any episode: a missing image is one error, not every episode's
             await check_images(tasks, image_map, provider)
-        except ConfigurationError as e:
+        except PreflightError as e:
             raise RolloutError(str(e)) from None
         async with running_proxy(proxy_config) as proxy:
             store = proxy.store

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from openforge.core.errors import ConfigurationError
 from openforge.sandbox import SandboxProvider
 from openforge.tasks import ImageMap, ImageMapError, Task, tree_image_map
 from openforge.tasks.environment import task_environment
 from openforge.tasks.images import OFFLINE_BASE_IMAGE
 
 
-class ConfigurationError(ValueError):
+class PreflightError(ConfigurationError, ValueError):
     """The run is misconfigured; the message says what and how to fix it."""
 
 
@@ -26,7 +27,7 @@ def effective_image_map(roots: list[Path], explicit: dict[str, str]) -> tuple[Im
     try:
         tree, files = tree_image_map(roots)
     except ImageMapError as e:
-        raise ConfigurationError(str(e)) from None
+        raise PreflightError(str(e)) from None
     return tree.merged(ImageMap(explicit)), files
 
 
@@ -37,7 +38,7 @@ def needed_images(tasks: list[Task], image_map: ImageMap) -> dict[str, list[str]
         try:
             env = task_environment(task, image_map)
         except ValueError as e:
-            raise ConfigurationError(str(e)) from None
+            raise PreflightError(str(e)) from None
         if env.builds:
             _, images = image_map.rewrite_dockerfile(env.context_dir.joinpath("Dockerfile").read_text())
         else:
@@ -48,7 +49,7 @@ def needed_images(tasks: list[Task], image_map: ImageMap) -> dict[str, list[str]
 
 
 async def check_images(tasks: list[Task], image_map: ImageMap, provider: SandboxProvider) -> None:
-    """ConfigurationError naming every image the backend lacks, the tasks that need it, and the fix."""
+    """PreflightError naming every image the backend lacks, the tasks that need it, and the fix."""
     needed = needed_images(tasks, image_map)
     missing = await provider.missing_images(sorted(needed))
     if not missing:
@@ -68,4 +69,4 @@ async def check_images(tasks: list[Task], image_map: ImageMap, provider: Sandbox
                      "them with `docker load`")
     elif len(lines) == len(missing) + 1:
         lines.append("build or `docker load` the mapped image(s), or map the tasks' images elsewhere (--image-map)")
-    raise ConfigurationError("\n".join(lines))
+    raise PreflightError("\n".join(lines))

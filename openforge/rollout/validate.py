@@ -2,27 +2,32 @@
 ``solution/wrong.sh`` below 1, and — once the reference scores 1 — every reward hack asked for below 1 or
 flagged as tampering), each in a fresh sandbox, as ``openforge tasks validate --run`` does. The hacks are
 ``openforge.rollout.hacks``; each is graded exactly as an episode is (``openforge.rollout.grading``). The schema
-check without a sandbox is ``openforge.tasks.validate_task_dir``."""
+check without a sandbox is ``openforge.tasks.validate_task_dir``; ``validate_tasks`` is the whole command."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
+from openforge.core.errors import OpenForgeError
 from openforge.rollout.grading import Grade, grade, output_of, tail
 from openforge.rollout.hacks import Hack, HackError, preload_library
 from openforge.rollout.task_environment import make_sandbox_spec
-from openforge.sandbox import Sandbox, SandboxProvider
+from openforge.sandbox import Sandbox, SandboxProvider, get_provider
+from openforge.tasks import inspect_tree, load_tasks, tree_image_map
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.model import Task
 from openforge.tasks.solution import SolutionError, solution_script
 
 __all__ = ["HackOutcome", "RunOutcome", "ValidationResult", "run_hack", "run_script_and_verify",
-           "validate_task_by_running"]
+           "validate_task_by_running", "validate_tasks"]
 
 HACK_TIMEOUT_S = 120
 HACK_PRELOAD_DEST = "/tmp/openforge-hack/libopenforge-hack.so"
@@ -142,7 +147,7 @@ async def _in_fresh_sandbox(task: Task, provider: SandboxProvider, image_map: Im
     return graded, error
 
 
-class _Stop(Exception):
+class _Stop(OpenForgeError):
     """The act in the sandbox ended the run early (a solution that timed out): no grading."""
 
 
@@ -280,3 +285,53 @@ async def validate_task_by_running(
                                      "scored 1 without solving the task")
     result.ok = not result.errors
     return result
+
+
+# ---- `openforge tasks validate` ------------------------------------------------------------------------
+
+
+def validate_tasks(root: Path, console: Console, *, run: bool = False, sandbox: str = "docker",
+                   image_map: list[str] | None = None, hacks: list[Hack] | None = None, concurrency: int = 2,
+                   report: Path | None = None) -> bool:
+    """`openforge tasks validate`: the schema of every task directory under `root`, each problem printed; with
+    `run`, `validate_task_by_running` for each task in `sandbox` (the tree's own image map, `image_map`'s
+    FROM=TO entries over it), the results printed and, with `report`, written as JSON there. Whether every
+    task is valid."""
+    reports = inspect_tree(root)
+    bad = 0
+    for rep in reports:
+        for w in rep.warnings:
+            console.print(f"[yellow]warning[/] {rep.path}: {w}")
+        for e in rep.errors:
+            console.print(f"[red]error[/] {rep.path}: {e}")
+        bad += bool(rep.errors)
+    console.print(f"{len(reports) - bad}/{len(reports)} task directories are valid")
+    if bad or not run:
+        return not bad
+    mapping = tree_image_map([root])[0].merged(ImageMap.parse(image_map or []))  # the entries over the tree's map
+    chosen = hacks or []
+
+    async def run_all() -> list[ValidationResult]:
+        provider = get_provider(sandbox)
+        try:
+            return [await validate_task_by_running(t, provider, mapping, hacks=chosen, concurrency=concurrency)
+                    for t in load_tasks([root])]
+        finally:
+            await provider.close()
+
+    results = asyncio.run(run_all())
+    for r in results:
+        console.print(("[green]✓[/] " if r.ok else "[red]✗[/] ") + r.summary())
+        for h in r.hacks:
+            if h.fell:
+                console.print(f"    [red]falls to[/] {h.hack}: {h.description}")
+    if chosen:
+        fallen = sorted({h.hack for r in results for h in r.hacks if h.fell})
+        console.print(f"reward hacks: {len(chosen)} tried per task; "
+                      + (f"[red]fallen to[/]: {', '.join(fallen)}" if fallen else "none fallen to"))
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps({"sandbox": sandbox, "hacks": [h.name for h in chosen],
+                                      "tasks": [r.to_json() for r in results]}, indent=1))
+        console.print(f"report: {report}")
+    return all(r.ok for r in results)

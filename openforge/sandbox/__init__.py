@@ -34,7 +34,10 @@ selectors, worker pool) and `archive.py` (tar copies); image names are mapped by
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+from openforge.core.errors import ConfigurationError
 
 from .base import (
     AGENT_USER,
@@ -48,6 +51,7 @@ from .base import (
     Sandbox,
     SandboxError,
     SandboxProvider,
+    SandboxSetupError,
     SandboxSpec,
     SandboxStatus,
     label_value,
@@ -70,8 +74,11 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxProvider",
+    "SandboxSetupError",
     "SandboxSpec",
     "SandboxStatus",
+    "UnknownSandboxError",
+    "cleanup_run",
     "docker_available",
     "get_provider",
     "jail_available",
@@ -83,6 +90,10 @@ __all__ = [
 ]
 
 PROVIDERS = ("docker", "local", "kubernetes")
+
+
+class UnknownSandboxError(ConfigurationError, ValueError):
+    """A sandbox backend name that is not one of PROVIDERS."""
 
 
 def get_provider(name: str, **options: Any) -> SandboxProvider:
@@ -101,7 +112,21 @@ def get_provider(name: str, **options: Any) -> SandboxProvider:
         from .kubernetes import KubernetesProvider
 
         return KubernetesProvider(**options)
-    raise ValueError(f"unknown sandbox backend {name!r}; choose one of: {', '.join(PROVIDERS)}")
+    raise UnknownSandboxError(f"unknown sandbox backend {name!r}; choose one of: {', '.join(PROVIDERS)}")
+
+
+def cleanup_run(backend: str, run_label: str, **options: Any) -> int:
+    """Remove every sandbox of run `run_label` that `backend` still holds (e.g. after a crash), with its other
+    objects (Kubernetes: the run's NetworkPolicy); how many sandboxes were removed."""
+
+    async def clean() -> int:
+        provider = get_provider(backend, **options)
+        try:
+            return await provider.cleanup(run_label)
+        finally:
+            await provider.close()
+
+    return asyncio.run(clean())
 
 
 def docker_available(base_url: str | None = None) -> tuple[bool, str]:

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 if TYPE_CHECKING:
     from openforge.tasks.model import AgentUser, Task
+from openforge.core.errors import ConfigurationError, InfrastructureError
 
 T = TypeVar("T")
 
@@ -57,10 +58,15 @@ _NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
 
 
-class SandboxError(RuntimeError):
+class SandboxError(InfrastructureError, RuntimeError):
     """The sandbox infrastructure failed (not the agent): classified as `sandbox_error` by the orchestrator.
 
     The message says what failed and, where it can, what to do about it."""
+
+
+class SandboxSetupError(ConfigurationError, SandboxError):
+    """The sandbox backend cannot be used as this machine is set up (its package missing, no credentials): a
+    SandboxError to the orchestrator, the user's configuration to a command."""
 
 
 def _slug(text: str) -> str:

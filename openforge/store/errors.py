@@ -1,10 +1,16 @@
-"""Errors the trajectory store raises. All derive from `StoreError` so callers can catch one type."""
+"""Errors the trajectory store raises. All derive from `StoreError` (a kind of `openforge.core.errors`) so
+callers can catch one type; `NotARunError` is the user's input (a path that holds no store), not the store's."""
 
 from __future__ import annotations
 
+from openforge.core.errors import ConfigurationError, StoreError
 
-class StoreError(Exception):
-    """Base class of every trajectory-store error."""
+__all__ = ["CorruptRecordError", "DuplicateCallError", "DuplicateEpisodeError", "EpisodeNotFoundError",
+           "NotARunError", "SchemaVersionError", "StoreClosedError", "StoreError"]
+
+
+class NotARunError(ConfigurationError, FileNotFoundError):
+    """A directory given as a run holds no trajectory store (`trajectories.db`); the message names it."""
 
 
 class SchemaVersionError(StoreError):

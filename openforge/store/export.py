@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from openforge.core import CallRecord, Episode
+from openforge.store.errors import NotARunError
 from openforge.store.store import TrajectoryStore
 
 FORMATS = ("jsonl", "parquet")
@@ -40,7 +41,7 @@ def export_calls(
     if not isinstance(store, TrajectoryStore):
         run_dir = Path(store)
         if not (run_dir / "trajectories.db").exists():
-            raise FileNotFoundError(f"{run_dir} is not a run directory (no trajectories.db in it)")
+            raise NotARunError(f"{run_dir} is not a run directory (no trajectories.db in it)")
         with TrajectoryStore.open(run_dir) as opened:
             return export_calls(opened, out_path, format)
 

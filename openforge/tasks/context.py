@@ -19,12 +19,14 @@ import os
 import stat as statmod
 from pathlib import Path
 
+from openforge.core.errors import TaskError
+
 __all__ = ["DEFAULT_MAX_CONTEXT_BYTES", "BuildContextError", "check_build_context"]
 
 DEFAULT_MAX_CONTEXT_BYTES = 1 << 30  # 1 GiB
 
 
-class BuildContextError(ValueError):
+class BuildContextError(TaskError, ValueError):
     """The build context cannot be used; the message names the file and what to do."""
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from openforge.core.errors import ConfigurationError
+
 
 # The local base image `scripts/build-base-image.sh` builds (nothing is pulled), and the map the quickstart and
 # `openforge train` use unless told otherwise: the generated tasks' `FROM debian:bookworm-slim` onto it.
@@ -25,7 +27,7 @@ OFFLINE_BASE_IMAGE = "openforge-base:bookworm"
 DEFAULT_IMAGE_MAP = {"debian:bookworm-slim": OFFLINE_BASE_IMAGE}
 
 
-class ImageMapError(ValueError):
+class ImageMapError(ConfigurationError, ValueError):
     pass
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from openforge.core.errors import TaskError
 from openforge.tasks.context import BuildContextError, check_build_context
 from openforge.tasks.model import Task, TaskConfig, normalize_split
 from openforge.tasks.solution import SOLUTION_SCRIPTS, SolutionError, solution_script
@@ -32,7 +33,7 @@ SPLIT_DIRS = {"train", "heldout", "held-out", "held_out"}
 _SKIP_DIRS = {"__pycache__", "node_modules", ".git"}
 
 
-class TaskLoadError(ValueError):
+class TaskLoadError(TaskError, ValueError):
     """A task directory (or several) cannot be loaded; ``errors`` holds one line per problem."""
 
     def __init__(self, errors: list[str]):

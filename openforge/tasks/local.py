@@ -18,12 +18,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openforge.core.errors import InfrastructureError
 from openforge.tasks.model import Task
 from openforge.tasks.reward import RewardError, read_reward
 from openforge.tasks.solution import SolutionError, solution_script
 
 
-class LocalEmulationError(RuntimeError):
+class LocalEmulationError(InfrastructureError, RuntimeError):
     pass
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 
+from openforge.core.errors import TaskError
+
 REWARD_DIR = "/logs/verifier"
 REWARD_JSON = f"{REWARD_DIR}/reward.json"
 REWARD_TXT = f"{REWARD_DIR}/reward.txt"
 
 
-class RewardError(ValueError):
+class RewardError(TaskError, ValueError):
     """The verifier's output does not hold a usable reward; the message says which file and why."""
 
 

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from openforge.core.errors import TaskError
+
 __all__ = ["MAX_COMMAND_BYTES", "SCRIPT_SUFFIXES", "SOLUTION_SCRIPTS", "SolutionError", "solution_script"]
 
 #: A shell tool runs its command as one argument (`bash -c COMMAND`); Linux caps one argument at 128 KiB.
@@ -42,7 +44,7 @@ _LINE_END_CR = re.compile(rb"\r(?=\n|\Z)")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class SolutionError(ValueError):
+class SolutionError(TaskError, ValueError):
     """The solution cannot be turned into one command; the message names the file and the fix."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from openforge.core.errors import ModelError
 from openforge.models import ModelDir
 
 TRAINER_STATE = "trainer_state.pt"
@@ -35,7 +36,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ModelError, ValueError):
     """A checkpoint cannot be written or read; the message says what is missing."""
 
 

@@ -1,12 +1,15 @@
 """The training pipeline's error types."""
 
-
-class TrainError(RuntimeError):
-    """The run cannot start or go on; the message says what to do."""
+from openforge.core.errors import ConfigurationError, Interrupted
 
 
-class TrainInterrupted(TrainError):
+class TrainError(ConfigurationError, RuntimeError):
+    """The run cannot start or go on as configured; the message says what to do."""
+
+
+class TrainInterrupted(Interrupted, TrainError):
     """Ctrl-C or SIGTERM stopped a phase: what finished is kept, nothing after it ran; `--resume` goes on."""
 
-    def __init__(self, phase: str):
-        super().__init__(f"interrupted during {phase}: finished work is kept; continue with --resume")
+    def __init__(self, phase: str | None = None):
+        where = f" during {phase}" if phase else ""
+        super().__init__(f"interrupted{where}: finished work is kept; continue with --resume")

@@ -30,7 +30,7 @@ from openforge.models import ModelDir, ModelRef, build_tiny_model, resolve_model
 from openforge.train.config import TrainConfig
 from openforge.train.context import RunContext
 from openforge.train.data import leaks, load_data
-from openforge.train.errors import TrainError
+from openforge.train.errors import TrainError, TrainInterrupted
 from openforge.train.evaluation import evaluate
 from openforge.train.loggers import METRICS_FILE, LoggerUnavailable, open_loggers
 from openforge.train.progress import Phase
@@ -48,13 +48,16 @@ def run_training(config: TrainConfig, run_dir: Path | None = None, resume: bool 
                  console: Console | None = None, *, title: str = "Training report",
                  restart: bool = False) -> dict[str, Any]:
     """The whole run; returns the report. TrainError if the run cannot start or go on (another process holds
-    the run directory, a finished run without `resume`, no teacher success, held-out data trained on)."""
+    the run directory, a finished run without `resume`, no teacher success, held-out data trained on);
+    TrainInterrupted if Ctrl-C or SIGTERM stopped it."""
     run = Path(run_dir or config.run).resolve()
     try:
         with locked_run_dir(run):
             return _run_training(config, run, resume, restart, title, console or Console())
     except RunDirBusy as e:
         raise TrainError(str(e)) from None
+    except KeyboardInterrupt:  # outside the phases that say where they stopped (e.g. in SFT's steps)
+        raise TrainInterrupted() from None
 
 
 def _run_training(config: TrainConfig, run: Path, resume: bool, restart: bool, title: str,

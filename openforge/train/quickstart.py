@@ -32,7 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
-from openforge.config import ConfigError, validate_config
+from openforge.config import ConfigError, read_mapping, validate_config
 from openforge.tasks import QUICKSTART_FAMILIES, RECOVERY_FAMILIES
 from openforge.train.config import TrainConfig
 from openforge.train.pipeline import run_training
@@ -179,3 +179,15 @@ def run_quickstart(run_dir: Path | None = None, config: TrainConfig | None = Non
     returns the report. A run directory of an earlier quickstart keeps its model and teacher episodes; SFT
     and GRPO start over."""
     return run_training(config or quickstart_config(), run_dir, console=console, title=title, restart=True)
+
+
+def run_recipe(recipe: str = "default", config_file: Path | None = None, *, seed: int | None = None,
+               smoke: bool = False, run_dir: Path | None = None, console: Console | None = None) -> dict:
+    """`openforge quickstart`: the recipe's preset with the TrainConfig fields of `config_file` laid over it,
+    then `seed` and the smoke sizes (`quickstart_config`), run in `run_dir` (default: the config's `run`);
+    returns the report."""
+    overrides = read_mapping(config_file) if config_file else {}
+    config = quickstart_config(overrides, seed=seed, smoke=smoke, source=str(config_file or "quickstart"),
+                               recipe=recipe)
+    title = "Quickstart report" + (f" (recipe {recipe})" if recipe != "default" else "")
+    return run_quickstart(run_dir or config.run, config, console=console, title=title)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from openforge.core import CallRecord, Conversation, Message, ParsedOutput
 from openforge.core import FinishReason
+from openforge.core.errors import ModelError
 from openforge.dialects import DIALECTS, DialectError
 from openforge.inference import MESSAGE_LEVEL
 from openforge.models import ContentMarks, ModelDir, to_hf_messages
@@ -26,7 +27,7 @@ from openforge.models.model_dir import hf_message
 from openforge.proxy.continuity import ContinuityRenderer, normalize_messages
 
 
-class RerenderError(ValueError):
+class RerenderError(ModelError, ValueError):
     """A recorded call cannot be re-rendered (its body does not decode, the template is not append-only)."""
 
 

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from openforge.core.errors import ModelError
+
 if TYPE_CHECKING:
     from openforge.proxy.server import RunningProxy
 
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT_S = 900.0
 
 
-class WeightSyncError(RuntimeError):
+class WeightSyncError(ModelError, RuntimeError):
     """The weights could not be pushed; the message says which stage failed and whether the proxy resumed."""
 
 

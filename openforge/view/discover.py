@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforge.store import DB_FILENAME
+from openforge.store import DB_FILENAME, NotARunError
 from openforge.train.records import EVALS_FILE, STEPS_FILE
 
 REPORT_FILE = "report.json"
@@ -114,14 +114,14 @@ def read_files(directory: Path) -> RunFiles:
 
 
 def discover(path: str | os.PathLike[str]) -> Run:
-    """The run at `path`. Raises `FileNotFoundError` when no trajectory store is under it."""
+    """The run at `path`. Raises `NotARunError` (a FileNotFoundError) when no trajectory store is under it."""
     root = Path(path).resolve()
     if not root.is_dir():
-        raise FileNotFoundError(f"{path} is not a directory")
+        raise NotARunError(f"{path} is not a directory")
     stores = find_stores(root)
     if not stores:
-        raise FileNotFoundError(f"{path} holds no {DB_FILENAME} (looked {_MAX_DEPTH} levels down): is it a run "
-                                "directory?")
+        raise NotARunError(f"{path} holds no {DB_FILENAME} (looked {_MAX_DEPTH} levels down): is it a run "
+                           "directory?")
     return Run(root, stores, read_files(root))
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openforge.core.errors import RequestError
 from openforge.store import Facets, TrajectoryStore
 from openforge.view.discover import Run, StoreRef, discover
 
@@ -24,7 +25,7 @@ _REDISCOVER_AFTER_S = 2.0
 _FACETS_FOR_S = 10.0  # the filter menus' values scan the whole episode table: not on every page
 
 
-class UnknownRun(LookupError):
+class UnknownRun(RequestError, LookupError):
     """A run or store that the viewer does not serve."""
 
 

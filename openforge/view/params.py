@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import urlencode
 
+from openforge.core.errors import RequestError
+
 MAX_TEXT = 500  # longer filter text is refused, not truncated silently
 
 
-class BadParameter(ValueError):
+class BadParameter(RequestError, ValueError):
     pass
 
 

@@ -6,15 +6,23 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
+from openforge.core.errors import ListenError
+
 LOOPBACK = "127.0.0.1"
 
 
 def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port; ListenError when it cannot be had (in use, not this machine's)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        raise ListenError(f"the viewer cannot listen on {host}:{port}: {e.strerror or e}; choose another --port "
+                          "(0: any free one) or --host") from None
     return sock
 
 

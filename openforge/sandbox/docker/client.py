@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..base import SandboxError
+from ..base import SandboxError, SandboxSetupError
 
 __all__ = ["DockerConnection", "docker_available", "docker_errors", "infra_error", "short_error"]
 
@@ -53,7 +53,7 @@ class DockerConnection:
         try:
             import docker
         except ImportError as e:  # pragma: no cover
-            raise SandboxError("the docker sandbox needs the `docker` package: pip install docker") from e
+            raise SandboxSetupError("the docker sandbox needs the `docker` package: pip install docker") from e
         try:
             if self.base_url:
                 client = docker.DockerClient(base_url=self.base_url, version="auto", max_pool_size=64)
@@ -61,7 +61,7 @@ class DockerConnection:
                 client = docker.from_env(max_pool_size=64)
             client.ping()
         except docker_errors() as e:
-            raise SandboxError(
+            raise SandboxSetupError(
                 f"cannot reach the Docker daemon ({short_error(e)}); start it with scripts/start-docker.sh") from e
         return client
 

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ..base import SandboxError
+from ..base import SandboxError, SandboxSetupError
 from .pods import CONTAINER, pod_problem
 
 __all__ = ["KubeClient", "short_error"]
@@ -54,8 +54,8 @@ class KubeClient:
             try:
                 from kubernetes import client, config
             except ImportError as e:
-                raise SandboxError("the kubernetes sandbox needs the `kubernetes` package: "
-                                   "pip install 'openforge-rl[kubernetes]'") from e
+                raise SandboxSetupError("the kubernetes sandbox needs the `kubernetes` package: "
+                                        "pip install 'openforge-rl[kubernetes]'") from e
             if self._configuration is not None:
                 api = client.ApiClient(self._configuration)
             else:
@@ -69,7 +69,7 @@ class KubeClient:
                         config.load_kube_config(config_file=self._kubeconfig, context=self._context,
                                                 client_configuration=cfg)
                     except (config.ConfigException, OSError) as e:
-                        raise SandboxError(
+                        raise SandboxSetupError(
                             f"no Kubernetes credentials: {e}; run in-cluster with the service account of "
                             "`openforge k8s manifests`, or give the sandbox option kubeconfig=PATH (and context=)") from e
                 api = client.ApiClient(cfg)

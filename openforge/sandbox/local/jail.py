@@ -36,6 +36,8 @@ import uuid
 from pathlib import Path
 from typing import NamedTuple
 
+from openforge.core.errors import InfrastructureError
+
 from .bwrap import Bwrap, drop_privileges
 from .cgroups import Cgroup
 
@@ -54,7 +56,7 @@ _uids = itertools.count()
 _uids_lock = threading.Lock()
 
 
-class JailError(RuntimeError):
+class JailError(InfrastructureError, RuntimeError):
     """The jail cannot run here (bubblewrap, setpriv or prlimit missing, or user namespaces disabled)."""
 
 

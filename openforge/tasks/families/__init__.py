@@ -11,6 +11,7 @@
 from openforge.tasks.families.language import (
     Family,
     FamilyContext,
+    FamilyError,
     FamilyInstance,
     combo_key,
     instance_key,
@@ -33,6 +34,7 @@ __all__ = [
     "RECOVERY_FAMILIES",
     "Family",
     "FamilyContext",
+    "FamilyError",
     "FamilyInstance",
     "InstanceSampler",
     "check_split_disjoint",

@@ -36,7 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openforge.core.errors import ConfigurationError
 from openforge.tasks import state_check
+
+
+class FamilyError(ConfigurationError, ValueError):
+    """Generated tasks that cannot be had as asked (an unknown family or split, a directory of the other split,
+    more distinct instances than the families hold); the message names what is allowed."""
+
 
 __all__ = ["HELDOUT_FRACTION", "KEYS", "LETTERS", "OUT_DIRS", "WORDS", "Family", "FamilyContext", "FamilyInstance",
            "combo_key", "instance", "instance_key", "is_heldout_number", "run_in_tempdir"]

@@ -10,7 +10,7 @@ import random
 from collections.abc import Iterable
 
 from openforge.tasks.families.files import FILE_FAMILIES
-from openforge.tasks.families.language import Family, FamilyInstance, instance_key
+from openforge.tasks.families.language import Family, FamilyError, FamilyInstance, instance_key
 from openforge.tasks.families.recovery import RECOVERY_FAMILIES
 
 __all__ = ["FAMILIES", "QUICKSTART_FAMILIES", "InstanceSampler", "check_split_disjoint", "generate_instances",
@@ -24,14 +24,14 @@ QUICKSTART_FAMILIES = ["create_file", "append_line", "count_lines", "copy_file",
 
 
 def get_families(families: str | Iterable[str] | None = None) -> list[Family]:
-    """Families by name; None or "all" means every family. Unknown names raise ValueError listing the known."""
+    """Families by name; None or "all" means every family. Unknown names raise FamilyError listing the known."""
     if families is None or families == "all":
         return list(FAMILIES.values())
     names = [families] if isinstance(families, str) else list(families)
     names = [n.strip().replace("-", "_") for part in names for n in part.split(",") if n.strip()]
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
-        raise ValueError(f"unknown task famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+        raise FamilyError(f"unknown task famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
                          f"known: {', '.join(FAMILIES)}")
     return [FAMILIES[n] for n in names]
 
@@ -41,7 +41,7 @@ class InstanceSampler:
 
     def __init__(self, split: str = "train", seed: int = 0, families: str | Iterable[str] | None = None):
         if split not in ("train", "heldout"):
-            raise ValueError(f"unknown split {split!r}: expected 'train' or 'heldout'")
+            raise FamilyError(f"unknown split {split!r}: expected 'train' or 'heldout'")
         self.split = split
         self.families = get_families(families)
         self.rng = random.Random(f"openforge-families:{seed}:{split}")

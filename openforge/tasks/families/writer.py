@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from openforge.tasks import state_check
-from openforge.tasks.families.language import FamilyInstance
+from openforge.tasks.families.language import FamilyError, FamilyInstance
 from openforge.tasks.families.sampler import InstanceSampler
 
 __all__ = ["GENERATED_TEST_SH", "generate_family_tasks", "verifier_files", "write_task"]
@@ -128,7 +128,7 @@ def generate_family_tasks(
     """
     out = Path(out_dir)
     if out.name in ("train", "heldout") and out.name != split:
-        raise ValueError(f"{out}: a {out.name!r} directory cannot hold {split!r} tasks")
+        raise FamilyError(f"{out}: a {out.name!r} directory cannot hold {split!r} tasks")
     sampler = InstanceSampler(split=split, seed=seed, families=family)
     out.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
@@ -137,7 +137,7 @@ def generate_family_tasks(
     while len(paths) < n:
         attempts += 1
         if attempts > 50 * n + 100:
-            raise RuntimeError(f"could draw only {len(paths)} distinct instances of {family!r} ({split})")
+            raise FamilyError(f"could draw only {len(paths)} distinct instances of {family!r} ({split})")
         (inst,) = sampler.sample(1)
         if inst.key in seen:
             continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from openforge.core.errors import ConfigurationError
 from openforge.train.loggers.base import MetricLogger, MetricLoggers, behaviour_metrics, eval_metrics, step_metrics
 from openforge.train.loggers.jsonl import METRICS_FILE, JsonlLogger
 
@@ -15,7 +16,7 @@ LOGGER_KINDS = ("tensorboard", "wandb", "mlflow", "trackio")
 _PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio"}
 
 
-class LoggerUnavailable(RuntimeError):
+class LoggerUnavailable(ConfigurationError, RuntimeError):
     """A configured logger's package is not installed; the message names the extra to install."""
 
 

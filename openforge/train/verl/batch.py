@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from openforge.core import Sample
-from openforge.store import TrajectoryStore
+from openforge.store import NotARunError, TrajectoryStore
 
 
 def _check(samples: Sequence[Sample]) -> None:
@@ -88,7 +88,7 @@ def export_run_dataproto(run_dir: str | Path, out: str | Path, *, mode: str = "m
 
     run_dir = Path(run_dir)
     if not (run_dir / "trajectories.db").is_file():
-        raise FileNotFoundError(f"{run_dir} holds no trajectories.db: is it a run directory?")
+        raise NotARunError(f"{run_dir} holds no trajectories.db: is it a run directory?")
     with TrajectoryStore.open(run_dir) as store:
         samples, metrics = assemble_run(store, mode=mode)
         if pad_token_id is None:
@@ -101,11 +101,11 @@ def export_run_dataproto(run_dir: str | Path, out: str | Path, *, mode: str = "m
 
 
 def _run_pad_token_id(store: TrajectoryStore) -> int:
-    from openforge.models import ModelDir
+    from openforge.models import ModelDir, ModelDirError
 
     info = store.get_run_info() or {}
     model = info.get("rollout", {}).get("model") or info.get("model")  # `openforge rollout` / the agent loop
     if not model or not Path(model).is_dir():
-        raise ValueError(f"the run names no model directory that exists here ({model!r} in its run info): "
+        raise ModelDirError(f"the run names no model directory that exists here ({model!r} in its run info): "
                          "pass --pad-token-id")
     return ModelDir(model).pad_token_id

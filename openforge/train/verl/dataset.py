@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from openforge.core.errors import ConfigurationError
 from openforge.train.verl import AGENT_NAME
 
 
@@ -47,6 +48,10 @@ def dataset_rows(tasks, harnesses: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
+class DatasetError(ConfigurationError, ValueError):
+    """The dataset cannot be written as asked (an unknown harness, no tasks); the message says what is allowed."""
+
+
 def write_dataset(task_roots: Sequence[str | Path], harnesses: Sequence[str], out: str | Path,
                   split: str | None = None) -> int:
     """Load the tasks under `task_roots` (only `split` if given), write the parquet, return its row count."""
@@ -58,11 +63,11 @@ def write_dataset(task_roots: Sequence[str | Path], harnesses: Sequence[str], ou
 
     unknown = [h for h in harnesses if h not in ADAPTERS]
     if unknown:
-        raise ValueError(f"unknown harness(es) {', '.join(unknown)}; known: {', '.join(sorted(ADAPTERS))}")
+        raise DatasetError(f"unknown harness(es) {', '.join(unknown)}; known: {', '.join(sorted(ADAPTERS))}")
     tasks = load_tasks(task_roots, split=split)
     if not tasks:
         where = ", ".join(map(str, task_roots))
-        raise ValueError(f"no tasks under {where}" + (f" in split {split!r}" if split else ""))
+        raise DatasetError(f"no tasks under {where}" + (f" in split {split!r}" if split else ""))
     rows = dataset_rows(tasks, list(dict.fromkeys(harnesses)))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
