@@ -96,8 +96,10 @@ def read_rooms_table(design: Path) -> dict[str, set[str]]:
         elif named and re.fullmatch(r"(`[^`]+`\s*(,\s*)?)+", plain):
             allowed[name] = named
         else:
-            raise TableError(f"{design}: cannot read the 'may import' cell of room {name!r}: {cell!r} (write "
-                             "backquoted room names, 'nothing of OpenForge', 'all' or 'everything above except ...')")
+            raise TableError(
+                f"{design}: cannot read the 'may import' cell of room {name!r}: {cell!r} (write "
+                "backquoted room names, 'nothing of OpenForge', 'all' or 'everything above except ...')"
+            )
     return allowed
 
 
@@ -110,8 +112,13 @@ def check(package: Package, allowed: dict[str, set[str]], root: Path) -> list[Vi
 
     for module in package.modules.values():
         if module.room and module.room not in allowed:
-            found.append(Violation(where(module.name), 1, f"{module.name} is in room {module.room!r}, which the "
-                                   "rooms table of docs/design.md does not list"))
+            found.append(
+                Violation(
+                    where(module.name),
+                    1,
+                    f"{module.name} is in room {module.room!r}, which the rooms table of docs/design.md does not list",
+                )
+            )
     statements: dict[tuple[str, int, str], list[Import]] = {}  # one finding per import statement and module
     for imp in package.imports():
         statements.setdefault((imp.importer, imp.lineno, imp.module), []).append(imp)
@@ -123,8 +130,13 @@ def check(package: Package, allowed: dict[str, set[str]], root: Path) -> list[Vi
             if room_of(target) not in ("", module.room):
                 for attr, lineno in sorted(used.get(alias, {}).items()):
                     if _private(attr):
-                        found.append(Violation(where(module.name), lineno, f"room {module.room!r} uses the private "
-                                               f"{target}.{attr} of room {room_of(target)!r}"))
+                        found.append(
+                            Violation(
+                                where(module.name),
+                                lineno,
+                                f"room {module.room!r} uses the private {target}.{attr} of room {room_of(target)!r}",
+                            )
+                        )
     return sorted(found, key=lambda v: (v.path, v.lineno, v.message))
 
 
@@ -145,12 +157,18 @@ def _check_statement(imports: list[Import], mine: str, allowed: dict[str, set[st
     may = allowed.get(mine, {ALL})
     if ALL not in may and theirs not in may:
         listed = ", ".join(sorted(may)) or "nothing of OpenForge"
-        found.append(Violation(path, first.lineno, f"room {mine!r} imports {what}{how}; the rooms table lets "
-                               f"{mine!r} import {listed}"))
+        found.append(
+            Violation(
+                path, first.lineno, f"room {mine!r} imports {what}{how}; the rooms table lets {mine!r} import {listed}"
+            )
+        )
     private = [p for p in first.module.split(".") if _private(p)] + [n for n in names if _private(n)]
     if private:
-        found.append(Violation(path, first.lineno, f"room {mine!r} imports the private {', '.join(private)} of "
-                               f"room {theirs!r}{how}"))
+        found.append(
+            Violation(
+                path, first.lineno, f"room {mine!r} imports the private {', '.join(private)} of room {theirs!r}{how}"
+            )
+        )
     return found
 
 

@@ -57,15 +57,31 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from package_imports import Module, Package, absolute, attributes_used, load_package, module_aliases, room_of  # noqa: E402
+from package_imports import Module, Package, absolute, attributes_used, load_package, module_aliases, room_of
 
-EPISODE_FIELDS = frozenset({
-    "harness", "harnesses", "eval_harnesses", "harness_options", "harness_bundle", "sandbox", "sandbox_options",
-    "image_map", "agent_user", "agent_timeout_s", "max_attempts", "max_new_tokens", "temperature", "faults",
-    "proxy_listen", "proxy_options",
-})
+EPISODE_FIELDS = frozenset(
+    {
+        "harness",
+        "harnesses",
+        "eval_harnesses",
+        "harness_options",
+        "harness_bundle",
+        "sandbox",
+        "sandbox_options",
+        "image_map",
+        "agent_user",
+        "agent_timeout_s",
+        "max_attempts",
+        "max_new_tokens",
+        "temperature",
+        "faults",
+        "proxy_listen",
+        "proxy_options",
+    }
+)
 EPISODE_MIN = 3
 MAX_LINES = 500
 DUPLICATE_NAMES = ("find_stores", "pass_at_1")
@@ -99,16 +115,25 @@ def _declared_fields(cls: ast.ClassDef) -> list[str]:
 
 
 def episode_configs(package: Package) -> dict:
-    found = []
+    found: list[dict[str, Any]] = []
     for module, cls in pydantic_models(package):
         fields = sorted(EPISODE_FIELDS & set(_declared_fields(cls)))
         if len(fields) >= EPISODE_MIN:
-            found.append({"class": cls.name, "module": module.name, "fields": len(_declared_fields(cls)),
-                          "episode_fields": fields})
+            found.append(
+                {
+                    "class": cls.name,
+                    "module": module.name,
+                    "fields": len(_declared_fields(cls)),
+                    "episode_fields": fields,
+                }
+            )
     declared = Counter(f for c in found for f in c["episode_fields"])
-    return {"count": len(found), "classes": found,
-            "episode_field_repeats": sum(n - 1 for n in declared.values()),
-            "repeated_fields": {f: n for f, n in sorted(declared.items()) if n > 1}}
+    return {
+        "count": len(found),
+        "classes": found,
+        "episode_field_repeats": sum(n - 1 for n in declared.values()),
+        "repeated_fields": {f: n for f, n in sorted(declared.items()) if n > 1},
+    }
 
 
 # ---- final-episode definitions
@@ -120,8 +145,11 @@ def _reads_final(node: ast.AST) -> bool:
     if isinstance(node, ast.Subscript):
         return isinstance(node.slice, ast.Constant) and node.slice.value == "final"
     if isinstance(node, ast.Compare):
-        return (isinstance(node.left, ast.Constant) and node.left.value == "final"
-                and isinstance(node.ops[0], ast.In | ast.NotIn))
+        return (
+            isinstance(node.left, ast.Constant)
+            and node.left.value == "final"
+            and isinstance(node.ops[0], ast.In | ast.NotIn)
+        )
     return False
 
 
@@ -159,8 +187,10 @@ def _definition_name(module: Module, lineno: int) -> str:
         if node.lineno <= lineno <= (node.end_lineno or node.lineno):
             if isinstance(node, ast.ClassDef):
                 for item in node.body:
-                    if item.lineno <= lineno <= (item.end_lineno or item.lineno) and hasattr(item, "name"):
-                        return f"{node.name}.{item.name}"  # type: ignore[attr-defined]
+                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and (
+                        item.lineno <= lineno <= (item.end_lineno or item.lineno)
+                    ):
+                        return f"{node.name}.{item.name}"
                 return node.name
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 return node.name
@@ -173,9 +203,12 @@ def _definition_name(module: Module, lineno: int) -> str:
 def final_definitions(package: Package) -> dict:
     places: dict[tuple[str, str], list[int]] = {}
     for module in package.modules.values():
-        lines = {n.lineno for d in _decisions(module.tree) for n in ast.walk(d) if _reads_final(n)}
-        lines |= {n.lineno for n in ast.walk(module.tree)
-                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and "$.final" in n.value}
+        lines = {getattr(n, "lineno", 0) for d in _decisions(module.tree) for n in ast.walk(d) if _reads_final(n)}
+        lines |= {
+            n.lineno
+            for n in ast.walk(module.tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and "$.final" in n.value
+        }
         for lineno in lines:
             places.setdefault((module.name, _definition_name(module, lineno)), []).append(lineno)
     found = [{"module": m, "definition": d, "lines": sorted(ls)} for (m, d), ls in sorted(places.items())]
@@ -187,12 +220,19 @@ def final_definitions(package: Package) -> dict:
 
 def _signature_any(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     a = fn.args
-    annotations = [x.annotation for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
-                   if x is not None and x.annotation is not None]
+    annotations = [
+        x.annotation
+        for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+        if x is not None and x.annotation is not None
+    ]
     if fn.returns is not None:
         annotations.append(fn.returns)
-    return sum(1 for ann in annotations for n in ast.walk(ann)
-               if (isinstance(n, ast.Name) and n.id == "Any") or (isinstance(n, ast.Attribute) and n.attr == "Any"))
+    return sum(
+        1
+        for ann in annotations
+        for n in ast.walk(ann)
+        if (isinstance(n, ast.Name) and n.id == "Any") or (isinstance(n, ast.Attribute) and n.attr == "Any")
+    )
 
 
 def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -212,15 +252,18 @@ class Resolver:
         for node in module.tree.body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
                 return module, node
-        for node in ast.walk(module.tree):
-            if isinstance(node, ast.ImportFrom):
-                base = absolute(module, node.level, node.module)
-                for alias in node.names:
+        for statement in ast.walk(module.tree):
+            if isinstance(statement, ast.ImportFrom):
+                base = absolute(module, statement.level, statement.module)
+                for alias in statement.names:
                     if (alias.asname or alias.name) == name and base.startswith(self.package.top):
                         return self.resolve(base, alias.name, depth + 1)
         if module.is_package:  # a lazy export (`__getattr__`): the one submodule that defines it
-            hits = [self.resolve(sub, name, depth + 1) for sub in self.package.modules
-                    if sub.startswith(module_name + ".") and sub.count(".") == module_name.count(".") + 1]
+            hits = [
+                self.resolve(sub, name, depth + 1)
+                for sub in self.package.modules
+                if sub.startswith(module_name + ".") and sub.count(".") == module_name.count(".") + 1
+            ]
             hits = [h for h in hits if h]
             if len(hits) == 1:
                 return hits[0]
@@ -231,8 +274,12 @@ def _api_signatures(node: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDe
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         return [node]
     if isinstance(node, ast.ClassDef):
-        return [f for f in node.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
-                and (not f.name.startswith("_") or f.name in PUBLIC_DUNDERS)]
+        return [
+            f
+            for f in node.body
+            if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+            and (not f.name.startswith("_") or f.name in PUBLIC_DUNDERS)
+        ]
     return []
 
 
@@ -272,16 +319,23 @@ def any_in_signatures(package: Package) -> dict:
     resolver = Resolver(package)
     apis, unresolved = _apis(resolver, cross_room_names(package))
     by_name, _ = _apis(resolver, cross_room_names(package, attributes=False))
-    return {"all_signatures": total, "cross_room": sum(apis.values()), "cross_room_apis": len(apis),
-            "cross_room_imported_names_only": sum(by_name.values()),
-            "cross_room_with_any": {f"{m}.{n}": c for (m, n), c in sorted(apis.items()) if c},
-            "cross_room_not_definitions": unresolved}
+    return {
+        "all_signatures": total,
+        "cross_room": sum(apis.values()),
+        "cross_room_apis": len(apis),
+        "cross_room_imported_names_only": sum(by_name.values()),
+        "cross_room_with_any": {f"{m}.{n}": c for (m, n), c in sorted(apis.items()) if c},
+        "cross_room_not_definitions": unresolved,
+    }
 
 
 # ---- exceptions
 
-BUILTIN_EXCEPTIONS = {n for n in dir(builtins) if isinstance(getattr(builtins, n), type)
-                      and issubclass(getattr(builtins, n), BaseException)}
+BUILTIN_EXCEPTIONS = {
+    n
+    for n in dir(builtins)
+    if isinstance(getattr(builtins, n), type) and issubclass(getattr(builtins, n), BaseException)
+}
 
 
 def _outside_is_exception(name: str) -> bool:
@@ -325,7 +379,8 @@ def exceptions(package: Package) -> dict:
         memo[key] = (found_roots, found_outside) if found_roots else None
         return memo[key]
 
-    public, private = [], []
+    public: list[dict[str, Any]] = []
+    private: list[dict[str, Any]] = []
     for key in sorted(classes):
         r = roots(key)
         if r is None:
@@ -334,8 +389,14 @@ def exceptions(package: Package) -> dict:
         (private if key[1].startswith("_") else public).append(entry)
     distinct = sorted({root for e in public for root in e["roots"]})
     outside = sorted({b for key in classes if (r := memo.get(key)) and not key[1].startswith("_") for b in r[1]})
-    return {"classes": len(public), "exception_roots": len(distinct), "roots": distinct, "outside_bases": outside,
-            "private_classes": [e["class"] for e in private], "tree": public}
+    return {
+        "classes": len(public),
+        "exception_roots": len(distinct),
+        "roots": distinct,
+        "outside_bases": outside,
+        "private_classes": [e["class"] for e in private],
+        "tree": public,
+    }
 
 
 # ---- cli and module size
@@ -343,17 +404,24 @@ def exceptions(package: Package) -> dict:
 
 def cli_and_size(package: Package, root: Path) -> dict:
     cli = [m for m in package.modules.values() if room_of(m.name) == "cli"]
-    function_imports = [n for m in cli for f in _functions(m.tree) for n in ast.walk(f)
-                        if isinstance(n, ast.Import | ast.ImportFrom)]
+    function_imports = [
+        n for m in cli for f in _functions(m.tree) for n in ast.walk(f) if isinstance(n, ast.Import | ast.ImportFrom)
+    ]
     names = Counter(f.name for m in package.modules.values() for f in _functions(m.tree))
     return {
         "cli_lines": sum(m.lines for m in cli),
         "cli_largest_module_lines": max((m.lines for m in cli), default=0),
         "cli_imports_in_functions": len(function_imports),
-        "cli_imports_of_openforge_in_functions": sum(1 for n in function_imports if isinstance(n, ast.ImportFrom)
-                                                     and (n.level or (n.module or "").startswith(package.top))),
-        "modules_over_limit": {str(m.path.relative_to(root)): m.lines
-                               for m in sorted(package.modules.values(), key=lambda m: -m.lines) if m.lines > MAX_LINES},
+        "cli_imports_of_openforge_in_functions": sum(
+            1
+            for n in function_imports
+            if isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith(package.top))
+        ),
+        "modules_over_limit": {
+            str(m.path.relative_to(root)): m.lines
+            for m in sorted(package.modules.values(), key=lambda m: -m.lines)
+            if m.lines > MAX_LINES
+        },
         "definitions": {n: names[n] for n in DUPLICATE_NAMES},
     }
 
@@ -363,9 +431,13 @@ def cli_and_size(package: Package, root: Path) -> dict:
 
 def measure(root: Path) -> dict:
     package = load_package(root)
-    return {"episode_configs": episode_configs(package), "final_definitions": final_definitions(package),
-            "any_in_signatures": any_in_signatures(package), "exceptions": exceptions(package),
-            "cli_and_size": cli_and_size(package, root)}
+    return {
+        "episode_configs": episode_configs(package),
+        "final_definitions": final_definitions(package),
+        "any_in_signatures": any_in_signatures(package),
+        "exceptions": exceptions(package),
+        "cli_and_size": cli_and_size(package, root),
+    }
 
 
 def summary(m: dict) -> list[tuple[str, object]]:
@@ -394,8 +466,13 @@ def _git(root: Path, *args: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent,
-                        help="the checkout to measure (default: this one)")
+    parser.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent,
+        help="the checkout to measure (default: this one)",
+    )
     parser.add_argument("--json", type=Path, help="write the counts and what was counted here")
     parser.add_argument("--commit", help="the commit measured, when PATH is not a git checkout (git archive)")
     args = parser.parse_args(argv)
@@ -409,13 +486,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         commit = args.commit or _git(root, "rev-parse", "HEAD")
         out = args.json if not args.json.is_absolute() else Path(args.json.name)
-        cmd = ["python", "scripts/code_metrics.py", f"<checkout of {commit[:12] or 'the tree'}>",
-               *(["--commit", args.commit] if args.commit else []), "--json", str(out)]
+        cmd = [
+            "python",
+            "scripts/code_metrics.py",
+            f"<checkout of {commit[:12] or 'the tree'}>",
+            *(["--commit", args.commit] if args.commit else []),
+            "--json",
+            str(out),
+        ]
         record = {
             "commit": commit,
             "command": " ".join(cmd),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}",
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cpus, "
+            f"Python {platform.python_version()}",
             "summary": dict(summary(metrics)),
             **metrics,
         }

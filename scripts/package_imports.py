@@ -93,7 +93,8 @@ def absolute(module: Module, level: int, target: str | None) -> str:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _literal_head(node: ast.expr) -> str | None:
@@ -126,8 +127,12 @@ def module_imports(module: Module, package: Package) -> list[Import]:
                     add(node, f"{base}.{alias.name}", None, type_checking, in_function)
                 else:
                     add(node, base, alias.name, type_checking, in_function)
-        elif (isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute | ast.Name)
-              and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.func, ast.Attribute | ast.Name)
+            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
+        ):
             head = _literal_head(node.args[0])
             if head:
                 add(node, head.rstrip("."), None, type_checking, in_function)
@@ -138,8 +143,8 @@ def module_imports(module: Module, package: Package) -> list[Import]:
                 visit(child, type_checking, in_function)
             return
         inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-        for child in ast.iter_child_nodes(node):
-            visit(child, type_checking, inner)
+        for sub in ast.iter_child_nodes(node):
+            visit(sub, type_checking, inner)
 
     visit(module.tree, False, False)
     return found

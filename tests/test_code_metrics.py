@@ -97,7 +97,10 @@ def test_counts_on_a_small_package(tmp_path):
     configs = m["episode_configs"]
     assert [c["class"] for c in configs["classes"]] == ["Settings", "More"] and configs["episode_field_repeats"] == 1
     assert [(d["module"], d["definition"]) for d in m["final_definitions"]["definitions"]] == [
-        ("openforge.eval.report", "score"), ("openforge.store.rows", "FINAL"), ("openforge.train.api", "is_final")]
+        ("openforge.eval.report", "score"),
+        ("openforge.store.rows", "FINAL"),
+        ("openforge.train.api", "is_final"),
+    ]
     anys = m["any_in_signatures"]
     assert anys["all_signatures"] == 3 + 1 + 1 + 4 + 1  # find_rows, local, score, Trainer's public, _private
     # cross-room: find_rows (3, imported by cli through the store's re-export), Trainer.__init__ + step (4),
@@ -105,7 +108,8 @@ def test_counts_on_a_small_package(tmp_path):
     assert anys["cross_room"] == 8 and anys["cross_room_imported_names_only"] == 7
     exc = m["exceptions"]
     assert exc["classes"] == 4 and exc["exception_roots"] == 2  # Base (Bad, ReportError under it) and Other
-    assert exc["outside_bases"] == ["Exception", "ValueError"] and exc["private_classes"] == ["openforge.core.errors._Stop"]
+    assert exc["outside_bases"] == ["Exception", "ValueError"]
+    assert exc["private_classes"] == ["openforge.core.errors._Stop"]
     cli = m["cli_and_size"]
     assert cli["cli_lines"] == 7 and cli["cli_imports_in_functions"] == 2
     assert cli["cli_imports_of_openforge_in_functions"] == 1 and cli["definitions"]["pass_at_1"] == 2

@@ -38,7 +38,8 @@ def test_the_real_table_is_read_as_written():
     allowed = read_rooms_table(DESIGN)
     assert allowed["core"] == set()  # "nothing of OpenForge"
     assert allowed["sandbox"] == {"core", "tasks"}  # "`tasks` (the image map)": the parenthesis is not a room
-    assert "eval" not in allowed["train"] and {"core", "store", "rollout"} <= allowed["train"]  # "everything above except"
+    assert "eval" not in allowed["train"]  # "everything above except `eval`"
+    assert {"core", "store", "rollout"} <= allowed["train"]
     assert allowed["cli"] == {ALL}
     rooms = {p.name for p in (REPO / "openforge").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert rooms <= set(allowed), f"packages missing from the rooms table: {sorted(rooms - set(allowed))}"
@@ -53,31 +54,51 @@ def tree(tmp_path) -> Path:
 
 # case: (the planted file, its source, what the violation must say). Each case plants its own file.
 PLANTED = {
-    "a top-level import": ("openforge/store/planted.py", "from openforge.train import assemble_run\n",
-                           "room 'store' imports openforge.train (assemble_run)"),
-    "an import inside a function": ("openforge/core/planted.py",
-                                    "def f():\n    import openforge.sandbox.base\n",
-                                    "room 'core' imports openforge.sandbox.base inside a function"),
-    "a TYPE_CHECKING import": ("openforge/dialects/planted.py",
-                               "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                               "    from openforge.proxy import RunningProxy\n",
-                               "room 'dialects' imports openforge.proxy (RunningProxy) under TYPE_CHECKING"),
-    "a relative import": ("openforge/tasks/planted.py", "from ..rollout import orchestrator\n",
-                          "room 'tasks' imports openforge.rollout.orchestrator"),
-    "import_module of a literal": ("openforge/faults/planted.py",
-                                   "import importlib\nm = importlib.import_module('openforge.store.queries')\n",
-                                   "room 'faults' imports openforge.store.queries"),
-    "a private name of an allowed room": ("openforge/eval/planted_name.py",
-                                          "from openforge.store.queries import _private_helper\n",
-                                          "room 'eval' imports the private _private_helper of room 'store'"),
-    "a private module of an allowed room": ("openforge/eval/planted_module.py",
-                                            "from openforge.store import _hidden\n",
-                                            "room 'eval' imports the private _hidden of room 'store'"),
-    "a private attribute of an imported module": ("openforge/eval/planted_attribute.py",
-                                                  "from openforge.store import queries\nqueries._where(1)\n",
-                                                  "room 'eval' uses the private openforge.store.queries._where"),
-    "a room missing from the table": ("openforge/newroom/__init__.py", "",
-                                      "openforge.newroom is in room 'newroom', which the rooms table"),
+    "a top-level import": (
+        "openforge/store/planted.py",
+        "from openforge.train import assemble_run\n",
+        "room 'store' imports openforge.train (assemble_run)",
+    ),
+    "an import inside a function": (
+        "openforge/core/planted.py",
+        "def f():\n    import openforge.sandbox.base\n",
+        "room 'core' imports openforge.sandbox.base inside a function",
+    ),
+    "a TYPE_CHECKING import": (
+        "openforge/dialects/planted.py",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from openforge.proxy import RunningProxy\n",
+        "room 'dialects' imports openforge.proxy (RunningProxy) under TYPE_CHECKING",
+    ),
+    "a relative import": (
+        "openforge/tasks/planted.py",
+        "from ..rollout import orchestrator\n",
+        "room 'tasks' imports openforge.rollout.orchestrator",
+    ),
+    "import_module of a literal": (
+        "openforge/faults/planted.py",
+        "import importlib\nm = importlib.import_module('openforge.store.queries')\n",
+        "room 'faults' imports openforge.store.queries",
+    ),
+    "a private name of an allowed room": (
+        "openforge/eval/planted_name.py",
+        "from openforge.store.queries import _private_helper\n",
+        "room 'eval' imports the private _private_helper of room 'store'",
+    ),
+    "a private module of an allowed room": (
+        "openforge/eval/planted_module.py",
+        "from openforge.store import _hidden\n",
+        "room 'eval' imports the private _hidden of room 'store'",
+    ),
+    "a private attribute of an imported module": (
+        "openforge/eval/planted_attribute.py",
+        "from openforge.store import queries\nqueries._where(1)\n",
+        "room 'eval' uses the private openforge.store.queries._where",
+    ),
+    "a room missing from the table": (
+        "openforge/newroom/__init__.py",
+        "",
+        "openforge.newroom is in room 'newroom', which the rooms table",
+    ),
 }
 
 
@@ -107,9 +128,11 @@ def test_nothing_but_the_planted_violations_is_found(planted):
 def test_allowed_imports_are_not_violations(tree, real):
     (tree / "openforge/eval/planted.py").write_text(
         "import openforge\nfrom openforge import __version__\nfrom openforge.store import TrajectoryStore\n"
-        "from openforge.eval.report import final_episodes\nfrom . import report\nfrom openforge.core import records\n")
-    (tree / "openforge/cli.py").write_text((tree / "openforge/cli.py").read_text() +
-                                           "\nfrom openforge.view import atif\n")
+        "from openforge.eval.report import final_episodes\nfrom . import report\nfrom openforge.core import records\n"
+    )
+    (tree / "openforge/cli.py").write_text(
+        (tree / "openforge/cli.py").read_text() + "\nfrom openforge.view import atif\n"
+    )
     assert violations(tree) == real
 
 
@@ -126,8 +149,10 @@ def test_the_command_exits_1_on_a_violation(tree, real):
 @pytest.mark.parametrize("cell", ["`core` and more", "most of them", "everything above but `eval`", "`nosuchroom`"])
 def test_an_unreadable_table_cell_is_an_error(tmp_path, cell):
     design = tmp_path / "design.md"
-    design.write_text("## Rooms\n\n| package | owns | may import |\n|---|---|---|\n"
-                      "| `core` | types | nothing of OpenForge |\n"
-                      f"| `store` | the store | {cell} |\n\n## Next\n")
+    design.write_text(
+        "## Rooms\n\n| package | owns | may import |\n|---|---|---|\n"
+        "| `core` | types | nothing of OpenForge |\n"
+        f"| `store` | the store | {cell} |\n\n## Next\n"
+    )
     with pytest.raises(TableError, match="store"):
         read_rooms_table(design)
