@@ -130,8 +130,8 @@ def test_allowed_imports_are_not_violations(tree, real):
         "import openforge\nfrom openforge import __version__\nfrom openforge.store import TrajectoryStore\n"
         "from openforge.eval.report import final_episodes\nfrom . import report\nfrom openforge.core import records\n"
     )
-    (tree / "openforge/cli.py").write_text(
-        (tree / "openforge/cli.py").read_text() + "\nfrom openforge.view import atif\n"
+    (tree / "openforge/cli/__init__.py").write_text(
+        (tree / "openforge/cli/__init__.py").read_text() + "\nfrom openforge.view import atif\n"
     )
     assert violations(tree) == real
 
