@@ -268,10 +268,8 @@ def run_openforge(bench: Bench, task_ids: list[str], concurrency: int, name: str
     store = TrajectoryStore.open(run)
     episodes, attempts = [], 0
     try:
-        for e in store.list_episodes():
-            attempts += 1
-            if not e.metadata.get("final"):
-                continue
+        attempts = store.count_episodes()
+        for e in store.final_episodes():
             tm = e.metadata.get("timings") or {}
             total = float(tm.get("total_s", 0.0))
             episodes.append(Episode(

@@ -8,7 +8,7 @@ every store of a run directory; `report` writes analysis.json / .md / .png.
 
 from openforge.analysis.metrics import BehaviourSummary, EpisodeBehaviour, behaviour, summarise
 from openforge.analysis.report import write_analysis
-from openforge.analysis.run import RunAnalysis, StoreAnalysis, analyze_run, analyze_store, find_stores
+from openforge.analysis.run import RunAnalysis, StoreAnalysis, analyze_run, analyze_store
 from openforge.analysis.trace import EpisodeTrace, ToolStep, trace_calls
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "analyze_run",
     "analyze_store",
     "behaviour",
-    "find_stores",
     "summarise",
     "trace_calls",
     "write_analysis",

@@ -1,9 +1,10 @@
 """`openforge analyze RUN_DIR`: behaviour metrics of every trajectory store under a run directory.
 
 A run directory holds one store (`rollout`, `eval`) or several (`train`: teacher/, rl/, eval/after-N/;
-`quickstart`; veRL worker stores). Each is analysed on its own, per episode, per harness, per task and
-overall. The reference for coverage and efficiency is the oracle's episode of the same (task, harness):
-from `--reference DIR`, or else the run's own `teacher/` store when it has one.
+`quickstart`; veRL worker stores), found by `openforge.store.find_stores`. Each is analysed on its own, per
+episode, per harness, per task and overall, over its final episodes (`TrajectoryStore.final_episodes`, the
+store's one rule). The reference for coverage and efficiency is the oracle's episode of the same (task,
+harness): from `--reference DIR`, or else the run's own `teacher/` store when it has one.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from openforge.analysis.trace import EpisodeTrace, trace_calls
 from openforge.core import Episode, Outcome
 from openforge.harness import ADAPTERS, get_adapter
 from openforge.harness.base import HarnessAdapter
-from openforge.store import NotARunError, TrajectoryStore
-
-STORE_FILE = "trajectories.db"
+from openforge.store import DB_FILENAME, NotARunError, TrajectoryStore, find_stores
 
 
 class StoreAnalysis(BaseModel):
@@ -39,11 +38,6 @@ class RunAnalysis(BaseModel):
         return next((s for s in self.stores if s.store == name), None)
 
 
-def find_stores(run_dir: Path) -> list[Path]:
-    """Every directory under `run_dir` (itself included) that holds a trajectory store, in path order."""
-    return sorted(p.parent for p in run_dir.rglob(STORE_FILE) if p.is_file())
-
-
 def _adapter(harness: str | None) -> HarnessAdapter:
     return get_adapter(harness) if harness in ADAPTERS else _Unknown()
 
@@ -60,14 +54,6 @@ class _Unknown(HarnessAdapter):
         return {}
 
 
-def final_episodes(store: TrajectoryStore) -> list[Episode]:
-    """The episodes that count: each slot's final attempt where the run marks them, else every ended one."""
-    episodes = store.list_episodes()
-    if any("final" in e.metadata for e in episodes):
-        return [e for e in episodes if e.metadata.get("final")]
-    return [e for e in episodes if e.outcome is not None]
-
-
 def trace_episode(store: TrajectoryStore, episode: Episode) -> EpisodeTrace:
     return trace_calls(store.list_calls(episode.id), _adapter(episode.harness))
 
@@ -76,7 +62,7 @@ def reference_traces(store_dir: Path) -> dict[tuple[str | None, str | None], Epi
     """(task, harness) → the trace of a passed episode in the reference store."""
     out: dict[tuple[str | None, str | None], EpisodeTrace] = {}
     with TrajectoryStore.open(store_dir) as store:
-        for e in final_episodes(store):
+        for e in store.final_episodes():
             if e.outcome is Outcome.passed and (e.task, e.harness) not in out:
                 out[(e.task, e.harness)] = trace_episode(store, e)
     return out
@@ -93,7 +79,7 @@ def analyze_store(store_dir: Path, run_dir: Path,
     references = references or {}
     items: list[EpisodeBehaviour] = []
     with TrajectoryStore.open(store_dir) as store:
-        for e in final_episodes(store):
+        for e in store.final_episodes():
             trace = trace_episode(store, e)
             items.append(behaviour(e, trace, needed=_needed(e), reference=references.get((e.task, e.harness))))
     per_harness = {h: summarise([b for b in items if b.harness == h]) for h in sorted({str(b.harness) for b in items})}
@@ -107,12 +93,12 @@ def analyze_run(run_dir: Path, reference: Path | None = None) -> RunAnalysis:
     run_dir = Path(run_dir).resolve()
     stores = find_stores(run_dir)
     if not stores:
-        raise NotARunError(f"no trajectory store ({STORE_FILE}) under {run_dir}")
-    if reference is None and (run_dir / "teacher" / STORE_FILE).is_file():
+        raise NotARunError(f"no trajectory store ({DB_FILENAME}) under {run_dir}")
+    if reference is None and (run_dir / "teacher" / DB_FILENAME).is_file():
         reference = run_dir / "teacher"
     refs = reference_traces(Path(reference)) if reference is not None else {}
     return RunAnalysis(run=str(run_dir), reference=str(reference) if reference else None,
                        stores=[analyze_store(s, run_dir, refs) for s in stores])
 
 
-__all__ = ["RunAnalysis", "StoreAnalysis", "analyze_run", "analyze_store", "final_episodes", "find_stores"]
+__all__ = ["RunAnalysis", "StoreAnalysis", "analyze_run", "analyze_store"]

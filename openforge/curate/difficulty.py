@@ -45,9 +45,9 @@ async def solver_attempts(tasks: dict[str, Path], settings: SolverSettings, mode
         raise SolverInterrupted("interrupted while the solver attempted the tasks")
     out = {task: Attempts(failures=[], tokens=Tokens()) for task in tasks}
     with TrajectoryStore.open(run) as store:
-        for episode in store.list_episodes():
+        for episode in store.final_episodes():  # each slot's last attempt: retried ones are not attempts here
             attempts = out.get(episode.task or "")
-            if attempts is None or not episode.metadata.get("final"):
+            if attempts is None:
                 continue
             if episode.outcome is None or episode.outcome.is_infrastructure_failure or episode.reward is None:
                 attempts.failures.append(f"{episode.outcome.value if episode.outcome else 'unfinished'}: "

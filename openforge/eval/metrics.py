@@ -48,6 +48,13 @@ def mean_over_tasks(counts: dict[str, tuple[int, int]], k: int, estimator) -> fl
     return sum(values) / len(values) if values else None
 
 
+def pass_at_1(results: Iterable[tuple[str, bool]]) -> float | None:
+    """pass@1 of graded samples given as (unit, passed) pairs: the mean over units (a task, or a task × harness) of
+    the share of the unit's samples that passed; None when there is none. With one sample per unit (a held-out
+    evaluation) it is the share of samples that passed. `pass_table`'s "1" is the same figure."""
+    return mean_over_tasks(task_counts(results), 1, pass_at_k)
+
+
 def pass_table(counts: dict[str, tuple[int, int]]) -> dict[str, dict[str, float | None]]:
     """{"pass_at_k": {"1": ..., "2": ...}, "pass_hat_k": {...}} for every k up to the largest n."""
     max_n = max((n for n, _ in counts.values()), default=0)

@@ -1,7 +1,8 @@
 """The evaluation report of a run: pass@k and pass^k (overall, per harness, per task), outcome classes, mean
 calls and tokens per episode; a rich table, `report.md` and `report.json` in the run directory.
 
-Only each slot's final attempt counts; infrastructure failures are counted by class but are not samples.
+Only final episodes count (`TrajectoryStore.final_episodes`, the store's one rule: each slot's last attempt, once
+it has an outcome); infrastructure failures among them are counted by class but are not samples.
 Behaviour (`openforge.analysis`: error recovery, self-verification, tool mix, format errors, steps) is part of
 the report (`behaviour`, `behaviour_by_harness`; `analysis.png` is its plot). With `--faults`, the same
 evaluation runs again with faults injected (RUN/faults): `with_faults` is its report and `robustness` the
@@ -32,12 +33,8 @@ from openforge.eval.robustness import FAULTS_DIR, robustness, robustness_markdow
 from openforge.store import TrajectoryStore
 
 
-def final_episodes(store: TrajectoryStore) -> list[Episode]:
-    return [e for e in store.list_episodes() if e.metadata.get("final")]
-
-
 def build_report(store: TrajectoryStore) -> dict[str, Any]:
-    episodes = final_episodes(store)
+    episodes = store.final_episodes()
     graded = [e for e in episodes if e.outcome in (Outcome.passed, Outcome.failed)]
     outcomes = Counter(e.outcome.value for e in episodes if e.outcome)
     report: dict[str, Any] = {
@@ -181,7 +178,7 @@ def write_report(store: TrajectoryStore, run_dir: Path, console: Console | None 
         faulted_store = analysis.store(FAULTS_DIR) if analysis is not None else None
         with TrajectoryStore.open(run_dir / FAULTS_DIR) as fstore:
             report["with_faults"] = build_report(fstore)
-            episodes = final_episodes(fstore)
+            episodes = fstore.final_episodes()
         if faulted_store is not None:
             report["robustness"] = robustness(faults, report, report["with_faults"], episodes, faulted_store)
     (run_dir / "report.json").write_text(json.dumps(report, indent=2))

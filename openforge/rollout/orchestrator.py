@@ -66,7 +66,7 @@ def run_label(run: Path) -> str:
 
 
 def finished_slots(store: TrajectoryStore) -> set[str]:
-    return {e.metadata["slot"] for e in store.list_episodes() if e.metadata.get("final") and "slot" in e.metadata}
+    return {e.metadata["slot"] for e in store.final_episodes() if "slot" in e.metadata}
 
 
 def select_tasks(config: RolloutConfig) -> list[Task]:

@@ -12,6 +12,9 @@
 
     with TrajectoryStore.open(run_dir, readonly=True) as store:      # a reader: nothing is written
         page = store.query_episodes(EpisodeQuery(sort="tokens", descending=True, limit=50))
+        counted = store.final_episodes()  # the episodes that count (`final.py`: the one rule)
+
+    for store_dir in find_stores(run_dir): ...  # every store of a run, whatever its layout
 """
 
 from openforge.store.errors import (
@@ -24,7 +27,9 @@ from openforge.store.errors import (
     StoreClosedError,
     StoreError,
 )
+from openforge.store.discover import find_stores
 from openforge.store.export import export_calls
+from openforge.store.final import FINAL_SQL, is_final, is_retried
 from openforge.store.queries import CallSummary, EpisodePage, EpisodeQuery, EpisodeRow, Facets, GroupRow
 from openforge.store.schema import LATEST_VERSION as SCHEMA_VERSION
 from openforge.store.store import DB_FILENAME, TrajectoryStore
@@ -32,6 +37,7 @@ from openforge.store.writer import AsyncCallWriter
 
 __all__ = [
     "DB_FILENAME",
+    "FINAL_SQL",
     "SCHEMA_VERSION",
     "AsyncCallWriter",
     "CallSummary",
@@ -50,4 +56,7 @@ __all__ = [
     "StoreError",
     "TrajectoryStore",
     "export_calls",
+    "find_stores",
+    "is_final",
+    "is_retried",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from openforge.core import Episode
+from openforge.store.final import FINAL_SQL
 from openforge.store.rows import EPISODE_COLUMNS, row_to_episode
 
 # Why an episode deserves a second look, one word each, computed in SQL so that the table can filter on it:
@@ -26,8 +27,6 @@ FLAGS_SQL = (
     "(CASE WHEN json_extract(e.metadata, '$.late_calls') > 0 THEN 'late_calls' ELSE '' END))"
 )
 STEP_SQL = "json_extract(e.metadata, '$.step')"
-# Episodes made outside the orchestrator carry no `final` flag and count as final (as the assembler reads them).
-FINAL_SQL = "coalesce(json_extract(e.metadata, '$.final'), 1)"
 DURATION_SQL = "(e.ended_at - e.created_at)"
 
 # (expression over one episode's calls, name): the columns of a `CallSummary`, in its field order
@@ -141,7 +140,7 @@ def _where(q: EpisodeQuery) -> tuple[str, list]:
             clauses.append(f"{column} = ?")
             args.append(value)
     if q.final_only:
-        clauses.append(f"{FINAL_SQL} = 1")
+        clauses.append(FINAL_SQL)
     if q.flagged_only:
         clauses.append(f"{FLAGS_SQL} != ''")
     if q.min_reward is not None:
@@ -219,16 +218,28 @@ def facets(conn: sqlite3.Connection) -> Facets:
     return Facets(harnesses, outcomes, steps)
 
 
+def final_episodes(conn: sqlite3.Connection) -> list[Episode]:
+    """Every final episode (`openforge.store.final`), oldest first."""
+    rows = conn.execute(f"SELECT {_episode_columns()} FROM episodes e WHERE {FINAL_SQL} "
+                        "ORDER BY e.created_at, e.id").fetchall()
+    return [row_to_episode(r) for r in rows]
+
+
+def count_unfinished(conn: sqlite3.Connection) -> int:
+    """Episodes with no outcome yet: running, or cut short before they were graded (none of them is final)."""
+    return int(conn.execute("SELECT count(*) FROM episodes WHERE outcome IS NULL").fetchone()[0])
+
+
 def final_results(conn: sqlite3.Connection) -> list[tuple[str | None, str | None, str | None, str | None, float | None]]:
     """(task, harness, outcome, outcome_reason, reward) of every final episode: what reports are computed from."""
     return conn.execute(f"SELECT e.task, e.harness, e.outcome, e.outcome_reason, e.reward FROM episodes e "
-                        f"WHERE {FINAL_SQL} = 1").fetchall()
+                        f"WHERE {FINAL_SQL}").fetchall()
 
 
 def query_groups(conn: sqlite3.Connection, step: int | None = None, limit: int = 50, offset: int = 0,
                  task: str | None = None) -> tuple[list[GroupRow], int]:
     """(step, task, harness) groups of final episodes, in step and task order; and how many groups there are."""
-    clauses, args = [f"{FINAL_SQL} = 1"], []
+    clauses, args = [FINAL_SQL], []
     if step is not None:
         clauses.append(f"{STEP_SQL} = ?")
         args.append(step)
@@ -251,6 +262,6 @@ def group_episodes(conn: sqlite3.Connection, step: int, task: str | None, harnes
     """The final episodes of one (step, task, harness) group, oldest first."""
     rows = conn.execute(
         f"SELECT {_episode_columns()} FROM episodes e WHERE e.task IS ? AND e.harness IS ? "
-        f"AND coalesce({STEP_SQL}, 0) = ? AND {FINAL_SQL} = 1 ORDER BY e.sample, e.created_at, e.id",
+        f"AND coalesce({STEP_SQL}, 0) = ? AND {FINAL_SQL} ORDER BY e.sample, e.created_at, e.id",
         (task, harness, step)).fetchall()
     return [row_to_episode(r) for r in rows]

@@ -458,6 +458,15 @@ class TrajectoryStore:
         """The harnesses, outcomes and training steps present in the run."""
         return queries.facets(self._conn())
 
+    def final_episodes(self) -> list[Episode]:
+        """The episodes that count, oldest first: ended, and not an attempt the orchestrator retried (the one rule,
+        `openforge.store.final`)."""
+        return queries.final_episodes(self._conn())
+
+    def count_unfinished(self) -> int:
+        """Episodes with no outcome yet (running, or cut short before grading): never final."""
+        return queries.count_unfinished(self._conn())
+
     def final_results(self) -> list[tuple[str | None, str | None, str | None, str | None, float | None]]:
         """(task, harness, outcome, outcome_reason, reward) of every final episode."""
         return queries.final_results(self._conn())

@@ -32,7 +32,9 @@ What is left out:
   episode ended — the key ends when the harness exits, so no harness received that reply (a process the agent
   left behind made the call); counted in `calls_late`;
 - whole episodes that ended in an infrastructure failure (sandbox_error, proxy_error, harness_crash,
-  timeout, verifier_error) or have no reward: they say nothing about the policy (docs/design.md, invariant 5).
+  timeout, verifier_error) or have no reward: they say nothing about the policy (docs/design.md, invariant 5);
+  in `assemble` and `assemble_run`, whole episodes that are not final (`openforge.store.final`: retried
+  attempts, unfinished episodes).
 
 The prefix property is checked as the calls are merged. A call that does not extend the previous call of its
 segment should not exist; if one does, it starts a new sample (its prompt then holds the earlier outputs with
@@ -53,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from openforge.core import CallRecord, Episode, Sample
+from openforge.store.final import is_final
 
 if TYPE_CHECKING:
     from openforge.store import TrajectoryStore
@@ -135,12 +138,6 @@ def group_id(episode: Episode, step: int | None = None) -> str:
     if step is None:
         step = episode.metadata.get("step", 0)
     return f"{step}|{episode.task}|{episode.harness}"
-
-
-def _is_final(episode: Episode) -> bool:
-    # the orchestrator marks every graded attempt; only a retried (infrastructure-failed) one is not final.
-    # Episodes made outside the orchestrator carry no flag and count as final.
-    return bool(episode.metadata.get("final", True))
 
 
 # ---- continuity: which calls form one sequence -----------------------------------------------------------
@@ -363,12 +360,13 @@ def assemble(
 ) -> tuple[list[Sample], AssemblyMetrics]:
     """Samples of many (episode, its calls) pairs, and the metrics of the run. Pure.
 
-    `final_only`: leave out attempts the orchestrator retried (`metadata["final"] is False`)."""
+    `final_only`: leave out episodes that are not final (`openforge.store.final`: attempts the orchestrator
+    retried, and unfinished episodes), counted as `not_final`."""
     _check_mode(mode)
     metrics = AssemblyMetrics(mode=mode)
     samples: list[Sample] = []
     for episode, calls in episodes:
-        reason = "not_final" if final_only and not _is_final(episode) else drop_reason(episode)
+        reason = "not_final" if final_only and not is_final(episode) else drop_reason(episode)
         if reason is not None:
             _bump(metrics.episodes_dropped, reason)
             metrics.calls_in_dropped_episodes += len(calls)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from openforge.analysis import analyze_store
-from openforge.core import Episode
+from openforge.core import Episode, Outcome
+from openforge.eval.metrics import pass_at_1
 from openforge.faults import FaultSpec
 from openforge.rollout.family import run_family_episodes
 from openforge.rollout.orchestrator import plan, run_label, run_slots
@@ -79,8 +80,9 @@ async def measure(ctx: RunContext, policy: Path, run: Path, provider: SandboxPro
         ctx.console.print("[yellow]no held-out tasks (split heldout): pass@1 not measured[/]")
         return Measurement(None, 0, None)
     graded = graded_episodes(run, episode_ids, injected_only=faults is not None)
-    return Measurement(pass_at_1(graded), len(graded), analyze_store(run, run).overall.model_dump(mode="json"),
-                       by_harness={h: pass_at_1([e for e in graded if e.harness == h])
+    return Measurement(pass_at_1(_results(graded)), len(graded),
+                       analyze_store(run, run).overall.model_dump(mode="json"),
+                       by_harness={h: pass_at_1(_results([e for e in graded if e.harness == h]))
                                    for h in ctx.config.heldout_harnesses})
 
 
@@ -95,9 +97,10 @@ def graded_episodes(run: Path, episode_ids: list[str], injected_only: bool = Fal
     return graded
 
 
-def pass_at_1(graded: list[Episode]) -> float | None:
-    """The share of `graded` episodes that passed; None when there are none."""
-    return sum(e.reward >= 1.0 for e in graded) / len(graded) if graded else None
+def _results(graded: list[Episode]) -> list[tuple[str, bool]]:
+    """(task × harness, passed) of graded episodes, for `openforge.eval.metrics.pass_at_1` (one episode a unit
+    here, so pass@1 is the share that passed)."""
+    return [(f"{e.task}|{e.harness}", e.outcome is Outcome.passed) for e in graded]
 
 
 async def family_eval(ctx: RunContext, policy: Path, run: Path, faults: FaultSpec | None) -> list[str]:

@@ -58,12 +58,12 @@ def trajectory_text(calls: list[CallRecord]) -> str:
 
 
 def select_teacher_episodes(store: TrajectoryStore, settings: SFTSettings) -> TeacherSelection:
-    """Apply the recipe to every final episode of a teacher run."""
+    """Apply the recipe to every final episode of a teacher run (`TrajectoryStore.final_episodes`: retried
+    attempts and unfinished episodes are not episodes of their own)."""
     out = TeacherSelection()
     by_task: dict[str, list[Episode]] = defaultdict(list)
-    for episode in store.list_episodes():
-        if episode.metadata.get("final", True):  # retried attempts are not episodes of their own
-            by_task[episode.task or episode.id].append(episode)
+    for episode in store.final_episodes():
+        by_task[episode.task or episode.id].append(episode)
     out.tasks = len(by_task)
     for episodes in by_task.values():
         kept: list[frozenset[str]] = []

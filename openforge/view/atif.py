@@ -30,7 +30,7 @@ from typing import Any
 
 import openforge
 from openforge.core import CallRecord, Episode, Message, ParsedOutput
-from openforge.store import TrajectoryStore
+from openforge.store import TrajectoryStore, is_final
 from openforge.view.conversation import Turn, read_turns, reply_of
 from openforge.view.discover import discover
 from openforge.view.library import find_model_dir
@@ -168,7 +168,7 @@ def trajectory(episode: Episode, calls: list[CallRecord], verifier: dict[str, An
         "extra": {"openforge": _drop_none({
             "episode_id": episode.id, "store": store_label, "task": episode.task, "harness": episode.harness,
             "sample": episode.sample, "attempt": episode.attempt, "step": meta.get("step"),
-            "final": meta.get("final"), "state": episode.state.value, "reward": episode.reward,
+            "final": is_final(episode), "state": episode.state.value, "reward": episode.reward,
             "outcome": episode.outcome.value if episode.outcome else None, "outcome_reason": episode.outcome_reason,
             "instruction": task.get("instruction"), "created_at": _iso(episode.created_at),
             "ended_at": _iso(episode.ended_at), "verifier": verifier, "continuity_breaks": breaks,

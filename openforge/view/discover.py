@@ -1,4 +1,4 @@
-"""What a run directory holds: its trajectory stores (found by walking for `trajectories.db`, whatever the layout)
+"""What a run directory holds: its trajectory stores (`openforge.store.find_stores`, whatever the layout)
 and the files the commands write next to them (report.json, steps.jsonl, evals.jsonl, analysis.json).
 
 Layouts it meets: a `rollout` / `eval` run (RUN/trajectories.db, report.json), a `train` run (RUN/teacher,
@@ -15,14 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforge.store import DB_FILENAME, NotARunError
+from openforge.store import DB_FILENAME, NotARunError, find_stores
+from openforge.store.discover import MAX_DEPTH
 from openforge.train.records import EVALS_FILE, STEPS_FILE
 
 REPORT_FILE = "report.json"
 ANALYSIS_FILE = "analysis.json"
-# Folders that hold no stores of the run but may hold many files (generated tasks, weights): not walked.
-_SKIP_DIRS = frozenset({"tasks", "checkpoints", "model", "models", "node_modules", ".git", "__pycache__"})
-_MAX_DEPTH = 4
 _MAX_JSON_BYTES = 64 << 20
 
 
@@ -90,20 +88,6 @@ class Run:
         return next((s for s in self.stores if s.label == label), None)
 
 
-def find_stores(root: Path) -> list[StoreRef]:
-    """Every directory under `root` (itself included, `_MAX_DEPTH` levels down) holding a trajectories.db."""
-    found: list[StoreRef] = []
-    root = root.resolve()
-    for here, dirs, files in os.walk(root):
-        depth = len(Path(here).relative_to(root).parts)
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".") and depth < _MAX_DEPTH
-                         and not os.path.islink(os.path.join(here, d)))
-        if DB_FILENAME in files:
-            label = Path(here).relative_to(root).as_posix()
-            found.append(StoreRef(label, Path(here)))
-    return sorted(found, key=lambda s: (s.label != ".", s.label))
-
-
 def read_files(directory: Path) -> RunFiles:
     files = RunFiles()
     files.report = _read_json(directory / REPORT_FILE, files.problems)
@@ -118,9 +102,9 @@ def discover(path: str | os.PathLike[str]) -> Run:
     root = Path(path).resolve()
     if not root.is_dir():
         raise NotARunError(f"{path} is not a directory")
-    stores = find_stores(root)
+    stores = [StoreRef(store_dir.relative_to(root).as_posix(), store_dir) for store_dir in find_stores(root)]
     if not stores:
-        raise NotARunError(f"{path} holds no {DB_FILENAME} (looked {_MAX_DEPTH} levels down): is it a run "
+        raise NotARunError(f"{path} holds no {DB_FILENAME} (looked {MAX_DEPTH} levels down): is it a run "
                            "directory?")
     return Run(root, stores, read_files(root))
 

@@ -12,6 +12,7 @@ from typing import Any
 from jinja2 import Environment
 from markupsafe import Markup, escape
 
+from openforge.store import is_retried
 from openforge.view import params as p
 from openforge.view.charts import bar_chart
 from openforge.view.conversation import MEDIA_PLACEHOLDERS
@@ -84,7 +85,7 @@ def short(value: Any, length: int = 80) -> str:
 def install_filters(env: Environment) -> None:
     env.filters.update(pct=pct, num=num, seconds=seconds, when=when, pretty=pretty, compact=compact, marked=marked,
                        short=short)
-    env.globals.update(url=p.url)
+    env.globals.update(url=p.url, is_retried=is_retried)
 
 
 # ---- shared ---------------------------------------------------------------------------------------------------

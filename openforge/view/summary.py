@@ -1,6 +1,7 @@
-"""A store's results in numbers, from its final episodes (one SQL read, no call rows): pass@k and pass^k overall
-(one unit per task × harness, as `openforge eval` reports them) and per harness, outcomes, the reasons of
-infrastructure failures, and per-task counts for comparing two runs."""
+"""A store's results in numbers, from its final episodes (the store's one rule, `openforge.store.final`; one SQL
+read, no call rows): pass@k and pass^k overall (one unit per task × harness, as `openforge eval` reports them) and
+per harness, outcomes (with the episodes not finished yet, which are not final), the reasons of infrastructure
+failures, and per-task counts for comparing two runs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from openforge.core import Outcome
-from openforge.eval.metrics import pass_table, task_counts
+from openforge.eval.metrics import pass_at_1, pass_table, task_counts
 from openforge.store import TrajectoryStore
 
 _GRADED = (Outcome.passed.value, Outcome.failed.value)
@@ -19,7 +20,8 @@ class StoreSummary:
     episodes: int  # every attempt
     final: int
     graded: int
-    outcomes: dict[str, int]
+    outcomes: dict[str, int]  # of the final episodes, and "unfinished": episodes with no outcome yet
+    pass_at_1: float | None
     pass_at_k: dict[str, float | None]
     pass_hat_k: dict[str, float | None]
     by_harness: dict[str, dict[str, dict[str, float | None]]]
@@ -27,17 +29,17 @@ class StoreSummary:
     reasons: list[tuple[str, str, int]] = field(default_factory=list)  # (outcome, reason, episodes), most first
     mean_reward: float | None = None
 
-    @property
-    def pass_at_1(self) -> float | None:
-        return self.pass_at_k.get("1")
-
 
 def summarize(store: TrajectoryStore) -> StoreSummary:
     rows = store.final_results()
-    outcomes = Counter(outcome or "unfinished" for _, _, outcome, _, _ in rows)
+    outcomes = Counter(outcome for _, _, outcome, _, _ in rows)
+    unfinished = store.count_unfinished()
+    if unfinished:
+        outcomes["unfinished"] = unfinished
     graded = [(task, harness, outcome == Outcome.passed.value, reward)
               for task, harness, outcome, _, reward in rows if outcome in _GRADED]
-    units = task_counts((f"{t}|{h}", passed) for t, h, passed, _ in graded)
+    results = [(f"{t}|{h}", passed) for t, h, passed, _ in graded]
+    units = task_counts(results)
     table = pass_table(units)
     by_harness: dict[str, list] = defaultdict(list)
     for task, harness, passed, _ in graded:
@@ -50,6 +52,7 @@ def summarize(store: TrajectoryStore) -> StoreSummary:
         final=len(rows),
         graded=len(graded),
         outcomes=dict(sorted(outcomes.items(), key=lambda kv: (-kv[1], kv[0]))),
+        pass_at_1=pass_at_1(results),
         pass_at_k=table["pass_at_k"],
         pass_hat_k=table["pass_hat_k"],
         by_harness={h: pass_table(task_counts(pairs)) for h, pairs in sorted(by_harness.items())},
