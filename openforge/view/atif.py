@@ -216,7 +216,7 @@ def export_atif(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                 index_lines.append(json.dumps({
                     "episode_id": episode.id, "store": ref.label, "task": episode.task, "harness": episode.harness,
                     "sample": episode.sample, "attempt": episode.attempt, "reward": episode.reward,
-                    "outcome": episode.outcome.value if episode.outcome else None,
+                    "outcome": episode.outcome.value if episode.outcome else None, "final": is_final(episode),
                     "path": path.relative_to(out).as_posix()}, ensure_ascii=False))
     (out / INDEX_FILE).write_text("".join(line + "\n" for line in index_lines), encoding="utf-8")
     return AtifExport(count, [s.label for s in run.stores], out)

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from openforge.eval.metrics import mean_over_tasks, pass_at_k, pass_hat_k, pass_table, task_counts
+from openforge.eval.metrics import mean_over_tasks, pass_at_1, pass_at_k, pass_hat_k, pass_table, task_counts
 
 
 def test_hand_computed_pass_at_k():
@@ -43,6 +43,15 @@ def test_table_means_over_tasks_and_skips_tasks_with_too_few_samples():
     assert table["pass_at_k"]["2"] == pytest.approx((1.0 + 0) / 2)  # c has only 1 sample
     assert table["pass_hat_k"]["2"] == pytest.approx(0.0)
     assert mean_over_tasks({}, 1, pass_at_k) is None
+
+
+def test_pass_at_1_is_the_tables_and_with_one_sample_a_unit_the_share_passed():
+    """The one pass@1: `openforge eval`'s table, the viewer's run page and the training's held-out evaluation."""
+    results = [("a", True), ("a", False), ("a", False), ("b", True), ("c", False)]
+    assert pass_at_1(results) == pass_table(task_counts(results))["pass_at_k"]["1"] == pytest.approx((1 / 3 + 1) / 3)
+    for passed in itertools.product((True, False), repeat=7):  # one sample per unit: exactly passed / samples
+        assert pass_at_1([(f"t{i}", p) for i, p in enumerate(passed)]) == sum(passed) / len(passed)
+    assert pass_at_1([]) is None
 
 
 def test_bad_arguments():

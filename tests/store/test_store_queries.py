@@ -142,4 +142,4 @@ def test_non_final_attempts_are_filtered(tmp_path):
         store.create_episode(Episode(id="bare", key="k-bare", task="t", reward=1.0, outcome=Outcome.passed))
     with TrajectoryStore.open(tmp_path, readonly=True) as store:
         ids = {r.episode.id for r in store.query_episodes(EpisodeQuery(final_only=True)).rows}
-        assert ids == {final.id, "bare"} and retried.id not in ids  # no flag at all counts as final
+        assert ids == {final.id, "bare"} and retried.id not in ids  # no flag: final once it has an outcome
