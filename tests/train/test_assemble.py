@@ -228,8 +228,10 @@ def test_assemble_run_reads_the_store_and_reports_merges_and_breaks(recorded):
     assert {s.metadata["harness"] for s in samples} == {"claude-code"}
     assert metrics.episodes_used == 1 and metrics.episodes_dropped == {"timeout": 1, "not_final": 1}
     assert metrics.calls_in_dropped_episodes == len(recorded["codex"]["calls"]) + len(recorded["openclaw"]["calls"])
-    # as stored (never graded: no reward), nothing is trained on
+    # as stored (never graded: no outcome, so not final; and no reward), nothing is trained on
     samples, metrics = assemble_run(recorded["run_dir"])
+    assert samples == [] and metrics.episodes_dropped == {"not_final": 3}
+    samples, metrics = assemble_run(recorded["run_dir"], final_only=False)
     assert samples == [] and metrics.episodes_dropped == {"no_reward": 3}
 
 
@@ -379,6 +381,9 @@ def test_infrastructure_failures_and_ungraded_episodes_are_dropped_whole():
     pairs = [(base.model_copy(update={"outcome": o, "reward": 0.0}), calls) for o in INFRASTRUCTURE_FAILURES]
     samples, metrics = assemble(pairs + [(ok, calls), (base, calls)])
     assert len(samples) == 1 and metrics.episodes_used == 1
+    # `base` has no outcome yet: not final (openforge.store.final), whatever else it lacks
+    assert metrics.episodes_dropped == {**{o.value: 1 for o in INFRASTRUCTURE_FAILURES}, "not_final": 1}
+    _, metrics = assemble(pairs + [(ok, calls), (base, calls)], final_only=False)
     assert metrics.episodes_dropped == {**{o.value: 1 for o in INFRASTRUCTURE_FAILURES}, "no_reward": 1}
     assert group_id(ok) == "0|t|h" and group_id(ok.model_copy(update={"metadata": {"step": 2}})) == "2|t|h"
     with pytest.raises(ValueError):
