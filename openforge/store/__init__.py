@@ -17,6 +17,7 @@
     for store_dir in find_stores(run_dir): ...  # every store of a run, whatever its layout
 """
 
+from openforge.store.discover import find_stores
 from openforge.store.errors import (
     CorruptRecordError,
     DuplicateCallError,
@@ -27,7 +28,6 @@ from openforge.store.errors import (
     StoreClosedError,
     StoreError,
 )
-from openforge.store.discover import find_stores
 from openforge.store.export import export_calls
 from openforge.store.final import FINAL_SQL, is_final, is_retried
 from openforge.store.queries import CallSummary, EpisodePage, EpisodeQuery, EpisodeRow, Facets, GroupRow

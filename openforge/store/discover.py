@@ -24,8 +24,14 @@ def find_stores(root: str | os.PathLike[str]) -> list[Path]:
     found: list[Path] = []
     for here, dirs, files in os.walk(base):
         depth = len(Path(here).relative_to(base).parts)
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".") and depth < MAX_DEPTH
-                         and not os.path.islink(os.path.join(here, d)))
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if d not in SKIPPED_DIRS
+            and not d.startswith(".")
+            and depth < MAX_DEPTH
+            and not os.path.islink(os.path.join(here, d))
+        )
         if DB_FILENAME in files:
             found.append(Path(here))
     return sorted(found, key=lambda p: (p != base, p.relative_to(base).as_posix()))

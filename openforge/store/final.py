@@ -24,17 +24,15 @@ from __future__ import annotations
 
 from openforge.core import Episode
 
-FINAL_FLAG = "final"
-
 # Over `episodes e`. JSON false reads as 0 in SQLite; a missing (or null) flag as NULL, which `IS NOT 0` lets by.
-FINAL_SQL = f"(e.outcome IS NOT NULL AND json_extract(e.metadata, '$.{FINAL_FLAG}') IS NOT 0)"
+FINAL_SQL = "(e.outcome IS NOT NULL AND json_extract(e.metadata, '$.final') IS NOT 0)"
 
 
 def is_final(episode: Episode) -> bool:
     """Whether `episode` counts (the module docstring's rule; the same as `FINAL_SQL`)."""
-    return episode.outcome is not None and episode.metadata.get(FINAL_FLAG) not in (False, 0)
+    return episode.outcome is not None and not is_retried(episode)
 
 
 def is_retried(episode: Episode) -> bool:
     """Whether a later attempt of the same slot replaced `episode` (the orchestrator marked it not final)."""
-    return episode.metadata.get(FINAL_FLAG) in (False, 0)
+    return episode.metadata.get("final") in (False, 0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
+
 from openforge.core import Episode
 from openforge.store.final import FINAL_SQL
 from openforge.store.rows import EPISODE_COLUMNS, row_to_episode

@@ -32,7 +32,7 @@ class StoreSummary:
 
 def summarize(store: TrajectoryStore) -> StoreSummary:
     rows = store.final_results()
-    outcomes = Counter(outcome for _, _, outcome, _, _ in rows)
+    outcomes = Counter(outcome for _, _, outcome, _, _ in rows if outcome)  # a final episode has one
     unfinished = store.count_unfinished()
     if unfinished:
         outcomes["unfinished"] = unfinished

@@ -12,7 +12,6 @@ import sqlite3
 import uuid
 
 import pytest
-from support.viewer_runs import body
 
 from openforge.analysis import analyze_store
 from openforge.core import CallRecord, Episode, EpisodeState, Outcome
@@ -27,6 +26,7 @@ from openforge.train.config import SFTSettings
 from openforge.train.teacher_selection import select_teacher_episodes
 from openforge.view.atif import export_atif
 from openforge.view.summary import summarize
+from support.viewer_runs import body
 
 T0 = 1_700_000_000.0
 
@@ -36,36 +36,62 @@ def episode(name: str, n: int, task: str, slot: str | None = None, attempt: int 
     metadata = {"task": {"id": task, "instruction": f"Do {task}."}, "step": 0}
     if slot is not None:
         metadata["slot"] = slot
-    return Episode(id=name, key=uuid.uuid4().hex, task=task, harness="react", attempt=attempt,
-                   state=EpisodeState.ended, created_at=T0 + n, ended_at=T0 + n + 1, metadata=metadata)
+    return Episode(
+        id=name,
+        key=uuid.uuid4().hex,
+        task=task,
+        harness="react",
+        attempt=attempt,
+        state=EpisodeState.ended,
+        created_at=T0 + n,
+        ended_at=T0 + n + 1,
+        metadata=metadata,
+    )
 
 
 def one_call(e: Episode, rng: random.Random) -> CallRecord:
     prompt, output = [rng.randrange(300, 900) for _ in range(20)], [rng.randrange(300, 900) for _ in range(6)]
-    return CallRecord(episode_id=e.id, index=0, prompt_ids=prompt, output_ids=output,
-                      output_logprobs=[-0.5] * len(output), started_at=e.created_at + 0.1,
-                      finished_at=e.created_at + 0.5,
-                      request_body=body([{"role": "user", "content": f"Do {e.task}."}]))
+    return CallRecord(
+        episode_id=e.id,
+        index=0,
+        prompt_ids=prompt,
+        output_ids=output,
+        output_logprobs=[-0.5] * len(output),
+        started_at=e.created_at + 0.1,
+        finished_at=e.created_at + 0.5,
+        request_body=body([{"role": "user", "content": f"Do {e.task}."}]),
+    )
 
 
-def attempt(store: TrajectoryStore, e: Episode, rng: random.Random, outcome: Outcome | None, final: bool = True,
-            reward: float | None = None) -> None:
+def attempt(
+    store: TrajectoryStore,
+    e: Episode,
+    rng: random.Random,
+    outcome: Outcome | None,
+    final: bool = True,
+    reward: float | None = None,
+) -> None:
     """One attempt, recorded as the orchestrator records it (`record_outcome` writes the outcome and the flag);
     `outcome` None: the process died before grading, nothing was recorded."""
     store.create_episode(e)
     store.add_calls([one_call(e, rng)])
     if outcome is not None:
-        record_outcome(store, AttemptResult(e.id, outcome, reward, reason=None if reward is not None else "boom"),
-                       final)
+        record_outcome(
+            store, AttemptResult(e.id, outcome, reward, reason=None if reward is not None else "boom"), final
+        )
 
 
 # id → counts. Retried attempts, an attempt cut short, and a store-API episode that was never graded do not.
 COUNTS = {
-    "old-graded": True, "old-unfinished": False,  # written without the flag, at schema version 1
-    "a0-retried": False, "a1-passed": True,  # slot a: a sandbox error retried, then passed
-    "b0-retried": False, "b1-infra": True,  # slot b: the last attempt failed for the infrastructure too
+    "old-graded": True,
+    "old-unfinished": False,  # written without the flag, at schema version 1
+    "a0-retried": False,
+    "a1-passed": True,  # slot a: a sandbox error retried, then passed
+    "b0-retried": False,
+    "b1-infra": True,  # slot b: the last attempt failed for the infrastructure too
     "c0-failed": True,  # slot c: failed, reward 0
-    "d0-retried": False, "d1-cut-short": False,  # slot d: retried, then the process died before grading
+    "d0-retried": False,
+    "d1-cut-short": False,  # slot d: retried, then the process died before grading
 }
 FINAL = {name for name, counts in COUNTS.items() if counts}
 GRADED = {"old-graded", "a1-passed", "c0-failed"}
@@ -114,8 +140,11 @@ def test_the_one_rule_in_python_and_sql(run):
         assert {e.id: is_final(e) for e in everything} == COUNTS
         assert [e.id for e in store.final_episodes()] == [e.id for e in everything if COUNTS[e.id]]  # oldest first
         assert {r[:3] for r in store.final_results()} == {
-            ("t-old", "react", "passed"), ("t-a", "react", "passed"), ("t-b", "react", "timeout"),
-            ("t-c", "react", "failed")}
+            ("t-old", "react", "passed"),
+            ("t-a", "react", "passed"),
+            ("t-b", "react", "timeout"),
+            ("t-c", "react", "failed"),
+        }
         assert {e.id for e in everything if is_retried(e)} == {"a0-retried", "b0-retried", "d0-retried"}
         assert store.count_unfinished() == 2
 
