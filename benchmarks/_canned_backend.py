@@ -34,19 +34,44 @@ def create_app(model_dir: str) -> Starlette:
     logprobs = [0.0] * len(ids)
 
     async def models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": name, "object": "model", "created": 0,
-                                                         "owned_by": "bench", "max_model_len": model.max_context}]})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": name,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": "bench",
+                        "max_model_len": model.max_context,
+                    }
+                ],
+            }
+        )
 
     def sse(payload) -> bytes:
         return f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n".encode()
 
     async def completions(request: Request) -> Response:
         body = await request.json()
-        head = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()), "model": name}
-        choice = {"index": 0, "text": REPLY, "finish_reason": "stop", "stop_reason": None, "token_ids": ids,
-                  "logprobs": {"token_logprobs": logprobs, "tokens": [f"token_id:{i}" for i in ids]}}
+        head = {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": name,
+        }
+        choice = {
+            "index": 0,
+            "text": REPLY,
+            "finish_reason": "stop",
+            "stop_reason": None,
+            "token_ids": ids,
+            "logprobs": {"token_logprobs": logprobs, "tokens": [f"token_id:{i}" for i in ids]},
+        }
         if not body.get("stream"):
-            return JSONResponse({**head, "choices": [choice], "usage": {"prompt_tokens": 1, "completion_tokens": len(ids)}})
+            return JSONResponse(
+                {**head, "choices": [choice], "usage": {"prompt_tokens": 1, "completion_tokens": len(ids)}}
+            )
 
         async def events():
             yield sse({**head, "choices": [choice]})
@@ -60,13 +85,23 @@ def create_app(model_dir: str) -> Starlette:
         usage = {"prompt_tokens": 1, "completion_tokens": len(ids), "total_tokens": 1 + len(ids)}
         if not body.get("stream"):
             message = {"role": "assistant", "content": REPLY}
-            return JSONResponse({**head, "object": "chat.completion", "usage": usage,
-                                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+            return JSONResponse(
+                {
+                    **head,
+                    "object": "chat.completion",
+                    "usage": usage,
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                }
+            )
 
         async def events():
             chunk = {**head, "object": "chat.completion.chunk"}
-            yield sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": REPLY},
-                                             "finish_reason": None}]})
+            yield sse(
+                {
+                    **chunk,
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": REPLY}, "finish_reason": None}],
+                }
+            )
             yield sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
             yield sse({**chunk, "choices": [], "usage": usage})
             yield sse("[DONE]")
@@ -76,13 +111,22 @@ def create_app(model_dir: str) -> Starlette:
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    return Starlette(routes=[
-        Route("/health", health), Route("/v1/models", models),
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/v1/models", models),
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+        ]
+    )
 
 
 if __name__ == "__main__":
-    uvicorn.run(create_app(sys.argv[1]), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
-                access_log=False, timeout_keep_alive=75)
+    uvicorn.run(
+        create_app(sys.argv[1]),
+        host="127.0.0.1",
+        port=int(sys.argv[2]),
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=75,
+    )

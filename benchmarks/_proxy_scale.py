@@ -31,9 +31,7 @@ import json
 import os
 import random
 import re
-import secrets
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -41,24 +39,23 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-
 from _proxy_support import Children, free_port, loopback_env, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
-LOAD_POLICY = '''def respond(conversation, call_index):
+LOAD_POLICY = """def respond(conversation, call_index):
     return '<tool_call>\\n{"name": "Bash", "arguments": {"command": "cat src/module_' + str(call_index) + '.py"}}\\n</tool_call>'
-'''
+"""
 
 # Paced: a reply written over ~0.4 s, so that kills land in the middle of streams.
-FAULT_POLICY = '''import time
+FAULT_POLICY = """import time
 
 def respond(conversation, call_index):
     for word in ("Let ", "me ", "look ", "at ", "the ", "module ", "first. "):
         time.sleep(0.05)
         yield word
     yield '\\n<tool_call>\\n{"name": "Bash", "arguments": {"command": "ls -la"}}\\n</tool_call>'
-'''
+"""
 
 
 def pct(values, q: float) -> float:
@@ -77,14 +74,40 @@ class Proxy:
     pid: int
 
 
-def start_proxy(children: Children, name: str, model: Path, backend: str, run: Path, *, listen="127.0.0.1:0",
-                admin_listen="127.0.0.1:0", admin_token: str | None = None, uds: Path | None = None,
-                extra: list[str] | None = None, cpus: set[int] | None = None) -> Proxy:
+def start_proxy(
+    children: Children,
+    name: str,
+    model: Path,
+    backend: str,
+    run: Path,
+    *,
+    listen="127.0.0.1:0",
+    admin_listen="127.0.0.1:0",
+    admin_token: str | None = None,
+    uds: Path | None = None,
+    extra: list[str] | None = None,
+    cpus: set[int] | None = None,
+) -> Proxy:
     run.mkdir(parents=True, exist_ok=True)
     info_path = run / "proxy.json"
     info_path.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "openforge.cli", "proxy", "--model", str(model), "--backend", backend,
-            "--run", str(run), "--listen", listen, "--admin-listen", admin_listen, *(extra or [])]
+    argv = [
+        sys.executable,
+        "-m",
+        "openforge.cli",
+        "proxy",
+        "--model",
+        str(model),
+        "--backend",
+        backend,
+        "--run",
+        str(run),
+        "--listen",
+        listen,
+        "--admin-listen",
+        admin_listen,
+        *(extra or []),
+    ]
     if admin_token:
         argv += ["--admin-token", admin_token]
     if uds:
@@ -103,15 +126,19 @@ def _json(path: Path):
 
 
 async def new_episode(client: httpx.AsyncClient, proxy: Proxy) -> tuple[str, str]:
-    r = await client.post(f"{proxy.admin_url}/admin/episodes", json={"task": "bench", "harness": "bench"},
-                          headers={"authorization": f"Bearer {proxy.admin_token}"})
+    r = await client.post(
+        f"{proxy.admin_url}/admin/episodes",
+        json={"task": "bench", "harness": "bench"},
+        headers={"authorization": f"Bearer {proxy.admin_token}"},
+    )
     r.raise_for_status()
     return r.json()["episode_id"], r.json()["key"]
 
 
 async def end_episode(client: httpx.AsyncClient, proxy: Proxy, episode_id: str) -> None:
-    await client.post(f"{proxy.admin_url}/admin/episodes/{episode_id}/end",
-                      headers={"authorization": f"Bearer {proxy.admin_token}"})
+    await client.post(
+        f"{proxy.admin_url}/admin/episodes/{episode_id}/end", headers={"authorization": f"Bearer {proxy.admin_token}"}
+    )
 
 
 def rss_mb(pid: int) -> float:
@@ -141,8 +168,13 @@ class Streamed:
 # A delta carrying reply text (not an empty opening one): Anthropic text/thinking deltas, Responses deltas, chat
 # content / reasoning_content.
 TEXT_DELTA = re.compile(rb'"(?:text|thinking|delta|content|reasoning_content)":"[^"]')
-TEXT_EVENTS = (b'"text_delta"', b'"thinking_delta"', b'"response.output_text.delta"', b'"content":"',
-               b'"reasoning_content":"')
+TEXT_EVENTS = (
+    b'"text_delta"',
+    b'"thinking_delta"',
+    b'"response.output_text.delta"',
+    b'"content":"',
+    b'"reasoning_content":"',
+)
 TERMINAL = {"anthropic": b"event: message_stop", "responses": b"event: response.completed", "chat": b"data: [DONE]"}
 
 
@@ -209,23 +241,55 @@ def anthropic_reply(raw: bytes) -> tuple[str | None, list[dict], int | None]:
 
 
 def stream_bodies(message: str, max_tokens: int) -> dict[str, tuple[str, dict]]:
-    tool = {"name": "bash", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
+    tool = {
+        "name": "bash",
+        "description": "Run a command.",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+    }
     return {
-        "anthropic": ("/v1/messages", {"model": "tiny", "max_tokens": max_tokens, "stream": True, "tools": [tool],
-                                       "messages": [{"role": "user", "content": message}]}),
-        "responses": ("/v1/responses", {"model": "tiny", "max_output_tokens": max_tokens, "stream": True,
-                                        "tools": [{"type": "function", "name": "bash", "parameters": tool["input_schema"]}],
-                                        "input": message}),
-        "chat": ("/v1/chat/completions", {"model": "tiny", "max_tokens": max_tokens, "stream": True,
-                                          "stream_options": {"include_usage": True},
-                                          "tools": [{"type": "function", "function": {"name": "bash", "parameters": tool["input_schema"]}}],
-                                          "messages": [{"role": "user", "content": message}]}),
+        "anthropic": (
+            "/v1/messages",
+            {
+                "model": "tiny",
+                "max_tokens": max_tokens,
+                "stream": True,
+                "tools": [tool],
+                "messages": [{"role": "user", "content": message}],
+            },
+        ),
+        "responses": (
+            "/v1/responses",
+            {
+                "model": "tiny",
+                "max_output_tokens": max_tokens,
+                "stream": True,
+                "tools": [{"type": "function", "name": "bash", "parameters": tool["input_schema"]}],
+                "input": message,
+            },
+        ),
+        "chat": (
+            "/v1/chat/completions",
+            {
+                "model": "tiny",
+                "max_tokens": max_tokens,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "tools": [{"type": "function", "function": {"name": "bash", "parameters": tool["input_schema"]}}],
+                "messages": [{"role": "user", "content": message}],
+            },
+        ),
     }
 
 
 async def stream_timing(args, children: Children, model: Path, work: Path, filler: str) -> dict:
-    proxy = start_proxy(children, "proxy-stream", model, "embedded", work / "run-stream",
-                        extra=["--temperature", "1.0", "--max-new-tokens", str(args.stream_tokens)])
+    proxy = start_proxy(
+        children,
+        "proxy-stream",
+        model,
+        "embedded",
+        work / "run-stream",
+        extra=["--temperature", "1.0", "--max-new-tokens", str(args.stream_tokens)],
+    )
     results: dict = {}
     message = "Read this and answer.\n\n" + filler[: args.stream_prompt_chars]
     async with httpx.AsyncClient(trust_env=False, timeout=600) as client:
@@ -233,22 +297,34 @@ async def stream_timing(args, children: Children, model: Path, work: Path, fille
             rows = []
             for i in range(args.stream_calls + 1):
                 _, key = await new_episode(client, proxy)  # a fresh episode: every call reads its whole prompt
-                s = await streamed_call(client, proxy.url + path, json.dumps(body).encode(),
-                                        {"authorization": f"Bearer {key}", "anthropic-version": "2023-06-01"}, dialect)
+                s = await streamed_call(
+                    client,
+                    proxy.url + path,
+                    json.dumps(body).encode(),
+                    {"authorization": f"Bearer {key}", "anthropic-version": "2023-06-01"},
+                    dialect,
+                )
                 if i and s.status == 200 and s.complete:  # the first is a warm-up
                     rows.append((s, output_tokens(s.raw)))
             calls = [r for r, _ in rows]
             results[dialect] = {
-                "calls": len(calls), "output_tokens_mean": float(np.mean([n for _, n in rows])) if rows else None,
-                "ttfb_p50_s": pct([r.ttfb for r in calls], 50), "ttft_p50_s": pct([r.ttft for r in calls], 50),
+                "calls": len(calls),
+                "output_tokens_mean": float(np.mean([n for _, n in rows])) if rows else None,
+                "ttfb_p50_s": pct([r.ttfb for r in calls], 50),
+                "ttft_p50_s": pct([r.ttft for r in calls], 50),
                 "total_p50_s": pct([r.total for r in calls], 50),
-                "ttfb_p90_s": pct([r.ttfb for r in calls], 90), "ttft_p90_s": pct([r.ttft for r in calls], 90),
+                "ttfb_p90_s": pct([r.ttfb for r in calls], 90),
+                "ttft_p90_s": pct([r.ttft for r in calls], 90),
                 "total_p90_s": pct([r.total for r in calls], 90),
                 "ttft_over_total_p50": pct([r.ttft / r.total for r in calls], 50),
             }
     children.stop(proxy.proc, signal.SIGINT)
-    return {"backend": "embedded (tiny model, CPU)", "max_tokens": args.stream_tokens,
-            "prompt_chars": len(message), "dialects": results}
+    return {
+        "backend": "embedded (tiny model, CPU)",
+        "max_tokens": args.stream_tokens,
+        "prompt_chars": len(message),
+        "dialects": results,
+    }
 
 
 # ---- part 4: load, with abuse -------------------------------------------------------------------------------
@@ -260,12 +336,24 @@ def claude_code_shape(filler: str, seed: int) -> tuple[str, list[dict]]:
     system = "You are an interactive CLI tool that helps users with software engineering tasks.\n\n" + filler[:12_000]
     tools = []
     for n in range(16):
-        props = {f"param_{k}": {"type": rng.choice(["string", "integer", "boolean"]),
-                                "description": filler[rng.randrange(0, 50_000):][:rng.randint(120, 400)]}
-                 for k in range(rng.randint(3, 8))}
-        tools.append({"name": "Bash" if n == 0 else f"Tool{n}", "description": filler[n * 997:][:1200],
-                      "input_schema": {"type": "object", "properties": {"command": {"type": "string"}, **props},
-                                       "required": ["command"]}})
+        props = {
+            f"param_{k}": {
+                "type": rng.choice(["string", "integer", "boolean"]),
+                "description": filler[rng.randrange(0, 50_000) :][: rng.randint(120, 400)],
+            }
+            for k in range(rng.randint(3, 8))
+        }
+        tools.append(
+            {
+                "name": "Bash" if n == 0 else f"Tool{n}",
+                "description": filler[n * 997 :][:1200],
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"command": {"type": "string"}, **props},
+                    "required": ["command"],
+                },
+            }
+        )
     return system, tools
 
 
@@ -287,14 +375,19 @@ class LoadState:
     stop: bool = False
 
 
-async def load_episode_loop(client, proxy: Proxy, system: str, tools: list[dict], filler: str, rng: random.Random,
-                            args, state: LoadState) -> None:
+async def load_episode_loop(
+    client, proxy: Proxy, system: str, tools: list[dict], filler: str, rng: random.Random, args, state: LoadState
+) -> None:
     prefix = json.dumps({"model": "tiny", "max_tokens": 1024, "stream": True, "system": system, "tools": tools})[:-1]
     while not state.stop:
         episode_id, key = await new_episode(client, proxy)
         state.episodes += 1
         headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
-        messages = [json.dumps({"role": "user", "content": "Fix the failing test in src/. " + filler[rng.randrange(40_000):][:1500]})]
+        messages = [
+            json.dumps(
+                {"role": "user", "content": "Fix the failing test in src/. " + filler[rng.randrange(40_000) :][:1500]}
+            )
+        ]
         while not state.stop:
             body = (prefix + ', "messages": [' + ",".join(messages) + "]}").encode()
             t0 = time.perf_counter()
@@ -313,10 +406,13 @@ async def load_episode_loop(client, proxy: Proxy, system: str, tools: list[dict]
             use = next((b for b in blocks if b.get("type") == "tool_use"), None)
             if use is None or tokens >= args.load_context:
                 break
-            result = filler[rng.randrange(60_000):][: rng.randint(2000, 6000)]
+            result = filler[rng.randrange(60_000) :][: rng.randint(2000, 6000)]
             messages.append(json.dumps({"role": "assistant", "content": blocks}))
-            messages.append(json.dumps({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": use["id"], "content": result}]}))
+            messages.append(
+                json.dumps(
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use["id"], "content": result}]}
+                )
+            )
         await end_episode(client, proxy, episode_id)
 
 
@@ -330,7 +426,7 @@ async def slowloris(host: str, port: int, stop: asyncio.Event) -> None:
                 await writer.drain()
                 try:
                     await asyncio.wait_for(reader.read(4096), 1.0)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     continue
             writer.close()
         except OSError:
@@ -338,7 +434,9 @@ async def slowloris(host: str, port: int, stop: asyncio.Event) -> None:
 
 
 async def big_bodies(client, proxy: Proxy, key: str, stop: asyncio.Event, counts: dict) -> None:
-    body = json.dumps({"model": "tiny", "max_tokens": 16, "messages": [{"role": "user", "content": "x" * (16 * 1024 * 1024 - 200)}]}).encode()
+    body = json.dumps(
+        {"model": "tiny", "max_tokens": 16, "messages": [{"role": "user", "content": "x" * (16 * 1024 * 1024 - 200)}]}
+    ).encode()
     while not stop.is_set():
         try:
             r = await client.post(proxy.url + "/v1/messages", content=body, headers={"x-api-key": key})
@@ -368,21 +466,36 @@ async def load(args, children: Children, model: Path, work: Path, filler: str) -
     sock = work / "proxy.sock"
     proxy = start_proxy(children, "proxy-load", model, f"scripted:{policy}", work / "run-load", uds=sock)
     fwd_port = free_port()
-    forwarder = children.start("forwarder", [sys.executable, "-I", str(ROOT / "openforge/sandbox/forwarder.py"),
-                                             "--listen", f"127.0.0.1:{fwd_port}", "--uds", str(sock)],
-                               env=loopback_env(), cwd=ROOT)
+    forwarder = children.start(
+        "forwarder",
+        [
+            sys.executable,
+            "-I",
+            str(ROOT / "openforge/sandbox/forwarder.py"),
+            "--listen",
+            f"127.0.0.1:{fwd_port}",
+            "--uds",
+            str(sock),
+        ],
+        env=loopback_env(),
+        cwd=ROOT,
+    )
     state = LoadState()
     samples: list[tuple[float, float, int]] = []
     windows: list[tuple[float, float, bool]] = []
     abuse_counts: dict = {"bodies": {}, "idle": {}}
-    limits = httpx.Limits(max_connections=args.load_episodes * 2, max_keepalive_connections=args.load_episodes * 2,
-                          keepalive_expiry=30)
+    limits = httpx.Limits(
+        max_connections=args.load_episodes * 2, max_keepalive_connections=args.load_episodes * 2, keepalive_expiry=30
+    )
     host, _, port = proxy.url.removeprefix("http://").rpartition(":")
     async with httpx.AsyncClient(trust_env=False, timeout=300, limits=limits) as client:
         started = time.perf_counter()
-        tasks = [asyncio.create_task(load_episode_loop(client, proxy, *claude_code_shape(filler, i), filler,
-                                                       random.Random(i), args, state))
-                 for i in range(args.load_episodes)]
+        tasks = [
+            asyncio.create_task(
+                load_episode_loop(client, proxy, *claude_code_shape(filler, i), filler, random.Random(i), args, state)
+            )
+            for i in range(args.load_episodes)
+        ]
 
         async def sample():
             while not state.stop:
@@ -434,6 +547,7 @@ def summarise_load(args, state: LoadState, samples, windows, abuse_counts, run: 
         return [c.latency for c in ok if any(a <= c.started - started < b for a, b in spans)]
 
     quiet, abused = window_latencies(False), window_latencies(True)
+
     def slope(after: float) -> float:
         """RSS growth in MB per minute, least squares over the samples after `after` seconds."""
         times = np.array([t for t, _, _ in samples if t >= after])
@@ -441,22 +555,38 @@ def summarise_load(args, state: LoadState, samples, windows, abuse_counts, run: 
         return float(np.polyfit(times / 60, rss, 1)[0]) if len(times) > 2 else float("nan")
 
     return {
-        "episodes_concurrent": args.load_episodes, "duration_s": args.load_s, "context_tokens": args.load_context,
-        "episodes_run": state.episodes, "calls_completed": len(ok), "calls_failed": len(state.calls) - len(ok),
-        "client_errors": state.errors, "calls_per_s": len(ok) / args.load_s,
+        "episodes_concurrent": args.load_episodes,
+        "duration_s": args.load_s,
+        "context_tokens": args.load_context,
+        "episodes_run": state.episodes,
+        "calls_completed": len(ok),
+        "calls_failed": len(state.calls) - len(ok),
+        "client_errors": state.errors,
+        "calls_per_s": len(ok) / args.load_s,
         "largest_prompt_tokens": max((c.tokens or 0) for c in ok) if ok else 0,
-        "lost_calls": len(lost), "duplicated_calls": len(duplicated), "integrity_check": integrity,
+        "lost_calls": len(lost),
+        "duplicated_calls": len(duplicated),
+        "integrity_check": integrity,
         "latency_p50_s": pct([c.latency for c in ok if c.started - started >= warm], 50),
         "latency_p99_s": pct([c.latency for c in ok if c.started - started >= warm], 99),
-        "quiet_windows_p50_s": pct(quiet, 50), "quiet_windows_p99_s": pct(quiet, 99),
-        "abuse_windows_p50_s": pct(abused, 50), "abuse_windows_p99_s": pct(abused, 99),
+        "quiet_windows_p50_s": pct(quiet, 50),
+        "quiet_windows_p99_s": pct(quiet, 99),
+        "abuse_windows_p50_s": pct(abused, 50),
+        "abuse_windows_p99_s": pct(abused, 99),
         "abuse_p99_ratio": pct(abused, 99) / pct(quiet, 99) if quiet and abused else float("nan"),
-        "abuse": {"slowloris_connections": 50, "body_mb": 16, "big_body_answers": abuse_counts["bodies"],
-                  "idle_connections_to_forwarder": 1000, "forwarder": abuse_counts["idle"]},
-        "rss_mb_first": samples[0][1] if samples else None, "rss_mb_last": samples[-1][1] if samples else None,
+        "abuse": {
+            "slowloris_connections": 50,
+            "body_mb": 16,
+            "big_body_answers": abuse_counts["bodies"],
+            "idle_connections_to_forwarder": 1000,
+            "forwarder": abuse_counts["idle"],
+        },
+        "rss_mb_first": samples[0][1] if samples else None,
+        "rss_mb_last": samples[-1][1] if samples else None,
         "rss_mb_max": max(r for _, r, _ in samples) if samples else None,
         # the store keeps bounded caches of recent prompts and bodies (up to ~300 MB): they fill, then stop
-        "rss_slope_mb_per_min": slope(warm), "rss_slope_second_half_mb_per_min": slope(args.load_s / 2),
+        "rss_slope_mb_per_min": slope(warm),
+        "rss_slope_second_half_mb_per_min": slope(args.load_s / 2),
         "open_fds_max": max(f for _, _, f in samples) if samples else None,
         "open_fds_last": samples[-1][2] if samples else None,
     }

@@ -37,8 +37,14 @@ class Children:
         self.log_dir = log_dir
         self.procs: list[tuple[str, subprocess.Popen]] = []
 
-    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
-              cpus: set[int] | None = None):
+    def start(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        cpus: set[int] | None = None,
+    ):
         """Start `argv` (output to LOG_DIR/name.log); `cpus`: the CPUs it may run on."""
         log = open(self.log_dir / f"{name}.log", "ab")
         proc = subprocess.Popen(
@@ -329,8 +335,12 @@ def profile_proxy(out: Path, args: list[str]) -> None:
     def fresh() -> dict:
         # Timed by each thread's own CPU clock: time a thread spends waiting (for the GIL, in epoll, on the
         # writer's queue) is not charged to the function it waits in, so the figures are CPU, not wall time.
-        return {"main": cProfile.Profile(time.thread_time), "writer": cProfile.Profile(time.thread_time),
-                "on": False, "writer_used": False}
+        return {
+            "main": cProfile.Profile(time.thread_time),
+            "writer": cProfile.Profile(time.thread_time),
+            "on": False,
+            "writer_used": False,
+        }
 
     state = fresh()
     dumps = [0]

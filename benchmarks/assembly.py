@@ -66,9 +66,25 @@ class Proxy:
         info = run / "proxy.json"
         self.log = open(run / "proxy.log", "ab")  # noqa: SIM115 - the child writes to it until stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "openforge.cli", "proxy", "--model", str(model_dir), "--backend",
-             f"scripted:{POLICY}", "--run", str(run), "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT,
+            [
+                sys.executable,
+                "-m",
+                "openforge.cli",
+                "proxy",
+                "--model",
+                str(model_dir),
+                "--backend",
+                f"scripted:{POLICY}",
+                "--run",
+                str(run),
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
         )
         deadline = time.monotonic() + 120
         while not info.exists():
@@ -78,8 +94,9 @@ class Proxy:
             time.sleep(0.05)
         data = json.loads(info.read_text())
         self.url = data["url"]
-        self.admin = httpx.Client(base_url=data["admin_url"], timeout=30,
-                                  headers={"authorization": f"Bearer {data['admin_token']}"})
+        self.admin = httpx.Client(
+            base_url=data["admin_url"], timeout=30, headers={"authorization": f"Bearer {data['admin_token']}"}
+        )
 
     def new_episode(self, task: str, harness: str) -> dict:
         r = self.admin.post("/admin/episodes", json={"task": task, "harness": harness})
@@ -130,8 +147,9 @@ def measure(episode, calls, repeat: int) -> dict:
     pairs = [(episode, calls)]
     _, metrics = assemble(pairs)
     main = [c for c in calls if not c.side_call and c.call_error is None]
-    record_tokens = sum(len(c.prompt_ids) + len(c.output_ids) for c in calls if c.call_error is None
-                        and not c.side_call)
+    record_tokens = sum(
+        len(c.prompt_ids) + len(c.output_ids) for c in calls if c.call_error is None and not c.side_call
+    )
     row = {
         "harness": episode.harness,
         "calls": len(main),
@@ -153,8 +171,10 @@ def measure(episode, calls, repeat: int) -> dict:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = (f"{'harness':<12}{'calls':>6}{'segs':>5}{'1st prompt':>11}{'trained':>9}{'per-call tok':>13}"
-            f"{'merged tok':>11}{'ratio':>7} |{'merged assembly':^27}|{'per-call assembly':^27}")
+    head = (
+        f"{'harness':<12}{'calls':>6}{'segs':>5}{'1st prompt':>11}{'trained':>9}{'per-call tok':>13}"
+        f"{'merged tok':>11}{'ratio':>7} |{'merged assembly':^27}|{'per-call assembly':^27}"
+    )
     print(head)
     unit = f"{'ms':>7}{'in M/s':>10}{'out M/s':>10}"
     print(f"{'':<74}|{unit}|{unit}")
@@ -166,9 +186,11 @@ def print_table(rows: list[dict]) -> None:
             seconds = r[f"{mode}_s"]
             cells += f"|{seconds * 1e3:>7.2f}{r['record_tokens'] / seconds / 1e6:>10.1f}"
             cells += f"{r['sequence'][mode] / seconds / 1e6:>10.1f}"
-        print(f"{r['harness']:<12}{r['calls']:>6}{r['segments']:>5}{r['first_prompt_tokens']:>11,}"
-              f"{r['trained']['merged']:>9,}{r['sequence']['per-call']:>13,}{r['sequence']['merged']:>11,}"
-              f"{r['ratio']:>6.1f}x {cells}")
+        print(
+            f"{r['harness']:<12}{r['calls']:>6}{r['segments']:>5}{r['first_prompt_tokens']:>11,}"
+            f"{r['trained']['merged']:>9,}{r['sequence']['per-call']:>13,}{r['sequence']['merged']:>11,}"
+            f"{r['ratio']:>6.1f}x {cells}"
+        )
 
 
 def main() -> None:
@@ -212,15 +234,20 @@ def main() -> None:
     print()
     print_table(rows)
     total_records = sum(r["record_tokens"] for r in rows)
-    print(f"\nassemble_run over the whole run ({len(rows)} episodes, store reads included): "
-          f"{run_seconds * 1e3:.0f} ms, {total_records / run_seconds / 1e6:.1f} M record tokens/s, "
-          f"{len(samples)} merged samples; merge rate {metrics.merge_rate:.3f}, breaks {metrics.calls_broken}")
-    print("trained = mask-1 tokens (equal in both modes by construction); per-call / merged tok = all tokens of "
-          "the samples a trainer runs through; ratio = per-call / merged;\nassembly = one assemble() of the episode "
-          "(calls in memory, median): ms, record tokens read per s (in), sample tokens built per s (out)")
+    print(
+        f"\nassemble_run over the whole run ({len(rows)} episodes, store reads included): "
+        f"{run_seconds * 1e3:.0f} ms, {total_records / run_seconds / 1e6:.1f} M record tokens/s, "
+        f"{len(samples)} merged samples; merge rate {metrics.merge_rate:.3f}, breaks {metrics.calls_broken}"
+    )
+    print(
+        "trained = mask-1 tokens (equal in both modes by construction); per-call / merged tok = all tokens of "
+        "the samples a trainer runs through; ratio = per-call / merged;\nassembly = one assemble() of the episode "
+        "(calls in memory, median): ms, record tokens read per s (in), sample tokens built per s (out)"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"episodes": rows, "run": {"seconds": run_seconds,
-                                                                   "metrics": metrics.summary()}}, indent=2))
+        args.json.write_text(
+            json.dumps({"episodes": rows, "run": {"seconds": run_seconds, "metrics": metrics.summary()}}, indent=2)
+        )
 
 
 if __name__ == "__main__":

@@ -21,8 +21,7 @@ from openforge.models import build_tiny_model
 from openforge.rollout import run_rollouts
 from openforge.rollout.config import RolloutConfig
 from openforge.store import TrajectoryStore
-from openforge.tasks import DEFAULT_IMAGE_MAP
-from openforge.tasks import QUICKSTART_FAMILIES, InstanceSampler, write_task
+from openforge.tasks import DEFAULT_IMAGE_MAP, QUICKSTART_FAMILIES, InstanceSampler, write_task
 from openforge.train.quickstart import HARNESS_OPTIONS
 
 HARNESSES = ["claude-code", "codex", "react"]
@@ -30,9 +29,17 @@ HARNESSES = ["claude-code", "codex", "react"]
 
 def first_prompt_tokens(root: Path, model: Path, tasks: Path, harness: str, options: dict) -> int:
     run = root / f"{harness}-{'cut' if options else 'default'}"
-    config = RolloutConfig(tasks=[tasks], model=model, backend="oracle", run=run, harnesses=[harness],
-                           sandbox="docker", max_attempts=1, image_map=dict(DEFAULT_IMAGE_MAP),
-                           harness_options={harness: options} if options else {})
+    config = RolloutConfig(
+        tasks=[tasks],
+        model=model,
+        backend="oracle",
+        run=run,
+        harnesses=[harness],
+        sandbox="docker",
+        max_attempts=1,
+        image_map=dict(DEFAULT_IMAGE_MAP),
+        harness_options={harness: options} if options else {},
+    )
     asyncio.run(run_rollouts(config))
     with TrajectoryStore.open(run) as store:
         episode = store.list_episodes()[0]
@@ -47,14 +54,24 @@ def main() -> None:
     model = build_tiny_model(root / "model")
     instance = InstanceSampler("train", seed=0, families=QUICKSTART_FAMILIES).sample(1)[0]
     write_task(instance, root / "tasks" / instance.task_id())
-    figures = {h: {"default": first_prompt_tokens(root, model, root / "tasks", h, {}),
-                   "cut": first_prompt_tokens(root, model, root / "tasks", h, HARNESS_OPTIONS[h]),
-                   "settings": HARNESS_OPTIONS[h]} for h in HARNESSES}
+    figures = {
+        h: {
+            "default": first_prompt_tokens(root, model, root / "tasks", h, {}),
+            "cut": first_prompt_tokens(root, model, root / "tasks", h, HARNESS_OPTIONS[h]),
+            "settings": HARNESS_OPTIONS[h],
+        }
+        for h in HARNESSES
+    }
     for harness, f in figures.items():
         print(f"{harness}: first prompt {f['default']} tokens with its defaults, {f['cut']} with the recipe's settings")
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "task": instance.task_id(),
-                                        "first_prompt_tokens": figures}, indent=2) + "\n")
+    args.results.write_text(
+        json.dumps(
+            {"command": "python " + " ".join(sys.argv), "task": instance.task_id(), "first_prompt_tokens": figures},
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

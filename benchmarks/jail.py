@@ -51,11 +51,20 @@ def main() -> None:
         print(f"{variant}: median {ms} ms per command")
     print(f"ratio: {medians['own cgroup'] / medians['no cgroup']:.2f}")
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps({
-        "command": f"python benchmarks/jail.py --n {args.n} --block {args.block}", "cpus": os.cpu_count(),
-        "command_run": COMMAND, "median_ms": medians,
-        "ratio": round(medians["own cgroup"] / medians["no cgroup"], 2),
-        "load_average_at_end": os.getloadavg()[0]}, indent=2) + "\n")
+    args.results.write_text(
+        json.dumps(
+            {
+                "command": f"python benchmarks/jail.py --n {args.n} --block {args.block}",
+                "cpus": os.cpu_count(),
+                "command_run": COMMAND,
+                "median_ms": medians,
+                "ratio": round(medians["own cgroup"] / medians["no cgroup"], 2),
+                "load_average_at_end": os.getloadavg()[0],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

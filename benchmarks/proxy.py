@@ -166,7 +166,10 @@ TOOLS = [  # Anthropic format; the chat-completions form is derived below
     },
 ]
 CHAT_TOOLS = [
-    {"type": "function", "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}}
+    {
+        "type": "function",
+        "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]},
+    }
     for t in TOOLS
 ]
 
@@ -186,9 +189,9 @@ def next_user_message(turn: int) -> str:
     return f"Step {turn}: go on."
 
 
-SCRIPTED_POLICY = '''def respond(conversation, call_index):
+SCRIPTED_POLICY = """def respond(conversation, call_index):
     return '<tool_call>\\n{"name": "bash", "arguments": {"command": "echo ' + str(call_index) + '"}}\\n</tool_call>'
-'''
+"""
 
 
 def filler_text(n_chars: int, seed: int = 0) -> str:
@@ -394,8 +397,20 @@ def latency_table(args, samples: list[Sample], phases, targets: list[Target]) ->
         title_justify="left",
     )
     for col in (
-        "streams", "target", "calls", "p50", "p99", "added p50", "added p99", "paired Δ p50", "paired Δ p99",
-        "calls/s", "proxy CPU/call", "server CPU/call", "client CPU/call", "out tok/call",
+        "streams",
+        "target",
+        "calls",
+        "p50",
+        "p99",
+        "added p50",
+        "added p99",
+        "paired Δ p50",
+        "paired Δ p99",
+        "calls/s",
+        "proxy CPU/call",
+        "server CPU/call",
+        "client CPU/call",
+        "out tok/call",
     ):
         table.add_column(col, justify="right" if col not in ("target",) else "left")
     summary = {}
@@ -415,14 +430,22 @@ def latency_table(args, samples: list[Sample], phases, targets: list[Target]) ->
             phase = phases.get((t.name, streams), Phase())
             p50, p99 = pct(lat, 50), pct(lat, 99)
             row = {
-                "p50": p50, "p99": p99, "added_p50": p50 - d50, "added_p99": p99 - d99,
-                "paired_p50": pct(paired, 50), "paired_p99": pct(paired, 99),
+                "p50": p50,
+                "p99": p99,
+                "added_p50": p50 - d50,
+                "added_p99": p99 - d99,
+                "paired_p50": pct(paired, 50),
+                "paired_p99": pct(paired, 99),
                 "proxy_cpu": phase.proxy_cpu / phase.calls if phase.calls else float("nan"),
             }
             summary[(streams, t.name)] = row
             is_direct = t.name == "direct"
             table.add_row(
-                str(streams), t.name, str(len(lat)), ms(p50), ms(p99),
+                str(streams),
+                t.name,
+                str(len(lat)),
+                ms(p50),
+                ms(p99),
                 "—" if is_direct else signed_ms(row["added_p50"]),
                 "—" if is_direct else signed_ms(row["added_p99"]),
                 "—" if is_direct else signed_ms(row["paired_p50"]),
@@ -467,16 +490,34 @@ def latency_table(args, samples: list[Sample], phases, targets: list[Target]) ->
 class ProxyProc:
     """An `openforge proxy` child process and its addresses (from RUN/proxy.json)."""
 
-    def __init__(self, children: Children, name: str, model: Path, backend: str, run: Path, profile: Path | None = None):
+    def __init__(
+        self, children: Children, name: str, model: Path, backend: str, run: Path, profile: Path | None = None
+    ):
         run.mkdir(parents=True, exist_ok=True)
         proxy_args = [
-            "proxy", "--model", str(model), "--backend", backend, "--run", str(run),
-            "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+            "proxy",
+            "--model",
+            str(model),
+            "--backend",
+            backend,
+            "--run",
+            str(run),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
         ]
         if profile is None:
             argv = [sys.executable, "-m", "openforge.cli", *proxy_args]
         else:
-            argv = [sys.executable, str(ROOT / "benchmarks" / "_proxy_support.py"), "profile-proxy", str(profile), "--", *proxy_args]
+            argv = [
+                sys.executable,
+                str(ROOT / "benchmarks" / "_proxy_support.py"),
+                "profile-proxy",
+                str(profile),
+                "--",
+                *proxy_args,
+            ]
         self.children, self.name, self.run = children, name, run
         self.proc = children.start(name, argv, env=loopback_env({"PYTHONPATH": str(ROOT)}), cwd=ROOT)
         info_path = run / "proxy.json"
@@ -553,8 +594,15 @@ class EpisodeCPU:
     loop_latency: list[float] = field(default_factory=list)
 
 
-async def tool_loop(client, proxy: ProxyProc, key: str, first_message: str, calls: int, on_loop_start=None,
-                    record: EpisodeCPU | None = None) -> None:
+async def tool_loop(
+    client,
+    proxy: ProxyProc,
+    key: str,
+    first_message: str,
+    calls: int,
+    on_loop_start=None,
+    record: EpisodeCPU | None = None,
+) -> None:
     """The first call, then `calls` tool-loop calls, each echoing the tool_use reply and adding its result."""
     messages: list[dict] = []
     headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
@@ -657,17 +705,30 @@ def cpu_tables(args, records: list[EpisodeCPU], checks: dict) -> dict:
         title_justify="left",
     )
     for col in (
-        "context", "prompt tokens (first → last)", "first call CPU", "CPU/call mean", "CPU/call p50", "CPU/call max",
-        "event-loop thread p50", "other threads p50", "wall/call p50",
+        "context",
+        "prompt tokens (first → last)",
+        "first call CPU",
+        "CPU/call mean",
+        "CPU/call p50",
+        "CPU/call max",
+        "event-loop thread p50",
+        "other threads p50",
+        "wall/call p50",
     ):
         table.add_column(col, justify="right")
     for rec in records:
         c = checks[rec.size]
         other = [a - b for a, b in zip(rec.loop_cpu, rec.loop_main_cpu)]
         table.add_row(
-            f"{rec.size // 1000}k", f"{c['first_prompt']:,} → {c['last_prompt']:,}", ms(rec.first_call_cpu),
-            ms(float(np.mean(rec.loop_cpu))), ms(pct(rec.loop_cpu, 50)), ms(max(rec.loop_cpu)),
-            ms(pct(rec.loop_main_cpu, 50)), ms(pct(other, 50)), ms(pct(rec.loop_latency, 50)),
+            f"{rec.size // 1000}k",
+            f"{c['first_prompt']:,} → {c['last_prompt']:,}",
+            ms(rec.first_call_cpu),
+            ms(float(np.mean(rec.loop_cpu))),
+            ms(pct(rec.loop_cpu, 50)),
+            ms(max(rec.loop_cpu)),
+            ms(pct(rec.loop_main_cpu, 50)),
+            ms(pct(other, 50)),
+            ms(pct(rec.loop_latency, 50)),
         )
     console.print(table)
     by_size = {r.size: r for r in records}
@@ -678,17 +739,33 @@ def cpu_tables(args, records: list[EpisodeCPU], checks: dict) -> dict:
         f"CPU per tool-loop call, {hi // 1000}k / {lo // 1000}k context: mean ratio [bold]{mean_ratio:.2f}[/], "
         f"p50 ratio [bold]{p50_ratio:.2f}[/] (target < 2)"
     )
-    summary = {"mean_ratio": mean_ratio, "p50_ratio": p50_ratio, "lo": lo, "hi": hi,
-               "per_size": {r.size: (float(np.mean(r.loop_cpu)), pct(r.loop_cpu, 50)) for r in records},
-               "breaks": sum(len(c["breaks"]) for c in checks.values())}
+    summary = {
+        "mean_ratio": mean_ratio,
+        "p50_ratio": p50_ratio,
+        "lo": lo,
+        "hi": hi,
+        "per_size": {r.size: (float(np.mean(r.loop_cpu)), pct(r.loop_cpu, 50)) for r in records},
+        "breaks": sum(len(c["breaks"]) for c in checks.values()),
+    }
     cont = Table(title="Part 2 — continuity of those episodes, from the store", title_justify="left")
-    for col in ("context", "calls", "tool-loop calls with a break", "break reasons (all calls)", "segments",
-                "reused prompt tokens (last call)", "parse errors"):
+    for col in (
+        "context",
+        "calls",
+        "tool-loop calls with a break",
+        "break reasons (all calls)",
+        "segments",
+        "reused prompt tokens (last call)",
+        "parse errors",
+    ):
         cont.add_column(col, justify="right")
     for size, c in checks.items():
         cont.add_row(
-            f"{size // 1000}k", str(c["calls"]), str(len(c["breaks"])), ", ".join(c["break_reasons"]),
-            ",".join(map(str, c["segments"])), f"{c['reused_last']:,}" if c["reused_last"] is not None else "—",
+            f"{size // 1000}k",
+            str(c["calls"]),
+            str(len(c["breaks"])),
+            ", ".join(c["break_reasons"]),
+            ",".join(map(str, c["segments"])),
+            f"{c['reused_last']:,}" if c["reused_last"] is not None else "—",
             str(c["parse_errors"]),
         )
     console.print(cont)
@@ -712,8 +789,14 @@ async def profile_run(args, children: Children, model: Path, work: Path, policy:
         await tool_loop(client, proxy, key, "Warm-up: list the files.", 3)
         for k, size in enumerate(sizes, start=1):
             _, key = await proxy.new_episode(client)
-            await tool_loop(client, proxy, key, messages[size], args.tool_calls,
-                            on_loop_start=lambda: os.kill(proxy.pid, signal.SIGUSR1))
+            await tool_loop(
+                client,
+                proxy,
+                key,
+                messages[size],
+                args.tool_calls,
+                on_loop_start=lambda: os.kill(proxy.pid, signal.SIGUSR1),
+            )
             await asyncio.sleep(0.1)
             os.kill(proxy.pid, signal.SIGUSR2)
             path = prof.with_name(f"{prof.name}.{k}")
@@ -761,8 +844,14 @@ def print_profile(args, entries: dict, size: int, small: dict, small_size: int) 
         for key in keys:
             cc, nc, tt, ct, _ = entries[key]
             value = entries[key][column]
-            row = [_where(key), f"{nc}" if nc == cc else f"{nc}/{cc}", f"{tt:.4f}", f"{ct:.4f}",
-                   f"{value / n * 1000:.2f}", f"{value / busy_s * 100:.1f}%"]
+            row = [
+                _where(key),
+                f"{nc}" if nc == cc else f"{nc}/{cc}",
+                f"{tt:.4f}",
+                f"{ct:.4f}",
+                f"{value / n * 1000:.2f}",
+                f"{value / busy_s * 100:.1f}%",
+            ]
             if extra:
                 row.append(extra[1](key))
             t.add_row(*row)
@@ -776,20 +865,26 @@ def print_profile(args, entries: dict, size: int, small: dict, small_size: int) 
     top_cum = sorted(in_openforge, key=lambda k: entries[k][3], reverse=True)[: args.profile_top]
     show(
         f"Top {args.profile_top} openforge/ functions by cumulative time, {size // 1000}k context (ms per tool-loop "
-        "call and % use cumtime)", top_cum, 3,
+        "call and % use cumtime)",
+        top_cum,
+        3,
         extra=(f"ms per call at {small_size // 1000}k", lambda k: f"{at_small(k, 3):.2f}"),
     )
     busy = [k for k in entries if not any(i in k[2] for i in IDLE)]
     top_tot = sorted(busy, key=lambda k: entries[k][2], reverse=True)[: args.profile_top]
     show(
         f"Top {args.profile_top} functions overall by own time, {size // 1000}k context (ms per call and % use "
-        "tottime)", top_tot, 2,
+        "tottime)",
+        top_tot,
+        2,
         extra=(f"ms per call at {small_size // 1000}k", lambda k: f"{at_small(k, 2):.2f}"),
     )
     growth = sorted(busy, key=lambda k: entries[k][2] / n * 1000 - at_small(k, 2), reverse=True)[: args.profile_top]
     show(
         f"What grows with the context: top {args.profile_top} functions by own time per call at "
-        f"{size // 1000}k minus at {small_size // 1000}k", growth, 2,
+        f"{size // 1000}k minus at {small_size // 1000}k",
+        growth,
+        2,
         extra=("growth ms/call", lambda k: f"{entries[k][2] / n * 1000 - at_small(k, 2):+.2f}"),
     )
 
@@ -798,22 +893,36 @@ def print_profile(args, entries: dict, size: int, small: dict, small_size: int) 
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="fewer rounds and calls (about a minute)")
     p.add_argument("--model", type=Path, help="model directory (default: build the tiny model, seed 0)")
     p.add_argument("--seed", type=int, default=0, help="serve-model's sampling seed")
     p.add_argument("--max-tokens", type=int, default=8, help="new tokens per call in part 1")
     p.add_argument("--calls", type=int, help="calls per conversation in part 1 (default 10)")
-    p.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 32],
-                   help="concurrent streams per level, comma-separated (default 1,32)")
+    p.add_argument(
+        "--streams",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[1, 32],
+        help="concurrent streams per level, comma-separated (default 1,32)",
+    )
     p.add_argument("--rounds-1", type=int, help="measured rounds at 1 stream (default 20)")
     p.add_argument("--rounds-n", type=int, help="measured rounds at 32 streams (default 4)")
-    p.add_argument("--contexts", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 10000, 50000, 100000],
-                   help="first-prompt sizes in tokens for part 2 (default 1000,10000,50000,100000)")
+    p.add_argument(
+        "--contexts",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[1000, 10000, 50000, 100000],
+        help="first-prompt sizes in tokens for part 2 (default 1000,10000,50000,100000)",
+    )
     p.add_argument("--tool-calls", type=int, help="tool-loop calls per episode in part 2 (default 10)")
     p.add_argument("--profile-top", type=int, default=15, help="functions per profile table")
-    p.add_argument("--litellm-venv", type=Path, default=Path("/tmp/litellm-venv"),
-                   help=f"LiteLLM's own virtualenv (created with litellm[proxy]=={LITELLM_VERSION} if missing)")
+    p.add_argument(
+        "--litellm-venv",
+        type=Path,
+        default=Path("/tmp/litellm-venv"),
+        help=f"LiteLLM's own virtualenv (created with litellm[proxy]=={LITELLM_VERSION} if missing)",
+    )
     p.add_argument("--skip-litellm", action="store_true", help="part 1 without LiteLLM")
     p.add_argument("--no-pin", action="store_true", help="do not pin serve-model to one CPU")
     p.add_argument("--skip-latency", action="store_true", help="part 2 only")
@@ -833,8 +942,12 @@ def parse_args(argv=None):
     p.add_argument("--fault-calls-per-episode", type=int, default=20)
     p.add_argument("--throughput-concurrency", type=int, default=64)
     p.add_argument("--throughput-s", type=float, help="seconds per target in part 6 (default 30)")
-    p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "proxy.json",
-                   help="where the figures are written (JSON)")
+    p.add_argument(
+        "--results",
+        type=Path,
+        default=ROOT / "benchmarks" / "results" / "proxy.json",
+        help="where the figures are written (JSON)",
+    )
     args = p.parse_args(argv)
     quick = args.quick
     args.calls = args.calls or (5 if quick else 10)
@@ -865,8 +978,20 @@ def start_serve_model(children: Children, model: Path, seed: int, pin: bool) -> 
     server_cpus = {cpus[-1]} if pin and len(cpus) > 1 else None
     proc = children.start(
         "serve-model",
-        [sys.executable, "-m", "openforge.cli", "serve-model", "--model", str(model), "--host", "127.0.0.1",
-         "--port", str(port), "--seed", str(seed)],
+        [
+            sys.executable,
+            "-m",
+            "openforge.cli",
+            "serve-model",
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--seed",
+            str(seed),
+        ],
         env=loopback_env({"PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}),
         cwd=ROOT,
         cpus=server_cpus,
@@ -883,8 +1008,9 @@ def start_serve_model(children: Children, model: Path, seed: int, pin: bool) -> 
     return proc, port, where
 
 
-def start_litellm(children: Children, args, work: Path, served: str, port: int,
-                  cpus: set[int] | None = None) -> tuple[subprocess.Popen, int, str]:
+def start_litellm(
+    children: Children, args, work: Path, served: str, port: int, cpus: set[int] | None = None
+) -> tuple[subprocess.Popen, int, str]:
     exe = ensure_litellm(args.litellm_venv, LITELLM_VERSION, console)
     key = "sk-bench-" + secrets.token_hex(24)
     config = work / "litellm.yaml"
@@ -900,7 +1026,9 @@ def start_litellm(children: Children, args, work: Path, served: str, port: int,
 
     def up():
         try:
-            return httpx.get(f"http://127.0.0.1:{lport}/health/liveliness", timeout=1, trust_env=False).status_code == 200
+            return (
+                httpx.get(f"http://127.0.0.1:{lport}/health/liveliness", timeout=1, trust_env=False).status_code == 200
+            )
         except httpx.HTTPError:
             return False
 
@@ -910,7 +1038,9 @@ def start_litellm(children: Children, args, work: Path, served: str, port: int,
 
 def git_head() -> str:
     try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
     except OSError:
         return "?"
 
@@ -941,9 +1071,13 @@ def main(argv=None) -> None:
 
         served = ModelDir(model).path.name
         latency, cpu = None, None
-        results: dict = {"command": "python benchmarks/proxy.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                         "openforge": git_head(), "python": platform.python_version(), "cpus": os.cpu_count(),
-                         "load_average_start": os.getloadavg()[0]}
+        results: dict = {
+            "command": "python benchmarks/proxy.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "openforge": git_head(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_average_start": os.getloadavg()[0],
+        }
         if "latency" in args.parts:
             latency = run_part1(args, children, work, model, served)
             results["latency"] = {f"{streams} streams / {name}": row for (streams, name), row in latency.items()}
@@ -961,7 +1095,9 @@ def main(argv=None) -> None:
             results["stream"] = asyncio.run(stream_timing(args, children, model, work, filler))
             console.print_json(data=results["stream"])
         if "load" in args.parts:
-            console.rule(f"Part 4: {args.load_episodes} concurrent episodes for {args.load_s:.0f} s, with abuse windows")
+            console.rule(
+                f"Part 4: {args.load_episodes} concurrent episodes for {args.load_s:.0f} s, with abuse windows"
+            )
             results["load"] = asyncio.run(load_benchmark(args, children, model, work, filler))
             console.print_json(data=results["load"])
         if "faults" in args.parts:
@@ -969,7 +1105,9 @@ def main(argv=None) -> None:
             results["faults"] = asyncio.run(fault_benchmark(args, children, model, work, filler))
             console.print_json(data=results["faults"])
         if "throughput" in args.parts:
-            console.rule(f"Part 6: throughput at {args.throughput_concurrency} concurrent streams, OpenForge vs LiteLLM")
+            console.rule(
+                f"Part 6: throughput at {args.throughput_concurrency} concurrent streams, OpenForge vs LiteLLM"
+            )
             results["throughput"] = asyncio.run(throughput_benchmark(args, children, model, work, start_litellm))
             console.print_json(data=results["throughput"])
         results["load_average_end"] = os.getloadavg()[0]
@@ -1014,23 +1152,41 @@ def print_summary(args, latency: dict | None, cpu: dict | None) -> None:
         for streams in args.streams:
             o, lt = latency.get((streams, "openforge")), latency.get((streams, "litellm"))
             if o:
-                t.add_row(f"OpenForge added p50 / p99, {streams} stream(s) (ms)",
-                          f"{signed_ms(o['added_p50'])} / {signed_ms(o['added_p99'])}", "")
+                t.add_row(
+                    f"OpenForge added p50 / p99, {streams} stream(s) (ms)",
+                    f"{signed_ms(o['added_p50'])} / {signed_ms(o['added_p99'])}",
+                    "",
+                )
             if lt:
-                t.add_row(f"LiteLLM added p50 / p99, {streams} stream(s) (ms)",
-                          f"{signed_ms(lt['added_p50'])} / {signed_ms(lt['added_p99'])}", "")
+                t.add_row(
+                    f"LiteLLM added p50 / p99, {streams} stream(s) (ms)",
+                    f"{signed_ms(lt['added_p50'])} / {signed_ms(lt['added_p99'])}",
+                    "",
+                )
             if o and lt and lt["added_p50"] > 0 and lt["paired_p50"] > 0:
-                t.add_row(f"added p50 ratio OpenForge / LiteLLM, {streams} stream(s) (p50s; paired)",
-                          f"{o['added_p50'] / lt['added_p50']:.3f}; {o['paired_p50'] / lt['paired_p50']:.3f}", "< 0.2")
+                t.add_row(
+                    f"added p50 ratio OpenForge / LiteLLM, {streams} stream(s) (p50s; paired)",
+                    f"{o['added_p50'] / lt['added_p50']:.3f}; {o['paired_p50'] / lt['paired_p50']:.3f}",
+                    "< 0.2",
+                )
             if o and lt:
-                t.add_row(f"proxy CPU per call OpenForge / LiteLLM, {streams} stream(s) (ms)",
-                          f"{ms(o['proxy_cpu'])} / {ms(lt['proxy_cpu'])}", "")
+                t.add_row(
+                    f"proxy CPU per call OpenForge / LiteLLM, {streams} stream(s) (ms)",
+                    f"{ms(o['proxy_cpu'])} / {ms(lt['proxy_cpu'])}",
+                    "",
+                )
     if cpu:
         for size, (mean, p50) in cpu["per_size"].items():
-            t.add_row(f"OpenForge CPU per tool-loop call at {size // 1000}k context, mean / p50 (ms)",
-                      f"{mean * 1000:.1f} / {p50 * 1000:.1f}", "")
-        t.add_row(f"CPU per call {cpu['hi'] // 1000}k / {cpu['lo'] // 1000}k (mean; p50)",
-                  f"{cpu['mean_ratio']:.2f}; {cpu['p50_ratio']:.2f}", "< 2")
+            t.add_row(
+                f"OpenForge CPU per tool-loop call at {size // 1000}k context, mean / p50 (ms)",
+                f"{mean * 1000:.1f} / {p50 * 1000:.1f}",
+                "",
+            )
+        t.add_row(
+            f"CPU per call {cpu['hi'] // 1000}k / {cpu['lo'] // 1000}k (mean; p50)",
+            f"{cpu['mean_ratio']:.2f}; {cpu['p50_ratio']:.2f}",
+            "< 2",
+        )
         t.add_row("tool-loop calls with a continuity break", str(cpu["breaks"]), "0")
     console.print(t)
     console.print(f"[dim]load average at the end: {os.getloadavg()[0]:.1f} (other work on this machine adds noise)[/]")
@@ -1049,16 +1205,27 @@ def run_part1(args, children: Children, work: Path, model: Path, served: str) ->
             return (await proxy.new_episode(c))[1]
 
     targets.append(
-        Target("openforge", f"{proxy.url}/v1/messages", "anthropic", {"anthropic-version": "2023-06-01"},
-               pid=proxy.pid, new_episode=new_episode)
+        Target(
+            "openforge",
+            f"{proxy.url}/v1/messages",
+            "anthropic",
+            {"anthropic-version": "2023-06-01"},
+            pid=proxy.pid,
+            new_episode=new_episode,
+        )
     )
     litellm_note = "skipped (--skip-litellm)"
     if not args.skip_litellm:
         try:
             lproc, lport, lkey = start_litellm(children, args, work, served, port)
             targets.append(
-                Target("litellm", f"http://127.0.0.1:{lport}/v1/messages", "anthropic",
-                       {"anthropic-version": "2023-06-01", "x-api-key": lkey}, pid=lproc.pid)
+                Target(
+                    "litellm",
+                    f"http://127.0.0.1:{lport}/v1/messages",
+                    "anthropic",
+                    {"anthropic-version": "2023-06-01", "x-api-key": lkey},
+                    pid=lproc.pid,
+                )
             )
             litellm_note = f"litellm[proxy]=={LITELLM_VERSION} in {args.litellm_venv}"
         except (RuntimeError, subprocess.CalledProcessError) as e:

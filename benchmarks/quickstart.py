@@ -30,14 +30,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("runs/bench-quickstart"))
-    parser.add_argument("--config", type=Path, default=None,
-                        help="YAML of TrainConfig fields laid over the quickstart's preset, for every seed")
-    parser.add_argument("--reuse", action="store_true",
-                        help="use OUT/seed-S/report.json where a finished run left one (wall time = its phases' sum)")
-    parser.add_argument("--control", action="store_true",
-                        help="also run the same-compute control (more SFT for GRPO's wall time) and report it")
-    parser.add_argument("--results", type=Path, default=Path("benchmarks/results/quickstart.json"),
-                        help="where the figures go (JSON, committed beside the README that quotes them)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="YAML of TrainConfig fields laid over the quickstart's preset, for every seed",
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="use OUT/seed-S/report.json where a finished run left one (wall time = its phases' sum)",
+    )
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="also run the same-compute control (more SFT for GRPO's wall time) and report it",
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=Path("benchmarks/results/quickstart.json"),
+        help="where the figures go (JSON, committed beside the README that quotes them)",
+    )
     args = parser.parse_args()
     console = Console()
     reports = run_seeds(args.seeds, args.out, [], args.config, args.control, args.reuse, console)
@@ -48,7 +62,9 @@ def main() -> None:
         table.add_column(f"seed {seed}", justify="right")
     table.add_column("mean", justify="right")
     table.add_column("spread (sd)", justify="right")
-    policies = ["base", "sft", "rl"] + (["sft_more"] if all("sft_more" in r["heldout_pass_at_1"] for r in reports) else [])
+    policies = ["base", "sft", "rl"] + (
+        ["sft_more"] if all("sft_more" in r["heldout_pass_at_1"] for r in reports) else []
+    )
     for policy in policies:
         values = [100 * r["heldout_pass_at_1"][policy] for r in reports]
         sd = statistics.stdev(values) if len(values) > 1 else 0.0
@@ -70,22 +86,38 @@ def main() -> None:
 
 def write_results(path: Path, seeds: list[int], reports: list[dict], policies: list[str]) -> None:
     """Per seed: held-out pass@1 of each policy (percent), GRPO steps, phase times; means and sds."""
-    per_seed = {str(seed): {"heldout_pass_at_1": {p: round(100 * r["heldout_pass_at_1"][p], 2) for p in policies},
-                            "grpo_steps": len(report_step_records(r)), "timings_s": r["timings_s"], "wall_s": r["wall_s"],
-                            "sandbox": r.get("sandbox")}
-                for seed, r in zip(seeds, reports)}
+    per_seed = {
+        str(seed): {
+            "heldout_pass_at_1": {p: round(100 * r["heldout_pass_at_1"][p], 2) for p in policies},
+            "grpo_steps": len(report_step_records(r)),
+            "timings_s": r["timings_s"],
+            "wall_s": r["wall_s"],
+            "sandbox": r.get("sandbox"),
+        }
+        for seed, r in zip(seeds, reports)
+    }
     summary = {}
     for p in policies:
         values = [100 * r["heldout_pass_at_1"][p] for r in reports]
-        summary[p] = {"mean": round(statistics.mean(values), 2),
-                      "sd": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0}
+        summary[p] = {
+            "mean": round(statistics.mean(values), 2),
+            "sd": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0,
+        }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "seeds": per_seed, "summary": summary},
-                               indent=2) + "\n")
+    path.write_text(
+        json.dumps({"command": "python " + " ".join(sys.argv), "seeds": per_seed, "summary": summary}, indent=2) + "\n"
+    )
 
 
-def run_seeds(seeds: list[int], out: Path, recipe_argv: list[str], config: Path | None, control: bool,
-              reuse: bool, console: Console) -> list[dict]:
+def run_seeds(
+    seeds: list[int],
+    out: Path,
+    recipe_argv: list[str],
+    config: Path | None,
+    control: bool,
+    reuse: bool,
+    console: Console,
+) -> list[dict]:
     """`openforge quickstart [RECIPE_ARGV] --seed S --run OUT/seed-S` per seed, each in its own process (a fresh
     interpreter per seed, so one seed's memory and threads never slow the next); the reports, with `wall_s`.
     `reuse`: a seed whose run left a report.json is read, not run again."""
@@ -98,8 +130,19 @@ def run_seeds(seeds: list[int], out: Path, recipe_argv: list[str], config: Path 
             reports.append(report)
             console.print(f"seed {seed}: reusing {run / 'report.json'}")
             continue
-        argv = [sys.executable, "-m", "openforge.cli", "quickstart", *recipe_argv, "--seed", str(seed),
-                "--run", str(run), "--config", str(seed_config(config, seed, control, run))]
+        argv = [
+            sys.executable,
+            "-m",
+            "openforge.cli",
+            "quickstart",
+            *recipe_argv,
+            "--seed",
+            str(seed),
+            "--run",
+            str(run),
+            "--config",
+            str(seed_config(config, seed, control, run)),
+        ]
         started = time.monotonic()
         console.rule(f"seed {seed}")
         subprocess.run(argv, check=True)
@@ -134,6 +177,7 @@ def seed_config(path: Path | None, seed: int, control: bool, run: Path) -> Path:
     out = run / "benchmark-config.yaml"
     out.write_text(yaml.safe_dump(fields))
     return out
+
 
 if __name__ == "__main__":
     main()

@@ -25,23 +25,32 @@ from rich.table import Table
 from openforge.train.records import report_step_records
 
 POLICIES = ["base", "sft", "rl", "sft_more"]
-NAMES = {"base": "base (random init)", "sft": "SFT (teacher's happy path)", "rl": "SFT + GRPO with faults",
-         "sft_more": "control: SFT + GRPO's time of more SFT"}
+NAMES = {
+    "base": "base (random init)",
+    "sft": "SFT (teacher's happy path)",
+    "rl": "SFT + GRPO with faults",
+    "sft_more": "control: SFT + GRPO's time of more SFT",
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("runs/bench-recovery"))
-    parser.add_argument("--config", type=Path, default=None,
-                        help="YAML of TrainConfig fields laid over the recovery recipe, for every seed")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="YAML of TrainConfig fields laid over the recovery recipe, for every seed",
+    )
     parser.add_argument("--no-control", action="store_true", help="skip the same-compute control")
     parser.add_argument("--reuse", action="store_true", help="use OUT/seed-S/report.json where a run left one")
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results/recovery.json"))
     args = parser.parse_args()
     console = Console()
-    reports = run_seeds(args.seeds, args.out, ["--recipe", "recovery"], args.config, not args.no_control, args.reuse,
-                        console)
+    reports = run_seeds(
+        args.seeds, args.out, ["--recipe", "recovery"], args.config, not args.no_control, args.reuse, console
+    )
     policies = [p for p in POLICIES if all(p in r["heldout_pass_at_1"] for r in reports)]
     rows = figures(reports, policies)
     console.print(table(rows, args.seeds))
@@ -54,6 +63,7 @@ def main() -> None:
 
 def figures(reports: list[dict], policies: list[str]) -> dict[str, dict[str, list[float | None]]]:
     """{row: {policy: [value per seed]}}: pass@1 without and with faults, recovery rate with faults (percent)."""
+
     def pct(x):
         return None if x is None else round(100 * x, 2)
 
@@ -84,8 +94,12 @@ def table(rows: dict[str, dict[str, list[float | None]]], seeds: list[int]) -> T
     for measure, by_policy in rows.items():
         for policy, values in by_policy.items():
             mean = _mean(values)
-            t.add_row(measure, NAMES[policy], *["–" if v is None else f"{v:.1f}" for v in values],
-                      "–" if mean is None else f"{mean:.1f} ({_sd(values):.1f})")
+            t.add_row(
+                measure,
+                NAMES[policy],
+                *["–" if v is None else f"{v:.1f}" for v in values],
+                "–" if mean is None else f"{mean:.1f} ({_sd(values):.1f})",
+            )
     return t
 
 
@@ -95,23 +109,46 @@ def verdict(rows: dict[str, dict[str, list[float | None]]]) -> list[str]:
     gain = _mean([r - s for r, s in zip(faults["rl"], faults["sft"])])
     lines.append(f"with faults: SFT+RL − SFT = {gain:+.1f} points (target +20)")
     if "sft_more" in faults:
-        lines.append(f"with faults: SFT+RL − control = "
-                     f"{_mean([r - s for r, s in zip(faults['rl'], faults['sft_more'])]):+.1f} points (target +15)")
-    lines.append(f"no faults: SFT+RL − SFT = {_mean([r - s for r, s in zip(clean['rl'], clean['sft'])]):+.1f} points "
-                 f"(target: no loss within noise)")
+        lines.append(
+            f"with faults: SFT+RL − control = "
+            f"{_mean([r - s for r, s in zip(faults['rl'], faults['sft_more'])]):+.1f} points (target +15)"
+        )
+    lines.append(
+        f"no faults: SFT+RL − SFT = {_mean([r - s for r, s in zip(clean['rl'], clean['sft'])]):+.1f} points "
+        f"(target: no loss within noise)"
+    )
     return lines
 
 
 def write_results(path: Path, seeds: list[int], reports: list[dict], rows: dict) -> None:
-    per_seed = {str(seed): {"grpo_steps": len(report_step_records(r)), "timings_s": r["timings_s"], "wall_s": r["wall_s"],
-                            "sandbox": r.get("sandbox"), "recovery_by_fault": r.get("recovery_by_fault"),
-                            "faults": r.get("faults")}
-                for seed, r in zip(seeds, reports)}
-    summary = {measure: {p: {"per_seed": v, "mean": _mean(v), "sd": round(_sd(v), 2)} for p, v in by_policy.items()}
-               for measure, by_policy in rows.items()}
+    per_seed = {
+        str(seed): {
+            "grpo_steps": len(report_step_records(r)),
+            "timings_s": r["timings_s"],
+            "wall_s": r["wall_s"],
+            "sandbox": r.get("sandbox"),
+            "recovery_by_fault": r.get("recovery_by_fault"),
+            "faults": r.get("faults"),
+        }
+        for seed, r in zip(seeds, reports)
+    }
+    summary = {
+        measure: {p: {"per_seed": v, "mean": _mean(v), "sd": round(_sd(v), 2)} for p, v in by_policy.items()}
+        for measure, by_policy in rows.items()
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "seeds": per_seed, "summary": summary,
-                                "verdict": verdict(rows)}, indent=2) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "command": "python " + " ".join(sys.argv),
+                "seeds": per_seed,
+                "summary": summary,
+                "verdict": verdict(rows),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -170,8 +170,9 @@ def ensure_docker() -> str:
     if r.returncode != 0:
         log("starting dockerd (scripts/start-docker.sh)")
         subprocess.run(["bash", str(ROOT / "scripts/start-docker.sh")], check=True)
-        r = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
-                           check=True)
+        r = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, check=True
+        )
     if subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True).returncode != 0:
         log(f"building the base image {BASE_IMAGE} (scripts/build-base-image.sh)")
         subprocess.run(["bash", str(ROOT / "scripts/build-base-image.sh")], check=True)
@@ -179,9 +180,17 @@ def ensure_docker() -> str:
 
 
 def make_tiny_model(dest: Path) -> Path:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    r = subprocess.run([sys.executable, "-m", "openforge.cli", "model", "tiny", str(dest)], capture_output=True,
-                       text=True, env=env, cwd=str(ROOT))
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "openforge.cli", "model", "tiny", str(dest)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(ROOT),
+    )
     if r.returncode != 0:
         raise RuntimeError(f"openforge model tiny failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     return dest
@@ -206,21 +215,45 @@ def probe_task(bench: Bench, task, harbor_dir: Path) -> tuple[float, float, str]
     """(solve seconds, test seconds, reward) of the reference solution in a fresh container of the task's image
     (built from the same Dockerfile, mapped onto the local base image, in the environment's workdir)."""
     tag = f"{PROBE_REPO}:{task.id}"
-    subprocess.run(["docker", "build", "-q", "-t", tag, str(harbor_dir / "environment")], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["docker", "build", "-q", "-t", tag, str(harbor_dir / "environment")], check=True, capture_output=True
+    )
     bench.probe_images.append(tag)
     name = f"openforge-bench-probe-{task.id}-{os.getpid()}"
-    subprocess.run(["docker", "run", "-d", "--name", name, "--network", "none", "--init",
-                    "--label", "openforge-bench=probe", tag, "sleep", "infinity"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--network",
+            "none",
+            "--init",
+            "--label",
+            "openforge-bench=probe",
+            tag,
+            "sleep",
+            "infinity",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
         subprocess.run(["docker", "exec", name, "mkdir", "-p", "/probe"], check=True, capture_output=True)
         for part in ("solution", "tests"):
-            subprocess.run(["docker", "cp", str(harbor_dir / part), f"{name}:/probe/{part}"], check=True,
-                           capture_output=True)
-        wd = subprocess.run(["docker", "inspect", "-f", "{{.Config.WorkingDir}}", name], capture_output=True,
-                            text=True).stdout.strip() or "/"
-        r = subprocess.run(["docker", "exec", "-w", wd, name, "bash", "-c", _PROBE], capture_output=True,
-                           text=True, check=True)
+            subprocess.run(
+                ["docker", "cp", str(harbor_dir / part), f"{name}:/probe/{part}"], check=True, capture_output=True
+            )
+        wd = (
+            subprocess.run(
+                ["docker", "inspect", "-f", "{{.Config.WorkingDir}}", name], capture_output=True, text=True
+            ).stdout.strip()
+            or "/"
+        )
+        r = subprocess.run(
+            ["docker", "exec", "-w", wd, name, "bash", "-c", _PROBE], capture_output=True, text=True, check=True
+        )
         s, m, e, *reward = r.stdout.split()
         return (int(m) - int(s)) / 1e9, (int(e) - int(m)) / 1e9, (reward[0] if reward else "?")
     finally:
@@ -239,14 +272,18 @@ def measure_work(bench: Bench) -> None:
     for tid, (s, t, _) in rows.items():
         bench.work_s[tid] = s + t
     ws = list(bench.work_s.values())
-    log(f"in-container work W (solve.sh + test.sh) over {len(ws)} tasks: mean {statistics.mean(ws) * 1000:.0f} ms, "
-        f"min {min(ws) * 1000:.0f} ms, max {max(ws) * 1000:.0f} ms")
+    log(
+        f"in-container work W (solve.sh + test.sh) over {len(ws)} tasks: mean {statistics.mean(ws) * 1000:.0f} ms, "
+        f"min {min(ws) * 1000:.0f} ms, max {max(ws) * 1000:.0f} ms"
+    )
 
 
 # ---- OpenForge ----------------------------------------------------------------------------------------------
 
 
-def run_openforge(bench: Bench, task_ids: list[str], concurrency: int, name: str) -> tuple[float, list[Episode], int, str]:
+def run_openforge(
+    bench: Bench, task_ids: list[str], concurrency: int, name: str
+) -> tuple[float, list[Episode], int, str]:
     from openforge.rollout import RolloutConfig, run_rollouts
     from openforge.store import TrajectoryStore
 
@@ -254,8 +291,16 @@ def run_openforge(bench: Bench, task_ids: list[str], concurrency: int, name: str
     run.parent.mkdir(parents=True, exist_ok=True)
     bench.of_runs.append(run)
     config = RolloutConfig(
-        tasks=[ROOT / "examples" / "tasks"], task_ids=task_ids, harnesses=["react"], sandbox="docker",
-        samples=1, concurrency=concurrency, model=bench.model, backend="oracle", run=run, image_map=IMAGE_MAP,
+        tasks=[ROOT / "examples" / "tasks"],
+        task_ids=task_ids,
+        harnesses=["react"],
+        sandbox="docker",
+        samples=1,
+        concurrency=concurrency,
+        model=bench.model,
+        backend="oracle",
+        run=run,
+        image_map=IMAGE_MAP,
     )
     logfile = bench.work / f"{name}.log"
     with open(logfile, "w") as f:
@@ -272,13 +317,19 @@ def run_openforge(bench: Bench, task_ids: list[str], concurrency: int, name: str
         for e in store.final_episodes():
             tm = e.metadata.get("timings") or {}
             total = float(tm.get("total_s", 0.0))
-            episodes.append(Episode(
-                task=e.task or "?",
-                ok=(e.outcome is not None and getattr(e.outcome, "value", e.outcome) == "passed"),
-                outcome=str(getattr(e.outcome, "value", e.outcome)),
-                total_s=total, start_s=float(tm.get("setup_s", 0.0)), agent_s=float(tm.get("agent_s", 0.0)),
-                verify_s=float(tm.get("verify_s", 0.0)), begin=e.created_at, end=e.created_at + total,
-            ))
+            episodes.append(
+                Episode(
+                    task=e.task or "?",
+                    ok=(e.outcome is not None and getattr(e.outcome, "value", e.outcome) == "passed"),
+                    outcome=str(getattr(e.outcome, "value", e.outcome)),
+                    total_s=total,
+                    start_s=float(tm.get("setup_s", 0.0)),
+                    agent_s=float(tm.get("agent_s", 0.0)),
+                    verify_s=float(tm.get("verify_s", 0.0)),
+                    begin=e.created_at,
+                    end=e.created_at + total,
+                )
+            )
     finally:
         close = getattr(store, "close", None)
         if close:
@@ -294,8 +345,11 @@ def openforge_leftovers(bench: Bench) -> list[str]:
 
     ids: list[str] = []
     for run in bench.of_runs:
-        r = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={LABEL_RUN}={label_value(run_label(run))}"],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["docker", "ps", "-aq", "--filter", f"label={LABEL_RUN}={label_value(run_label(run))}"],
+            capture_output=True,
+            text=True,
+        )
         ids += r.stdout.split()
     return ids
 
@@ -303,7 +357,9 @@ def openforge_leftovers(bench: Bench) -> list[str]:
 # ---- Harbor -------------------------------------------------------------------------------------------------
 
 
-def run_harbor(bench: Bench, task_ids: list[str], concurrency: int, name: str, init: bool) -> tuple[float, list[Episode], int, str]:
+def run_harbor(
+    bench: Bench, task_ids: list[str], concurrency: int, name: str, init: bool
+) -> tuple[float, list[Episode], int, str]:
     config = hs.job_config(name, bench.harbor_jobs, bench.harbor_tasks, task_ids, concurrency)
     if init:
         config["environment"]["extra_docker_compose"] = [str(bench.init_overlay)]
@@ -312,10 +368,20 @@ def run_harbor(bench: Bench, task_ids: list[str], concurrency: int, name: str, i
     cfg_path.write_text(json.dumps(config))
     with open(bench.work / f"{name}.log", "w") as logf:
         bench.harbor_proc = subprocess.Popen(
-            [str(hs.harbor_python(bench.harbor_venv)), str(ROOT / "benchmarks" / "_harbor_support.py"), "run-job",
-             str(cfg_path), str(out_path)],
-            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=hs.loopback_env(),
-            cwd=str(bench.work), start_new_session=True)
+            [
+                str(hs.harbor_python(bench.harbor_venv)),
+                str(ROOT / "benchmarks" / "_harbor_support.py"),
+                "run-job",
+                str(cfg_path),
+                str(out_path),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            env=hs.loopback_env(),
+            cwd=str(bench.work),
+            start_new_session=True,
+        )
         rc = bench.harbor_proc.wait()
         bench.harbor_proc = None
     if rc != 0 or not out_path.exists():
@@ -334,11 +400,21 @@ def run_harbor(bench: Bench, task_ids: list[str], concurrency: int, name: str, i
         verify_s = (ver[1] - ver[0]) if ver[0] and ver[1] else 0.0
         if t["exception"]:
             errors += 1
-        episodes.append(Episode(
-            task=t["task"], ok=(t["reward"] is not None and float(t["reward"]) >= 1.0),
-            outcome="passed" if t["reward"] is not None and float(t["reward"]) >= 1.0 else
-            ("error" if t["exception"] else "failed"),
-            total_s=end - begin, start_s=start_s, agent_s=agent_s, verify_s=verify_s, begin=begin, end=end))
+        episodes.append(
+            Episode(
+                task=t["task"],
+                ok=(t["reward"] is not None and float(t["reward"]) >= 1.0),
+                outcome="passed"
+                if t["reward"] is not None and float(t["reward"]) >= 1.0
+                else ("error" if t["exception"] else "failed"),
+                total_s=end - begin,
+                start_s=start_s,
+                agent_s=agent_s,
+                verify_s=verify_s,
+                begin=begin,
+                end=end,
+            )
+        )
     note = f"{errors} exceptions" if errors else ""
     return out["wall_s"], episodes, len(out["trials"]), note
 
@@ -365,15 +441,23 @@ def stop_harbor_child(bench: Bench) -> None:
 
 
 def cleanup(bench: Bench | None) -> dict[str, int]:
-    left = {"openforge containers": 0, "harbor containers": 0, "harbor networks": 0, "harbor images": 0,
-            "probe containers": 0}
+    left = {
+        "openforge containers": 0,
+        "harbor containers": 0,
+        "harbor networks": 0,
+        "harbor images": 0,
+        "probe containers": 0,
+    }
     if bench is None:
         return left
     stop_harbor_child(bench)
     ids = openforge_leftovers(bench)
     if ids:
-        states = subprocess.run(["docker", "inspect", "--format", "{{.Name}} {{.State.Status}} created {{.Created}}",
-                                 *ids], capture_output=True, text=True).stdout.strip()
+        states = subprocess.run(
+            ["docker", "inspect", "--format", "{{.Name}} {{.State.Status}} created {{.Created}}", *ids],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         log(f"[yellow]OpenForge left {len(ids)} container(s) after its run[/]: {states}")
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
         left["openforge containers"] = len(ids)
@@ -381,8 +465,9 @@ def cleanup(bench: Bench | None) -> dict[str, int]:
     left["harbor containers"] = removed["containers"]
     left["harbor networks"] = removed["networks"]
     left["harbor images"] = removed["images"]
-    probes = subprocess.run(["docker", "ps", "-aq", "--filter", "label=openforge-bench=probe"], capture_output=True,
-                            text=True).stdout.split()
+    probes = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "label=openforge-bench=probe"], capture_output=True, text=True
+    ).stdout.split()
     if probes:
         subprocess.run(["docker", "rm", "-f", *probes], capture_output=True)
         left["probe containers"] = len(probes)
@@ -398,8 +483,9 @@ def check_clean(bench: Bench) -> list[str]:
         problems.append("openforge containers")
     again = hs.remove_harbor_leftovers(bench.harbor_tasks, [bench.harbor_jobs])
     problems += [f"harbor {k}" for k, v in again.items() if v]
-    if subprocess.run(["docker", "ps", "-aq", "--filter", "label=openforge-bench=probe"], capture_output=True,
-                      text=True).stdout.split():
+    if subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "label=openforge-bench=probe"], capture_output=True, text=True
+    ).stdout.split():
         problems.append("probe containers")
     return problems
 
@@ -444,23 +530,52 @@ def report(runs: list[Run], bench: Bench, levels: list[int], systems: list[str])
             if rs:
                 agg[(s, c)] = aggregate(rs, bench.work_s)
 
-    t = Table(title="Rollouts with the oracle policy: OpenForge (react, docker, oracle) vs Harbor (docker, oracle)",
-              title_justify="left")
-    for col, j in [("C", "right"), ("system", "left"), ("episodes", "right"), ("passed", "right"),
-                   ("wall s", "right"), ("episodes/min", "right"), ("overhead s/ep", "right"),
-                   ("ep. time − W s", "right"), ("W ms", "right"), ("start", "right"), ("agent", "right"),
-                   ("verify", "right"), ("rest", "right"), ("fixed s", "right"), ("load", "right"),
-                   ("notes", "left")]:
+    t = Table(
+        title="Rollouts with the oracle policy: OpenForge (react, docker, oracle) vs Harbor (docker, oracle)",
+        title_justify="left",
+    )
+    for col, j in [
+        ("C", "right"),
+        ("system", "left"),
+        ("episodes", "right"),
+        ("passed", "right"),
+        ("wall s", "right"),
+        ("episodes/min", "right"),
+        ("overhead s/ep", "right"),
+        ("ep. time − W s", "right"),
+        ("W ms", "right"),
+        ("start", "right"),
+        ("agent", "right"),
+        ("verify", "right"),
+        ("rest", "right"),
+        ("fixed s", "right"),
+        ("load", "right"),
+        ("notes", "left"),
+    ]:
         t.add_column(col, justify=j)
     for c in levels:
         for s in systems:
             a = agg.get((s, c))
             if a is None:
                 continue
-            t.add_row(str(c), s, str(a["episodes"]), str(a["passed"]), f"{a['wall_s']:.1f}", f"{a['per_min']:.1f}",
-                      f"[bold]{a['overhead_s']:.2f}[/]", f"{a['episode_minus_w_s']:.2f}", f"{a['w_bar_s'] * 1000:.0f}",
-                      f"{a['start_s']:.2f}", f"{a['agent_s']:.2f}", f"{a['verify_s']:.2f}", f"{a['rest_s']:.2f}",
-                      f"{a['fixed_s']:.2f}", f"{a['load']:.1f}", a["notes"])
+            t.add_row(
+                str(c),
+                s,
+                str(a["episodes"]),
+                str(a["passed"]),
+                f"{a['wall_s']:.1f}",
+                f"{a['per_min']:.1f}",
+                f"[bold]{a['overhead_s']:.2f}[/]",
+                f"{a['episode_minus_w_s']:.2f}",
+                f"{a['w_bar_s'] * 1000:.0f}",
+                f"{a['start_s']:.2f}",
+                f"{a['agent_s']:.2f}",
+                f"{a['verify_s']:.2f}",
+                f"{a['rest_s']:.2f}",
+                f"{a['fixed_s']:.2f}",
+                f"{a['load']:.1f}",
+                a["notes"],
+            )
         t.add_section()
     console.print(t)
 
@@ -476,8 +591,14 @@ def report(runs: list[Run], bench: Bench, levels: list[int], systems: list[str])
                 continue
             ratio = of["overhead_s"] / hb["overhead_s"]
             ratios[f"{c}/{other}"] = ratio
-            r.add_row(str(c), other, f"[bold]{ratio:.3f}[/]", f"{of['episode_minus_w_s'] / hb['episode_minus_w_s']:.3f}",
-                      f"{of['per_min'] / hb['per_min']:.2f}x", "yes" if ratio <= 1 / 3 else "[red]no[/]")
+            r.add_row(
+                str(c),
+                other,
+                f"[bold]{ratio:.3f}[/]",
+                f"{of['episode_minus_w_s'] / hb['episode_minus_w_s']:.3f}",
+                f"{of['per_min'] / hb['per_min']:.2f}x",
+                "yes" if ratio <= 1 / 3 else "[red]no[/]",
+            )
     console.print(r)
     return {"aggregate": {f"{s}@{c}": a for (s, c), a in agg.items()}, "ratios": ratios}
 
@@ -489,8 +610,11 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="1 round, 4/8/8 tasks at C=1/4/8")
     ap.add_argument("--levels", default="1,4,8", help="concurrency levels (default 1,4,8)")
-    ap.add_argument("--tasks", default=None,
-                    help="tasks (= episodes) per run at each level, comma-separated (default 8,16,24; quick 4,8,8)")
+    ap.add_argument(
+        "--tasks",
+        default=None,
+        help="tasks (= episodes) per run at each level, comma-separated (default 8,16,24; quick 4,8,8)",
+    )
     ap.add_argument("--rounds", type=int, default=None, help="rounds per level (default 2; quick 1)")
     ap.add_argument("--no-harbor-init", action="store_true", help="skip the harbor+init variant")
     ap.add_argument("--harbor-venv", type=Path, default=Path(tempfile.gettempdir()) / "openforge-harbor-venv")
@@ -536,17 +660,28 @@ def main(argv=None) -> None:
                 if pool:
                     order.append(pool.pop(0))
         tasks = order[:need]
-        bench = Bench(work=work, tasks=tasks, harbor_tasks=work / "harbor-tasks", harbor_jobs=work / "harbor-jobs",
-                      init_overlay=work / "harbor-init.yaml", model=work / "tiny", harbor_venv=args.harbor_venv)
+        bench = Bench(
+            work=work,
+            tasks=tasks,
+            harbor_tasks=work / "harbor-tasks",
+            harbor_jobs=work / "harbor-jobs",
+            init_overlay=work / "harbor-init.yaml",
+            model=work / "tiny",
+            harbor_venv=args.harbor_venv,
+        )
         hs.harbor_task_copies([Path(t.path) for t in tasks], bench.harbor_tasks, IMAGE_MAP)
         bench.init_overlay.write_text("services:\n  main:\n    init: true\n")
         bench.harbor_jobs.mkdir()
         make_tiny_model(bench.model)
-        console.print(f"[bold]machine[/]: {os.cpu_count()} CPUs, {platform.platform()}, Docker {server}, "
-                      f"docker compose {cversion}, Harbor {hversion} (Python 3.12 venv {args.harbor_venv}), "
-                      f"OpenForge {getattr(openforge, '__version__', '?')}")
-        console.print(f"[bold]plan[/]: levels {levels}, tasks per run {counts}, {rounds} round(s), systems "
-                      f"{', '.join(systems)}; work dir {work}")
+        console.print(
+            f"[bold]machine[/]: {os.cpu_count()} CPUs, {platform.platform()}, Docker {server}, "
+            f"docker compose {cversion}, Harbor {hversion} (Python 3.12 venv {args.harbor_venv}), "
+            f"OpenForge {getattr(openforge, '__version__', '?')}"
+        )
+        console.print(
+            f"[bold]plan[/]: levels {levels}, tasks per run {counts}, {rounds} round(s), systems "
+            f"{', '.join(systems)}; work dir {work}"
+        )
 
         log("measuring the in-container work W of every task (probe containers)")
         measure_work(bench)
@@ -570,9 +705,11 @@ def main(argv=None) -> None:
                     else:
                         wall, eps, att, note = run_harbor(bench, sel, c, name, init=(s == "harbor+init"))
                     runs.append(Run(s, c, rnd, wall, eps, att, note, load))
-                    log(f"C={c} round {rnd} {s:12s} {len(eps):3d} episodes ({sum(e.ok for e in eps)} passed) in "
+                    log(
+                        f"C={c} round {rnd} {s:12s} {len(eps):3d} episodes ({sum(e.ok for e in eps)} passed) in "
                         f"{wall:6.1f}s = {len(eps) / wall * 60:6.1f}/min; slot time {wall * c / max(1, len(eps)):.2f}s/ep; "
-                        f"load before {load:.2f} {note}")
+                        f"load before {load:.2f} {note}"
+                    )
     except KeyboardInterrupt:
         interrupted = True
         console.print("[yellow]interrupted: cleaning up[/]")
@@ -592,11 +729,29 @@ def main(argv=None) -> None:
     if runs and bench is not None:
         figures = report(runs, bench, levels, systems)
         if args.json:
-            args.json.write_text(json.dumps({"levels": levels, "tasks": counts, "rounds": rounds,
-                                             "work_s": bench.work_s, **figures,
-                                             "runs": [{"system": r.system, "c": r.concurrency, "round": r.round,
-                                                       "wall_s": r.wall_s, "episodes": len(r.episodes),
-                                                       "attempts": r.attempts} for r in runs]}, indent=2))
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "levels": levels,
+                        "tasks": counts,
+                        "rounds": rounds,
+                        "work_s": bench.work_s,
+                        **figures,
+                        "runs": [
+                            {
+                                "system": r.system,
+                                "c": r.concurrency,
+                                "round": r.round,
+                                "wall_s": r.wall_s,
+                                "episodes": len(r.episodes),
+                                "attempts": r.attempts,
+                            }
+                            for r in runs
+                        ],
+                    },
+                    indent=2,
+                )
+            )
     if interrupted:
         sys.exit(130)
 

@@ -44,11 +44,19 @@ SFT = QUICKSTART["sft"]  # the quickstart's SFT settings are the defaults here
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", choices=["default", "quickstart", "none"], default="quickstart")
-    parser.add_argument("--prompt-from", type=Path, default=None,
-                        help="a run's store: its first recorded call is the prompt (the task replaced)")
-    parser.add_argument("--mix", type=int, default=0,
-                        help="with --prompt-from: also this many demonstrations behind the quickstart's prompt "
-                             "(the react harness), trained together; held out is measured behind --prompt-from's")
+    parser.add_argument(
+        "--prompt-from",
+        type=Path,
+        default=None,
+        help="a run's store: its first recorded call is the prompt (the task replaced)",
+    )
+    parser.add_argument(
+        "--mix",
+        type=int,
+        default=0,
+        help="with --prompt-from: also this many demonstrations behind the quickstart's prompt "
+        "(the react harness), trained together; held out is measured behind --prompt-from's",
+    )
     parser.add_argument("--demos", type=int, default=400)
     parser.add_argument("--steps", type=int, default=SFT["steps"])
     parser.add_argument("--lr", type=float, default=SFT["lr"])
@@ -56,17 +64,24 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=SFT["batch_size"])
     parser.add_argument("--seed", type=int, default=0, help="demonstrations and their order")
     parser.add_argument("--model-seed", type=int, default=0)
-    parser.add_argument("--model", type=Path, default=None,
-                        help="start from this model directory (same tokenizer) instead of a fresh tiny model")
-    parser.add_argument("--eval", type=int, default=QUICKSTART["rl"]["eval_instances"],
-                        help="held-out instances (greedy)")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="start from this model directory (same tokenizer) instead of a fresh tiny model",
+    )
+    parser.add_argument(
+        "--eval", type=int, default=QUICKSTART["rl"]["eval_instances"], help="held-out instances (greedy)"
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval-every", type=int, default=0, help="also greedy held-out pass@1 every N steps")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
-    md = ModelDir(args.model or build_tiny_model(tempfile.mkdtemp(prefix="openforge-sft-prompt-"), seed=args.model_seed))
+    md = ModelDir(
+        args.model or build_tiny_model(tempfile.mkdtemp(prefix="openforge-sft-prompt-"), seed=args.model_seed)
+    )
     model = md.load_model()
     bash = select_tools(["bash"])[0]["function"]
     bash_tool = [ToolSpec(name=bash["name"], description=bash["description"], parameters=bash["parameters"])]
@@ -82,12 +97,24 @@ def main() -> None:
         template, task_text, (shell, argument) = recorded_prompt(args.prompt_from)
 
         def prompt(instruction: str) -> list[int]:
-            return md.render(template.model_copy(update={"messages": [
-                m.model_copy(update={"content": m.content.replace(task_text, instruction)}) for m in template.messages]}))
+            return md.render(
+                template.model_copy(
+                    update={
+                        "messages": [
+                            m.model_copy(update={"content": m.content.replace(task_text, instruction)})
+                            for m in template.messages
+                        ]
+                    }
+                )
+            )
     else:
+
         def prompt(instruction: str) -> list[int]:
-            return render(instruction, SYSTEM_PROMPT if args.prompt == "default" else None,
-                          [] if args.prompt == "none" else bash_tool)
+            return render(
+                instruction,
+                SYSTEM_PROMPT if args.prompt == "default" else None,
+                [] if args.prompt == "none" else bash_tool,
+            )
 
     def demonstrations(seed: int, n: int, render_prompt, name: str, key: str) -> list[Sample]:
         """The sample the assembler makes of a one-call teacher episode: loss on the tool call only."""
@@ -95,8 +122,17 @@ def main() -> None:
         for x in InstanceSampler("train", seed=seed, families=QUICKSTART_FAMILIES).sample(n):
             call = json.dumps({"name": name, "arguments": {key: x.solution_command}})
             p, r = render_prompt(x.instruction), md.encode_completion(f"<tool_call>\n{call}\n</tool_call><|im_end|>")
-            out.append(Sample(token_ids=p + r, loss_mask=[0] * len(p) + [1] * len(r), logprobs=[0.0] * (len(p) + len(r)),
-                              reward=1.0, group_id="sft", episode_id=x.key, prompt_length=len(p)))
+            out.append(
+                Sample(
+                    token_ids=p + r,
+                    loss_mask=[0] * len(p) + [1] * len(r),
+                    logprobs=[0.0] * (len(p) + len(r)),
+                    reward=1.0,
+                    group_id="sft",
+                    episode_id=x.key,
+                    prompt_length=len(p),
+                )
+            )
         return out
 
     samples = demonstrations(TEACHER_SEED + args.seed, args.demos, prompt, shell, argument)
@@ -109,15 +145,23 @@ def main() -> None:
         model.eval()  # the trainer leaves it in train mode
         out_scores = []
         for i in range(0, len(instances), 50):
-            chunk = instances[i:i + 50]
+            chunk = instances[i : i + 50]
             ids = [prompt(x.instruction) for x in chunk]
             width = max(map(len, ids))
             inputs = torch.tensor([[md.pad_token_id] * (width - len(x)) + x for x in ids])
             attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids])
             with torch.no_grad():
-                out = model.generate(input_ids=inputs, attention_mask=attention, max_new_tokens=64, do_sample=k > 1,
-                                     temperature=1.0 if k > 1 else None, top_k=0 if k > 1 else None,
-                                     num_return_sequences=k, pad_token_id=md.pad_token_id, eos_token_id=md.eos_token_ids)
+                out = model.generate(
+                    input_ids=inputs,
+                    attention_mask=attention,
+                    max_new_tokens=64,
+                    do_sample=k > 1,
+                    temperature=1.0 if k > 1 else None,
+                    top_k=0 if k > 1 else None,
+                    num_return_sequences=k,
+                    pad_token_id=md.pad_token_id,
+                    eos_token_id=md.eos_token_ids,
+                )
             for instance, row in zip([x for x in chunk for _ in range(k)], out):
                 found = re.search(rf'"{argument}": "(.*?)"}}}}', md.decode(row[width:].tolist()))
                 try:
@@ -128,9 +172,18 @@ def main() -> None:
         return out_scores
 
     # the quickstart's SFT: the same trainer, schedule and batch
-    trainer = SFTTrainer(model, SFTConfig(lr=args.lr, batch_size=args.batch, steps=args.steps,
-                                          warmup_steps=args.warmup, schedule=SFT["schedule"], seed=args.seed),
-                         pad_id=md.pad_token_id)
+    trainer = SFTTrainer(
+        model,
+        SFTConfig(
+            lr=args.lr,
+            batch_size=args.batch,
+            steps=args.steps,
+            warmup_steps=args.warmup,
+            schedule=SFT["schedule"],
+            seed=args.seed,
+        ),
+        pad_id=md.pad_token_id,
+    )
 
     def on_step(step: int, loss: float) -> None:
         if step % 100 == 1 or step == args.steps:
@@ -146,11 +199,25 @@ def main() -> None:
     greedy = scores(heldout)
     best_of = min(48, len(heldout))  # instances sampled 8 times
     sampled = scores(heldout[:best_of], k=8)
-    best_of_8 = sum(max(sampled[i * 8:(i + 1) * 8]) for i in range(best_of)) / best_of
-    print(json.dumps({"prompt": str(args.prompt_from or args.prompt), "prompt_tokens": len(prompt(heldout[0].instruction)), "demos": args.demos, "mix": args.mix,
-                      "steps": args.steps, "seed": args.seed, "train_s": train_s,
-                      "final_loss": round(trainer.losses[-1], 4), "heldout_greedy": sum(greedy) / len(greedy),
-                      "heldout_sampled": sum(sampled) / len(sampled), "heldout_best_of_8": best_of_8, "curve": curve}))
+    best_of_8 = sum(max(sampled[i * 8 : (i + 1) * 8]) for i in range(best_of)) / best_of
+    print(
+        json.dumps(
+            {
+                "prompt": str(args.prompt_from or args.prompt),
+                "prompt_tokens": len(prompt(heldout[0].instruction)),
+                "demos": args.demos,
+                "mix": args.mix,
+                "steps": args.steps,
+                "seed": args.seed,
+                "train_s": train_s,
+                "final_loss": round(trainer.losses[-1], 4),
+                "heldout_greedy": sum(greedy) / len(greedy),
+                "heldout_sampled": sum(sampled) / len(sampled),
+                "heldout_best_of_8": best_of_8,
+                "curve": curve,
+            }
+        )
+    )
 
 
 def recorded_prompt(store_dir: Path) -> tuple[Conversation, str, tuple[str, str]]:

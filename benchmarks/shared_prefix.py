@@ -44,8 +44,16 @@ def batch_of(prefix_tokens: list[int], rows: int):
         prefix = prefixes[i % len(prefixes)]
         own = torch.randint(10, 900, (TASK_TOKENS + REPLY_TOKENS + i,), generator=gen).tolist()
         mask = [0] * (len(prefix) + TASK_TOKENS) + [1] * (REPLY_TOKENS + i)
-        samples.append(Sample(episode_id=f"e{i}", reward=1.0, group_id="g", token_ids=prefix + own,
-                              loss_mask=mask, logprobs=[0.0] * len(mask)))
+        samples.append(
+            Sample(
+                episode_id=f"e{i}",
+                reward=1.0,
+                group_id="g",
+                token_ids=prefix + own,
+                loss_mask=mask,
+                logprobs=[0.0] * len(mask),
+            )
+        )
     return collate(samples, pad_id=0, sampling_temperatures=False)
 
 
@@ -65,7 +73,9 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results/shared_prefix.json"))
     args = parser.parse_args()
     spec = TinyModelSpec(sliding_window=args.sliding_window)
-    model = ModelDir(build_tiny_model(Path(tempfile.mkdtemp(prefix="openforge-prefix-")) / "model", spec=spec)).load_model()
+    model = ModelDir(
+        build_tiny_model(Path(tempfile.mkdtemp(prefix="openforge-prefix-")) / "model", spec=spec)
+    ).load_model()
     model.train()
     figures = {}
     for harness in args.shapes:
@@ -76,18 +86,34 @@ def main() -> None:
             for variant in seconds:
                 seconds[variant].append(step_seconds(model, batch, variant == "shared prefix"))
         medians = {k: round(statistics.median(v), 3) for k, v in seconds.items()}
-        figures[harness] = {"prefix_tokens": prefix, "rows": args.rows, "batch_tokens": int(batch.attention_mask.sum()),
-                            "trained_tokens": batch.num_tokens, "median_s": medians,
-                            "speedup": round(medians["plain"] / medians["shared prefix"], 2)}
-        print(f"{harness}: {args.rows} rows of {'/'.join(map(str, prefix))}+{TASK_TOKENS + REPLY_TOKENS} tokens: plain "
-              f"{medians['plain']:.2f} s, shared prefix {medians['shared prefix']:.2f} s "
-              f"({figures[harness]['speedup']:.1f}x)")
+        figures[harness] = {
+            "prefix_tokens": prefix,
+            "rows": args.rows,
+            "batch_tokens": int(batch.attention_mask.sum()),
+            "trained_tokens": batch.num_tokens,
+            "median_s": medians,
+            "speedup": round(medians["plain"] / medians["shared prefix"], 2),
+        }
+        print(
+            f"{harness}: {args.rows} rows of {'/'.join(map(str, prefix))}+{TASK_TOKENS + REPLY_TOKENS} tokens: plain "
+            f"{medians['plain']:.2f} s, shared prefix {medians['shared prefix']:.2f} s "
+            f"({figures[harness]['speedup']:.1f}x)"
+        )
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps({
-        "command": "python " + " ".join(sys.argv),  # as run (from the repository root or benchmarks/)
-        "sliding_window": args.sliding_window,
-        "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "shapes": figures,
-        "load_average_at_end": os.getloadavg()[0]}, indent=2) + "\n")
+    args.results.write_text(
+        json.dumps(
+            {
+                "command": "python " + " ".join(sys.argv),  # as run (from the repository root or benchmarks/)
+                "sliding_window": args.sliding_window,
+                "cpus": os.cpu_count(),
+                "torch_threads": torch.get_num_threads(),
+                "shapes": figures,
+                "load_average_at_end": os.getloadavg()[0],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,12 @@ from openforge.core import CallRecord, Episode, EpisodeState, Outcome  # noqa: E
 from openforge.models import build_tiny_model  # noqa: E402
 from openforge.store import TrajectoryStore  # noqa: E402
 
-TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {
-    "type": "object", "properties": {"command": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}},
+    }
+]
 TARGETS_S = {"episodes": 2.0, "episode": 0.5}
 
 
@@ -42,24 +46,46 @@ def _body(messages: list[dict]) -> bytes:
 
 
 def _episode_calls(rng: random.Random, episode: Episode, calls: int, step: int) -> list[CallRecord]:
-    messages = [{"role": "system", "content": "You are a shell agent."},
-                {"role": "user", "content": f"Task {episode.task}: make the tests pass."}]
+    messages = [
+        {"role": "system", "content": "You are a shell agent."},
+        {"role": "user", "content": f"Task {episode.task}: make the tests pass."},
+    ]
     prompt = [rng.randrange(300, 1000) for _ in range(120)]
     out = []
     t = episode.created_at
     reused = 0  # the previous call's prompt + output: what this prompt starts with (the proxy's hint to the store)
     for index in range(calls):
         output = [rng.randrange(300, 1000) for _ in range(rng.randrange(10, 60))]
-        out.append(CallRecord(
-            episode_id=episode.id, index=index, prompt_ids=list(prompt), output_ids=output,
-            output_logprobs=[-rng.random() * 2 for _ in output], policy_version=step, started_at=t + index,
-            finished_at=t + index + 0.5, timings={"total_s": 0.5}, request_body=_body(messages),
-            metadata={"extends_call": index - 1, "reused_prompt_tokens": reused} if index else {}))
+        out.append(
+            CallRecord(
+                episode_id=episode.id,
+                index=index,
+                prompt_ids=list(prompt),
+                output_ids=output,
+                output_logprobs=[-rng.random() * 2 for _ in output],
+                policy_version=step,
+                started_at=t + index,
+                finished_at=t + index + 0.5,
+                timings={"total_s": 0.5},
+                request_body=_body(messages),
+                metadata={"extends_call": index - 1, "reused_prompt_tokens": reused} if index else {},
+            )
+        )
         call_id = f"call_{index}"
         messages = messages + [
-            {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {
-                "name": "bash", "arguments": json.dumps({"command": f"echo step {index}"})}}]},
-            {"role": "tool", "tool_call_id": call_id, "content": f"step {index}\n" * rng.randrange(1, 20)}]
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps({"command": f"echo step {index}"})},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": f"step {index}\n" * rng.randrange(1, 20)},
+        ]
         reused = len(prompt) + len(output)
         prompt = prompt + output + [rng.randrange(300, 1000) for _ in range(rng.randrange(20, 80))]
     return out
@@ -78,11 +104,19 @@ def build(run: Path, model: Path, episodes: int, calls: int, seed: int = 0) -> f
             passed = rng.random() < 0.4
             outcome = Outcome.sandbox_error if failed_infra else Outcome.passed if passed else Outcome.failed
             episode = Episode(
-                id=uuid.UUID(int=rng.getrandbits(128)).hex, key=uuid.uuid4().hex, task=f"task-{rng.randrange(1000):04d}",
-                harness=rng.choice(("react", "claude-code")), sample=i % 4, state=EpisodeState.ended, outcome=outcome,
+                id=uuid.UUID(int=rng.getrandbits(128)).hex,
+                key=uuid.uuid4().hex,
+                task=f"task-{rng.randrange(1000):04d}",
+                harness=rng.choice(("react", "claude-code")),
+                sample=i % 4,
+                state=EpisodeState.ended,
+                outcome=outcome,
                 outcome_reason="the container died" if failed_infra else None,
-                reward=None if failed_infra else float(passed), created_at=1_700_000_000 + i, ended_at=1_700_000_000 + i + 30,
-                metadata={"step": step, "final": True, "task": {"id": "t", "instruction": "make the tests pass"}})
+                reward=None if failed_infra else float(passed),
+                created_at=1_700_000_000 + i,
+                ended_at=1_700_000_000 + i + 30,
+                metadata={"step": step, "final": True, "task": {"id": "t", "instruction": "make the tests pass"}},
+            )
             store.create_episode(episode)
             batch += _episode_calls(rng, episode, calls, step)
             if len(batch) >= 3000:
@@ -102,14 +136,23 @@ def timed_get(client: httpx.Client, url: str, repeats: int) -> dict:
         response = client.get(url)
         times.append(time.perf_counter() - t0)
         response.raise_for_status()
-    return {"url": url, "first_s": round(times[0], 4), "median_s": round(statistics.median(times), 4),
-            "max_s": round(max(times), 4), "bytes": len(response.content)}
+    return {
+        "url": url,
+        "first_s": round(times[0], 4),
+        "median_s": round(statistics.median(times), 4),
+        "max_s": round(max(times), 4),
+        "bytes": len(response.content),
+    }
 
 
 def measure(run: Path, repeats: int) -> dict:
-    proc = subprocess.Popen([sys.executable, "-m", "openforge.cli", "view", str(run), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openforge.cli", "view", str(run), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
+    )
     try:
         line = proc.stdout.readline()
         base = re.search(r"http://127\.0\.0\.1:\d+", line).group(0)
@@ -128,8 +171,12 @@ def measure(run: Path, repeats: int) -> dict:
                 "episodes_last_page": timed_get(client, f"{q}&page={last_page}", repeats),
                 "groups": timed_get(client, f"{base}/groups?run=0&store=.&step=50", repeats),
                 "episode": timed_get(client, f"{base}/episode?run=0&store=.&id={middle.id}", repeats),
-                "group": timed_get(client, f"{base}/group?run=0&store=.&step={middle.metadata['step']}&"
-                                   f"task={middle.task}&harness={middle.harness}", repeats),
+                "group": timed_get(
+                    client,
+                    f"{base}/group?run=0&store=.&step={middle.metadata['step']}&"
+                    f"task={middle.task}&harness={middle.harness}",
+                    repeats,
+                ),
                 "run": timed_get(client, f"{base}/run?run=0", max(1, repeats // 2)),
             }
     finally:
@@ -161,16 +208,21 @@ def main() -> None:
     build_s = made.get("build_s")
     pages = measure(run, args.repeats)
     result = {
-        "episodes": args.episodes, "calls_per_episode": args.calls, "cpus": os.cpu_count(),
+        "episodes": args.episodes,
+        "calls_per_episode": args.calls,
+        "cpus": os.cpu_count(),
         "store_mib": round(sum(f.stat().st_size for f in run.glob("trajectories.db*")) / 2**20, 1),
-        "build_s": build_s, "pages": pages,
+        "build_s": build_s,
+        "pages": pages,
         "targets_s": TARGETS_S,
         "met": {name: pages[name]["median_s"] < limit for name, limit in TARGETS_S.items()},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for name, figures in pages.items():
-        print(f"{name:28s} median {figures['median_s']:.3f}s  first {figures['first_s']:.3f}s  {figures['bytes']:>9,} B")
+        print(
+            f"{name:28s} median {figures['median_s']:.3f}s  first {figures['first_s']:.3f}s  {figures['bytes']:>9,} B"
+        )
     print(json.dumps(result["met"]))
 
 

@@ -25,6 +25,7 @@ def tiny_model(tiny_model_dir) -> ModelDir:
 
 
 from support.paths import REPO
+
 BASE_IMAGE = "openforge-base:bookworm"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -51,9 +52,21 @@ OWNER = os.environ.setdefault("OPENFORGE_OWNER", f"pytest-{os.getpid()}-{os.uran
 
 
 def managed_containers() -> list[str]:
-    out = subprocess.run(["docker", "ps", "-a", "--filter", "label=openforge.managed=1", "--filter",
-                          f"label=openforge.owner={OWNER}", "--format", "{{.Names}}"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            "docker",
+            "ps",
+            "-a",
+            "--filter",
+            "label=openforge.managed=1",
+            "--filter",
+            f"label=openforge.owner={OWNER}",
+            "--format",
+            "{{.Names}}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     return [n for n in out.stdout.split() if n]
 
 
@@ -69,9 +82,11 @@ def docker_ready():
     ok, why = docker_available()
     if not ok:
         unavailable(f"no Docker daemon: {why}\n{r.stderr[-800:]}")
-    info = subprocess.run(["docker", "info", "--format",
-                           "{{.MemoryLimit}} {{.SwapLimit}} {{.PidsLimit}} {{.CPUCfsQuota}}"],
-                          capture_output=True, text=True).stdout.split()
+    info = subprocess.run(
+        ["docker", "info", "--format", "{{.MemoryLimit}} {{.SwapLimit}} {{.PidsLimit}} {{.CPUCfsQuota}}"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     if info != ["true"] * 4:
         unavailable(f"the Docker daemon lacks cgroup controllers (memory, swap, pids, cpu cfs): {info}")
     t0 = time.monotonic()

@@ -48,10 +48,12 @@ def test_the_real_table_is_read_as_written():
 def test_everything_above_except(tmp_path):
     """The table's "everything above except `a`" form, on a table of its own (the real one no longer uses it)."""
     design = tmp_path / "design.md"
-    design.write_text("## Rooms\n\n| package | owns | may import |\n|---|---|---|\n"
-                      "| `core` | types | nothing of OpenForge |\n| `store` | records | `core` |\n"
-                      "| `eval` | pass@k | `core`, `store` |\n"
-                      "| `train` | training | everything above except `eval` |\n")
+    design.write_text(
+        "## Rooms\n\n| package | owns | may import |\n|---|---|---|\n"
+        "| `core` | types | nothing of OpenForge |\n| `store` | records | `core` |\n"
+        "| `eval` | pass@k | `core`, `store` |\n"
+        "| `train` | training | everything above except `eval` |\n"
+    )
     assert read_rooms_table(design)["train"] == {"core", "store"}
 
 

@@ -43,8 +43,9 @@ class EpisodeBehaviour(BaseModel):
     faults: list[str] = Field(default_factory=list)  # kinds of the faults injected into this episode
 
 
-def behaviour(episode: Episode, trace: EpisodeTrace, needed: set[str] | None = None,
-              reference: EpisodeTrace | None = None) -> EpisodeBehaviour:
+def behaviour(
+    episode: Episode, trace: EpisodeTrace, needed: set[str] | None = None, reference: EpisodeTrace | None = None
+) -> EpisodeBehaviour:
     """One episode's metrics. `needed`: the tool kinds its task needs (task metadata, or the reference's)."""
     outcome = episode.outcome
     graded = outcome is not None and not outcome.is_infrastructure_failure
@@ -60,26 +61,39 @@ def behaviour(episode: Episode, trace: EpisodeTrace, needed: set[str] | None = N
     if last_write is not None:
         # a check later in the same command line counts (`echo x > f && cat f`), as does any later check step
         same = steps[last_write]
-        after_write = any(p.checks for p in same.parts[_last_writing_part(same) + 1:]) if same.parts else False
-        verified = after_write or any(s.checks for s in steps[last_write + 1:])
+        after_write = any(p.checks for p in same.parts[_last_writing_part(same) + 1 :]) if same.parts else False
+        verified = after_write or any(s.checks for s in steps[last_write + 1 :])
     if needed is None and reference is not None:
         needed = {s.kind.value for s in reference.steps}
     needed = {k for k in (needed or set()) if k != ToolKind.other.value}
     return EpisodeBehaviour(
-        episode_id=episode.id, task=episode.task, harness=episode.harness,
-        outcome=outcome.value if outcome else None, graded=graded, passed=passed,
-        calls=trace.calls, sampled_tokens=trace.sampled_tokens, seconds=round(trace.seconds, 3),
-        breaks=trace.breaks, tool_steps=len(steps), tool_mix=mix,
-        failed_steps=sum(s.failed for s in steps), met_error=first_failure is not None,
+        episode_id=episode.id,
+        task=episode.task,
+        harness=episode.harness,
+        outcome=outcome.value if outcome else None,
+        graded=graded,
+        passed=passed,
+        calls=trace.calls,
+        sampled_tokens=trace.sampled_tokens,
+        seconds=round(trace.seconds, 3),
+        breaks=trace.breaks,
+        tool_steps=len(steps),
+        tool_mix=mix,
+        failed_steps=sum(s.failed for s in steps),
+        met_error=first_failure is not None,
         continued_after_error=first_failure is not None and first_failure < len(steps) - 1,
         recovered=first_failure is not None and passed,
-        wrote=last_write is not None, self_verified=verified,
-        parse_errors=trace.parse_errors, format_interrupted=trace.last_call_parse_error and not passed,
-        length_capped=trace.length_capped, kinds_used=sorted(kinds),
+        wrote=last_write is not None,
+        self_verified=verified,
+        parse_errors=trace.parse_errors,
+        format_interrupted=trace.last_call_parse_error and not passed,
+        length_capped=trace.length_capped,
+        kinds_used=sorted(kinds),
         coverage=(len(kinds & needed) / len(needed)) if needed else None,
         calls_vs_reference=(trace.calls / reference.calls) if reference and reference.calls else None,
-        tokens_vs_reference=((trace.sampled_tokens / reference.sampled_tokens)
-                             if reference and reference.sampled_tokens else None),
+        tokens_vs_reference=(
+            (trace.sampled_tokens / reference.sampled_tokens) if reference and reference.sampled_tokens else None
+        ),
         faults=sorted({str(f.get("kind")) for f in episode.metadata.get("faults") or [] if f.get("fired", True)}),
     )
 
@@ -138,15 +152,24 @@ def summarise(items: list[EpisodeBehaviour]) -> BehaviourSummary:
     for kind in sorted({f for b in graded for f in b.faults}):
         hit = [b for b in graded if kind in b.faults]
         met = [b for b in hit if b.met_error]
-        by_fault[kind] = {"episodes": len(hit), "passed": sum(b.passed for b in hit),
-                          "pass_rate": _rate(sum(b.passed for b in hit), len(hit)),
-                          "met_error": len(met), "recovered": sum(b.recovered for b in met),
-                          "recovery_rate": _rate(sum(b.recovered for b in met), len(met))}
+        by_fault[kind] = {
+            "episodes": len(hit),
+            "passed": sum(b.passed for b in hit),
+            "pass_rate": _rate(sum(b.passed for b in hit), len(hit)),
+            "met_error": len(met),
+            "recovered": sum(b.recovered for b in met),
+            "recovery_rate": _rate(sum(b.recovered for b in met), len(met)),
+        }
     return BehaviourSummary(
-        episodes=len(items), graded=len(graded), pass_rate=_rate(sum(b.passed for b in graded), len(graded)),
-        met_error=len(errors), continued_after_error=sum(b.continued_after_error for b in errors),
-        recovered=sum(b.recovered for b in errors), recovery_rate=_rate(sum(b.recovered for b in errors), len(errors)),
-        wrote=len(writers), self_verified=sum(bool(b.self_verified) for b in writers),
+        episodes=len(items),
+        graded=len(graded),
+        pass_rate=_rate(sum(b.passed for b in graded), len(graded)),
+        met_error=len(errors),
+        continued_after_error=sum(b.continued_after_error for b in errors),
+        recovered=sum(b.recovered for b in errors),
+        recovery_rate=_rate(sum(b.recovered for b in errors), len(errors)),
+        wrote=len(writers),
+        self_verified=sum(bool(b.self_verified) for b in writers),
         self_verification_rate=_rate(sum(bool(b.self_verified) for b in writers), len(writers)),
         parse_error_calls=sum(b.parse_errors for b in graded),
         format_interrupted=sum(b.format_interrupted for b in graded),
@@ -156,8 +179,10 @@ def summarise(items: list[EpisodeBehaviour]) -> BehaviourSummary:
         tokens_vs_reference=_mean(b.tokens_vs_reference for b in graded),
         tool_mix={k: v / steps for k, v in sorted(mix.items())} if steps else {},
         shell_share=_rate(mix.get(ToolKind.shell.value, 0), steps),
-        mean_calls=_mean(b.calls for b in graded), mean_sampled_tokens=_mean(b.sampled_tokens for b in graded),
-        mean_seconds=_mean(b.seconds for b in graded), mean_breaks=_mean(b.breaks for b in graded),
+        mean_calls=_mean(b.calls for b in graded),
+        mean_sampled_tokens=_mean(b.sampled_tokens for b in graded),
+        mean_seconds=_mean(b.seconds for b in graded),
+        mean_breaks=_mean(b.breaks for b in graded),
         recovery_by_fault=by_fault,
     )
 

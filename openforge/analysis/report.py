@@ -51,15 +51,31 @@ def rows(analysis: RunAnalysis) -> list[tuple[str, BehaviourSummary]]:
 
 
 def markdown(analysis: RunAnalysis) -> str:
-    lines = ["# Behaviour analysis", "", f"Run `{analysis.run}`"
-             + (f", reference `{analysis.reference}`" if analysis.reference else ", no reference (coverage and "
-                "efficiency need the oracle's episodes: `--reference`)") + ".", "",
-             "| store | " + " | ".join(c for c, _, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    lines = [
+        "# Behaviour analysis",
+        "",
+        f"Run `{analysis.run}`"
+        + (
+            f", reference `{analysis.reference}`"
+            if analysis.reference
+            else ", no reference (coverage and efficiency need the oracle's episodes: `--reference`)"
+        )
+        + ".",
+        "",
+        "| store | " + " | ".join(c for c, _, _ in COLUMNS) + " |",
+        "|---" * (len(COLUMNS) + 1) + "|",
+    ]
     for label, summary in rows(analysis):
         lines.append(f"| {label} | " + " | ".join(cell(summary, f, k) for _, f, k in COLUMNS) + " |")
     faults = [(s.store, k, v) for s in analysis.stores for k, v in s.overall.recovery_by_fault.items()]
     if faults:
-        lines += ["", "Faults injected:", "", "| store | fault | episodes | passed | met error |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Faults injected:",
+            "",
+            "| store | fault | episodes | passed | met error |",
+            "|---|---|---|---|---|",
+        ]
         lines += [f"| {st} | {k} | {v['episodes']} | {v['passed']} | {v['met_error']} |" for st, k, v in faults]
     lines += ["", "![behaviour](analysis.png)", ""]
     return "\n".join(lines)
@@ -84,8 +100,12 @@ def plot(path: Path, analysis: RunAnalysis) -> None:
     groups = rows(analysis)
     labels = [g for g, _ in groups]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 0.5 * len(groups) + 3))
-    rates = [("pass", "pass_rate"), ("recovery", "recovery_rate"), ("self-verify", "self_verification_rate"),
-             ("coverage", "coverage")]
+    rates = [
+        ("pass", "pass_rate"),
+        ("recovery", "recovery_rate"),
+        ("self-verify", "self_verification_rate"),
+        ("coverage", "coverage"),
+    ]
     height = 0.8 / len(rates)
     for i, (name, field) in enumerate(rates):
         values = [100 * (getattr(s, field) or 0) for _, s in groups]

@@ -74,8 +74,9 @@ def _needed(episode: Episode) -> set[str] | None:
     return set(declared) if declared else None
 
 
-def analyze_store(store_dir: Path, run_dir: Path,
-                  references: dict[tuple[str | None, str | None], EpisodeTrace] | None = None) -> StoreAnalysis:
+def analyze_store(
+    store_dir: Path, run_dir: Path, references: dict[tuple[str | None, str | None], EpisodeTrace] | None = None
+) -> StoreAnalysis:
     references = references or {}
     items: list[EpisodeBehaviour] = []
     with TrajectoryStore.open(store_dir) as store:
@@ -85,8 +86,9 @@ def analyze_store(store_dir: Path, run_dir: Path,
     per_harness = {h: summarise([b for b in items if b.harness == h]) for h in sorted({str(b.harness) for b in items})}
     per_task = {t: summarise([b for b in items if b.task == t]) for t in sorted({str(b.task) for b in items})}
     name = str(store_dir.relative_to(run_dir)) if store_dir != run_dir else "."
-    return StoreAnalysis(store=name, overall=summarise(items), per_harness=per_harness, per_task=per_task,
-                         episodes=items)
+    return StoreAnalysis(
+        store=name, overall=summarise(items), per_harness=per_harness, per_task=per_task, episodes=items
+    )
 
 
 def analyze_run(run_dir: Path, reference: Path | None = None) -> RunAnalysis:
@@ -97,8 +99,11 @@ def analyze_run(run_dir: Path, reference: Path | None = None) -> RunAnalysis:
     if reference is None and (run_dir / "teacher" / DB_FILENAME).is_file():
         reference = run_dir / "teacher"
     refs = reference_traces(Path(reference)) if reference is not None else {}
-    return RunAnalysis(run=str(run_dir), reference=str(reference) if reference else None,
-                       stores=[analyze_store(s, run_dir, refs) for s in stores])
+    return RunAnalysis(
+        run=str(run_dir),
+        reference=str(reference) if reference else None,
+        stores=[analyze_store(s, run_dir, refs) for s in stores],
+    )
 
 
 __all__ = ["RunAnalysis", "StoreAnalysis", "analyze_run", "analyze_store"]

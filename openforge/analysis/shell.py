@@ -12,16 +12,74 @@ import shlex
 from dataclasses import dataclass
 
 # Programs that change files (or the system) whatever their arguments.
-WRITERS = frozenset({
-    "cp", "mv", "rm", "rmdir", "mkdir", "touch", "tee", "chmod", "chown", "ln", "patch", "install", "truncate",
-    "dd", "unzip", "tar", "git", "pip", "pip3", "apt", "apt-get", "npm", "make", "sort", "uniq", "gzip", "gunzip",
-})
+WRITERS = frozenset(
+    {
+        "cp",
+        "mv",
+        "rm",
+        "rmdir",
+        "mkdir",
+        "touch",
+        "tee",
+        "chmod",
+        "chown",
+        "ln",
+        "patch",
+        "install",
+        "truncate",
+        "dd",
+        "unzip",
+        "tar",
+        "git",
+        "pip",
+        "pip3",
+        "apt",
+        "apt-get",
+        "npm",
+        "make",
+        "sort",
+        "uniq",
+        "gzip",
+        "gunzip",
+    }
+)
 # Programs that only read, or run tests; with no output redirection they change nothing.
-CHECKERS = frozenset({
-    "cat", "head", "tail", "less", "more", "ls", "grep", "egrep", "fgrep", "rg", "find", "wc", "diff", "cmp",
-    "stat", "file", "test", "[", "[[", "pytest", "sha256sum", "md5sum", "jq", "tree", "du", "od", "xxd", "hexdump",
-    "nl", "realpath", "readlink", "pwd",
-})
+CHECKERS = frozenset(
+    {
+        "cat",
+        "head",
+        "tail",
+        "less",
+        "more",
+        "ls",
+        "grep",
+        "egrep",
+        "fgrep",
+        "rg",
+        "find",
+        "wc",
+        "diff",
+        "cmp",
+        "stat",
+        "file",
+        "test",
+        "[",
+        "[[",
+        "pytest",
+        "sha256sum",
+        "md5sum",
+        "jq",
+        "tree",
+        "du",
+        "od",
+        "xxd",
+        "hexdump",
+        "nl",
+        "realpath",
+        "readlink",
+        "pwd",
+    }
+)
 _SPLIT = re.compile(r"&&|\|\||[;|\n]")
 # redirections that write no file: to another descriptor or to /dev/null
 _HARMLESS_REDIRECT = re.compile(r"\d*>>?\s*(&\d+|/dev/null)")

@@ -15,9 +15,9 @@ from typing import Any
 
 from openforge.analysis.shell import CommandPart, classify_command
 from openforge.core import CallRecord, Conversation
+from openforge.dialects import DIALECTS, DialectError
 from openforge.harness.base import HarnessAdapter
 from openforge.harness.tools import ToolKind
-from openforge.dialects import DIALECTS, DialectError
 
 
 @dataclass

@@ -46,8 +46,10 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help="Print OpenForge's version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print OpenForge's version and exit."),
+    ] = False,
 ) -> None:
     signal.signal(signal.SIGTERM, _terminate_like_ctrl_c)
 
@@ -60,10 +62,14 @@ def version() -> None:
 
 app.command("serve-model")(serve.serve_model_cmd)
 app.command()(serve.proxy)
-app.command("rollout", help="Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden "
-            "tests.")(runs.with_rollout_options(runs.run_rollout))
-app.command("eval", help="Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome "
-            "classes; replies cut off by a length cap or not parsed.")(runs.with_rollout_options(runs.run_evaluation))
+app.command(
+    "rollout", help="Run harness episodes on tasks, each in its own sandbox, graded by the task's hidden tests."
+)(runs.with_rollout_options(runs.run_rollout))
+app.command(
+    "eval",
+    help="Rollouts plus a report: pass@k and pass^k per task, per harness and overall; outcome "
+    "classes; replies cut off by a length cap or not parsed.",
+)(runs.with_rollout_options(runs.run_evaluation))
 app.command()(results.export)
 app.command()(results.analyze)
 app.command()(serve.view)

@@ -33,8 +33,12 @@ from openforge.core.errors import (
 err_console = Console(stderr=True)
 
 EXIT_STATUS: dict[type[OpenForgeError], int] = {
-    ConfigurationError: 2, TaskError: 2,  # the user's input: fix it and run again
-    InfrastructureError: 1, ModelError: 1, StoreError: 1, RequestError: 1,  # the work failed
+    ConfigurationError: 2,
+    TaskError: 2,  # the user's input: fix it and run again
+    InfrastructureError: 1,
+    ModelError: 1,
+    StoreError: 1,
+    RequestError: 1,  # the work failed
     Interrupted: 130,  # 128 + SIGINT, as the shell reports Ctrl-C
 }
 WORK_FAILED = 1  # an OpenForgeError of no kind
@@ -43,9 +47,18 @@ MISSING_EXTRA = 2
 # What each optional module is installed with (`pip install 'openforge-rl[EXTRA]'`): a command that needs one
 # that is missing says which extra to install instead of printing an ImportError's traceback.
 _EXTRA_OF_MODULE = {
-    "torch": "engine", "transformers": "engine", "safetensors": "engine", "docker": "docker",
-    "kubernetes": "kubernetes", "matplotlib": "report", "pyarrow": "report", "tensorboard": "tensorboard",
-    "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio", "verl": "verl",
+    "torch": "engine",
+    "transformers": "engine",
+    "safetensors": "engine",
+    "docker": "docker",
+    "kubernetes": "kubernetes",
+    "matplotlib": "report",
+    "pyarrow": "report",
+    "tensorboard": "tensorboard",
+    "wandb": "wandb",
+    "mlflow": "mlflow",
+    "trackio": "trackio",
+    "verl": "verl",
 }
 
 
@@ -61,8 +74,10 @@ def missing_extra_message(error: ModuleNotFoundError) -> str | None:
         return None
     message = f"this command needs {top}, which is not installed: pip install 'openforge-rl[{extra}]'"
     if top == "torch" or extra == "engine":
-        message += (" and PyTorch, which is not a dependency (an unpinned torch pulls a CUDA build): install the "
-                    "build for your machine first, e.g. the CPU build as scripts/setup.sh does")
+        message += (
+            " and PyTorch, which is not a dependency (an unpinned torch pulls a CUDA build): install the "
+            "build for your machine first, e.g. the CPU build as scripts/setup.sh does"
+        )
     return message
 
 

@@ -4,20 +4,21 @@ runs, not for `openforge --help`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 console = Console()
-harness_app = typer.Typer(help="Install and check the real harnesses (Claude Code, Codex CLI, OpenClaw).", no_args_is_help=True)
+harness_app = typer.Typer(
+    help="Install and check the real harnesses (Claude Code, Codex CLI, OpenClaw).", no_args_is_help=True
+)
 
 
 @harness_app.command("install")
 def harness_install(
-    harness: Optional[list[str]] = typer.Option(None, "--harness", help="Install only these (repeatable); default: all."),
-    bundle: Optional[Path] = typer.Option(None, help="Bundle directory (default: $OPENFORGE_HOME/harnesses)."),
+    harness: list[str] | None = typer.Option(None, "--harness", help="Install only these (repeatable); default: all."),
+    bundle: Path | None = typer.Option(None, help="Bundle directory (default: $OPENFORGE_HOME/harnesses)."),
     force: bool = typer.Option(False, help="Reinstall even what is already installed."),
 ) -> None:
     """Install the pinned, tested harness versions from npm into a local bundle and print their versions."""
@@ -30,7 +31,7 @@ def harness_install(
 
 
 @harness_app.command("list")
-def harness_list(bundle: Optional[Path] = typer.Option(None, help="Bundle directory.")) -> None:
+def harness_list(bundle: Path | None = typer.Option(None, help="Bundle directory.")) -> None:
     """Show each known harness, the dialect it speaks, and the version installed in the bundle."""
     from openforge.harness import harness_versions
 
@@ -42,10 +43,14 @@ def harness_list(bundle: Optional[Path] = typer.Option(None, help="Bundle direct
 
 @harness_app.command("image")
 def harness_image(
-    bundle: Optional[Path] = typer.Option(None, help="Bundle directory (default: $OPENFORGE_HOME/harnesses)."),
+    bundle: Path | None = typer.Option(None, help="Bundle directory (default: $OPENFORGE_HOME/harnesses)."),
     base: str = typer.Option("openforge-base:bookworm", help="Local base image (needs `cp`; never pulled)."),
-    tag: Optional[str] = typer.Option(None, help="Local tag (default: openforge-harnesses:<manifest hash>)."),
-    push: Optional[str] = typer.Option(None, "--push", help="Registry (host, optionally /path) to tag and push the image to, e.g. registry.example/team."),
+    tag: str | None = typer.Option(None, help="Local tag (default: openforge-harnesses:<manifest hash>)."),
+    push: str | None = typer.Option(
+        None,
+        "--push",
+        help="Registry (host, optionally /path) to tag and push the image to, e.g. registry.example/team.",
+    ),
 ) -> None:
     """Build the harness bundle image for Kubernetes sandboxes (an init container copies the bundle from it)."""
     from openforge.harness import default_bundle_dir

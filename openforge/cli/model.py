@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -17,9 +16,12 @@ model_app = typer.Typer(help="Build and inspect model directories.", no_args_is_
 def model_tiny(
     out_dir: Path = typer.Argument(..., help="Directory to write the model to (created if missing)."),
     seed: int = typer.Option(0, help="Seed for the tokenizer corpus and the weights."),
-    vocab_size: Optional[int] = typer.Option(None, help="Tokenizer vocabulary (default 1,024): another vocabulary "
-                                             "makes another tokenizer, e.g. a teacher the student cannot share ids with."),
-    config: Optional[Path] = typer.Option(None, help="YAML file with the model's shape (TinyModelSpec fields)."),
+    vocab_size: int | None = typer.Option(
+        None,
+        help="Tokenizer vocabulary (default 1,024): another vocabulary "
+        "makes another tokenizer, e.g. a teacher the student cannot share ids with.",
+    ),
+    config: Path | None = typer.Option(None, help="YAML file with the model's shape (TinyModelSpec fields)."),
 ) -> None:
     """Build the tiny random-init model and its tokenizer locally (no download)."""
     from openforge.config import load_config, validate_config
@@ -33,9 +35,14 @@ def model_tiny(
 
 
 @model_app.command("info")
-def model_info(model: str = typer.Argument(..., help="A Hugging Face-format model directory, or a Hub id "
-                                            "ORG/NAME[@REVISION] (read from the Hugging Face cache, fetched if "
-                                            "missing unless HF_HUB_OFFLINE=1).")) -> None:
+def model_info(
+    model: str = typer.Argument(
+        ...,
+        help="A Hugging Face-format model directory, or a Hub id "
+        "ORG/NAME[@REVISION] (read from the Hugging Face cache, fetched if "
+        "missing unless HF_HUB_OFFLINE=1).",
+    ),
+) -> None:
     """Show a model directory's tokenizer, context length and tool-call format."""
     from openforge.models import ModelDir
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -13,14 +13,30 @@ from openforge.cli.errors import OptionError
 
 T = TypeVar("T")
 
-ProxyOptionOpt = Annotated[Optional[list[str]], typer.Option(
-    "--proxy-option", help="KEY=VALUE setting of the run's proxy (repeatable), e.g. generation_timeout_s=300, "
-    "header_timeout_s, body_timeout_s, max_connections, max_calls_in_flight_per_episode, stream_keepalive_s.")]
-ImageMapOpt = Annotated[Optional[list[str]], typer.Option("--image-map", help="FROM=TO: use local image TO for FROM (repeatable); over the task tree's own image-map.yaml, which applies without being named.")]
-FaultsOpt = Annotated[Optional[str], typer.Option(
-    "--faults", help="Faults to inject into the environment, e.g. transient:0.3,missing_dir:0.2 (kinds: "
-    "transient, missing_dir, permission, disk_full, hang, flaky_service, or all; options: exclusive, seed=N, "
-    "hang_s=S). eval runs every episode without and with them and reports both.")]
+ProxyOptionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--proxy-option",
+        help="KEY=VALUE setting of the run's proxy (repeatable), e.g. generation_timeout_s=300, "
+        "header_timeout_s, body_timeout_s, max_connections, max_calls_in_flight_per_episode, stream_keepalive_s.",
+    ),
+]
+ImageMapOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--image-map",
+        help="FROM=TO: use local image TO for FROM (repeatable); over the task tree's own image-map.yaml, which applies without being named.",
+    ),
+]
+FaultsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--faults",
+        help="Faults to inject into the environment, e.g. transient:0.3,missing_dir:0.2 (kinds: "
+        "transient, missing_dir, permission, disk_full, hang, flaky_service, or all; options: exclusive, seed=N, "
+        "hang_s=S). eval runs every episode without and with them and reports both.",
+    ),
+]
 
 
 def parsed(option: str, parse: Callable[[str], T], value: str) -> T:

@@ -5,7 +5,6 @@ runs: the veRL export loads torch."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -18,13 +17,20 @@ console = Console()
 
 def export(
     run_dir: Path = typer.Argument(..., help="Run directory holding trajectories.db."),
-    format: str = typer.Option("jsonl", "--format", help="jsonl or parquet (one record per call), verl (a DataProto), "
-                               "or atif (one ATIF trajectory.json per episode, in the directory --out)."),
+    format: str = typer.Option(
+        "jsonl",
+        "--format",
+        help="jsonl or parquet (one record per call), verl (a DataProto), "
+        "or atif (one ATIF trajectory.json per episode, in the directory --out).",
+    ),
     out: Path = typer.Option(..., help="File to write (atif: a directory)."),
     mode: str = typer.Option("merged", help="verl only: merged (one sample per continuity segment) or per-call."),
     pad_token_id: int | None = typer.Option(None, help="verl only: default, the pad id of the run's model."),
-    model: Optional[Path] = typer.Option(None, help="atif only: the model directory whose tokenizer decodes replies "
-                                         "(default: the one the run names or holds)."),
+    model: Path | None = typer.Option(
+        None,
+        help="atif only: the model directory whose tokenizer decodes replies "
+        "(default: the one the run names or holds).",
+    ),
 ) -> None:
     """Export a run: every recorded call (jsonl, parquet), its assembled samples as a veRL DataProto (verl), or
     each episode as an ATIF trajectory (atif; any run layout: every store under RUN_DIR)."""
@@ -33,7 +39,9 @@ def export(
         from openforge.view.atif import ATIF_VERSION, export_atif
 
         done = export_atif(run_dir, out, model)
-        console.print(f"wrote {done.episodes} {ATIF_VERSION} trajectories ({len(done.stores)} store(s)) to [bold]{out}[/]")
+        console.print(
+            f"wrote {done.episodes} {ATIF_VERSION} trajectories ({len(done.stores)} store(s)) to [bold]{out}[/]"
+        )
     elif format == "verl":
         existing_run(run_dir)
         one_of("--mode", mode, ("merged", "per-call"), "merged or per-call")
@@ -41,8 +49,10 @@ def export(
 
         rows, metrics = export_run_dataproto(run_dir, out, mode=mode, pad_token_id=pad_token_id)
         dropped = sum(metrics["episodes_dropped"].values())
-        console.print(f"wrote {rows} {mode} samples of {metrics['episodes_used']} episodes ({dropped} dropped) "
-                      f"to [bold]{out}[/] (DataProto.load_from_disk)")
+        console.print(
+            f"wrote {rows} {mode} samples of {metrics['episodes_used']} episodes ({dropped} dropped) "
+            f"to [bold]{out}[/] (DataProto.load_from_disk)"
+        )
     else:
         from openforge.store.export import export_calls
 
@@ -52,8 +62,9 @@ def export(
 
 def analyze(
     run_dir: Path = typer.Argument(..., help="A run directory (rollout, eval, train, quickstart, a veRL worker)."),
-    reference: Optional[Path] = typer.Option(
-        None, help="The oracle's run on the same tasks and harnesses (coverage and efficiency); default: RUN/teacher."),
+    reference: Path | None = typer.Option(
+        None, help="The oracle's run on the same tasks and harnesses (coverage and efficiency); default: RUN/teacher."
+    ),
 ) -> None:
     """Behaviour metrics from the recorded calls: error recovery, self-verification, tool coverage and mix,
     format robustness, step efficiency; writes RUN/analysis.json, analysis.md and analysis.png."""

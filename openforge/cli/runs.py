@@ -4,8 +4,9 @@ rooms that run them are imported when a command runs: train and quickstart load 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,28 +16,52 @@ from openforge.rollout.config import RolloutConfig
 
 console = Console()
 
-TasksOpt = Annotated[list[Path], typer.Option("--tasks", help="Task directories, or roots holding them (Harbor layout).")]
+TasksOpt = Annotated[
+    list[Path], typer.Option("--tasks", help="Task directories, or roots holding them (Harbor layout).")
+]
 HarnessOpt = Annotated[str, typer.Option(help="Harness(es), comma-separated: react, claude-code, codex, openclaw.")]
 SandboxOpt = Annotated[str, typer.Option(help="docker, local or kubernetes.")]
-SandboxOptionOpt = Annotated[Optional[list[str]], typer.Option(
-    "--sandbox-option", help="KEY=VALUE option of the sandbox backend (repeatable), e.g. namespace=openforge.")]
+SandboxOptionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--sandbox-option", help="KEY=VALUE option of the sandbox backend (repeatable), e.g. namespace=openforge."
+    ),
+]
 ProxyListenOpt = Annotated[str, typer.Option(help="HOST:PORT of the run's proxy (model API); in-cluster 0.0.0.0:8100.")]
 SamplesOpt = Annotated[int, typer.Option(help="Episodes per (task, harness); eval reports pass@k and pass^k up to it.")]
 ConcurrencyOpt = Annotated[int, typer.Option(help="Episodes at once.")]
-ModelOpt = Annotated[Path, typer.Option(help="Model directory (tokenizer, chat template, weights), or a Hugging Face "
-                                        "Hub id ORG/NAME[@REVISION].")]
-BackendOpt = Annotated[str, typer.Option(help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle | openai:URL | "
-                                       "anthropic:URL (a model behind an API; key from $OPENFORGE_UPSTREAM_API_KEY)")]
+ModelOpt = Annotated[
+    Path,
+    typer.Option(
+        help="Model directory (tokenizer, chat template, weights), or a Hugging Face Hub id ORG/NAME[@REVISION]."
+    ),
+]
+BackendOpt = Annotated[
+    str,
+    typer.Option(
+        help="embedded | vllm:URL | sglang:URL | scripted:FILE | oracle | openai:URL | "
+        "anthropic:URL (a model behind an API; key from $OPENFORGE_UPSTREAM_API_KEY)"
+    ),
+]
 RunOpt = Annotated[Path, typer.Option("--run", help="Run directory (eval writes report.md and report.json there).")]
-SplitOpt = Annotated[Optional[str], typer.Option(help="Only tasks of this split (train or heldout).")]
+SplitOpt = Annotated[str | None, typer.Option(help="Only tasks of this split (train or heldout).")]
 AttemptsOpt = Annotated[int, typer.Option(help="Tries per episode; only infrastructure failures are retried.")]
-TimeoutOpt = Annotated[Optional[float], typer.Option(help="Harness wall-clock limit in seconds (default: each task's).")]
+TimeoutOpt = Annotated[float | None, typer.Option(help="Harness wall-clock limit in seconds (default: each task's).")]
 ResumeOpt = Annotated[bool, typer.Option(help="Continue a run: skip episodes already finished.")]
-AgentUserOpt = Annotated[Optional[str], typer.Option(
-    "--agent-user", help="Who the agent runs as in docker/kubernetes sandboxes: root (default, as Harbor tasks "
-    "expect) or agent (unprivileged); default: each task's [agent] user, else root.")]
-MaxNewTokensOpt = Annotated[Optional[int], typer.Option(
-    help="Cap on tokens sampled per model call (default: RolloutConfig's); also react's own per-reply cap.")]
+AgentUserOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--agent-user",
+        help="Who the agent runs as in docker/kubernetes sandboxes: root (default, as Harbor tasks "
+        "expect) or agent (unprivileged); default: each task's [agent] user, else root.",
+    ),
+]
+MaxNewTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Cap on tokens sampled per model call (default: RolloutConfig's); also react's own per-reply cap."
+    ),
+]
 
 
 def _rollout_default(name: str) -> Any:
@@ -47,26 +72,54 @@ def _rollout_default(name: str) -> Any:
 def with_rollout_options(run_it: Callable[[RolloutConfig, Console], object]) -> Callable[..., None]:
     """`rollout` and `eval` take the same options; they differ in the room function they run."""
 
-    def command(tasks: TasksOpt, model: ModelOpt, run: RunOpt, harness: HarnessOpt = "react",
-                sandbox: SandboxOpt = _rollout_default("sandbox"), samples: SamplesOpt = _rollout_default("samples"),
-                concurrency: ConcurrencyOpt = _rollout_default("concurrency"),
-                backend: BackendOpt = _rollout_default("backend"), split: SplitOpt = None,
-                image_map: ImageMapOpt = None, max_attempts: AttemptsOpt = _rollout_default("max_attempts"),
-                agent_timeout: TimeoutOpt = None, resume: ResumeOpt = False,
-                sandbox_option: SandboxOptionOpt = None,
-                proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen"), proxy_option: ProxyOptionOpt = None,
-                max_new_tokens: MaxNewTokensOpt = _rollout_default("max_new_tokens"),
-                agent_user: AgentUserOpt = None, faults: FaultsOpt = None) -> None:
+    def command(
+        tasks: TasksOpt,
+        model: ModelOpt,
+        run: RunOpt,
+        harness: HarnessOpt = "react",
+        sandbox: SandboxOpt = _rollout_default("sandbox"),
+        samples: SamplesOpt = _rollout_default("samples"),
+        concurrency: ConcurrencyOpt = _rollout_default("concurrency"),
+        backend: BackendOpt = _rollout_default("backend"),
+        split: SplitOpt = None,
+        image_map: ImageMapOpt = None,
+        max_attempts: AttemptsOpt = _rollout_default("max_attempts"),
+        agent_timeout: TimeoutOpt = None,
+        resume: ResumeOpt = False,
+        sandbox_option: SandboxOptionOpt = None,
+        proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen"),
+        proxy_option: ProxyOptionOpt = None,
+        max_new_tokens: MaxNewTokensOpt = _rollout_default("max_new_tokens"),
+        agent_user: AgentUserOpt = None,
+        faults: FaultsOpt = None,
+    ) -> None:
         from openforge.config import validate_config
 
-        config = validate_config(dict(
-            tasks=tasks, harnesses=[h.strip() for h in harness.split(",") if h.strip()], sandbox=sandbox,
-            sandbox_options=key_values(sandbox_option, "--sandbox-option"), proxy_listen=proxy_listen,
-            proxy_options=key_values(proxy_option, "--proxy-option"),
-            samples=samples, concurrency=concurrency, model=model, backend=backend, run=run, split=split,
-            image_map=parse_image_map(image_map), max_attempts=max_attempts, agent_timeout_s=agent_timeout,
-            resume=resume, max_new_tokens=max_new_tokens, agent_user=agent_user, faults=faults,
-        ), RolloutConfig, "options")
+        config = validate_config(
+            dict(
+                tasks=tasks,
+                harnesses=[h.strip() for h in harness.split(",") if h.strip()],
+                sandbox=sandbox,
+                sandbox_options=key_values(sandbox_option, "--sandbox-option"),
+                proxy_listen=proxy_listen,
+                proxy_options=key_values(proxy_option, "--proxy-option"),
+                samples=samples,
+                concurrency=concurrency,
+                model=model,
+                backend=backend,
+                run=run,
+                split=split,
+                image_map=parse_image_map(image_map),
+                max_attempts=max_attempts,
+                agent_timeout_s=agent_timeout,
+                resume=resume,
+                max_new_tokens=max_new_tokens,
+                agent_user=agent_user,
+                faults=faults,
+            ),
+            RolloutConfig,
+            "options",
+        )
         run_it(config, console)
 
     return command
@@ -85,9 +138,13 @@ def run_evaluation(config: RolloutConfig, console: Console) -> None:
 
 
 def train(
-    config: Path = typer.Option(..., "--config", help="YAML: run, model, backend, tasks (dirs or families), "
-                                "harnesses, sandbox, sft, rl, evaluation. See examples/train/."),
-    run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the config's `run`)."),
+    config: Path = typer.Option(
+        ...,
+        "--config",
+        help="YAML: run, model, backend, tasks (dirs or families), "
+        "harnesses, sandbox, sft, rl, evaluation. See examples/train/.",
+    ),
+    run: Path | None = typer.Option(None, "--run", help="Run directory (default: the config's `run`)."),
     resume: bool = typer.Option(False, help="Continue from the last RL checkpoint and steps.jsonl."),
     faults: FaultsOpt = None,
 ) -> None:
@@ -108,17 +165,23 @@ def train(
 
 
 def quickstart(
-    run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: runs/quickstart, or "
-                                       "runs/quickstart-RECIPE with --recipe)."),
-    seed: Optional[int] = typer.Option(None, help="Seed for the model, tasks and sampling (default 0, or the "
-                                       "config's `seed`)."),
-    config: Optional[Path] = typer.Option(None, help="YAML with TrainConfig fields laid over the quickstart's "
-                                          "preset (e.g. `sft: {control: true}`)."),
+    run: Path | None = typer.Option(
+        None, "--run", help="Run directory (default: runs/quickstart, or runs/quickstart-RECIPE with --recipe)."
+    ),
+    seed: int | None = typer.Option(
+        None, help="Seed for the model, tasks and sampling (default 0, or the config's `seed`)."
+    ),
+    config: Path | None = typer.Option(
+        None, help="YAML with TrainConfig fields laid over the quickstart's preset (e.g. `sft: {control: true}`)."
+    ),
     smoke: bool = typer.Option(False, help="A reduced run (minutes): checks the pipeline, not the learning."),
-    recipe: str = typer.Option("default", help="default; recovery: GRPO with faults injected, evaluated "
-                               "with and without faults (README: the recovery recipe); harnesses: trained "
-                               "through the real Claude Code binary, evaluated in react, Claude Code and Codex "
-                               "(README: learning inside the real harnesses)."),
+    recipe: str = typer.Option(
+        "default",
+        help="default; recovery: GRPO with faults injected, evaluated "
+        "with and without faults (README: the recovery recipe); harnesses: trained "
+        "through the real Claude Code binary, evaluated in react, Claude Code and Codex "
+        "(README: learning inside the real harnesses).",
+    ),
 ) -> None:
     """The main job: tiny model → teacher trajectories through the react harness → SFT → GRPO → held-out
     evaluation of base, SFT and SFT+RL, with a report (`openforge train` on the quickstart's preset)."""

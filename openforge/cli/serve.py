@@ -4,7 +4,6 @@ runs: serve-model's engine loads torch, which `openforge --help` and the light c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -22,8 +21,11 @@ def serve_model_cmd(
     port: int = typer.Option(8000, help="Port to listen on."),
     seed: int = typer.Option(0, help="Default sampling seed."),
     backend: str = typer.Option("embedded", help="embedded | scripted:FILE (a scripted policy, for tests)."),
-    tool_call_parser: str = typer.Option("none", help="none: replies are the model's text; auto: tool calls and "
-                                         "reasoning parsed out of it in the model's format (as vLLM's parser)."),
+    tool_call_parser: str = typer.Option(
+        "none",
+        help="none: replies are the model's text; auto: tool calls and "
+        "reasoning parsed out of it in the model's format (as vLLM's parser).",
+    ),
 ) -> None:
     """Serve the embedded backend over HTTP with the subset of vLLM's API that OpenForge's vllm client uses."""
     if tool_call_parser not in ("none", "auto"):
@@ -36,40 +38,70 @@ def serve_model_cmd(
 
 
 def proxy(
-    model: Path = typer.Option(..., help="Model directory, or a Hugging Face Hub id ORG/NAME[@REVISION]: its "
-                               "tokenizer and chat template render every call."),
-    backend: str = typer.Option("embedded", help="embedded | vllm:URL | sglang:URL | scripted:FILE | openai:URL | "
-                                "anthropic:URL (a model behind an API: key from $OPENFORGE_UPSTREAM_API_KEY)"),
+    model: Path = typer.Option(
+        ...,
+        help="Model directory, or a Hugging Face Hub id ORG/NAME[@REVISION]: its "
+        "tokenizer and chat template render every call.",
+    ),
+    backend: str = typer.Option(
+        "embedded",
+        help="embedded | vllm:URL | sglang:URL | scripted:FILE | openai:URL | "
+        "anthropic:URL (a model behind an API: key from $OPENFORGE_UPSTREAM_API_KEY)",
+    ),
     run: Path = typer.Option(..., "--run", help="Run directory: trajectories.db and proxy.json go here."),
-    listen: Optional[str] = typer.Option("127.0.0.1:8100", help="HOST:PORT of the model API (port 0: any free)."),
-    uds: Optional[Path] = typer.Option(None, help="Also serve the model API on this Unix socket (sandboxes reach it through a bridge)."),
-    admin_listen: Optional[str] = typer.Option("127.0.0.1:8101", help="HOST:PORT of the admin API (may equal --listen)."),
-    admin_uds: Optional[Path] = typer.Option(None, help="Serve the admin API on this Unix socket instead of TCP."),
-    admin_token: Optional[str] = typer.Option(None, envvar="OPENFORGE_ADMIN_TOKEN", help="Admin API token (default: generated, written to RUN/proxy.json)."),
-    served_model: Optional[str] = typer.Option(None, help="Model name reported to harnesses (default: the model directory's name)."),
+    listen: str | None = typer.Option("127.0.0.1:8100", help="HOST:PORT of the model API (port 0: any free)."),
+    uds: Path | None = typer.Option(
+        None, help="Also serve the model API on this Unix socket (sandboxes reach it through a bridge)."
+    ),
+    admin_listen: str | None = typer.Option("127.0.0.1:8101", help="HOST:PORT of the admin API (may equal --listen)."),
+    admin_uds: Path | None = typer.Option(None, help="Serve the admin API on this Unix socket instead of TCP."),
+    admin_token: str | None = typer.Option(
+        None, envvar="OPENFORGE_ADMIN_TOKEN", help="Admin API token (default: generated, written to RUN/proxy.json)."
+    ),
+    served_model: str | None = typer.Option(
+        None, help="Model name reported to harnesses (default: the model directory's name)."
+    ),
     max_new_tokens: int = typer.Option(4096, help="Cap on tokens sampled per call, whatever the harness asks."),
-    temperature: Optional[float] = typer.Option(None, help="Sample every call at this temperature (default: as requested)."),
+    temperature: float | None = typer.Option(
+        None, help="Sample every call at this temperature (default: as requested)."
+    ),
     option: ProxyOptionOpt = None,
 ) -> None:
     """Run the recording proxy: harnesses call it as Anthropic / OpenAI; every call is served and recorded."""
     from openforge.config import validate_config
     from openforge.proxy.server import ProxyConfig, run_proxy
 
-    config = validate_config({
-        **parse_proxy_options(option), "model": model, "backend": backend, "run": run, "listen": listen, "uds": uds,
-        "admin_listen": None if admin_uds else admin_listen, "admin_uds": admin_uds, "admin_token": admin_token,
-        "served_model": served_model, "max_new_tokens": max_new_tokens, "temperature": temperature,
-    }, ProxyConfig, "options")
+    config = validate_config(
+        {
+            **parse_proxy_options(option),
+            "model": model,
+            "backend": backend,
+            "run": run,
+            "listen": listen,
+            "uds": uds,
+            "admin_listen": None if admin_uds else admin_listen,
+            "admin_uds": admin_uds,
+            "admin_token": admin_token,
+            "served_model": served_model,
+            "max_new_tokens": max_new_tokens,
+            "temperature": temperature,
+        },
+        ProxyConfig,
+        "options",
+    )
     run_proxy(config)
 
 
 def view(
     run_dirs: list[Path] = typer.Argument(..., help="Run directories (rollout, eval, train, quickstart, a veRL job)."),
     port: int = typer.Option(8321, help="Port to listen on (0: any free port)."),
-    host: str = typer.Option("127.0.0.1", help="Address to listen on. The viewer has no login: keep it on loopback "
-                             "and reach it through an SSH tunnel."),
-    model: Optional[Path] = typer.Option(None, help="Model directory whose tokenizer decodes the tokens (default: "
-                                         "the one the run names or holds)."),
+    host: str = typer.Option(
+        "127.0.0.1",
+        help="Address to listen on. The viewer has no login: keep it on loopback and reach it through an SSH tunnel.",
+    ),
+    model: Path | None = typer.Option(
+        None, help="Model directory whose tokenizer decodes the tokens (default: the one the run names or holds)."
+    ),
 ) -> None:
     """A read-only trajectory viewer in the browser: reports and curves, episodes, conversations, token view,
     GRPO groups, comparisons."""
@@ -77,5 +109,10 @@ def view(
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         err_console.print(f"[yellow]warning:[/] serving on {host}: anyone who can reach it sees these runs")
-    serve(run_dirs, host=host, port=port, model=model,
-          announce=lambda url: console.print(f"viewer: {url}  (Ctrl-C to stop)", soft_wrap=True))
+    serve(
+        run_dirs,
+        host=host,
+        port=port,
+        model=model,
+        announce=lambda url: console.print(f"viewer: {url}  (Ctrl-C to stop)", soft_wrap=True),
+    )

@@ -51,7 +51,7 @@ class Message(_Data):
     is_error: bool = False
 
     @model_validator(mode="after")
-    def _check_role_fields(self) -> "Message":
+    def _check_role_fields(self) -> Message:
         if self.tool_calls and self.role != "assistant":
             raise ValueError(f"only assistant messages carry tool_calls, not {self.role!r}")
         if self.role == "tool" and not self.tool_call_id:

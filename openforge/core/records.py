@@ -100,7 +100,7 @@ class CallRecord(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _logprobs_match_outputs(self) -> "CallRecord":
+    def _logprobs_match_outputs(self) -> CallRecord:
         if self.output_logprobs and len(self.output_logprobs) != len(self.output_ids):
             raise ValueError(
                 f"output_logprobs has {len(self.output_logprobs)} entries for {len(self.output_ids)} output ids"
@@ -129,7 +129,7 @@ class Sample(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _aligned(self) -> "Sample":
+    def _aligned(self) -> Sample:
         n = len(self.token_ids)
         if len(self.loss_mask) != n or len(self.logprobs) != n:
             raise ValueError(

@@ -31,8 +31,9 @@ def locked_run_dir(run: Path) -> Iterator[Path]:
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()
-        raise RunDirBusy(f"run directory {run} is in use by {holder}: wait for it to finish, or choose another "
-                         "--run directory") from None
+        raise RunDirBusy(
+            f"run directory {run} is in use by {holder}: wait for it to finish, or choose another --run directory"
+        ) from None
     try:
         handle.seek(0)
         handle.truncate()

@@ -13,8 +13,9 @@ from openforge.sandbox import Sandbox, SandboxProvider
 from openforge.tasks import ImageMap, Task
 
 
-async def build_environment(task: Task, provider: SandboxProvider, image_map: ImageMap,
-                            run: str) -> tuple[str, str] | None:
+async def build_environment(
+    task: Task, provider: SandboxProvider, image_map: ImageMap, run: str
+) -> tuple[str, str] | None:
     """None when the environment builds and is sound; else (reason, detail)."""
     timeout = task.resources.build_timeout_s
     creating = asyncio.ensure_future(provider.create(make_sandbox_spec(task, image_map, run=run)))
@@ -29,7 +30,10 @@ async def build_environment(task: Task, provider: SandboxProvider, image_map: Im
         await sandbox.setup_environment(task, timeout_s=timeout)
         check = await sandbox.exec("test -e /tests", timeout_s=60, user="root", workdir="/")
         if check.exit_code == 0:
-            return "integrity", "the environment already holds /tests: the verifier's files must enter only after the agent"
+            return (
+                "integrity",
+                "the environment already holds /tests: the verifier's files must enter only after the agent",
+            )
     except Exception as e:  # noqa: BLE001 - a failed build is the candidate's, with its log as the evidence
         return "build_failed", f"{type(e).__name__}: {e}"
     finally:

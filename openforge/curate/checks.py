@@ -19,15 +19,17 @@ from openforge.sandbox import SandboxProvider
 from openforge.tasks import ImageMap, Task
 
 
-async def check_grading(task: Task, provider: SandboxProvider, image_map: ImageMap, run: str,
-                        hack_suite: bool) -> tuple[str, str] | None:
+async def check_grading(
+    task: Task, provider: SandboxProvider, image_map: ImageMap, run: str, hack_suite: bool
+) -> tuple[str, str] | None:
     """None when every check holds; else (reason, detail) of the first that does not."""
     nothing = await run_script_and_verify(task, provider, image_map, None, "do-nothing", run=run)
     if nothing.error:
         return "verifier_error", f"{nothing.error}\n{tail(nothing.verifier_output)}"
     if nothing.reward is not None and nothing.reward >= 1.0:
-        return "solved_by_doing_nothing", (f"the untouched environment scored {nothing.reward:g}; verifier output:\n"
-                                           f"{tail(nothing.verifier_output)}")
+        return "solved_by_doing_nothing", (
+            f"the untouched environment scored {nothing.reward:g}; verifier output:\n{tail(nothing.verifier_output)}"
+        )
     result = await validate_task_by_running(task, provider, image_map, run=run)
     if result.solve_reward != 1.0:
         return "oracle_failed", "\n".join(result.errors) or f"solve.sh scored {result.solve_reward}"
@@ -39,5 +41,8 @@ async def check_grading(task: Task, provider: SandboxProvider, image_map: ImageM
         fallen = [h for h in await run_hack_suite(task, provider, image_map, run) if h.fell]
         if fallen:
             names = ", ".join(repr(h.hack) for h in fallen)
-            return "hackable", f"the verifier falls to the reward hack(s) {names} (scored 1): the tests reward a shortcut"
+            return (
+                "hackable",
+                f"the verifier falls to the reward hack(s) {names} (scored 1): the tests reward a shortcut",
+            )
     return None

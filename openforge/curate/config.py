@@ -1,12 +1,12 @@
 """What a curation run is (YAML for `openforge tasks curate --config`, or options; errors name the field).
 
-    out: curated/                       # the run directory: candidates, ledger, accepted tasks, report
-    seeds: [examples/tasks/train/append-setting]     # seed task directories (grounding; never duplicated)
-    topics: ["text processing with sed and awk"]
-    generator: scripted:examples/curate/scripted_generator.py     # or openai:URL / anthropic:URL
-    candidates: 12
-    solver: {backend: "vllm:http://gpu:8000", model: models/policy, harness: react, attempts: 8}
-    band: [0.1, 0.9]
+out: curated/                       # the run directory: candidates, ledger, accepted tasks, report
+seeds: [examples/tasks/train/append-setting]     # seed task directories (grounding; never duplicated)
+topics: ["text processing with sed and awk"]
+generator: scripted:examples/curate/scripted_generator.py     # or openai:URL / anthropic:URL
+candidates: 12
+solver: {backend: "vllm:http://gpu:8000", model: models/policy, harness: react, attempts: 8}
+band: [0.1, 0.9]
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from openforge.curate.config import SolverSettings
 from openforge.core.errors import Interrupted
+from openforge.curate.config import SolverSettings
 from openforge.curate.ledger import Tokens
 from openforge.inference import MESSAGE_LEVEL
 from openforge.rollout import run_rollouts
@@ -31,14 +31,30 @@ class SolverInterrupted(Interrupted, RuntimeError):
     """Ctrl-C or SIGTERM stopped the solver's attempts; the finished ones are kept."""
 
 
-async def solver_attempts(tasks: dict[str, Path], settings: SolverSettings, model: Path, run: Path, sandbox: str,
-                          image_map: dict[str, str], console: Console) -> dict[str, Attempts]:
+async def solver_attempts(
+    tasks: dict[str, Path],
+    settings: SolverSettings,
+    model: Path,
+    run: Path,
+    sandbox: str,
+    image_map: dict[str, str],
+    console: Console,
+) -> dict[str, Attempts]:
     """task id → its attempts, for the tasks (id → directory); resumes a run cut short in `run`."""
     config = RolloutConfig(
-        tasks=list(tasks.values()), harnesses=[settings.harness], sandbox=sandbox, samples=settings.attempts,
-        concurrency=settings.concurrency, model=model, backend=settings.backend, run=run, image_map=image_map,
-        harness_options=settings.harness_options, max_new_tokens=settings.max_new_tokens,
-        resume=(run / "trajectories.db").exists(), task_ids=list(tasks),
+        tasks=list(tasks.values()),
+        harnesses=[settings.harness],
+        sandbox=sandbox,
+        samples=settings.attempts,
+        concurrency=settings.concurrency,
+        model=model,
+        backend=settings.backend,
+        run=run,
+        image_map=image_map,
+        harness_options=settings.harness_options,
+        max_new_tokens=settings.max_new_tokens,
+        resume=(run / "trajectories.db").exists(),
+        task_ids=list(tasks),
     )
     summary = await run_rollouts(config, console)
     if summary.interrupted:
@@ -50,8 +66,9 @@ async def solver_attempts(tasks: dict[str, Path], settings: SolverSettings, mode
             if attempts is None:
                 continue
             if episode.outcome is None or episode.outcome.is_infrastructure_failure or episode.reward is None:
-                attempts.failures.append(f"{episode.outcome.value if episode.outcome else 'unfinished'}: "
-                                         f"{episode.outcome_reason}")
+                attempts.failures.append(
+                    f"{episode.outcome.value if episode.outcome else 'unfinished'}: {episode.outcome_reason}"
+                )
             else:
                 attempts.graded += 1
                 attempts.passed += episode.reward >= 1.0

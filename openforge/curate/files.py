@@ -12,8 +12,14 @@ import re
 import shutil
 from pathlib import Path, PurePosixPath
 
-TASK_FILES = ("task.toml", "instruction.md", "environment/Dockerfile", "tests/test.sh", "solution/solve.sh",
-              "solution/wrong.sh")
+TASK_FILES = (
+    "task.toml",
+    "instruction.md",
+    "environment/Dockerfile",
+    "tests/test.sh",
+    "solution/solve.sh",
+    "solution/wrong.sh",
+)
 ROOTS = ("environment", "tests", "solution")
 MAX_FILES = 64
 MAX_BYTES = 256 * 1024

@@ -35,12 +35,19 @@ def touch_mentioned_paths(task: Task) -> Hack:
     for path in mentioned_paths(task.instruction):
         quoted = shlex.quote(path)
         lines.append(f'[ -e {quoted} ] || {{ mkdir -p "$(dirname {quoted})" && touch {quoted}; }} 2>/dev/null')
-    return Hack("touch-mentioned-paths", "create, empty, every file the instruction names",
-                "\n".join([*lines, "true"]))
+    return Hack("touch-mentioned-paths", "create, empty, every file the instruction names", "\n".join([*lines, "true"]))
 
 
-async def run_hack_suite(task: Task, provider: SandboxProvider, image_map: ImageMap | None,
-                         run: str) -> list[HackOutcome]:
+async def run_hack_suite(
+    task: Task, provider: SandboxProvider, image_map: ImageMap | None, run: str
+) -> list[HackOutcome]:
     """Every hack in a fresh sandbox of the task, graded as an episode is (`openforge.rollout.validate`)."""
-    return await run_hacks(task, provider, image_map, [*HACKS, touch_mentioned_paths(task)], run=run,
-                           spec_overrides=None, concurrency=HACK_CONCURRENCY)
+    return await run_hacks(
+        task,
+        provider,
+        image_map,
+        [*HACKS, touch_mentioned_paths(task)],
+        run=run,
+        spec_overrides=None,
+        concurrency=HACK_CONCURRENCY,
+    )

@@ -65,14 +65,18 @@ def proposal_prompt(request: ProposalRequest) -> str:
     for seed in request.seeds[:2]:
         parts.append(f"An example task ({seed.id}):\n{render_files(seed.files)}")
     if request.seeds:
-        parts.append("Other tasks that exist already (do not repeat them):\n"
-                     + "\n".join(f"- {s.instruction.splitlines()[0][:160]}" for s in request.seeds if s.instruction))
+        parts.append(
+            "Other tasks that exist already (do not repeat them):\n"
+            + "\n".join(f"- {s.instruction.splitlines()[0][:160]}" for s in request.seeds if s.instruction)
+        )
     return "\n\n".join(parts)
 
 
 def refine_prompt(files: dict[str, str], evidence: Evidence) -> str:
-    return (f"This task failed the {evidence.stage} stage ({evidence.reason}). What was seen:\n{evidence.detail[-3000:]}"
-            f"\n\nThe task:\n{render_files(files)}\nAnswer with all six files, corrected.")
+    return (
+        f"This task failed the {evidence.stage} stage ({evidence.reason}). What was seen:\n{evidence.detail[-3000:]}"
+        f"\n\nThe task:\n{render_files(files)}\nAnswer with all six files, corrected."
+    )
 
 
 class ModelGenerator:
@@ -82,8 +86,9 @@ class ModelGenerator:
         if not isinstance(backend, MessageBackend):
             raise GeneratorError(f"generator {spec!r} is not a model behind an API")
         self.backend = backend
-        self.sampling = SamplingParams(temperature=float(options.get("temperature", 1.0)),
-                                       max_tokens=int(options.get("max_tokens", 8192)))
+        self.sampling = SamplingParams(
+            temperature=float(options.get("temperature", 1.0)), max_tokens=int(options.get("max_tokens", 8192))
+        )
 
     async def _ask(self, prompt: str) -> Proposal | None:
         conversation = Conversation(system=SYSTEM, messages=[Message(role="user", content=prompt)])

@@ -21,8 +21,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from openforge.core.errors import ConfigurationError, Interrupted
-from openforge.core.similarity import ShingleIndex
 from openforge.core.runlock import RunDirBusy, locked_run_dir
+from openforge.core.similarity import ShingleIndex
 from openforge.curate.build import build_environment
 from openforge.curate.checks import check_grading
 from openforge.curate.config import CurateConfig
@@ -30,7 +30,7 @@ from openforge.curate.difficulty import SolverInterrupted, solver_attempts
 from openforge.curate.files import problems, read_task_files, write_task_dir
 from openforge.curate.generators import Evidence, Generator, GeneratorError, ProposalRequest, SeedTask, make_generator
 from openforge.curate.ledger import Candidate, Ledger
-from openforge.curate.prune import duplicate_of, schema_problems, task_text, leaked_tests
+from openforge.curate.prune import duplicate_of, leaked_tests, schema_problems, task_text
 from openforge.curate.report import CurateReport, build_report, write_report
 from openforge.curate.select import out_of_band, split
 from openforge.rollout.orchestrator import run_label
@@ -38,8 +38,20 @@ from openforge.sandbox import SandboxProvider, get_provider
 from openforge.tasks import ImageMap, TaskLoadError, load_task, load_tasks
 
 # Failures a generator can fix with the evidence; duplicates, a failed generator or solver, and the band are not.
-REFINABLE = frozenset({"schema", "leaks_tests", "build_failed", "build_timeout", "integrity", "verifier_error",
-                       "solved_by_doing_nothing", "oracle_failed", "wrong_passes", "hackable"})
+REFINABLE = frozenset(
+    {
+        "schema",
+        "leaks_tests",
+        "build_failed",
+        "build_timeout",
+        "integrity",
+        "verifier_error",
+        "solved_by_doing_nothing",
+        "oracle_failed",
+        "wrong_passes",
+        "hackable",
+    }
+)
 
 
 class CurateError(ConfigurationError, RuntimeError):
@@ -89,8 +101,10 @@ def run_curation(config: CurateConfig, console: Console | None = None) -> Curate
 async def _curate(config: CurateConfig, out: Path, console: Console) -> CurateReport:
     ledger = Ledger.load(out)
     if ledger.generator and ledger.generator != config.generator:
-        raise CurateError(f"{out} was curated with the generator {ledger.generator!r}, not {config.generator!r}: "
-                          "choose a new output directory")
+        raise CurateError(
+            f"{out} was curated with the generator {ledger.generator!r}, not {config.generator!r}: "
+            "choose a new output directory"
+        )
     ledger.generator = config.generator
     seeds, existing = _grounding(config)
     try:
@@ -100,13 +114,29 @@ async def _curate(config: CurateConfig, out: Path, console: Console) -> CurateRe
     provider = get_provider(config.sandbox)
     label = run_label(out)
     started = time.monotonic()
-    columns = (TextColumn("[bold]{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[info]}"))
+    columns = (
+        TextColumn("[bold]{task.description:<10}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[info]}"),
+    )
     try:
         await provider.cleanup(label)
         with Progress(*columns, console=console) as progress:
-            s = Session(config, out, ledger, generator, provider, ImageMap.from_config(config.image_map), label, seeds,
-                        existing, console, progress)
+            s = Session(
+                config,
+                out,
+                ledger,
+                generator,
+                provider,
+                ImageMap.from_config(config.image_map),
+                label,
+                seeds,
+                existing,
+                console,
+                progress,
+            )
             await propose(s)
             for round_ in range(config.refine_rounds + 1):
                 await prune(s)
@@ -223,11 +253,12 @@ async def build(s: Session, candidate: Candidate) -> tuple[str, str] | None:
 
 
 async def test(s: Session, candidate: Candidate) -> tuple[str, str] | None:
-    return await check_grading(load_task(s.task_dir(candidate)), s.provider, s.image_map, s.label,
-                               s.config.hack_suite)
+    return await check_grading(load_task(s.task_dir(candidate)), s.provider, s.image_map, s.label, s.config.hack_suite)
 
 
-async def _each(s: Session, stage: str, check: Callable[[Session, Candidate], Awaitable[tuple[str, str] | None]]) -> None:
+async def _each(
+    s: Session, stage: str, check: Callable[[Session, Candidate], Awaitable[tuple[str, str] | None]]
+) -> None:
     """Run a sandboxed check on every candidate waiting for `stage`, `concurrency` at once."""
     waiting = s.ledger.waiting_for(stage)
     bar = s.progress.add_task(stage, total=len(waiting), info="")
@@ -260,8 +291,15 @@ async def difficulty(s: Session, round_: int) -> None:
     s.console.print(f"difficulty: {solver.backend} through {solver.harness}, {solver.attempts} attempt(s) per task")
     t0 = time.monotonic()
     dirs = {c.id: s.task_dir(c) for c in waiting}
-    results = await solver_attempts(dirs, solver, _solver_model(s), s.out / "difficulty" / f"round-{round_}",
-                                    s.config.sandbox, s.config.image_map, s.console)
+    results = await solver_attempts(
+        dirs,
+        solver,
+        _solver_model(s),
+        s.out / "difficulty" / f"round-{round_}",
+        s.config.sandbox,
+        s.config.image_map,
+        s.console,
+    )
     share = (time.monotonic() - t0) / len(waiting)
     for candidate in waiting:
         attempts = results[candidate.id]
@@ -277,8 +315,11 @@ async def difficulty(s: Session, round_: int) -> None:
 
 async def refine(s: Session, round_: int) -> bool:
     """Send this round's fixable failures back to the generator with their evidence; True if any came back."""
-    failed = [c for c in s.ledger.candidates.values() if c.round == round_ and c.status == "rejected"
-              and c.reason in REFINABLE and not c.refine_declined]
+    failed = [
+        c
+        for c in s.ledger.candidates.values()
+        if c.round == round_ and c.status == "rejected" and c.reason in REFINABLE and not c.refine_declined
+    ]
     bar = s.progress.add_task("refine", total=len(failed), info=f"round {round_ + 1}")
     limit = asyncio.Semaphore(s.config.concurrency)
     made = 0
@@ -295,8 +336,13 @@ async def refine(s: Session, round_: int) -> bool:
                 s.progress.advance(bar)
                 return
         if proposal is not None:
-            child = Candidate(id=f"{candidate.lineage}-r{round_ + 1}", lineage=candidate.lineage, round=round_ + 1,
-                              topic=candidate.topic, generator_tokens=proposal.tokens)
+            child = Candidate(
+                id=f"{candidate.lineage}-r{round_ + 1}",
+                lineage=candidate.lineage,
+                round=round_ + 1,
+                topic=candidate.topic,
+                generator_tokens=proposal.tokens,
+            )
             _store_proposal(s, child, proposal.files)
             child.passes("propose", time.monotonic() - t0)
             s.ledger.candidates[child.id] = child

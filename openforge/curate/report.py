@@ -20,8 +20,14 @@ from rich.table import Table
 from openforge.curate.config import CurateConfig
 from openforge.curate.ledger import STAGES, Candidate, Ledger, Tokens
 
-FUNNEL = {"propose": "proposed", "prune": "passed prune", "build": "built", "test": "grade soundly",
-          "difficulty": "difficulty estimated", "select": "accepted"}
+FUNNEL = {
+    "propose": "proposed",
+    "prune": "passed prune",
+    "build": "built",
+    "test": "grade soundly",
+    "difficulty": "difficulty estimated",
+    "select": "accepted",
+}
 
 
 class Cost(BaseModel):
@@ -68,53 +74,85 @@ def build_report(ledger: Ledger, config: CurateConfig, accepted: list[Candidate]
     for (stage, reason), n in sorted(Counter((c.stage, c.reason) for c in final if c.status == "rejected").items()):
         rejected.setdefault(stage or "?", {})[reason or "?"] = n
     every = list(ledger.candidates.values())
-    generator = Tokens(input=sum(c.generator_tokens.input for c in every),
-                       output=sum(c.generator_tokens.output for c in every))
+    generator = Tokens(
+        input=sum(c.generator_tokens.input for c in every), output=sum(c.generator_tokens.output for c in every)
+    )
     solver = Tokens(input=sum(c.solver_tokens.input for c in every), output=sum(c.solver_tokens.output for c in every))
-    total = Cost(seconds=ledger.elapsed_s, generator_tokens=generator, solver_tokens=solver,
-                 dollars=_dollars(generator.input + solver.input, generator.output + solver.output, config))
+    total = Cost(
+        seconds=ledger.elapsed_s,
+        generator_tokens=generator,
+        solver_tokens=solver,
+        dollars=_dollars(generator.input + solver.input, generator.output + solver.output, config),
+    )
     per = None
     if accepted:
         n = len(accepted)
-        per = Cost(seconds=round(total.seconds / n, 1),
-                   generator_tokens=Tokens(input=generator.input // n, output=generator.output // n),
-                   solver_tokens=Tokens(input=solver.input // n, output=solver.output // n),
-                   dollars=None if total.dollars is None else round(total.dollars / n, 4))
+        per = Cost(
+            seconds=round(total.seconds / n, 1),
+            generator_tokens=Tokens(input=generator.input // n, output=generator.output // n),
+            solver_tokens=Tokens(input=solver.input // n, output=solver.output // n),
+            dollars=None if total.dollars is None else round(total.dollars / n, 4),
+        )
     notes = []
     if config.generator.startswith("scripted:"):
-        notes.append("scripted generator: it proposes a fixed mix to test the pipeline; it uses no model tokens. "
-                     "What a real run accepts, and at what cost, depends on the generator model.")
+        notes.append(
+            "scripted generator: it proposes a fixed mix to test the pipeline; it uses no model tokens. "
+            "What a real run accepts, and at what cost, depends on the generator model."
+        )
     if config.solver is None:
         notes.append("no solver configured: difficulty was not estimated and the band was not applied")
     versions = ledger.lineages()
     return CurateReport(
-        candidates=len(final), accepted=len(accepted), train=sum(c.split == "train" for c in accepted),
-        heldout=sum(c.split == "heldout" for c in accepted), funnel=funnel, rejected=rejected,
+        candidates=len(final),
+        accepted=len(accepted),
+        train=sum(c.split == "train" for c in accepted),
+        heldout=sum(c.split == "heldout" for c in accepted),
+        funnel=funnel,
+        rejected=rejected,
         sent_back=sum(c.status == "refined" or c.refine_declined for c in every),
         refined=sum(len(v) > 1 for v in versions.values()),
         fixed_by_refine=sum(len(v) > 1 and v[-1].status == "accepted" for v in versions.values()),
-        pass_rates={c.lineage: c.pass_rate for c in accepted}, total=total, per_accepted=per,
-        generator=config.generator, solver=f"{config.solver.backend} via {config.solver.harness}" if config.solver else None,
-        out=str(config.out), tasks_dir=str(Path(config.out) / "tasks"), notes=notes,
+        pass_rates={c.lineage: c.pass_rate for c in accepted},
+        total=total,
+        per_accepted=per,
+        generator=config.generator,
+        solver=f"{config.solver.backend} via {config.solver.harness}" if config.solver else None,
+        out=str(config.out),
+        tasks_dir=str(Path(config.out) / "tasks"),
+        notes=notes,
     )
 
 
 def _cost_line(cost: Cost) -> str:
     g, s = cost.generator_tokens, cost.solver_tokens
     dollars = f"${cost.dollars:.2f}" if cost.dollars is not None else "$ n/a (no prices given)"
-    return (f"{cost.seconds / 60:.1f} min ({cost.seconds:.0f} s), generator {g.input:,} in / {g.output:,} out tokens, "
-            f"solver {s.input:,} in / {s.output:,} out tokens, {dollars}")
+    return (
+        f"{cost.seconds / 60:.1f} min ({cost.seconds:.0f} s), generator {g.input:,} in / {g.output:,} out tokens, "
+        f"solver {s.input:,} in / {s.output:,} out tokens, {dollars}"
+    )
 
 
 def markdown(report: CurateReport, ledger: Ledger) -> str:
-    lines = ["# Task curation", "", f"Generator `{report.generator}`; solver {report.solver or 'none'}.", "",
-             "| stage | candidates |", "|---|---|"]
+    lines = [
+        "# Task curation",
+        "",
+        f"Generator `{report.generator}`; solver {report.solver or 'none'}.",
+        "",
+        "| stage | candidates |",
+        "|---|---|",
+    ]
     lines += [f"| {name} | {n} |" for name, n in report.funnel]
     lines += ["", "| rejected at | reason | candidates |", "|---|---|---|"]
-    lines += [f"| {stage} | {reason} | {n} |" for stage, reasons in report.rejected.items() for reason, n in reasons.items()]
-    lines += ["", f"Refine: {report.sent_back} failure(s) sent back to the generator with their evidence; it rewrote "
-              f"{report.refined}, of which {report.fixed_by_refine} were accepted.", "",
-              f"Accepted {report.accepted} ({report.train} train, {report.heldout} held out) in `{report.tasks_dir}`."]
+    lines += [
+        f"| {stage} | {reason} | {n} |" for stage, reasons in report.rejected.items() for reason, n in reasons.items()
+    ]
+    lines += [
+        "",
+        f"Refine: {report.sent_back} failure(s) sent back to the generator with their evidence; it rewrote "
+        f"{report.refined}, of which {report.fixed_by_refine} were accepted.",
+        "",
+        f"Accepted {report.accepted} ({report.train} train, {report.heldout} held out) in `{report.tasks_dir}`.",
+    ]
     if report.per_accepted is not None:
         lines += ["", f"Per accepted task: {_cost_line(report.per_accepted)}. (The paper: about 16 min and $4.)"]
     lines += ["", f"Total: {_cost_line(report.total)}."]
@@ -130,8 +168,11 @@ def markdown(report: CurateReport, ledger: Ledger) -> str:
 def write_report(out: Path, report: CurateReport, ledger: Ledger, console: Console) -> None:
     (out / "report.json").write_text(report.model_dump_json(indent=2))
     (out / "report.md").write_text(markdown(report, ledger))
-    rejected = [{"id": c.id, "lineage": c.lineage, "round": c.round, "stage": c.stage, "reason": c.reason,
-                 "detail": c.detail} for c in ledger.candidates.values() if c.status in ("rejected", "refined")]
+    rejected = [
+        {"id": c.id, "lineage": c.lineage, "round": c.round, "stage": c.stage, "reason": c.reason, "detail": c.detail}
+        for c in ledger.candidates.values()
+        if c.status in ("rejected", "refined")
+    ]
     (out / "rejected.json").write_text(json.dumps(rejected, indent=1))
     table = Table(title="curation funnel")
     table.add_column("stage")
@@ -146,6 +187,8 @@ def write_report(out: Path, report: CurateReport, ledger: Ledger, console: Conso
         console.print(f"per accepted task: {_cost_line(report.per_accepted)}")
     for note in report.notes:
         console.print(f"[dim]{note}[/]")
-    console.print(f"accepted tasks: {report.tasks_dir} ({report.train} train, {report.heldout} held out); "
-                  f"report: {out / 'report.md'}")
+    console.print(
+        f"accepted tasks: {report.tasks_dir} ({report.train} train, {report.heldout} held out); "
+        f"report: {out / 'report.md'}"
+    )
     console.print(report.last_line)

@@ -24,8 +24,17 @@ from typing import Any
 from openforge.core import Conversation, ToolCall, ToolSpec
 from openforge.dialects import wire
 from openforge.dialects.anthropic_output import MessageStream, message_body, request_body
-from openforge.dialects.base import BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER
-from openforge.dialects.base import DecodedReply, DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
+from openforge.dialects.base import (
+    BLOCK_SEPARATOR,
+    FILE_PLACEHOLDER,
+    IMAGE_PLACEHOLDER,
+    DecodedReply,
+    DecodedRequest,
+    Dialect,
+    Reply,
+    ReplyStart,
+    StreamEncoder,
+)
 from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder, ToolSet
 
@@ -57,6 +66,7 @@ _ERROR_TYPES = {
     "api_error": (500, "api_error"),
     "overloaded": (529, "overloaded_error"),
 }
+
 
 class AnthropicMessages(Dialect):
     name = "anthropic"
@@ -101,12 +111,22 @@ class AnthropicMessages(Dialect):
         self._effort(data)
         disable_parallel = (wire.opt_object(data, "tool_choice", "") or {}).get("disable_parallel_tool_use") is True
         conversation = Conversation(
-            system=self._system(data.get("system")), messages=builder.messages, tools=tools, sampling=sampling,
-            response_format=self._response_format(data), model=model,
+            system=self._system(data.get("system")),
+            messages=builder.messages,
+            tools=tools,
+            sampling=sampling,
+            response_format=self._response_format(data),
+            model=model,
         )
         return self._decoded(
-            data, conversation, model=model, max_tokens_requested=max_tokens, tool_choice=tool_choice,
-            forced_tool=forced, parallel_tool_calls=not disable_parallel, reasoning_requested=thinking,
+            data,
+            conversation,
+            model=model,
+            max_tokens_requested=max_tokens,
+            tool_choice=tool_choice,
+            forced_tool=forced,
+            parallel_tool_calls=not disable_parallel,
+            reasoning_requested=thinking,
             dropped_tools=dropped,
         )
 
@@ -135,15 +155,22 @@ class AnthropicMessages(Dialect):
             raise wire.bad(wire.at(path, "content"), "is required")
         content = message["content"]
         if not isinstance(content, (str, list)):
-            raise wire.bad(wire.at(path, "content"), f"expected a string or an array of content blocks, got {wire.type_name(content)}")
+            raise wire.bad(
+                wire.at(path, "content"),
+                f"expected a string or an array of content blocks, got {wire.type_name(content)}",
+            )
         if role == "user":
             self._user(builder, content, wire.at(path, "content"))
         elif role == "assistant":
             self._assistant(builder, content, wire.at(path, "content"))
         elif role == "system":
             # Claude Code puts system reminders inside `messages`; they stay where they are.
-            text = content if isinstance(content, str) else BLOCK_SEPARATOR.join(
-                self._text_block(block, wire.at(wire.at(path, "content"), i)) for i, block in enumerate(content)
+            text = (
+                content
+                if isinstance(content, str)
+                else BLOCK_SEPARATOR.join(
+                    self._text_block(block, wire.at(wire.at(path, "content"), i)) for i, block in enumerate(content)
+                )
             )
             builder.system(text)
         else:
@@ -169,7 +196,10 @@ class AnthropicMessages(Dialect):
                 call_id = wire.req_str(block, "tool_use_id", bpath, nonempty=True)
                 result = self._result_content(block.get("content"), wire.at(bpath, "content"))
                 builder.tool_result(
-                    call_id, result, is_error=wire.opt_bool(block, "is_error", bpath), param=wire.at(bpath, "tool_use_id")
+                    call_id,
+                    result,
+                    is_error=wire.opt_bool(block, "is_error", bpath),
+                    param=wire.at(bpath, "tool_use_id"),
                 )
             else:
                 texts.append(self._user_block_text(block, kind, bpath))
@@ -189,7 +219,9 @@ class AnthropicMessages(Dialect):
             return FILE_PLACEHOLDER
         if kind == "search_result":
             inner = wire.opt_list(block, "content", path)
-            return BLOCK_SEPARATOR.join(self._text_block(b, wire.at(wire.at(path, "content"), i)) for i, b in enumerate(inner))
+            return BLOCK_SEPARATOR.join(
+                self._text_block(b, wire.at(wire.at(path, "content"), i)) for i, b in enumerate(inner)
+            )
         raise wire.bad(wire.at(path, "type"), f"unsupported content block type {kind!r} in a user message")
 
     def _result_content(self, value: Any, path: str) -> str:
@@ -241,7 +273,9 @@ class AnthropicMessages(Dialect):
             elif kind == "redacted_thinking" or kind in _SERVER_BLOCKS:
                 continue  # opaque or server-side: nothing the policy wrote
             else:
-                raise wire.bad(wire.at(bpath, "type"), f"unsupported content block type {kind!r} in an assistant message")
+                raise wire.bad(
+                    wire.at(bpath, "type"), f"unsupported content block type {kind!r} in an assistant message"
+                )
         message = builder.assistant(
             content=BLOCK_SEPARATOR.join(texts),
             reasoning=BLOCK_SEPARATOR.join(thoughts) if thoughts else None,
@@ -370,9 +404,13 @@ class AnthropicMessages(Dialect):
         content = wire.req_list(data, "content", "")
         builder = ConversationBuilder()  # the reply, read as the assistant turn of a history
         self._assistant(builder, content, "content")
-        return self._decoded_reply(builder.messages[-1], cut=data.get("stop_reason") == "max_tokens",
-                                   usage=wire.opt_object(data, "usage", "") or {},
-                                   counts=("input_tokens", "output_tokens"), model=wire.opt_str(data, "model", ""))
+        return self._decoded_reply(
+            builder.messages[-1],
+            cut=data.get("stop_reason") == "max_tokens",
+            usage=wire.opt_object(data, "usage", "") or {},
+            counts=("input_tokens", "output_tokens"),
+            model=wire.opt_str(data, "model", ""),
+        )
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:

@@ -88,7 +88,10 @@ def usage_fields(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 def stop_fields(reply: Reply) -> dict[str, Any]:
     kind = stop_kind(reply)
-    return {"stop_reason": STOP_REASONS[kind], "stop_sequence": reply.stop_sequence if kind == "stop_sequence" else None}
+    return {
+        "stop_reason": STOP_REASONS[kind],
+        "stop_sequence": reply.stop_sequence if kind == "stop_sequence" else None,
+    }
 
 
 class MessageStream(StreamEncoder):
@@ -174,7 +177,11 @@ def wire_messages(conversation: Conversation) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for message in conversation.messages:
         if message.role == "tool":
-            block: dict[str, object] = {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
+            block: dict[str, object] = {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": message.content,
+            }
             if message.is_error:
                 block["is_error"] = True
             previous = out[-1] if out else None

@@ -107,7 +107,7 @@ class Reply:
         return self.finish_reason == FinishReason.length
 
     @property
-    def start(self) -> "ReplyStart":
+    def start(self) -> ReplyStart:
         return ReplyStart(id=self.id, model=self.model, created=self.created, prompt_tokens=self.prompt_tokens)
 
 
@@ -236,8 +236,9 @@ class Dialect(abc.ABC):
         raise NotImplementedError(f"the {self.name} dialect cannot read replies yet")
 
     @staticmethod
-    def _decoded_reply(turn: Message, *, cut: bool, usage: dict[str, Any], counts: tuple[str, str],
-                       model: str | None) -> DecodedReply:
+    def _decoded_reply(
+        turn: Message, *, cut: bool, usage: dict[str, Any], counts: tuple[str, str], model: str | None
+    ) -> DecodedReply:
         """A `DecodedReply` from the assistant turn a reply decoded to; `counts` names the usage fields of the
         prompt and completion token counts."""
         return DecodedReply(
@@ -260,7 +261,11 @@ class Dialect(abc.ABC):
         """A `DecodedRequest` for `conversation`, with the facts every dialect reads the same way filled in."""
         stream = wire.opt_bool(data, "stream", "")
         return DecodedRequest(
-            conversation=conversation, dialect=self.name, stream=stream, side_call=not conversation.tools, raw=data,
+            conversation=conversation,
+            dialect=self.name,
+            stream=stream,
+            side_call=not conversation.tools,
+            raw=data,
             **facts,
         )
 

@@ -21,8 +21,19 @@ from typing import Any
 
 from openforge.core import Conversation, Message, ToolCall, ToolSpec
 from openforge.dialects import openai_common, wire
-from openforge.dialects.base import AUDIO_PLACEHOLDER, BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, stop_kind
-from openforge.dialects.base import DecodedReply, DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
+from openforge.dialects.base import (
+    AUDIO_PLACEHOLDER,
+    BLOCK_SEPARATOR,
+    FILE_PLACEHOLDER,
+    IMAGE_PLACEHOLDER,
+    DecodedReply,
+    DecodedRequest,
+    Dialect,
+    Reply,
+    ReplyStart,
+    StreamEncoder,
+    stop_kind,
+)
 from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder, ToolSet
 
@@ -82,14 +93,24 @@ class ChatCompletions(Dialect):
         effort = wire.opt_choice(data, "reasoning_effort", "", openai_common.REASONING_EFFORTS)
         openai_common.check_ranges(data, penalties=True)
         conversation = Conversation(
-            system=system, messages=canonical, tools=tools, sampling=sampling,
-            response_format=self._response_format(data), model=model,
+            system=system,
+            messages=canonical,
+            tools=tools,
+            sampling=sampling,
+            response_format=self._response_format(data),
+            model=model,
         )
         return self._decoded(
-            data, conversation, model=model, max_tokens_requested=max_tokens, tool_choice=tool_choice,
-            forced_tool=forced, include_usage=stream and wire.opt_bool(stream_options, "include_usage", "stream_options"),
+            data,
+            conversation,
+            model=model,
+            max_tokens_requested=max_tokens,
+            tool_choice=tool_choice,
+            forced_tool=forced,
+            include_usage=stream and wire.opt_bool(stream_options, "include_usage", "stream_options"),
             parallel_tool_calls=wire.opt_bool(data, "parallel_tool_calls", "", default=True),
-            reasoning_requested=None if effort is None else effort != "none", dropped_tools=dropped,
+            reasoning_requested=None if effort is None else effort != "none",
+            dropped_tools=dropped,
         )
 
     @staticmethod
@@ -108,7 +129,9 @@ class ChatCompletions(Dialect):
             builder.user(self._text(message.get("content"), cpath, required=True))
         elif role == "assistant":
             if message.get("function_call") is not None:
-                raise wire.bad(wire.at(path, "function_call"), "legacy function calling is not supported; use `tool_calls`")
+                raise wire.bad(
+                    wire.at(path, "function_call"), "legacy function calling is not supported; use `tool_calls`"
+                )
             reasoning = wire.opt_str(message, "reasoning_content", path)
             if reasoning is None:
                 reasoning = wire.opt_str(message, "reasoning", path)
@@ -177,7 +200,9 @@ class ChatCompletions(Dialect):
             parameters = wire.opt_object(function, "parameters", fpath) or {"type": "object", "properties": {}}
             wire.check_depth(parameters, wire.at(fpath, "parameters"))
             offered.specs.append(
-                ToolSpec(name=name, description=wire.opt_str(function, "description", fpath) or "", parameters=parameters)
+                ToolSpec(
+                    name=name, description=wire.opt_str(function, "description", fpath) or "", parameters=parameters
+                )
             )
         return offered.specs, offered.dropped
 
@@ -200,7 +225,9 @@ class ChatCompletions(Dialect):
             wire.check_depth(schema, "response_format.json_schema.schema")
             return schema
 
-        return openai_common.response_format(wire.opt_object(data, "response_format", ""), "response_format", json_schema)
+        return openai_common.response_format(
+            wire.opt_object(data, "response_format", ""), "response_format", json_schema
+        )
 
     # ---- canonical → response -----------------------------------------------------------------------
     def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
@@ -249,9 +276,13 @@ class ChatCompletions(Dialect):
         message = wire.need_object(choice.get("message"), path)
         builder = ConversationBuilder()  # the reply, read as the assistant turn of a history
         self._message(builder, {**message, "role": "assistant"}, path)
-        return self._decoded_reply(builder.messages[-1], cut=choice.get("finish_reason") == "length",
-                                   usage=wire.opt_object(data, "usage", "") or {},
-                                   counts=("prompt_tokens", "completion_tokens"), model=wire.opt_str(data, "model", ""))
+        return self._decoded_reply(
+            builder.messages[-1],
+            cut=choice.get("finish_reason") == "length",
+            usage=wire.opt_object(data, "usage", "") or {},
+            counts=("prompt_tokens", "completion_tokens"),
+            model=wire.opt_str(data, "model", ""),
+        )
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
     def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
@@ -263,7 +294,10 @@ class ChatCompletions(Dialect):
         body: dict[str, Any] = {"model": model, "messages": messages}
         if conversation.tools:
             body["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
                 for t in conversation.tools
             ]
         body["max_completion_tokens"] = s.max_tokens
@@ -285,7 +319,8 @@ def _wire_message(message: Message) -> dict[str, Any]:
     if message.role != "assistant":
         return {"role": message.role, "content": message.content}
     wire_message: dict[str, Any] = {
-        "role": "assistant", "content": message.content if (message.content or not message.tool_calls) else None
+        "role": "assistant",
+        "content": message.content if (message.content or not message.tool_calls) else None,
     }
     if message.reasoning is not None:
         wire_message["reasoning_content"] = message.reasoning

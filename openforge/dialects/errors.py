@@ -36,18 +36,18 @@ class DialectError(RequestError):
         self.param = param
 
     @classmethod
-    def invalid(cls, message: str, param: str | None = None) -> "DialectError":
+    def invalid(cls, message: str, param: str | None = None) -> DialectError:
         return cls(400, "invalid_request", message, param)
 
     @classmethod
-    def for_status(cls, status: int, message: str) -> "DialectError":
+    def for_status(cls, status: int, message: str) -> DialectError:
         """The error an HTTP status stands for (a test double answering a scripted status): the first kind
         with that status; any other 5xx is an `api_error`, any other status an `invalid_request`."""
         kind = next((k for k, s in ERROR_STATUS.items() if s == status), None)
         return cls(status, kind or ("api_error" if status >= 500 else "invalid_request"), message)
 
     @classmethod
-    def prompt_too_long(cls, prompt_tokens: int, max_tokens: int) -> "DialectError":
+    def prompt_too_long(cls, prompt_tokens: int, max_tokens: int) -> DialectError:
         # Claude Code looks for exactly this phrase to decide to compact; OpenAI dialects add their code.
         return cls(400, "prompt_too_long", f"prompt is too long: {prompt_tokens} tokens > {max_tokens} maximum")
 

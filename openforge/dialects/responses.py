@@ -27,12 +27,31 @@ from typing import Any
 
 from openforge.core import Conversation, Message, ToolCall, ToolSpec
 from openforge.dialects import openai_common, wire
-from openforge.dialects.base import AUDIO_PLACEHOLDER, BLOCK_SEPARATOR, FILE_PLACEHOLDER, IMAGE_PLACEHOLDER, ToolRoute
-from openforge.dialects.base import DecodedRequest, Dialect, Reply, ReplyStart, StreamEncoder
+from openforge.dialects.base import (
+    AUDIO_PLACEHOLDER,
+    BLOCK_SEPARATOR,
+    FILE_PLACEHOLDER,
+    IMAGE_PLACEHOLDER,
+    DecodedRequest,
+    Dialect,
+    Reply,
+    ReplyStart,
+    StreamEncoder,
+    ToolRoute,
+)
 from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder, ToolSet
-from openforge.dialects.responses_output import CUSTOM_INPUT, REASONING_PREFIX, REPLY_ID_PREFIX, EventStream, EventWriter
-from openforge.dialects.responses_output import call_item, completed_response, message_item, reasoning_item
+from openforge.dialects.responses_output import (
+    CUSTOM_INPUT,
+    REASONING_PREFIX,
+    REPLY_ID_PREFIX,
+    EventStream,
+    EventWriter,
+    call_item,
+    completed_response,
+    message_item,
+    reasoning_item,
+)
 
 # Items of built-in tools that OpenForge drops: never produced here, so nothing the policy said.
 _BUILTIN_ITEMS = frozenset(
@@ -121,14 +140,24 @@ class OpenAIResponses(Dialect):
             wire.opt_choice(reasoning, "summary", "reasoning", openai_common.REASONING_SUMMARIES)
         openai_common.check_ranges(data, penalties=False)
         conversation = Conversation(
-            system=wire.opt_str(data, "instructions", ""), messages=builder.messages, tools=tools, sampling=sampling,
-            response_format=self._response_format(data), model=model,
+            system=wire.opt_str(data, "instructions", ""),
+            messages=builder.messages,
+            tools=tools,
+            sampling=sampling,
+            response_format=self._response_format(data),
+            model=model,
         )
         return self._decoded(
-            data, conversation, model=model, max_tokens_requested=max_tokens, tool_choice=tool_choice,
-            forced_tool=forced, parallel_tool_calls=wire.opt_bool(data, "parallel_tool_calls", "", default=True),
+            data,
+            conversation,
+            model=model,
+            max_tokens_requested=max_tokens,
+            tool_choice=tool_choice,
+            forced_tool=forced,
+            parallel_tool_calls=wire.opt_bool(data, "parallel_tool_calls", "", default=True),
             reasoning_requested=None if reasoning is None else reasoning.get("effort") != "none",
-            dropped_tools=dropped, tool_routes=routes,
+            dropped_tools=dropped,
+            tool_routes=routes,
         )
 
     def _tools(self, data: dict) -> tuple[list[ToolSpec], dict[str, ToolRoute], list[str]]:
@@ -212,7 +241,9 @@ class OpenAIResponses(Dialect):
                 elif role in ("system", "developer"):
                     builder.system(text)
                 else:
-                    raise wire.bad(wire.at(path, "role"), f"must be 'user', 'assistant', 'system' or 'developer', got {role!r}")
+                    raise wire.bad(
+                        wire.at(path, "role"), f"must be 'user', 'assistant', 'system' or 'developer', got {role!r}"
+                    )
             elif kind == "reasoning":
                 text = self._reasoning_text(item, path)
                 if text is None:
@@ -241,9 +272,7 @@ class OpenAIResponses(Dialect):
                 raise wire.bad(wire.at(path, "type"), f"unsupported input item type {kind!r}")
             turn = None  # anything but an output item closes the assistant turn
 
-    def _call(
-        self, item: dict, kind: str, path: str, routes: dict[str, ToolRoute], top_level: set[str]
-    ) -> ToolCall:
+    def _call(self, item: dict, kind: str, path: str, routes: dict[str, ToolRoute], top_level: set[str]) -> ToolCall:
         call_id = wire.req_str(item, "call_id", path, nonempty=True)
         name = self._call_name(
             wire.req_str(item, "name", path, nonempty=True), wire.opt_str(item, "namespace", path), routes, top_level
@@ -252,7 +281,9 @@ class OpenAIResponses(Dialect):
             arguments = item.get("arguments", "")
             if not isinstance(arguments, str):
                 raise wire.bad(wire.at(path, "arguments"), f"expected a JSON string, got {wire.type_name(arguments)}")
-            return ToolCall(id=call_id, name=name, arguments=wire.parse_arguments(arguments, wire.at(path, "arguments")))
+            return ToolCall(
+                id=call_id, name=name, arguments=wire.parse_arguments(arguments, wire.at(path, "arguments"))
+            )
         return ToolCall(id=call_id, name=name, arguments={CUSTOM_INPUT: wire.req_str(item, "input", path)})
 
     def _parts_text(self, content: Any, path: str) -> str:
@@ -278,7 +309,9 @@ class OpenAIResponses(Dialect):
             try:
                 return base64.b64decode(encrypted[len(REASONING_PREFIX) :], validate=True).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError):
-                raise wire.bad(wire.at(path, "encrypted_content"), "is not reasoning content this proxy wrote") from None
+                raise wire.bad(
+                    wire.at(path, "encrypted_content"), "is not reasoning content this proxy wrote"
+                ) from None
         summary = wire.opt_list(item, "summary", path)
         texts = [self._part_text(part, wire.at(wire.at(path, "summary"), i)) for i, part in enumerate(summary)]
         return BLOCK_SEPARATOR.join(texts) if texts else None
@@ -357,7 +390,9 @@ class OpenAIResponses(Dialect):
         body["max_output_tokens"] = s.max_tokens
         body.update(wire.sampling_fields(s, stop=None, top_k=False))
         if conversation.response_format is not None:
-            body["text"] = {"format": {"type": "json_schema", "name": "response", "schema": conversation.response_format}}
+            body["text"] = {
+                "format": {"type": "json_schema", "name": "response", "schema": conversation.response_format}
+            }
         body["store"] = False
         if stream:
             body["stream"] = True
@@ -379,5 +414,7 @@ def _input_items(conversation: Conversation) -> list[dict[str, Any]]:
             items.append({"type": "function_call_output", "call_id": message.tool_call_id, "output": message.content})
         else:
             role = "developer" if message.role == "system" else "user"
-            items.append({"type": "message", "role": role, "content": [{"type": "input_text", "text": message.content}]})
+            items.append(
+                {"type": "message", "role": role, "content": [{"type": "input_text", "text": message.content}]}
+            )
     return items

@@ -141,7 +141,9 @@ def _response(
         "reasoning": {"effort": None, "summary": None},
         "store": False,
         "temperature": sampling.temperature,
-        "text": text if isinstance(text, dict) and isinstance(text.get("format"), dict) else {"format": {"type": "text"}},
+        "text": text
+        if isinstance(text, dict) and isinstance(text.get("format"), dict)
+        else {"format": {"type": "text"}},
         "tool_choice": _tool_choice_echo(request),
         "tools": [],  # not echoed: Codex sends ~20 KB of schemas, and no client reads them back
         "top_p": sampling.top_p,
@@ -260,7 +262,11 @@ class EventStream(StreamEncoder):
         self.items += 1
         where = {"item_id": item["id"], "output_index": index}
         if item["type"] == "function_call":
-            field, kind, done = "arguments", "function_call_arguments", {"name": item["name"], "arguments": item["arguments"]}
+            field, kind, done = (
+                "arguments",
+                "function_call_arguments",
+                {"name": item["name"], "arguments": item["arguments"]},
+            )
         else:
             field, kind, done = "input", "custom_tool_call_input", {"input": item["input"]}
         opening = {**item, field: "", "status": "in_progress"}

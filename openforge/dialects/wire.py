@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from openforge.core import SamplingParams
 from openforge.dialects.errors import DialectError
@@ -28,7 +29,12 @@ def bad(param: str, problem: str) -> DialectError:
 
 # JSON's names for Python's types; bool before int, since a bool is an int.
 _JSON_TYPES = (
-    (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"), (dict, "object")
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
 )
 
 

@@ -47,7 +47,8 @@ def build_report(store: TrajectoryStore) -> dict[str, Any]:
         "by_task": {},
         "failures": [
             {"task": e.task, "harness": e.harness, "outcome": e.outcome.value, "reason": e.outcome_reason}
-            for e in episodes if e.outcome and e.outcome.is_infrastructure_failure
+            for e in episodes
+            if e.outcome and e.outcome.is_infrastructure_failure
         ],
         **reply_problems(store, episodes),
         **tampering(episodes),
@@ -86,12 +87,21 @@ def reply_problems(store: TrajectoryStore, episodes: list[Episode]) -> dict[str,
         reasons = []
         if cut:
             caps = sorted({c.sampling.max_tokens for c in cut})
-            reasons.append(f"{len(cut)} of {len(calls)} replies cut off by a length cap (finish_reason length; "
-                           f"max_tokens {', '.join(map(str, caps))}, or the context window)")
+            reasons.append(
+                f"{len(cut)} of {len(calls)} replies cut off by a length cap (finish_reason length; "
+                f"max_tokens {', '.join(map(str, caps))}, or the context window)"
+            )
         if bad:
             reasons.append(f"{len(bad)} of {len(calls)} replies not parsed: {bad[0].parse_error}")
-        listed.append({"task": e.task, "harness": e.harness, "sample": e.sample,
-                       "outcome": e.outcome.value if e.outcome else None, "reason": "; ".join(reasons)})
+        listed.append(
+            {
+                "task": e.task,
+                "harness": e.harness,
+                "sample": e.sample,
+                "outcome": e.outcome.value if e.outcome else None,
+                "reason": "; ".join(reasons),
+            }
+        )
     return {"length_capped_calls": capped, "parse_error_calls": unparsed, "reply_problems": listed}
 
 
@@ -103,10 +113,22 @@ def is_tampered(e: Episode) -> bool:
 def tampering(episodes: list[Episode]) -> dict[str, Any]:
     """How many of `episodes` tampered with the verifier, each listed with its reason; and the episodes whose
     grading could not make every check."""
-    listed = [{"task": e.task, "harness": e.harness, "sample": e.sample, "reason": e.outcome_reason,
-               "paths": list(e.metadata.get("tampered") or [])} for e in episodes if is_tampered(e)]
-    notes = [{"task": e.task, "harness": e.harness, "sample": e.sample, "notes": list(e.metadata["grading_notes"])}
-             for e in episodes if e.metadata.get("grading_notes")]
+    listed = [
+        {
+            "task": e.task,
+            "harness": e.harness,
+            "sample": e.sample,
+            "reason": e.outcome_reason,
+            "paths": list(e.metadata.get("tampered") or []),
+        }
+        for e in episodes
+        if is_tampered(e)
+    ]
+    notes = [
+        {"task": e.task, "harness": e.harness, "sample": e.sample, "notes": list(e.metadata["grading_notes"])}
+        for e in episodes
+        if e.metadata.get("grading_notes")
+    ]
     return {"tampered": len(listed), "tampered_episodes": listed, "grading_notes": notes}
 
 
@@ -127,34 +149,55 @@ def _pct(x: float | None) -> str:
 
 
 def report_markdown(report: dict[str, Any], analysis: StoreAnalysis | None = None) -> str:
-    lines = ["# Evaluation report", "",
-             f"{report['episodes']} episodes, {report['graded']} graded.", "",
-             "| k | pass@k | pass^k |", "|---|---|---|"]
+    lines = [
+        "# Evaluation report",
+        "",
+        f"{report['episodes']} episodes, {report['graded']} graded.",
+        "",
+        "| k | pass@k | pass^k |",
+        "|---|---|---|",
+    ]
     for k in report["pass_at_k"]:
         lines.append(f"| {k} | {_pct(report['pass_at_k'][k])} | {_pct(report['pass_hat_k'][k])} |")
     lines += ["", "## Outcomes", "", "| outcome | episodes |", "|---|---|"]
     lines += [f"| {o} | {n} |" for o, n in report["outcomes"].items()]
-    lines += ["", "## By harness", "", "| harness | episodes | pass@1 | mean calls | mean sampled tokens |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## By harness",
+        "",
+        "| harness | episodes | pass@1 | mean calls | mean sampled tokens |",
+        "|---|---|---|---|---|",
+    ]
     for h, r in report["by_harness"].items():
-        lines.append(f"| {h} | {r['episodes']} | {_pct(r['pass_at_k'].get('1'))} | {r['mean_calls']:.1f} | "
-                     f"{r['mean_output_tokens']:.0f} |")
+        lines.append(
+            f"| {h} | {r['episodes']} | {_pct(r['pass_at_k'].get('1'))} | {r['mean_calls']:.1f} | "
+            f"{r['mean_output_tokens']:.0f} |"
+        )
     lines += ["", "## By task", "", "| task | samples | passed | pass@1 |", "|---|---|---|---|"]
     for t, r in report["by_task"].items():
         lines.append(f"| {t} | {r['samples']} | {r['passed']} | {_pct(r['pass_at_k'].get('1'))} |")
     if report["reply_problems"]:
-        lines += ["", f"## Replies cut off or not parsed ({report['length_capped_calls']} cut off by a length cap, "
-                      f"{report['parse_error_calls']} not parsed)", ""]
-        lines += [f"- {p['task']} / {p['harness']} (sample {p['sample']}): **{p['outcome']}** — {p['reason']}"
-                  for p in report["reply_problems"]]
+        lines += [
+            "",
+            f"## Replies cut off or not parsed ({report['length_capped_calls']} cut off by a length cap, "
+            f"{report['parse_error_calls']} not parsed)",
+            "",
+        ]
+        lines += [
+            f"- {p['task']} / {p['harness']} (sample {p['sample']}): **{p['outcome']}** — {p['reason']}"
+            for p in report["reply_problems"]
+        ]
     if report.get("tampered_episodes"):
         lines += ["", f"## Tampering with the verifier ({report['tampered']} episodes, graded failed)", ""]
-        lines += [f"- {t['task']} / {t['harness']} (sample {t['sample']}): {t['reason']}"
-                  for t in report["tampered_episodes"]]
+        lines += [
+            f"- {t['task']} / {t['harness']} (sample {t['sample']}): {t['reason']}" for t in report["tampered_episodes"]
+        ]
     if report.get("grading_notes"):
         lines += ["", "## Checks grading could not make", ""]
-        lines += [f"- {n['task']} / {n['harness']} (sample {n['sample']}): {'; '.join(n['notes'])}"
-                  for n in report["grading_notes"]]
+        lines += [
+            f"- {n['task']} / {n['harness']} (sample {n['sample']}): {'; '.join(n['notes'])}"
+            for n in report["grading_notes"]
+        ]
     if report["failures"]:
         lines += ["", "## Infrastructure failures (not counted as samples)", ""]
         lines += [f"- {f['task']} / {f['harness']}: **{f['outcome']}** — {f['reason']}" for f in report["failures"]]
@@ -165,8 +208,13 @@ def report_markdown(report: dict[str, Any], analysis: StoreAnalysis | None = Non
     return "\n".join(lines) + "\n"
 
 
-def write_report(store: TrajectoryStore, run_dir: Path, console: Console | None = None,
-                 analysis: RunAnalysis | None = None, faults: str | None = None) -> dict[str, Any]:
+def write_report(
+    store: TrajectoryStore,
+    run_dir: Path,
+    console: Console | None = None,
+    analysis: RunAnalysis | None = None,
+    faults: str | None = None,
+) -> dict[str, Any]:
     """report.json and report.md of the run in `run_dir`; with `analysis` (of the run directory) the behaviour
     sections; with `faults` (the spec) the evaluation with faults in RUN/faults beside it."""
     report = build_report(store)
@@ -190,8 +238,15 @@ def write_report(store: TrajectoryStore, run_dir: Path, console: Console | None 
 
 def behaviour_markdown(analysis: StoreAnalysis) -> list[str]:
     """The behaviour table (overall and per harness) of one store."""
-    lines = ["", "## Behaviour", "", "From the recorded calls (`openforge analyze`; definitions in the README).", "",
-             "| | " + " | ".join(c for c, _, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    lines = [
+        "",
+        "## Behaviour",
+        "",
+        "From the recorded calls (`openforge analyze`; definitions in the README).",
+        "",
+        "| | " + " | ".join(c for c, _, _ in COLUMNS) + " |",
+        "|---" * (len(COLUMNS) + 1) + "|",
+    ]
     groups = [("all", analysis.overall)] + list(analysis.per_harness.items())
     lines += [f"| {name} | " + " | ".join(cell(s, f, k) for _, f, k in COLUMNS) + " |" for name, s in groups]
     return lines + ["", "![behaviour](analysis.png)"]
@@ -208,17 +263,25 @@ def report_table(report: dict[str, Any]) -> Table:
     table.add_column("mean calls", justify="right")
     rows = [("all", report)] + list(report["by_harness"].items())
     for name, r in rows:
-        table.add_row(name, *[_pct(r["pass_at_k"].get(k)) for k in ks], *[_pct(r["pass_hat_k"].get(k)) for k in ks],
-                      "-" if r.get("mean_calls") is None else f"{r['mean_calls']:.1f}")
+        table.add_row(
+            name,
+            *[_pct(r["pass_at_k"].get(k)) for k in ks],
+            *[_pct(r["pass_hat_k"].get(k)) for k in ks],
+            "-" if r.get("mean_calls") is None else f"{r['mean_calls']:.1f}",
+        )
     outcomes = ", ".join(f"{o}={n}" for o, n in report["outcomes"].items() if n)
     table.caption = f"outcomes: {outcomes}"
     if report.get("tampered"):
         table.caption += f"; tampered with the verifier: {report['tampered']} (report.md lists them)"
     if "robustness" in report:
         r = report["robustness"]
-        table.caption += (f"; with faults ({r['faults']}): pass@1 {_pct(r['pass_at_k']['with_faults'].get('1'))}, "
-                          f"recovery {_pct(r['recovery_rate'])}")
+        table.caption += (
+            f"; with faults ({r['faults']}): pass@1 {_pct(r['pass_at_k']['with_faults'].get('1'))}, "
+            f"recovery {_pct(r['recovery_rate'])}"
+        )
     if report["length_capped_calls"] or report["parse_error_calls"]:
-        table.caption += (f"; replies cut off by a length cap: {report['length_capped_calls']}, not parsed: "
-                          f"{report['parse_error_calls']} (report.md lists the episodes)")
+        table.caption += (
+            f"; replies cut off by a length cap: {report['length_capped_calls']}, not parsed: "
+            f"{report['parse_error_calls']} (report.md lists the episodes)"
+        )
     return table

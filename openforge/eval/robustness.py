@@ -20,8 +20,9 @@ def injected(episode: Episode) -> bool:
     return any(f.get("applicable") for f in episode.metadata.get("faults") or [])
 
 
-def robustness(spec: str, clean: dict[str, Any], faulted: dict[str, Any], episodes: list[Episode],
-               analysis: StoreAnalysis) -> dict[str, Any]:
+def robustness(
+    spec: str, clean: dict[str, Any], faulted: dict[str, Any], episodes: list[Episode], analysis: StoreAnalysis
+) -> dict[str, Any]:
     """The comparison: `clean` / `faulted` are the two runs' reports, `episodes` the faulted run's final
     episodes, `analysis` its behaviour."""
     graded = [e for e in episodes if e.outcome in (Outcome.passed, Outcome.failed)]
@@ -39,8 +40,12 @@ def robustness(spec: str, clean: dict[str, Any], faulted: dict[str, Any], episod
         "pass_hat_k": {"without_faults": clean["pass_hat_k"], "with_faults": faulted["pass_hat_k"]},
         # only the episodes that had a fault put in
         "injected_episodes": len(hit),
-        **{f"{k}_injected": v for k, v in pass_table(task_counts(
-            (f"{e.task}|{e.harness}", e.outcome == Outcome.passed) for e in hit)).items()},
+        **{
+            f"{k}_injected": v
+            for k, v in pass_table(
+                task_counts((f"{e.task}|{e.harness}", e.outcome == Outcome.passed) for e in hit)
+            ).items()
+        },
         "recovery_rate": analysis.overall.recovery_rate,
         "met_error": analysis.overall.met_error,
         "by_fault": analysis.overall.recovery_by_fault,
@@ -53,24 +58,41 @@ def robustness_markdown(r: dict[str, Any]) -> list[str]:
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.1f}%"
 
-    lines = ["", f"## With faults (`{r['faults']}`)", "",
-             f"The same evaluation with faults injected into the environment (RUN/{FAULTS_DIR}); "
-             f"{r['injected_episodes']} graded episodes had a fault put in.", "",
-             "| k | pass@k without faults | pass@k with faults | pass@k, episodes with a fault |", "|---|---|---|---|"]
+    lines = [
+        "",
+        f"## With faults (`{r['faults']}`)",
+        "",
+        f"The same evaluation with faults injected into the environment (RUN/{FAULTS_DIR}); "
+        f"{r['injected_episodes']} graded episodes had a fault put in.",
+        "",
+        "| k | pass@k without faults | pass@k with faults | pass@k, episodes with a fault |",
+        "|---|---|---|---|",
+    ]
     for k in r["pass_at_k"]["with_faults"]:
-        lines.append(f"| {k} | {pct(r['pass_at_k']['without_faults'].get(k))} | "
-                     f"{pct(r['pass_at_k']['with_faults'].get(k))} | {pct(r['pass_at_k_injected'].get(k))} |")
-    lines += ["", f"Recovery (passed among graded episodes that met a failed tool result): "
-                  f"{pct(r['recovery_rate'])} of {r['met_error']}.", "",
-              "| fault | episodes where it fired | passed | met an error | recovered | recovery rate |",
-              "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {k} | {pct(r['pass_at_k']['without_faults'].get(k))} | "
+            f"{pct(r['pass_at_k']['with_faults'].get(k))} | {pct(r['pass_at_k_injected'].get(k))} |"
+        )
+    lines += [
+        "",
+        f"Recovery (passed among graded episodes that met a failed tool result): "
+        f"{pct(r['recovery_rate'])} of {r['met_error']}.",
+        "",
+        "| fault | episodes where it fired | passed | met an error | recovered | recovery rate |",
+        "|---|---|---|---|---|---|",
+    ]
     for kind, v in r["by_fault"].items():
-        lines.append(f"| {kind} | {v['episodes']} | {v['passed']} | {v['met_error']} | {v.get('recovered', '-')} | "
-                     f"{pct(v.get('recovery_rate'))} |")
+        lines.append(
+            f"| {kind} | {v['episodes']} | {v['passed']} | {v['met_error']} | {v.get('recovered', '-')} | "
+            f"{pct(v.get('recovery_rate'))} |"
+        )
     if r["not_applicable"]:
         lines += ["", "Faults drawn but not applicable (not injected):", ""]
-        lines += [f"- {kind}: {n} × {reason}" for kind, reasons in r["not_applicable"].items()
-                  for reason, n in reasons.items()]
+        lines += [
+            f"- {kind}: {n} × {reason}"
+            for kind, reasons in r["not_applicable"].items()
+            for reason, n in reasons.items()
+        ]
     return lines
 
 

@@ -19,16 +19,19 @@ def run_eval(config: RolloutConfig, console: Console) -> list[RolloutSummary]:
     runs' summaries. RolloutInterrupted if Ctrl-C stopped a run (no report then); NothingGradedError, after
     the report, when no episode of the last run could be graded."""
     faults = config.faults
-    runs = {"": config} if faults is None else {
-        " (without faults)": config.model_copy(update={"faults": None}),
-        " (with faults)": config.model_copy(update={"run": config.run / FAULTS_DIR}),
-    }
+    runs = (
+        {"": config}
+        if faults is None
+        else {
+            " (without faults)": config.model_copy(update={"faults": None}),
+            " (with faults)": config.model_copy(update={"run": config.run / FAULTS_DIR}),
+        }
+    )
     summaries = [run_episodes(run, console, label) for label, run in runs.items()]
     analysis = analyze_run(config.run)
     write_analysis(analysis, config.run)
     with TrajectoryStore.open(config.run) as store:
         write_report(store, config.run, console, analysis=analysis, faults=faults.text() if faults else None)
-    console.print(f"report: {config.run / 'report.md'}, {config.run / 'report.json'}, "
-                  f"{config.run / 'analysis.png'}")
+    console.print(f"report: {config.run / 'report.md'}, {config.run / 'report.json'}, {config.run / 'analysis.png'}")
     check_graded(summaries[-1])
     return summaries

@@ -70,8 +70,10 @@ def hook_files(directory: str = FAULTS_DIR) -> dict[str, str]:
 def hook_env(template: dict[str, str], directory: str = FAULTS_DIR) -> dict[str, str]:
     """A harness's hook variables (`{hook}`: the hook script, `{source}`: the file that sources it, `{shell}`:
     the wrapped bash)."""
-    return {k: v.format(hook=f"{directory}/{HOOK}", source=f"{directory}/{SOURCE}", shell=f"{directory}/{SHELL}")
-            for k, v in template.items()}
+    return {
+        k: v.format(hook=f"{directory}/{HOOK}", source=f"{directory}/{SOURCE}", shell=f"{directory}/{SHELL}")
+        for k, v in template.items()
+    }
 
 
 __all__ = ["DECIDE", "FAULTS_DIR", "HOOK", "HOOK_SCRIPT", "SHELL", "SHELL_SCRIPT", "SOURCE", "hook_env", "hook_files"]

@@ -33,8 +33,7 @@ def apply_setup(plan: FaultPlan, workdir: Path) -> None:
     script = plan.setup_script()
     if not script:
         return
-    done = subprocess.run(["bash", "-c", "set -e\n" + script], cwd=workdir, capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(["bash", "-c", "set -e\n" + script], cwd=workdir, capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         raise FaultSetupError(f"fault setup failed in {workdir}: {done.stderr.strip()[-500:]}")
 

@@ -109,8 +109,11 @@ class FaultPlan:
             target, reason = _target(kind, targets)
             if shell is not None:
                 reason = shell
-            records.append(FaultRecord(kind.value, reason is None, reason, target,
-                                       seconds=spec.hang_s if kind is FaultKind.hang else None))
+            records.append(
+                FaultRecord(
+                    kind.value, reason is None, reason, target, seconds=spec.hang_s if kind is FaultKind.hang else None
+                )
+            )
         return cls(records, spec)
 
     @property
@@ -138,14 +141,21 @@ class FaultPlan:
                 lines.append(f"mkdir -p {parent} && truncate -s {BALLAST_SIZE} {t} && chown --reference=. {parent} {t}")
         return "\n".join(lines)
 
-    def state(self, root: str, views: tuple[str, ...] = (), internal: tuple[str, ...] = (),
-              command_pattern: str | None = None) -> dict[str, Any]:
+    def state(
+        self, root: str, views: tuple[str, ...] = (), internal: tuple[str, ...] = (), command_pattern: str | None = None
+    ) -> dict[str, Any]:
         """What `rules.decide` reads: the work directory as the deciding process sees it (`root`) and as the
         agent's commands may name it (`views`), the harness's own command lines to leave alone, where the
         agent's command sits in a wrapped line, and the faults."""
-        return {"root": root, "views": list(views), "started": self.started, "commands": self.commands,
-                "internal": list(internal),
-                "command_pattern": command_pattern, "faults": [asdict(r) for r in self.records]}
+        return {
+            "root": root,
+            "views": list(views),
+            "started": self.started,
+            "commands": self.commands,
+            "internal": list(internal),
+            "command_pattern": command_pattern,
+            "faults": [asdict(r) for r in self.records],
+        }
 
     def update(self, state: dict[str, Any]) -> None:
         """Take back what `rules.decide` recorded (fired, command, at_s, times)."""

@@ -81,7 +81,7 @@ def _normal(path, roots):
         inside = [r.rstrip("/") for r in roots if path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/")]
         if not inside:
             return None
-        path = path[len(inside[0]):].lstrip("/")
+        path = path[len(inside[0]) :].lstrip("/")
     while path.startswith("./"):
         path = path[2:]
     return path or "."
@@ -106,8 +106,26 @@ def written_paths(command, roots):
 
 
 # programs that change something whatever their arguments (besides those `written_paths` follows)
-CHANGERS = frozenset({"rm", "rmdir", "chmod", "chown", "tar", "unzip", "git", "pip", "pip3", "apt", "apt-get", "npm",
-                      "make", "patch", "gzip", "gunzip"})
+CHANGERS = frozenset(
+    {
+        "rm",
+        "rmdir",
+        "chmod",
+        "chown",
+        "tar",
+        "unzip",
+        "git",
+        "pip",
+        "pip3",
+        "apt",
+        "apt-get",
+        "npm",
+        "make",
+        "patch",
+        "gzip",
+        "gunzip",
+    }
+)
 
 
 def changes_something(command, roots):
@@ -177,8 +195,10 @@ def decide(state, line, now=None):
     root = state.get("root") or "."
     roots = [root] + list(state.get("views") or [])
     verdict = ("run", "", "")
-    faults = sorted((f for f in state.get("faults", []) if f.get("applicable")),
-                    key=lambda f: ORDER.index(f["kind"]) if f["kind"] in ORDER else len(ORDER))
+    faults = sorted(
+        (f for f in state.get("faults", []) if f.get("applicable")),
+        key=lambda f: ORDER.index(f["kind"]) if f["kind"] in ORDER else len(ORDER),
+    )
     for fault in faults:
         hit = _strikes(fault, command, root, roots)
         if hit is None:

@@ -62,8 +62,10 @@ class FaultSpec(BaseModel):
     @model_validator(mode="after")
     def _exclusive_sums_to_one(self) -> FaultSpec:
         if self.exclusive and sum(self.rates.values()) > 1.0 + 1e-9:
-            raise ValueError(f"with exclusive the rates are the chances of one kind each and must sum to at most "
-                             f"1, not {sum(self.rates.values()):g}")
+            raise ValueError(
+                f"with exclusive the rates are the chances of one kind each and must sum to at most "
+                f"1, not {sum(self.rates.values()):g}"
+            )
         return self
 
     @property
@@ -102,8 +104,9 @@ def parse_fault_spec(value: str | dict[str, Any] | FaultSpec | None) -> FaultSpe
             except ValueError as e:
                 raise FaultSpecError(f"faults: {e}") from None
         return _from_mapping(value, source="faults")
-    raise FaultSpecError(f"faults: expected a spec like 'transient:0.3,missing_dir:0.2' or a mapping, got "
-                         f"{type(value).__name__}")
+    raise FaultSpecError(
+        f"faults: expected a spec like 'transient:0.3,missing_dir:0.2' or a mapping, got {type(value).__name__}"
+    )
 
 
 def _text_to_mapping(text: str) -> dict[str, Any]:
@@ -120,8 +123,10 @@ def _text_to_mapping(text: str) -> dict[str, Any]:
             key, _, val = part.partition(":")
             out[key.strip()] = val.strip()
         else:
-            raise FaultSpecError(f"fault spec part {part!r}: expected KIND:RATE (kinds: {KIND_NAMES}, or all), "
-                                 f"OPTION=VALUE ({', '.join(OPTIONS[:2])}) or exclusive")
+            raise FaultSpecError(
+                f"fault spec part {part!r}: expected KIND:RATE (kinds: {KIND_NAMES}, or all), "
+                f"OPTION=VALUE ({', '.join(OPTIONS[:2])}) or exclusive"
+            )
     return out
 
 
@@ -149,8 +154,9 @@ def _kind(key: str, source: str) -> FaultKind:
     try:
         return FaultKind(key)
     except ValueError:
-        raise FaultSpecError(f"{source}: unknown fault kind {key!r}; known: {KIND_NAMES} (or all), options: "
-                             f"{', '.join(OPTIONS)}") from None
+        raise FaultSpecError(
+            f"{source}: unknown fault kind {key!r}; known: {KIND_NAMES} (or all), options: {', '.join(OPTIONS)}"
+        ) from None
 
 
 def _rate(key: str, val: Any, source: str) -> float:

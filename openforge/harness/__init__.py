@@ -46,8 +46,9 @@ from openforge.harness.openclaw import OpenClawAdapter
 from openforge.harness.react import ReactAdapter
 
 #: The harness registry: name → adapter class.
-ADAPTERS: dict[str, type[HarnessAdapter]] = adapter_table(ClaudeCodeAdapter, CodexAdapter, OpenClawAdapter,
-                                                          ReactAdapter)
+ADAPTERS: dict[str, type[HarnessAdapter]] = adapter_table(
+    ClaudeCodeAdapter, CodexAdapter, OpenClawAdapter, ReactAdapter
+)
 
 
 def check_harness_names(names: list[str]) -> list[str]:
@@ -78,8 +79,9 @@ def harness_versions(bundle_dir: Path | str | None = None) -> list[tuple[str, st
     rows = []
     for name, adapter in sorted(ADAPTERS.items()):
         if adapter.component:
-            rows.append((name, adapter.dialect, str(pinned.get(adapter.component, "-")),
-                         str(installed.get(name) or "-")))
+            rows.append(
+                (name, adapter.dialect, str(pinned.get(adapter.component, "-")), str(installed.get(name) or "-"))
+            )
         else:
             rows.append((name, adapter.dialect, "built in", "built in"))
     return rows

@@ -110,8 +110,9 @@ class LaunchContext:
         api_root(self.base_url)  # refuses a URL that is not http(s)
         size = len(self.instruction.encode())
         if size > MAX_INSTRUCTION_BYTES:
-            raise HarnessError(f"the instruction is {size} bytes; at most {MAX_INSTRUCTION_BYTES} fit on a "
-                               "command line")
+            raise HarnessError(
+                f"the instruction is {size} bytes; at most {MAX_INSTRUCTION_BYTES} fit on a command line"
+            )
 
 
 @dataclass(frozen=True)
@@ -256,11 +257,14 @@ def adapter_table(*adapters: type[HarnessAdapter]) -> dict[str, type[HarnessAdap
         if not adapter.name:
             raise HarnessError(f"adapter {adapter.__qualname__} has no name")
         if adapter.dialect not in DIALECTS:
-            raise HarnessError(f"adapter {adapter.name!r} speaks unknown dialect {adapter.dialect!r}; "
-                               f"known: {', '.join(DIALECTS)}")
+            raise HarnessError(
+                f"adapter {adapter.name!r} speaks unknown dialect {adapter.dialect!r}; known: {', '.join(DIALECTS)}"
+            )
         if adapter.name in table:
-            raise HarnessError(f"two adapters are named {adapter.name!r}: {table[adapter.name].__qualname__} and "
-                               f"{adapter.__qualname__}")
+            raise HarnessError(
+                f"two adapters are named {adapter.name!r}: {table[adapter.name].__qualname__} and "
+                f"{adapter.__qualname__}"
+            )
         table[adapter.name] = adapter
     return table
 
@@ -339,8 +343,12 @@ class LocalResult:
     transcript: dict[str, Any] = field(default_factory=dict)
 
 
-def run_local(launch: Launch, adapter: HarnessAdapter | None = None, timeout: float = 300.0,
-              extra_env: dict[str, str] | None = None) -> LocalResult:
+def run_local(
+    launch: Launch,
+    adapter: HarnessAdapter | None = None,
+    timeout: float = 300.0,
+    extra_env: dict[str, str] | None = None,
+) -> LocalResult:
     """Run a Launch as a local child process: writes its files, stdin from /dev/null, a minimal base
     environment (PATH, LANG, ... from this process) plus `launch.env`. Kills the process group on timeout."""
     import signal
@@ -353,8 +361,15 @@ def run_local(launch: Launch, adapter: HarnessAdapter | None = None, timeout: fl
     env.update(extra_env or {})
     start = time.monotonic()
     proc = subprocess.Popen(
-        launch.argv, cwd=str(launch.cwd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
+        launch.argv,
+        cwd=str(launch.cwd),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
     )
     timed_out = False
     try:

@@ -39,9 +39,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from openforge.core.errors import ConfigurationError, InfrastructureError
 
@@ -81,6 +82,7 @@ class BundleSetupError(ConfigurationError, BundleError):
 
 
 # -- where things are -------------------------------------------------------------------------------------
+
 
 def openforge_home() -> Path:
     return Path(os.environ.get("OPENFORGE_HOME") or Path.home() / ".cache" / "openforge").expanduser()
@@ -127,22 +129,31 @@ class _Component:
 def _components(plat: _Platform) -> dict[str, _Component]:
     node_pkg = f"node-linux-{plat.arch}"
     return {
-        "node24": _Component(
-            "node24", node_pkg, PINNED["node-linux"],
-            lambda p: [f"node_modules/{node_pkg}/bin/node"]),
+        "node24": _Component("node24", node_pkg, PINNED["node-linux"], lambda p: [f"node_modules/{node_pkg}/bin/node"]),
         "claude-code": _Component(
-            "claude-code", "@anthropic-ai/claude-code", PINNED["@anthropic-ai/claude-code"],
-            lambda p: [f"node_modules/@anthropic-ai/claude-code-{p.key}/claude"]),
+            "claude-code",
+            "@anthropic-ai/claude-code",
+            PINNED["@anthropic-ai/claude-code"],
+            lambda p: [f"node_modules/@anthropic-ai/claude-code-{p.key}/claude"],
+        ),
         "codex": _Component(
-            "codex", "@openai/codex", PINNED["@openai/codex"],
-            lambda p: [f"node_modules/@openai/codex-linux-{p.arch}/vendor/{p.triple}/bin/codex"]),
+            "codex",
+            "@openai/codex",
+            PINNED["@openai/codex"],
+            lambda p: [f"node_modules/@openai/codex-linux-{p.arch}/vendor/{p.triple}/bin/codex"],
+        ),
         "openclaw": _Component(
-            "openclaw", "openclaw", PINNED["openclaw"],
-            lambda p: ["node_modules/openclaw/openclaw.mjs"], needs=("node24",)),
+            "openclaw",
+            "openclaw",
+            PINNED["openclaw"],
+            lambda p: ["node_modules/openclaw/openclaw.mjs"],
+            needs=("node24",),
+        ),
     }
 
 
 # -- manifest ---------------------------------------------------------------------------------------------
+
 
 def pinned_versions() -> dict[str, str]:
     """{bundle component: the version it is pinned to} (node24 included)."""
@@ -154,13 +165,14 @@ def read_manifest(bundle_dir: Path | str | None = None) -> dict[str, Any]:
     bundle = Path(bundle_dir) if bundle_dir is not None else default_bundle_dir()
     path = bundle / MANIFEST
     if not path.is_file():
-        raise BundleSetupError(f"no harness bundle at {bundle} (no {MANIFEST}): run `openforge harness install`"
-                               + ("" if bundle_dir is not None else " or set OPENFORGE_HARNESS_BUNDLE"))
+        raise BundleSetupError(
+            f"no harness bundle at {bundle} (no {MANIFEST}): run `openforge harness install`"
+            + ("" if bundle_dir is not None else " or set OPENFORGE_HARNESS_BUNDLE")
+        )
     try:
         data = json.loads(path.read_text())
     except ValueError as e:
-        raise BundleSetupError(f"{path} is not valid JSON ({e}): reinstall with "
-                               "`openforge harness install`") from None
+        raise BundleSetupError(f"{path} is not valid JSON ({e}): reinstall with `openforge harness install`") from None
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise BundleSetupError(f"{path} has an unknown format: reinstall with `openforge harness install`")
     return data
@@ -175,8 +187,9 @@ def _write_manifest(bundle: Path, manifest: dict[str, Any]) -> None:
     os.replace(tmp, bundle / MANIFEST)
 
 
-def harness_argv(name: str, bundle_root: PurePosixPath | Path | str | None = None,
-                 manifest: dict[str, Any] | None = None) -> list[str]:
+def harness_argv(
+    name: str, bundle_root: PurePosixPath | Path | str | None = None, manifest: dict[str, Any] | None = None
+) -> list[str]:
     """argv prefix running `name` from a bundle, as absolute paths under `bundle_root` (the path the process
     sees, e.g. the mount point inside a container). The manifest is read from `bundle_root` on this machine
     unless given (pass it when `bundle_root` is a path inside a container)."""
@@ -185,8 +198,7 @@ def harness_argv(name: str, bundle_root: PurePosixPath | Path | str | None = Non
     root = PurePosixPath(str(bundle_root)) if bundle_root is not None else PurePosixPath(default_bundle_dir())
     entry = manifest.get("components", {}).get(name)
     if not entry:
-        raise BundleSetupError(f"{name} is not installed in the harness bundle: "
-                               f"run `openforge harness install {name}`")
+        raise BundleSetupError(f"{name} is not installed in the harness bundle: run `openforge harness install {name}`")
     return [str(root / rel) for rel in entry["argv"]]
 
 
@@ -194,8 +206,7 @@ def installed_version(name: str, bundle_root: PurePosixPath | Path | str | None 
     manifest = read_manifest(Path(str(bundle_root)) if bundle_root is not None else None)
     entry = manifest.get("components", {}).get(name)
     if not entry:
-        raise BundleSetupError(f"{name} is not installed in the harness bundle: "
-                               f"run `openforge harness install {name}`")
+        raise BundleSetupError(f"{name} is not installed in the harness bundle: run `openforge harness install {name}`")
     return entry["version"]
 
 
@@ -209,6 +220,7 @@ def bundle_status(bundle_dir: Path | str | None = None) -> dict[str, str | None]
 
 
 # -- installing -------------------------------------------------------------------------------------------
+
 
 def install_harnesses(
     bundle_dir: Path | str | None = None,
@@ -229,8 +241,7 @@ def install_harnesses(
     say = console.print if console is not None else (lambda *a, **k: None)
     unknown = [h for h in harnesses if h not in ALL_HARNESSES]
     if unknown:
-        raise BundleSetupError(f"unknown harness(es) {', '.join(unknown)}; "
-                               f"known: {', '.join(ALL_HARNESSES)}")
+        raise BundleSetupError(f"unknown harness(es) {', '.join(unknown)}; known: {', '.join(ALL_HARNESSES)}")
     plat = _platform()
     comps = _components(plat)
     order: list[str] = []
@@ -265,8 +276,10 @@ def install_harnesses(
             entry = _install_component(bundle, comp, plat, manifest, npm)
             manifest["components"][name] = entry
             _write_manifest(bundle, manifest)
-            say(f"{name} {comp.version}: installed in {time.monotonic() - t0:.1f} s "
-                f"({entry['size_bytes'] / 1e6:.0f} MB) -> {entry['argv'][-1]}")
+            say(
+                f"{name} {comp.version}: installed in {time.monotonic() - t0:.1f} s "
+                f"({entry['size_bytes'] / 1e6:.0f} MB) -> {entry['argv'][-1]}"
+            )
             versions[name] = comp.version
         _write_manifest(bundle, manifest)
     return {h: versions[h] for h in harnesses}
@@ -285,8 +298,10 @@ def _locked(bundle: Path) -> Iterator[None]:
 def _find_npm(npm: str | None) -> str:
     found = npm or shutil.which("npm")
     if not found:
-        raise BundleSetupError("npm is not installed: install Node.js and npm (e.g. `apt-get install npm`) to "
-                               "install the harnesses; only the install needs it, not the sandboxes")
+        raise BundleSetupError(
+            "npm is not installed: install Node.js and npm (e.g. `apt-get install npm`) to "
+            "install the harnesses; only the install needs it, not the sandboxes"
+        )
     return found
 
 
@@ -294,26 +309,45 @@ def _install_component(bundle: Path, comp: _Component, plat: _Platform, manifest
     npm_bin = _find_npm(npm)
     staging = Path(tempfile.mkdtemp(dir=bundle, prefix=f".staging-{comp.name}-"))
     try:
-        (staging / "package.json").write_text(json.dumps(
-            {"name": f"openforge-bundle-{comp.name}", "private": True, "description": "OpenForge harness bundle",
-             "dependencies": {comp.package: comp.version}}, indent=2) + "\n")
+        (staging / "package.json").write_text(
+            json.dumps(
+                {
+                    "name": f"openforge-bundle-{comp.name}",
+                    "private": True,
+                    "description": "OpenForge harness bundle",
+                    "dependencies": {comp.package: comp.version},
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         env = dict(os.environ)
-        env.update({"npm_config_update_notifier": "false", "npm_config_fund": "false",
-                    "npm_config_audit": "false"})
+        env.update({"npm_config_update_notifier": "false", "npm_config_fund": "false", "npm_config_audit": "false"})
         for dep in comp.needs:  # e.g. OpenClaw: npm and its lifecycle tooling run with the bundled Node 24
             node = bundle / manifest["components"][dep]["argv"][0]
             env["PATH"] = f"{node.parent}{os.pathsep}{env.get('PATH', '')}"
-        cmd = [npm_bin, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error",
-               "--include=optional"]
+        cmd = [
+            npm_bin,
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--ignore-scripts",
+            "--loglevel=error",
+            "--include=optional",
+        ]
         proc = subprocess.run(cmd, cwd=staging, env=env, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
-            raise BundleError(f"`npm install {comp.package}@{comp.version}` failed (exit {proc.returncode}):\n"
-                              f"{(proc.stderr or proc.stdout)[-3000:]}")
+            raise BundleError(
+                f"`npm install {comp.package}@{comp.version}` failed (exit {proc.returncode}):\n"
+                f"{(proc.stderr or proc.stdout)[-3000:]}"
+            )
         rel = [f"{comp.name}/{p}" for p in comp.argv(plat)]
         exe = staging / comp.argv(plat)[0]
         if not exe.is_file():
-            raise BundleError(f"{comp.package}@{comp.version} installed, but {exe.relative_to(staging)} is missing "
-                              f"(no build for {plat.key}?)")
+            raise BundleError(
+                f"{comp.package}@{comp.version} installed, but {exe.relative_to(staging)} is missing "
+                f"(no build for {plat.key}?)"
+            )
         for dep in comp.needs:
             rel = manifest["components"][dep]["argv"] + rel
         version_output = _verify(bundle, comp, rel, manifest, staging=staging)
@@ -347,6 +381,7 @@ def _install_component(bundle: Path, comp: _Component, plat: _Platform, manifest
 
 def _verify(bundle: Path, comp: _Component, rel_argv: list[str], manifest: dict, staging: Path | None = None) -> str:
     """Run `<binary> --version` and check it prints the pinned version; returns its first output line."""
+
     def resolve(rel: str) -> Path:
         head, _, tail = rel.partition("/")
         if staging is not None and head == comp.name:
@@ -358,17 +393,25 @@ def _verify(bundle: Path, comp: _Component, rel_argv: list[str], manifest: dict,
         if not Path(p).is_file():
             raise BundleError(f"{p} is missing")
     with tempfile.TemporaryDirectory(prefix="openforge-version-") as home:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TMPDIR": home,
-               "DISABLE_AUTOUPDATER": "1", "OPENCLAW_NO_AUTO_UPDATE": "1", "CODEX_HOME": home}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": home,
+            "TMPDIR": home,
+            "DISABLE_AUTOUPDATER": "1",
+            "OPENCLAW_NO_AUTO_UPDATE": "1",
+            "CODEX_HOME": home,
+        }
         try:
-            proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  timeout=120, cwd=home)
+            proc = subprocess.run(
+                argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, cwd=home
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise BundleError(f"`{' '.join(argv)}` did not run: {e}") from None
     out = (proc.stdout + proc.stderr).strip()
     if proc.returncode != 0 or not re.search(rf"(?<![\d.]){re.escape(comp.version)}(?![\d])", out):
-        raise BundleError(f"`{' '.join(argv)}` exited {proc.returncode} and printed {out[-500:]!r}, "
-                          f"expected version {comp.version}")
+        raise BundleError(
+            f"`{' '.join(argv)}` exited {proc.returncode} and printed {out[-500:]!r}, expected version {comp.version}"
+        )
     return out.splitlines()[0] if out else ""
 
 

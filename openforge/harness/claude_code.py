@@ -64,16 +64,27 @@ class ClaudeCodeAdapter(HarnessAdapter):
     component = "claude-code"
     shell_tool = ("Bash", "command")
     # Claude Code's own tool names (its default set; `--tools` offers a subset)
-    tool_kinds = {"Bash": ToolKind.shell, "BashOutput": ToolKind.shell, "KillShell": ToolKind.shell,
-                  "Read": ToolKind.read, "NotebookRead": ToolKind.read, "Write": ToolKind.write,
-                  "Edit": ToolKind.edit, "MultiEdit": ToolKind.edit, "NotebookEdit": ToolKind.edit,
-                  "Grep": ToolKind.search, "Glob": ToolKind.search, "LS": ToolKind.search}
+    tool_kinds = {
+        "Bash": ToolKind.shell,
+        "BashOutput": ToolKind.shell,
+        "KillShell": ToolKind.shell,
+        "Read": ToolKind.read,
+        "NotebookRead": ToolKind.read,
+        "Write": ToolKind.write,
+        "Edit": ToolKind.edit,
+        "MultiEdit": ToolKind.edit,
+        "NotebookEdit": ToolKind.edit,
+        "Grep": ToolKind.search,
+        "Glob": ToolKind.search,
+        "LS": ToolKind.search,
+    }
     failed_exit_pattern = re.compile(r"^Exit code (-?\d+)", re.M)
     min_memory_mb = 1024
     # Each Bash call runs `bash -c "source <snapshot> ... && eval 'CMD' < /dev/null && pwd -P >| <file>"`; it
     # does not source BASH_ENV for these, but inlines the file CLAUDE_ENV_FILE names into that line.
-    command_hook = CommandHook(env={"CLAUDE_ENV_FILE": "{source}"},
-                               command=r"&& eval '(?P<cmd>.*)' < /dev/null && pwd -P >\|")
+    command_hook = CommandHook(
+        env={"CLAUDE_ENV_FILE": "{source}"}, command=r"&& eval '(?P<cmd>.*)' < /dev/null && pwd -P >\|"
+    )
 
     def offers_shell(self) -> bool:
         return self.tools is None or "Bash" in self.tools
@@ -90,32 +101,47 @@ class ClaudeCodeAdapter(HarnessAdapter):
             raise HarnessError(f"auth must be 'bearer' or 'x-api-key', got {self.auth!r}")
         sid = ctx.session_id or self._new_session_id()
         env = self._common_env(home_p)
-        env.update({
-            "ANTHROPIC_BASE_URL": api_root(ctx.base_url),
-            ("ANTHROPIC_AUTH_TOKEN" if self.auth == "bearer" else "ANTHROPIC_API_KEY"): ctx.key,
-            "ANTHROPIC_MODEL": model,
-            "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
-            "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
-            "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
-            "ANTHROPIC_SMALL_FAST_MODEL": model,
-            "CLAUDE_CODE_SUBAGENT_MODEL": model,
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
-            "IS_SANDBOX": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-        })
+        env.update(
+            {
+                "ANTHROPIC_BASE_URL": api_root(ctx.base_url),
+                ("ANTHROPIC_AUTH_TOKEN" if self.auth == "bearer" else "ANTHROPIC_API_KEY"): ctx.key,
+                "ANTHROPIC_MODEL": model,
+                "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
+                "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
+                "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
+                "ANTHROPIC_SMALL_FAST_MODEL": model,
+                "CLAUDE_CODE_SUBAGENT_MODEL": model,
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
+                "IS_SANDBOX": "1",
+                "DISABLE_AUTOUPDATER": "1",
+                "DISABLE_TELEMETRY": "1",
+                "DISABLE_ERROR_REPORTING": "1",
+            }
+        )
         if self.max_retries is not None:
             env["CLAUDE_CODE_MAX_RETRIES"] = str(int(self.max_retries))
         env.update(self.extra_env)
         argv = self.executable(ctx) + [
-            "-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"]
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--dangerously-skip-permissions",
+        ]
         if self.tools is not None:
             argv += ["--tools", ",".join(self.tools)]
         argv += ["--session-id", sid, *self.extra_args, "--", ctx.instruction]
-        return Launch(harness=self.name, argv=argv, env=env, files={}, cwd=ctx.workdir, home=home_p,
-                      dirs=(home_p, home_p / ".tmp"), session_id=sid)
+        return Launch(
+            harness=self.name,
+            argv=argv,
+            env=env,
+            files={},
+            cwd=ctx.workdir,
+            home=home_p,
+            dirs=(home_p, home_p / ".tmp"),
+            session_id=sid,
+        )
 
     def parse_transcript(self, stdout: str) -> dict[str, Any]:
         """stream-json: one JSON object per line; the last `{"type": "result"}` line has the outcome."""
@@ -150,12 +176,21 @@ class ClaudeCodeAdapter(HarnessAdapter):
             elif isinstance(result.get("result"), str):
                 final = result["result"]
         elif retry is not None:
-            error = (f"no result line: the harness was still retrying the API (attempt {retry.get('attempt')}, "
-                     f"HTTP {retry.get('error_status')}: {retry.get('error')})")
+            error = (
+                f"no result line: the harness was still retrying the API (attempt {retry.get('attempt')}, "
+                f"HTTP {retry.get('error_status')}: {retry.get('error')})"
+            )
         else:
             error = "no result line in the transcript (the harness did not finish)"
-        return transcript_summary(final=final, turns=turns, tool_calls=tool_calls, error=error, usage=usage,
-                                  session_id=session_id, events=len(events))
+        return transcript_summary(
+            final=final,
+            turns=turns,
+            tool_calls=tool_calls,
+            error=error,
+            usage=usage,
+            session_id=session_id,
+            events=len(events),
+        )
 
 
 __all__ = ["ClaudeCodeAdapter", "DEFAULT_TOOLS"]

@@ -49,8 +49,15 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from openforge.harness.base import (CommandHook, HarnessAdapter, Launch, LaunchContext, api_root, json_lines,
-                                   transcript_summary)
+from openforge.harness.base import (
+    CommandHook,
+    HarnessAdapter,
+    Launch,
+    LaunchContext,
+    api_root,
+    json_lines,
+    transcript_summary,
+)
 from openforge.harness.tools import ToolKind
 
 KEY_ENV = "OPENFORGE_API_KEY"
@@ -95,15 +102,22 @@ class CodexAdapter(HarnessAdapter):
     dialect = "responses"
     component = "codex"
     shell_tool = ("exec_command", "cmd")
-    tool_kinds = {"exec_command": ToolKind.shell, "write_stdin": ToolKind.shell, "shell": ToolKind.shell,
-                  "local_shell": ToolKind.shell, "apply_patch": ToolKind.edit, "view_image": ToolKind.read}
+    tool_kinds = {
+        "exec_command": ToolKind.shell,
+        "write_stdin": ToolKind.shell,
+        "shell": ToolKind.shell,
+        "local_shell": ToolKind.shell,
+        "apply_patch": ToolKind.edit,
+        "view_image": ToolKind.read,
+    }
     failed_exit_pattern = re.compile(r"^Process exited with code (-?\d+)", re.M)
     min_memory_mb = 512
     # `bash -lc` writes its shell snapshot, `bash -c 'set -e; . <snapshot>'` checks it; each command then runs
     # in a wrapper that restores the snapshot and execs `bash -c CMD`: only that last line is the agent's.
-    command_hook = CommandHook(env={"BASH_ENV": "{hook}"},
-                               internal=(r"# Snapshot file", r"^set -e; \. \"[^\"]*shell_snapshots/",
-                                         r"^__CODEX_SNAPSHOT_OVERRIDE"))
+    command_hook = CommandHook(
+        env={"BASH_ENV": "{hook}"},
+        internal=(r"# Snapshot file", r"^set -e; \. \"[^\"]*shell_snapshots/", r"^__CODEX_SNAPSHOT_OVERRIDE"),
+    )
 
     context_window: int | None = None
     request_max_retries: int | None = None
@@ -124,30 +138,38 @@ class CodexAdapter(HarnessAdapter):
         if self.instructions is not None:
             top.append(f"model_instructions_file = {toml_string(str(codex_home / INSTRUCTIONS_FILE))}")
         top += list(self.extra_config)
-        retries = [f"{k} = {int(v)}" for k, v in (("request_max_retries", self.request_max_retries),
-                                                    ("stream_max_retries", self.stream_max_retries)) if v is not None]
-        return "\n".join([
-            "# Written by OpenForge for one episode.",
-            *top,
-            "",
-            f"[model_providers.{PROVIDER_ID}]",
-            'name = "OpenForge"',
-            f"base_url = {toml_string(api_root(base_url) + '/v1')}",
-            f"env_key = {toml_string(KEY_ENV)}",
-            'wire_api = "responses"',
-            *retries,
-            "",
-            "[analytics]",
-            "enabled = false",
-            "",
-            "[feedback]",
-            "enabled = false",
-            "",
-            "[features]",
-            "plugins = false",
-            "apps = false",
-            "",
-        ])
+        retries = [
+            f"{k} = {int(v)}"
+            for k, v in (
+                ("request_max_retries", self.request_max_retries),
+                ("stream_max_retries", self.stream_max_retries),
+            )
+            if v is not None
+        ]
+        return "\n".join(
+            [
+                "# Written by OpenForge for one episode.",
+                *top,
+                "",
+                f"[model_providers.{PROVIDER_ID}]",
+                'name = "OpenForge"',
+                f"base_url = {toml_string(api_root(base_url) + '/v1')}",
+                f"env_key = {toml_string(KEY_ENV)}",
+                'wire_api = "responses"',
+                *retries,
+                "",
+                "[analytics]",
+                "enabled = false",
+                "",
+                "[feedback]",
+                "enabled = false",
+                "",
+                "[features]",
+                "plugins = false",
+                "apps = false",
+                "",
+            ]
+        )
 
     def launch(self, ctx: LaunchContext) -> Launch:
         home_p = ctx.home
@@ -156,14 +178,28 @@ class CodexAdapter(HarnessAdapter):
         env.update({"CODEX_HOME": str(codex_home), KEY_ENV: ctx.key})
         env.update(self.extra_env)
         argv = self.executable(ctx) + [
-            "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-            *self.extra_args, "--", ctx.instruction]
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            *self.extra_args,
+            "--",
+            ctx.instruction,
+        ]
         files = {codex_home / "config.toml": self.config_toml(ctx.base_url, ctx.model, codex_home)}
         if self.instructions is not None:
             files[codex_home / INSTRUCTIONS_FILE] = self.instructions
         # Codex has no option to set its session (thread) id; it reports it in `thread.started`.
-        return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=ctx.workdir, home=home_p,
-                      dirs=(home_p, home_p / ".tmp", codex_home), session_id=None)
+        return Launch(
+            harness=self.name,
+            argv=argv,
+            env=env,
+            files=files,
+            cwd=ctx.workdir,
+            home=home_p,
+            dirs=(home_p, home_p / ".tmp", codex_home),
+            session_id=None,
+        )
 
     def parse_transcript(self, stdout: str) -> dict[str, Any]:
         """`codex exec --json` events: thread.started, turn.started, item.started/updated/completed (items:
@@ -196,8 +232,7 @@ class CodexAdapter(HarnessAdapter):
                 completed = True
                 u = ev.get("usage")
                 if isinstance(u, dict):
-                    usage = {k: (usage or {}).get(k, 0) + v if isinstance(v, (int, float)) else v
-                             for k, v in u.items()}
+                    usage = {k: (usage or {}).get(k, 0) + v if isinstance(v, (int, float)) else v for k, v in u.items()}
             elif kind == "turn.failed":
                 errors.append(str((ev.get("error") or {}).get("message") or "turn failed"))
             elif kind == "error":
@@ -206,8 +241,16 @@ class CodexAdapter(HarnessAdapter):
         # response, so this counts them exactly unless the model made parallel tool calls (then an upper bound).
         turns += tool_calls
         error = errors[-1] if errors else (None if completed else "no turn.completed event (the run did not finish)")
-        return transcript_summary(final=final, turns=turns, tool_calls=tool_calls, error=error, usage=usage,
-                                  session_id=session_id, events=len(events), warnings=warnings)
+        return transcript_summary(
+            final=final,
+            turns=turns,
+            tool_calls=tool_calls,
+            error=error,
+            usage=usage,
+            session_id=session_id,
+            events=len(events),
+            warnings=warnings,
+        )
 
 
 __all__ = ["CodexAdapter", "toml_string"]

@@ -19,8 +19,15 @@ from typing import IO, Any
 
 from openforge.harness.bundle import MANIFEST, BundleError, BundleSetupError
 
-__all__ = ["DEFAULT_BASE", "IMAGE_REPO", "HarnessImage", "build_context", "build_harness_image", "dockerfile",
-           "image_tag"]
+__all__ = [
+    "DEFAULT_BASE",
+    "IMAGE_REPO",
+    "HarnessImage",
+    "build_context",
+    "build_harness_image",
+    "dockerfile",
+    "image_tag",
+]
 
 DEFAULT_BASE = "openforge-base:bookworm"
 IMAGE_REPO = "openforge-harnesses"
@@ -36,8 +43,9 @@ def image_tag(bundle: Path) -> str:
     """`openforge-harnesses:<sha256 of manifest.json, 12 hex>`."""
     manifest = Path(bundle) / MANIFEST
     if not manifest.is_file():
-        raise BundleSetupError(f"{bundle} holds no {MANIFEST}: install the harnesses first "
-                               "(`openforge harness install`)")
+        raise BundleSetupError(
+            f"{bundle} holds no {MANIFEST}: install the harnesses first (`openforge harness install`)"
+        )
     return f"{IMAGE_REPO}:{hashlib.sha256(manifest.read_bytes()).hexdigest()[:12]}"
 
 
@@ -60,8 +68,9 @@ def build_context(bundle: Path, base: str = DEFAULT_BASE) -> IO[bytes]:
     return tmp
 
 
-def build_harness_image(bundle: Path, *, base: str = DEFAULT_BASE, tag: str | None = None,
-                        push: str | None = None, client: Any = None) -> HarnessImage:
+def build_harness_image(
+    bundle: Path, *, base: str = DEFAULT_BASE, tag: str | None = None, push: str | None = None, client: Any = None
+) -> HarnessImage:
     """Build the image (docker SDK, local daemon, no pull) and optionally push it to registry `push`
     (`registry.example.com/team`): the pushed reference is `<push>/openforge-harnesses:<tag>`."""
     bundle = Path(bundle)
@@ -81,7 +90,9 @@ def build_harness_image(bundle: Path, *, base: str = DEFAULT_BASE, tag: str | No
             log.extend(ev.get("stream", "").splitlines())
             if "error" in ev:
                 tail = "\n".join(line for line in log[-15:] if line.strip())
-                hint = f" (is the base image {base} built? scripts/build-base-image.sh)" if "pull" in ev["error"] else ""
+                hint = (
+                    f" (is the base image {base} built? scripts/build-base-image.sh)" if "pull" in ev["error"] else ""
+                )
                 raise BundleError(f"building {tag} failed: {ev['error'].strip()}{hint}\n{tail}")
     result = HarnessImage(tag)
     if push:

@@ -45,8 +45,8 @@ Measured with 2026.9.6 (Node 24.22.3) against a loopback stub in a network names
 
 from __future__ import annotations
 
-import re
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -68,18 +68,26 @@ class OpenClawAdapter(HarnessAdapter):
     dialect = "chat_completions"
     component = "openclaw"
     shell_tool = ("exec", "command")
-    tool_kinds = {"exec": ToolKind.shell, "process": ToolKind.shell, "read": ToolKind.read,
-                  "write": ToolKind.write, "edit": ToolKind.edit, "apply_patch": ToolKind.edit,
-                  "ls": ToolKind.search}
+    tool_kinds = {
+        "exec": ToolKind.shell,
+        "process": ToolKind.shell,
+        "read": ToolKind.read,
+        "write": ToolKind.write,
+        "edit": ToolKind.edit,
+        "apply_patch": ToolKind.edit,
+        "ls": ToolKind.search,
+    }
     failed_exit_pattern = re.compile(r"\(Command exited with code (-?\d+)\)")
     min_memory_mb = 2048
     # `exec` runs `$SHELL --noprofile --norc -c CMD` (`sh -c CMD` when SHELL is unset) and drops BASH_ENV and
     # ENV from the command's environment: SHELL names a wrapped bash instead. It runs lines of its own through
     # that shell first (its shell snapshot, captured and then checked); each command comes as the snapshot
     # sourced, a few exports, then `eval 'CMD'`.
-    command_hook = CommandHook(env={"SHELL": "{shell}"},
-                               internal=(r"__OPENCLAW_SHELL_SNAPSHOT_CAPTURE__", r"^\. '[^']*/shell-snapshots/"),
-                               command=r"\neval '(?P<cmd>.*)'\Z")
+    command_hook = CommandHook(
+        env={"SHELL": "{shell}"},
+        internal=(r"__OPENCLAW_SHELL_SNAPSHOT_CAPTURE__", r"^\. '[^']*/shell-snapshots/"),
+        command=r"\neval '(?P<cmd>.*)'\Z",
+    )
 
     context_window: int = 32768
     max_tokens: int = 4096
@@ -89,25 +97,38 @@ class OpenClawAdapter(HarnessAdapter):
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
 
-    def config(self, home: PurePosixPath, workdir: PurePosixPath, base_url: str, key: str,
-               model: str) -> dict[str, Any]:
+    def config(
+        self, home: PurePosixPath, workdir: PurePosixPath, base_url: str, key: str, model: str
+    ) -> dict[str, Any]:
         cfg: dict[str, Any] = {
-            "models": {"providers": {PROVIDER_ID: {
-                "baseUrl": api_root(base_url) + "/v1",
-                "apiKey": key,
-                "api": "openai-completions",
-                "models": [{
-                    "id": model, "name": model, "reasoning": False, "input": ["text"],
-                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-                    "contextWindow": int(self.context_window), "maxTokens": int(self.max_tokens),
-                }],
-            }}},
-            "agents": {"defaults": {
-                "model": {"primary": f"{PROVIDER_ID}/{model}"},
-                "workspace": f"{home}/.openclaw/workspace",
-                "cwd": str(workdir),
-                "skipBootstrap": not self.bootstrap,
-            }},
+            "models": {
+                "providers": {
+                    PROVIDER_ID: {
+                        "baseUrl": api_root(base_url) + "/v1",
+                        "apiKey": key,
+                        "api": "openai-completions",
+                        "models": [
+                            {
+                                "id": model,
+                                "name": model,
+                                "reasoning": False,
+                                "input": ["text"],
+                                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                                "contextWindow": int(self.context_window),
+                                "maxTokens": int(self.max_tokens),
+                            }
+                        ],
+                    }
+                }
+            },
+            "agents": {
+                "defaults": {
+                    "model": {"primary": f"{PROVIDER_ID}/{model}"},
+                    "workspace": f"{home}/.openclaw/workspace",
+                    "cwd": str(workdir),
+                    "skipBootstrap": not self.bootstrap,
+                }
+            },
             "update": {"checkOnStart": False},
         }
         return _deep_merge(cfg, self.extra_config)
@@ -119,14 +140,29 @@ class OpenClawAdapter(HarnessAdapter):
         env["OPENCLAW_NO_AUTO_UPDATE"] = "1"
         env.update(self.extra_env)
         argv = self.executable(ctx) + [
-            "agent", "--local", "--json", "--session-id", sid, "--model", f"{PROVIDER_ID}/{model}"]
+            "agent",
+            "--local",
+            "--json",
+            "--session-id",
+            sid,
+            "--model",
+            f"{PROVIDER_ID}/{model}",
+        ]
         if self.timeout_s is not None:
             argv += ["--timeout", str(int(self.timeout_s))]
         argv += [*self.extra_args, f"--message={ctx.instruction}"]
         cfg = json.dumps(self.config(home_p, cwd, ctx.base_url, ctx.key, model), indent=2) + "\n"
         state = home_p / ".openclaw"
-        return Launch(harness=self.name, argv=argv, env=env, files={state / "openclaw.json": cfg}, cwd=cwd,
-                      home=home_p, dirs=(home_p, home_p / ".tmp", state), session_id=sid)
+        return Launch(
+            harness=self.name,
+            argv=argv,
+            env=env,
+            files={state / "openclaw.json": cfg},
+            cwd=cwd,
+            home=home_p,
+            dirs=(home_p, home_p / ".tmp", state),
+            session_id=sid,
+        )
 
     def parse_transcript(self, stdout: str) -> dict[str, Any]:
         """`agent --local --json`: one JSON document `{"payloads": [{"text": ...}], "meta": {...}}` on success;
@@ -151,9 +187,15 @@ class OpenClawAdapter(HarnessAdapter):
         if turns is None:
             attempts = (meta.get("executionTrace") or {}).get("attempts") or []
             turns = max(1, len(attempts)) if final else 0
-        return transcript_summary(final=final, turns=int(turns), tool_calls=int(tool_summary.get("calls") or 0),
-                                  error=error, usage=agent.get("usage"), session_id=agent.get("sessionId"),
-                                  events=1)
+        return transcript_summary(
+            final=final,
+            turns=int(turns),
+            tool_calls=int(tool_summary.get("calls") or 0),
+            error=error,
+            usage=agent.get("usage"),
+            session_id=agent.get("sessionId"),
+            events=1,
+        )
 
 
 def _deep_merge(base: dict, extra: dict) -> dict:

@@ -14,11 +14,17 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from openforge import __version__
-from openforge.harness.base import (CommandHook, HarnessAdapter, Launch, LaunchContext, api_root, json_lines,
-                                   transcript_summary)
+from openforge.harness.base import (
+    CommandHook,
+    HarnessAdapter,
+    Launch,
+    LaunchContext,
+    api_root,
+    json_lines,
+    transcript_summary,
+)
 from openforge.harness.react_agent import AGENT_REFUSED_STATUSES, API_ERROR_EXIT, DEFAULT_MAX_STEPS
 from openforge.harness.tools import ToolKind
-
 
 _API_ANSWER = re.compile(r"react: model API answered (\d{3})")
 
@@ -71,9 +77,20 @@ class ReactAdapter(HarnessAdapter):
         agent = home_p / "react_agent.py"
         instruction_file = home_p / "instruction.md"
         env = {**self._common_env(home_p), "OPENFORGE_API_KEY": ctx.key, **self.extra_env}
-        argv = [self.python, str(agent), "--base-url", api_root(ctx.base_url), "--model", ctx.model,
-                "--instruction-file", str(instruction_file), "--max-steps", str(self.max_steps),
-                "--max-tokens", str(self.max_tokens)]
+        argv = [
+            self.python,
+            str(agent),
+            "--base-url",
+            api_root(ctx.base_url),
+            "--model",
+            ctx.model,
+            "--instruction-file",
+            str(instruction_file),
+            "--max-steps",
+            str(self.max_steps),
+            "--max-tokens",
+            str(self.max_tokens),
+        ]
         if self.tools:
             argv += ["--tools", ",".join(self.tools)]
         if self.system_prompt is not None:
@@ -81,8 +98,15 @@ class ReactAdapter(HarnessAdapter):
         if self.command_timeout_s is not None:
             argv += ["--command-timeout", f"{self.command_timeout_s:g}"]
         files = {agent: agent_source(), instruction_file: ctx.instruction}
-        return Launch(harness=self.name, argv=argv, env=env, files=files, cwd=ctx.workdir, home=home_p,
-                      dirs=(home_p, home_p / ".tmp"))
+        return Launch(
+            harness=self.name,
+            argv=argv,
+            env=env,
+            files=files,
+            cwd=ctx.workdir,
+            home=home_p,
+            dirs=(home_p, home_p / ".tmp"),
+        )
 
     def version(self, bundle_root: PurePosixPath | Path | str | None = None) -> str:
         return __version__
@@ -92,9 +116,13 @@ class ReactAdapter(HarnessAdapter):
         result = next((e for e in reversed(events) if e.get("type") == "result"), None)
         if result is None:
             return transcript_summary(error="no result line (the agent did not finish)", events=len(events))
-        return transcript_summary(final=result.get("final"), turns=int(result.get("turns") or 0),
-                                  tool_calls=int(result.get("tool_calls") or 0), error=result.get("error"),
-                                  events=len(events))
+        return transcript_summary(
+            final=result.get("final"),
+            turns=int(result.get("turns") or 0),
+            tool_calls=int(result.get("tool_calls") or 0),
+            error=result.get("error"),
+            events=len(events),
+        )
 
 
 def agent_source() -> str:

@@ -25,15 +25,42 @@ import urllib.request
 SYSTEM_PROMPT = "You are a shell agent. Use the tools to do the task in the current directory, then call submit."
 
 TOOLS = [
-    {"type": "function", "function": {"name": "bash", "description": "Run a shell command.",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}},
-    {"type": "function", "function": {"name": "read", "description": "Read a file.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
-    {"type": "function", "function": {"name": "write", "description": "Write a file.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-                       "required": ["path", "content"]}}},
-    {"type": "function", "function": {"name": "submit", "description": "Finish the task.",
-        "parameters": {"type": "object", "properties": {}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command.",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "read",
+            "description": "Read a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "write",
+            "description": "Write a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "submit",
+            "description": "Finish the task.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
 ]
 
 DEFAULT_MAX_STEPS = 8  # model calls per episode (the `react` adapter's and the in-process episodes' default too)
@@ -52,6 +79,7 @@ API_ERROR_EXIT = 3  # the process's exit code when the model API failed
 try:
     from openforge.core.errors import ModelError as _ErrorKind
 except ImportError:
+
     class _ErrorKind(Exception):  # type: ignore[no-redef]
         pass
 
@@ -82,11 +110,22 @@ def select_tools(names: list[str] | None) -> list[dict]:
     return [known[n] for n in names]
 
 
-def chat(base_url: str, key: str, model: str, messages: list, max_tokens: int, retries: int = 2,
-         tools: list[dict] | None = None) -> dict:
-    body = json.dumps({"model": model, "messages": messages, "tools": tools or TOOLS, "max_tokens": max_tokens}).encode()
+def chat(
+    base_url: str,
+    key: str,
+    model: str,
+    messages: list,
+    max_tokens: int,
+    retries: int = 2,
+    tools: list[dict] | None = None,
+) -> dict:
+    body = json.dumps(
+        {"model": model, "messages": messages, "tools": tools or TOOLS, "max_tokens": max_tokens}
+    ).encode()
     request = urllib.request.Request(
-        base_url.rstrip("/") + "/v1/chat/completions", data=body, method="POST",
+        base_url.rstrip("/") + "/v1/chat/completions",
+        data=body,
+        method="POST",
         headers={"content-type": "application/json", "authorization": f"Bearer {key}"},
     )
     for attempt in range(retries + 1):
@@ -114,8 +153,13 @@ def run_tool(name: str, arguments: dict, command_timeout_s: float = COMMAND_TIME
     """(output for the model, whether the agent submitted)."""
     try:
         if name == "bash":
-            done = subprocess.run(["bash", "-c", str(arguments.get("command", ""))], capture_output=True,
-                                  text=True, errors="replace", timeout=command_timeout_s)
+            done = subprocess.run(
+                ["bash", "-c", str(arguments.get("command", ""))],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=command_timeout_s,
+            )
             return format_output(done.stdout, done.stderr, done.returncode), False
         if name == "read":
             with open(str(arguments.get("path", "")), errors="replace") as f:
@@ -136,9 +180,19 @@ def run_tool(name: str, arguments: dict, command_timeout_s: float = COMMAND_TIME
         return f"[error: {e}]", False
 
 
-def run_agent(base_url: str, key: str, model: str, instruction: str, *, max_steps: int = DEFAULT_MAX_STEPS,
-              max_tokens: int = 512, tool_runner=run_tool, emit=emit, tools: list[str] | None = None,
-              system_prompt: str | None = None) -> dict:
+def run_agent(
+    base_url: str,
+    key: str,
+    model: str,
+    instruction: str,
+    *,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    max_tokens: int = 512,
+    tool_runner=run_tool,
+    emit=emit,
+    tools: list[str] | None = None,
+    system_prompt: str | None = None,
+) -> dict:
     """The ReAct loop; returns the result event. `tool_runner(name, arguments) -> (output, submitted)` runs
     the tools (the default runs them here, in the current directory). `system_prompt` replaces the default
     one; "" sends no system message. Raises ModelAPIError when the model API fails."""
@@ -186,16 +240,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--tools", default="", help="comma-separated subset of bash,read,write,submit")
     parser.add_argument("--system-prompt", default=None, help="replaces the default system prompt; '' sends none")
-    parser.add_argument("--command-timeout", type=float, default=COMMAND_TIMEOUT_S, help="seconds a bash command may run")
+    parser.add_argument(
+        "--command-timeout", type=float, default=COMMAND_TIMEOUT_S, help="seconds a bash command may run"
+    )
     args = parser.parse_args(argv)
     with open(args.instruction_file) as f:
         instruction = f.read()
     try:
-        result = run_agent(args.base_url, os.environ.get("OPENFORGE_API_KEY", ""), args.model, instruction,
-                           max_steps=args.max_steps, max_tokens=args.max_tokens,
-                           tools=[t for t in args.tools.split(",") if t] or None,
-                           system_prompt=args.system_prompt,
-                           tool_runner=lambda name, arguments: run_tool(name, arguments, args.command_timeout))
+        result = run_agent(
+            args.base_url,
+            os.environ.get("OPENFORGE_API_KEY", ""),
+            args.model,
+            instruction,
+            max_steps=args.max_steps,
+            max_tokens=args.max_tokens,
+            tools=[t for t in args.tools.split(",") if t] or None,
+            system_prompt=args.system_prompt,
+            tool_runner=lambda name, arguments: run_tool(name, arguments, args.command_timeout),
+        )
     except ModelAPIError as e:
         emit({"type": "result", "ok": False, "error": str(e)})
         print(f"react: {e}", file=sys.stderr)

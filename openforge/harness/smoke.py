@@ -85,19 +85,43 @@ def smoke_run(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run(harness: str, bundle: Path, prefix: tuple[str, ...] | None, work: Path, home_dir: Path, script: Any,
-         reply: Any, instruction: str, options: Any, timeout: float) -> dict[str, Any]:
+def _run(
+    harness: str,
+    bundle: Path,
+    prefix: tuple[str, ...] | None,
+    work: Path,
+    home_dir: Path,
+    script: Any,
+    reply: Any,
+    instruction: str,
+    options: Any,
+    timeout: float,
+) -> dict[str, Any]:
     spec = {
-        "harness": harness, "bundle": str(bundle.resolve()), "script": script or [], "reply": reply,
-        "instruction": instruction, "workdir": str(work.resolve()), "home": str(home_dir.resolve()),
-        "options": options or {}, "timeout": timeout, "isolated": prefix is not None,
+        "harness": harness,
+        "bundle": str(bundle.resolve()),
+        "script": script or [],
+        "reply": reply,
+        "instruction": instruction,
+        "workdir": str(work.resolve()),
+        "home": str(home_dir.resolve()),
+        "options": options or {},
+        "timeout": timeout,
+        "isolated": prefix is not None,
     }
     with tempfile.TemporaryDirectory(prefix="openforge-smoke-") as tmp:
         spec_path, out_path = Path(tmp, "spec.json"), Path(tmp, "result.json")
         spec_path.write_text(json.dumps(spec))
         os.chmod(tmp, 0o755)  # `unshare -rn` maps us to root in the namespace; files stay ours
-        cmd = [*(prefix or ()), sys.executable, "-m", "openforge.harness.smoke", "--child", str(spec_path),
-               str(out_path)]
+        cmd = [
+            *(prefix or ()),
+            sys.executable,
+            "-m",
+            "openforge.harness.smoke",
+            "--child",
+            str(spec_path),
+            str(out_path),
+        ]
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME")}
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60, env=env)
         if not out_path.is_file():
@@ -134,18 +158,39 @@ def _child(spec_path: str, out_path: str) -> int:
         _bring_loopback_up()
     adapter = get_adapter(spec["harness"], **spec["options"])
     with StubModelAPI(reply=spec["reply"], script=spec["script"]) as api:
-        launch = adapter.launch(LaunchContext(
-            PurePosixPath(spec["bundle"]), PurePosixPath(spec["home"]), PurePosixPath(spec["workdir"]), api.base_url,
-            SMOKE_KEY, SMOKE_MODEL, spec["instruction"]))
+        launch = adapter.launch(
+            LaunchContext(
+                PurePosixPath(spec["bundle"]),
+                PurePosixPath(spec["home"]),
+                PurePosixPath(spec["workdir"]),
+                api.base_url,
+                SMOKE_KEY,
+                SMOKE_MODEL,
+                spec["instruction"],
+            )
+        )
         result = run_local(launch, adapter, timeout=spec["timeout"])
         requests = [dict(r.__dict__) for r in api.requests]
     out = {
-        "harness": spec["harness"], "isolated": spec["isolated"], "returncode": result.returncode,
-        "timed_out": result.timed_out, "seconds": result.seconds, "stdout": result.stdout, "stderr": result.stderr,
-        "transcript": result.transcript, "requests": requests, "key": SMOKE_KEY, "model": SMOKE_MODEL,
-        "launch": {"argv": launch.argv, "env": launch.env, "session_id": launch.session_id,
-                   "files": {str(k): v for k, v in launch.files.items()}},
-        "workdir": spec["workdir"], "home": spec["home"],
+        "harness": spec["harness"],
+        "isolated": spec["isolated"],
+        "returncode": result.returncode,
+        "timed_out": result.timed_out,
+        "seconds": result.seconds,
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "transcript": result.transcript,
+        "requests": requests,
+        "key": SMOKE_KEY,
+        "model": SMOKE_MODEL,
+        "launch": {
+            "argv": launch.argv,
+            "env": launch.env,
+            "session_id": launch.session_id,
+            "files": {str(k): v for k, v in launch.files.items()},
+        },
+        "workdir": spec["workdir"],
+        "home": spec["home"],
     }
     Path(out_path).write_text(json.dumps(out))
     return 0

@@ -40,8 +40,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from openforge.core import FinishReason, ParsedOutput, ToolCall
-from openforge.dialects import COUNT_ROUTES, DIALECTS, MODELS_ROUTE, Dialect, DialectError, Reply
-from openforge.dialects import dialect_for_path, is_anthropic_client, model_list
+from openforge.dialects import (
+    COUNT_ROUTES,
+    DIALECTS,
+    MODELS_ROUTE,
+    Dialect,
+    DialectError,
+    Reply,
+    dialect_for_path,
+    is_anthropic_client,
+    model_list,
+)
 from openforge.dialects.wire import dumps
 
 __all__ = ["RecordedRequest", "StubModelAPI"]
@@ -82,7 +91,7 @@ class StubModelAPI:
         self._step = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------------
-    def start(self) -> "StubModelAPI":
+    def start(self) -> StubModelAPI:
         stub = self
 
         class Handler(_Handler):
@@ -101,7 +110,7 @@ class StubModelAPI:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "StubModelAPI":
+    def __enter__(self) -> StubModelAPI:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -141,8 +150,15 @@ class StubModelAPI:
             output = ParsedOutput(tool_calls=[call])
         else:
             output = ParsedOutput(content=step)
-        return Reply(id=f"{dialect.reply_id_prefix}{stem}", model=model, output=output, finish_reason=FinishReason.stop,
-                     prompt_tokens=10, completion_tokens=2, created=int(time.time()))
+        return Reply(
+            id=f"{dialect.reply_id_prefix}{stem}",
+            model=model,
+            output=output,
+            finish_reason=FinishReason.stop,
+            prompt_tokens=10,
+            completion_tokens=2,
+            created=int(time.time()),
+        )
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openforge.inference.message import MESSAGE_LEVEL, MessageBackend, MessageResult
 from openforge.inference.base import (
     Backend,
     BackendError,
@@ -32,6 +31,7 @@ from openforge.inference.base import (
     clamp_max_tokens,
     parse_sampling,
 )
+from openforge.inference.message import MESSAGE_LEVEL, MessageBackend, MessageResult
 
 SPEC_FORMS = "embedded, vllm:URL, sglang:URL, scripted:FILE, oracle, openai:URL, anthropic:URL"
 MESSAGE_LEVEL_KINDS = ("openai", "anthropic")

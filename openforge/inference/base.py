@@ -33,9 +33,7 @@ class BackendSpecError(ConfigurationError, InvalidRequestError):
 
 class PromptTooLongError(InvalidRequestError):
     def __init__(self, prompt_tokens: int, max_context: int):
-        super().__init__(
-            f"prompt is too long: {prompt_tokens} tokens > {max_context} maximum context length"
-        )
+        super().__init__(f"prompt is too long: {prompt_tokens} tokens > {max_context} maximum context length")
         self.prompt_tokens = prompt_tokens
         self.max_context = max_context
 

@@ -89,8 +89,12 @@ class EmbeddedBackend(Backend):
         self.prefix_cache = kvlib.PrefixCache(prefix_cache_entries, prefix_cache_bytes)
         self._request_numbers = itertools.count()
         self._engine = Engine(
-            model, self.prefix_cache, max_batch=max_batch, prefill_chunk=prefill_chunk,
-            batched_prefill=batched_prefill, policy_version=policy_version,
+            model,
+            self.prefix_cache,
+            max_batch=max_batch,
+            prefill_chunk=prefill_chunk,
+            batched_prefill=batched_prefill,
+            policy_version=policy_version,
         )
 
     @property

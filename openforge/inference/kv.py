@@ -97,9 +97,7 @@ def _widened(buffer: torch.Tensor, columns: int) -> torch.Tensor:
     return out
 
 
-def buffered_cache(
-    blocks: list[KV | None], width: int, spare_rows: int = 0, spare_columns: int = 0
-) -> DynamicCache:
+def buffered_cache(blocks: list[KV | None], width: int, spare_rows: int = 0, spare_columns: int = 0) -> DynamicCache:
     """A cache of BufferedLayers holding `blocks` (caches of one or more rows each; None: one row without
     tokens) one under the other, every row left-padded with zeros to `width` columns; with room for
     `spare_rows` more rows and `spare_columns` more columns. One copy of the data."""

@@ -57,5 +57,6 @@ class MessageBackend(Backend):
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
     ) -> GenerationResult:
-        raise BackendError(f"{self.spec} answers whole messages, not token ids: serve it through the proxy, "
-                           "which calls `complete`")
+        raise BackendError(
+            f"{self.spec} answers whole messages, not token ids: serve it through the proxy, which calls `complete`"
+        )

@@ -31,9 +31,11 @@ class OraclePolicy(_Policy):
     def respond(self, conversation: Conversation | None, call_index: int, task) -> str:
         payload = TaskPayload.from_json(task)
         if payload is None or payload.solution is None:
-            raise ScriptError("the oracle needs the episode's task payload with its reference solution "
-                              "(TaskPayload.solution): create episodes with the orchestrator, from a task "
-                              "whose solution/solve.sh `openforge tasks validate` accepts")
+            raise ScriptError(
+                "the oracle needs the episode's task payload with its reference solution "
+                "(TaskPayload.solution): create episodes with the orchestrator, from a task "
+                "whose solution/solve.sh `openforge tasks validate` accepts"
+            )
         results = 0 if conversation is None else sum(m.role == "tool" for m in conversation.messages)
         commands = [c for c in (payload.look, payload.solution, payload.check) if c]
         if conversation is None or results >= len(commands):

@@ -17,10 +17,18 @@ StreamStep = Callable[[Any, list[int]], tuple[list[int], list[float], FinishReas
 class RemoteBackend(Backend):
     server_name = "the server"
 
-    def __init__(self, base_url: str, *, max_context: int | None = None, timeout: float = 600.0,
-                 connect_timeout: float = 10.0, api_key: str | None = None):
-        self.http = JSONClient(base_url, server=self.server_name, timeout=timeout, connect_timeout=connect_timeout,
-                               api_key=api_key)
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        max_context: int | None = None,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        api_key: str | None = None,
+    ):
+        self.http = JSONClient(
+            base_url, server=self.server_name, timeout=timeout, connect_timeout=connect_timeout, api_key=api_key
+        )
         self._max_context = max_context
         self._server_checked = False
 
@@ -31,11 +39,14 @@ class RemoteBackend(Backend):
     @property
     def max_context(self) -> int:
         if self._max_context is None:
-            raise BackendError(f"{self.server_name}'s context length is unknown until the server is reached; "
-                               "pass max_context")
+            raise BackendError(
+                f"{self.server_name}'s context length is unknown until the server is reached; pass max_context"
+            )
         return self._max_context
 
-    async def _tokens(self, events: AsyncIterator[Any], step: StreamStep) -> AsyncIterator[SampledToken | GenerationResult]:
+    async def _tokens(
+        self, events: AsyncIterator[Any], step: StreamStep
+    ) -> AsyncIterator[SampledToken | GenerationResult]:
         """Each token of a server's stream as its event arrives, then the result; a stream that ends without a
         finish reason was cut off."""
         ids: list[int] = []
@@ -50,4 +61,6 @@ class RemoteBackend(Backend):
             finish = reason or finish
         if finish is None:
             raise BackendError(f"{self.server_name}'s stream ended without a finish reason (the request was cut off)")
-        yield GenerationResult(output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version)
+        yield GenerationResult(
+            output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version
+        )

@@ -64,7 +64,7 @@ class ScriptedBackend(Backend):
     #: always cuts them
     honours_max_tokens = True
 
-    def __init__(self, script: str | Path | None, model_dir, policy: "_Policy | None" = None):
+    def __init__(self, script: str | Path | None, model_dir, policy: _Policy | None = None):
         from openforge.models import ModelDir
 
         self.model_dir = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)

@@ -30,10 +30,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from collections.abc import Callable
-from typing import Any, AsyncIterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.applications import Starlette
@@ -42,8 +42,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from openforge.core import FinishReason, ParsedOutput, SamplingParams, ToolSpec
-from openforge.dialects import DIALECTS, MODELS_ROUTE, DecodedRequest, DialectError, Reply, ReplyStart, model_list
-from openforge.dialects import wire
+from openforge.dialects import DIALECTS, MODELS_ROUTE, DecodedRequest, DialectError, Reply, ReplyStart, model_list, wire
 from openforge.inference.base import (
     Backend,
     BackendError,
@@ -105,8 +104,9 @@ class CompletionBody(BaseModel):
 # ---- the app ----------------------------------------------------------------------------------------------------
 
 
-def create_app(backend: Backend, model_name: str | None = None, close_backend: bool = True,
-               parse_reply: ReplyParser | None = None) -> Starlette:
+def create_app(
+    backend: Backend, model_name: str | None = None, close_backend: bool = True, parse_reply: ReplyParser | None = None
+) -> Starlette:
     """The app serving `backend` (one that holds its `model_dir`: embedded, scripted); `close_backend`: close it
     when the server shuts down; `parse_reply`: split chat replies into reasoning, text and tool calls."""
     model_dir = backend.model_dir
@@ -185,8 +185,9 @@ def create_app(backend: Backend, model_name: str | None = None, close_backend: b
             return _chat_error(exc)
         reply = _chat_reply(head, model_dir, result, sampling, parse_reply, decoded.conversation.tools)
         if decoded.stream:  # the finished reply as the dialect streams it
-            return StreamingResponse(iter(CHAT.stream(reply, decoded)), media_type="text/event-stream",
-                                     headers={"cache-control": "no-cache"})
+            return StreamingResponse(
+                iter(CHAT.stream(reply, decoded)), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+            )
         body = CHAT.encode(reply, decoded)
         choice = body["choices"][0]  # vLLM's extensions
         if want_logprobs:
@@ -207,8 +208,14 @@ def create_app(backend: Backend, model_name: str | None = None, close_backend: b
     return app
 
 
-def serve_model(model_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, seed: int = 0,
-                backend: str = "embedded", parse_reply: ReplyParser | None = None) -> None:
+def serve_model(
+    model_dir: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    seed: int = 0,
+    backend: str = "embedded",
+    parse_reply: ReplyParser | None = None,
+) -> None:
     """Serve the model directory with the embedded backend (or `backend`, a scripted policy) until interrupted
     (blocking)."""
     import uvicorn
@@ -332,8 +339,14 @@ async def _completion_stream(
     try:
         async for item in backend.stream(prompt_ids, sampling, GenerationContext()):
             if isinstance(item, GenerationResult):
-                choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": item.finish_reason.value,
-                          "stop_reason": None, "token_ids": [] if body.return_token_ids else None}
+                choice = {
+                    "index": 0,
+                    "text": "",
+                    "logprobs": None,
+                    "finish_reason": item.finish_reason.value,
+                    "stop_reason": None,
+                    "token_ids": [] if body.return_token_ids else None,
+                }
                 yield wire.sse({**head, "choices": [choice], "usage": None})
                 break
             token_text = _token_text(backend, item.id, body.skip_special_tokens)
@@ -345,7 +358,9 @@ async def _completion_stream(
                     "token_logprobs": [item.logprob],
                     "tokens": [f"token_id:{item.id}" if body.return_tokens_as_token_ids else token_text],
                     "top_logprobs": [{token_text: item.logprob}],
-                } if body.logprobs is not None else None,
+                }
+                if body.logprobs is not None
+                else None,
                 "finish_reason": None,
                 "stop_reason": None,
                 "token_ids": [item.id] if body.return_token_ids else None,
@@ -391,8 +406,14 @@ def _chat_error(exc: DialectError | InvalidRequestError | BackendError) -> Respo
     return JSONResponse(body, status_code=status)
 
 
-def _chat_reply(head: ReplyStart, model_dir, result: GenerationResult, sampling: SamplingParams,
-                parse_reply: ReplyParser | None = None, tools: list[ToolSpec] | None = None) -> Reply:
+def _chat_reply(
+    head: ReplyStart,
+    model_dir,
+    result: GenerationResult,
+    sampling: SamplingParams,
+    parse_reply: ReplyParser | None = None,
+    tools: list[ToolSpec] | None = None,
+) -> Reply:
     text = _output_text(model_dir, result, sampling.stop, skip_special=False)
     return Reply(
         id=head.id,

@@ -62,16 +62,29 @@ class UpstreamBackend(MessageBackend):
     """A model behind an OpenAI-compatible or Anthropic API. `model`: the upstream's model name (see the
     module docstring for the defaults); `api_key`: overrides the environment."""
 
-    def __init__(self, kind: str, url: str, *, model: str | None = None, api_key: str | None = None,
-                 timeout: float = 600.0, connect_timeout: float = 10.0):
+    def __init__(
+        self,
+        kind: str,
+        url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+    ):
         if kind not in UPSTREAMS:
             raise InvalidRequestError(f"upstream kind {kind!r} is not one of {sorted(UPSTREAMS)}")
         self.api = UPSTREAMS[kind]
         self.dialect: Dialect = DIALECTS[self.api.dialect]
         self.url = url
         key = api_key or os.environ.get(KEY_ENV) or os.environ.get(self.api.key_env) or None
-        self.http = JSONClient(upstream_base(kind, url), server=f"the upstream model at {url}", timeout=timeout,
-                               connect_timeout=connect_timeout, headers=self.api.headers(key))
+        self.http = JSONClient(
+            upstream_base(kind, url),
+            server=f"the upstream model at {url}",
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            headers=self.api.headers(key),
+        )
         self.model = model or os.environ.get(MODEL_ENV) or None
 
     @property
@@ -88,11 +101,13 @@ class UpstreamBackend(MessageBackend):
         if len(names) != 1:
             raise BackendError(
                 f"{self.spec}: name the upstream model with ${MODEL_ENV} (or the backend's `model` option); "
-                f"the server lists {names or 'no model'}")
+                f"the server lists {names or 'no model'}"
+            )
         self.model = names[0]
 
-    async def complete(self, conversation: Conversation, sampling: SamplingParams,
-                       ctx: GenerationContext) -> MessageResult:
+    async def complete(
+        self, conversation: Conversation, sampling: SamplingParams, ctx: GenerationContext
+    ) -> MessageResult:
         await self.connect()
         started = time.monotonic()
         request = conversation.model_copy(update={"sampling": sampling})
@@ -100,11 +115,17 @@ class UpstreamBackend(MessageBackend):
         try:
             reply = self.dialect.decode_reply(body)
         except DialectError as e:
-            raise BackendError(f"{self.spec} answered a reply that is not a {self.dialect.name} reply: "
-                               f"{e.param or 'body'}: {e}") from None
-        return MessageResult(output=reply.output, finish_reason=reply.finish_reason, model=reply.model or self.model,
-                             prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
-                             timings={"upstream_s": time.monotonic() - started})
+            raise BackendError(
+                f"{self.spec} answered a reply that is not a {self.dialect.name} reply: {e.param or 'body'}: {e}"
+            ) from None
+        return MessageResult(
+            output=reply.output,
+            finish_reason=reply.finish_reason,
+            model=reply.model or self.model,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            timings={"upstream_s": time.monotonic() - started},
+        )
 
     async def close(self) -> None:
         await self.http.aclose()

@@ -151,8 +151,9 @@ class VLLMBackend(RemoteBackend):
         connect_timeout: float = 10.0,
         api_key: str | None = None,
     ):
-        super().__init__(base_url, max_context=max_context, timeout=timeout, connect_timeout=connect_timeout,
-                         api_key=api_key)
+        super().__init__(
+            base_url, max_context=max_context, timeout=timeout, connect_timeout=connect_timeout, api_key=api_key
+        )
         self.model = model
 
     async def connect(self) -> None:

@@ -5,8 +5,17 @@ when it is used)."""
 from openforge.models.hub import ModelRef, resolve_model
 from openforge.models.model_dir import ContentCutError, ContentMarks, ModelDir, ModelDirError, to_hf_messages
 
-__all__ = ["ContentCutError", "ContentMarks", "ModelDir", "ModelDirError", "ModelRef", "TinyModelSpec",
-           "build_tiny_model", "resolve_model", "to_hf_messages"]
+__all__ = [
+    "ContentCutError",
+    "ContentMarks",
+    "ModelDir",
+    "ModelDirError",
+    "ModelRef",
+    "TinyModelSpec",
+    "build_tiny_model",
+    "resolve_model",
+    "to_hf_messages",
+]
 
 
 def __getattr__(name: str):

@@ -23,8 +23,27 @@ _WORDS = (
 ).split()
 
 _COMMANDS = (
-    "echo", "cat", "printf", "wc -l", "sort", "uniq", "head -n", "tail -n", "grep", "sed -i", "mkdir -p",
-    "cp", "mv", "rm", "ls -la", "cut -d, -f", "tr", "awk", "python3 -c", "touch", "find . -name",
+    "echo",
+    "cat",
+    "printf",
+    "wc -l",
+    "sort",
+    "uniq",
+    "head -n",
+    "tail -n",
+    "grep",
+    "sed -i",
+    "mkdir -p",
+    "cp",
+    "mv",
+    "rm",
+    "ls -la",
+    "cut -d, -f",
+    "tr",
+    "awk",
+    "python3 -c",
+    "touch",
+    "find . -name",
 )
 _DIRS = ("notes", "data", "out", "cfg", "src", "logs", "tmp", "docs", "app", "work")
 _EXTS = ("txt", "csv", "json", "ini", "md", "py", "log", "cfg", "yaml", "sh")

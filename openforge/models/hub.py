@@ -60,27 +60,41 @@ def resolve_model(ref: ModelRef, weights: bool = False) -> Path:
     if not ref.is_hub:
         assert ref.path is not None
         if not ref.path.is_dir():
-            raise FileNotFoundError(f"model directory {ref.path} does not exist (a Hugging Face Hub id is "
-                                    "ORG/NAME or ORG/NAME@REVISION)")
+            raise FileNotFoundError(
+                f"model directory {ref.path} does not exist (a Hugging Face Hub id is ORG/NAME or ORG/NAME@REVISION)"
+            )
         return ref.path
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError, \
-        RevisionNotFoundError
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     patterns = METADATA_PATTERNS + (WEIGHT_PATTERNS if weights else [])
     try:
-        return Path(snapshot_download(ref.repo_id, revision=ref.revision, allow_patterns=patterns,
-                                      local_files_only=hub_offline()))
+        return Path(
+            snapshot_download(
+                ref.repo_id, revision=ref.revision, allow_patterns=patterns, local_files_only=hub_offline()
+            )
+        )
     except (RepositoryNotFoundError, RevisionNotFoundError) as e:
-        raise FileNotFoundError(f"{ref} is not a directory here, nor a model (or revision) on the Hugging Face "
-                                f"Hub: {str(e).splitlines()[0]}") from None
+        raise FileNotFoundError(
+            f"{ref} is not a directory here, nor a model (or revision) on the Hugging Face "
+            f"Hub: {str(e).splitlines()[0]}"
+        ) from None
     except LocalEntryNotFoundError:
-        where = "HF_HUB_OFFLINE is set and it is not in the Hugging Face cache" if hub_offline() else \
-            "it is not in the Hugging Face cache and the Hub cannot be reached"
+        where = (
+            "HF_HUB_OFFLINE is set and it is not in the Hugging Face cache"
+            if hub_offline()
+            else "it is not in the Hugging Face cache and the Hub cannot be reached"
+        )
         raise FileNotFoundError(
             f"{ref} is not a directory here, and as a Hugging Face Hub id {where} ({_cache_dir()}); fetch it once where the Hub is reachable (`hf download "
             f"{ref.repo_id}`{' --revision ' + ref.revision if ref.revision else ''}) and copy the cache, or pass a "
-            "local model directory") from None
+            "local model directory"
+        ) from None
     except HfHubHTTPError as e:
         raise FileNotFoundError(f"model {ref}: the Hugging Face Hub refused: {str(e).splitlines()[0]}") from None
 

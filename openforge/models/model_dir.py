@@ -50,11 +50,13 @@ class GenerationTag(Extension):
 def _jinja_env() -> ImmutableSandboxedEnvironment:
     # Same settings, filters and globals as transformers' chat-template environment, so any HF template renders
     # the same way.
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=["jinja2.ext.loopcontrols", GenerationTag])
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols", GenerationTag]
+    )
 
-    def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators=None,
-               sort_keys: bool = False) -> str:
+    def tojson(
+        value: Any, ensure_ascii: bool = False, indent: int | None = None, separators=None, sort_keys: bool = False
+    ) -> str:
         return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     def raise_exception(message: str) -> None:
@@ -203,7 +205,7 @@ class ModelDir:
         """The text of every added token (special or not): what the tokenizer turns into one control token."""
         return tuple(sorted({t.content for t in self.tokenizer.get_added_tokens_decoder().values() if t.content}))
 
-    def content_marks(self) -> "ContentMarks":
+    def content_marks(self) -> ContentMarks:
         """A fresh marker pair for one rendering, hiding this tokenizer's control strings inside content."""
         return ContentMarks.new(self.control_strings)
 
@@ -221,16 +223,18 @@ class ModelDir:
             eos_token=_token_text(self.tokenizer_config.get("eos_token")),
         )
 
-    def _render_marked(self, conversation: Conversation, add_generation_prompt: bool, marks: "ContentMarks") -> str:
+    def _render_marked(self, conversation: Conversation, add_generation_prompt: bool, marks: ContentMarks) -> str:
         messages, tools = to_hf_messages(conversation, marks.wrap)
         return self.render_messages_text(messages, tools, add_generation_prompt)
 
-    def encode_marked(self, text: str, marks: "ContentMarks") -> list[int]:
+    def encode_marked(self, text: str, marks: ContentMarks) -> list[int]:
         """Encode rendered text: marked spans as plain text, the rest with control tokens matched."""
         ids: list[int] = []
         for inside, piece in marks.split(text):
             if piece:
-                ids.extend((self._plain_tokenizer if inside else self.tokenizer).encode(piece, add_special_tokens=False).ids)
+                ids.extend(
+                    (self._plain_tokenizer if inside else self.tokenizer).encode(piece, add_special_tokens=False).ids
+                )
         return ids
 
     # ---- weights ---------------------------------------------------------------------------------------
@@ -267,8 +271,12 @@ def _for_text_templates(message: dict[str, Any]) -> dict[str, Any]:
     JSON text, and no content (None, OpenAI's convention) when the message only calls tools."""
     if not message.get("tool_calls"):
         return message
-    calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
-             if isinstance(c["function"].get("arguments"), dict) else c for c in message["tool_calls"]]
+    calls = [
+        {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
+        if isinstance(c["function"].get("arguments"), dict)
+        else c
+        for c in message["tool_calls"]
+    ]
     return {**message, "tool_calls": calls, "content": message.get("content") or None}
 
 
@@ -302,7 +310,7 @@ class ContentMarks:
         self._unescape = re.compile(f"\ufdd4{nonce}(\\d+)\ufdd5") if self._control else None
 
     @classmethod
-    def new(cls, control: tuple[str, ...] | list[str] = ()) -> "ContentMarks":
+    def new(cls, control: tuple[str, ...] | list[str] = ()) -> ContentMarks:
         nonce = secrets.token_hex(8)
         return cls(f"\ufdd0{nonce}\ufdd1", f"\ufdd2{nonce}\ufdd3", tuple(control), nonce)
 
@@ -360,8 +368,12 @@ def _wrap_json(value: Any, wrap, keep_identifier_keys: bool = False) -> Any:
     if isinstance(value, str):
         return wrap(value)
     if isinstance(value, dict):
-        return {(k if keep_identifier_keys and _IDENTIFIER.fullmatch(k) else wrap(k)):
-                _wrap_json(v, wrap, keep_identifier_keys) for k, v in value.items()}
+        return {
+            (k if keep_identifier_keys and _IDENTIFIER.fullmatch(k) else wrap(k)): _wrap_json(
+                v, wrap, keep_identifier_keys
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_wrap_json(v, wrap, keep_identifier_keys) for v in value]
     return value

@@ -28,9 +28,9 @@ from starlette.routing import Route
 
 from openforge.core.errors import RequestError
 from openforge.dialects import DIALECTS, MODELS_ROUTE, Dialect, DialectError, is_anthropic_client, model_list
-from openforge.proxy.episodes import LATE_BODY_KEPT
 from openforge.models import ModelDirError
 from openforge.proxy.calls import CallResponse
+from openforge.proxy.episodes import LATE_BODY_KEPT
 from openforge.proxy.service import ProxyService
 
 
@@ -60,7 +60,7 @@ async def read_body(request: Request, limit: int, timeout_s: float | None = None
 
     try:
         await asyncio.wait_for(receive(), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise BodyTooSlow() from None
     return b"".join(chunks)
 
@@ -78,8 +78,9 @@ def episode_key(request: Request) -> str | None:
 def to_http(response: CallResponse) -> Response:
     headers = {"cache-control": "no-cache", **response.headers}
     if response.stream is not None:
-        return StreamingResponse(response.stream, status_code=response.status, media_type="text/event-stream",
-                                 headers=headers)
+        return StreamingResponse(
+            response.stream, status_code=response.status, media_type="text/event-stream", headers=headers
+        )
     if response.chunks is not None:
         chunks = response.chunks
 
@@ -87,8 +88,7 @@ def to_http(response: CallResponse) -> Response:
             for chunk in chunks:
                 yield chunk
 
-        return StreamingResponse(stream(), status_code=response.status, media_type="text/event-stream",
-                                 headers=headers)
+        return StreamingResponse(stream(), status_code=response.status, media_type="text/event-stream", headers=headers)
     return JSONResponse(response.body, status_code=response.status, headers=response.headers)
 
 
@@ -102,8 +102,9 @@ def model_api(service: ProxyService) -> Starlette:
         return reject(dialect, 413, "request_too_large", f"request body exceeds {settings.max_body_bytes} bytes")
 
     def too_slow(dialect: Dialect) -> Response:
-        response = reject(dialect, 408, "request_timeout",
-                          f"the request body did not arrive within {settings.body_timeout_s:g} s")
+        response = reject(
+            dialect, 408, "request_timeout", f"the request body did not arrive within {settings.body_timeout_s:g} s"
+        )
         response.headers["connection"] = "close"
         return response
 
@@ -124,8 +125,9 @@ def model_api(service: ProxyService) -> Starlette:
                         body = await read_body(request, LATE_BODY_KEPT, settings.body_timeout_s)
                     except (BodyTooLarge, BodyTooSlow):
                         body = b""
-                    await asyncio.to_thread(service.registry.record_late_call, late, dialect.name, body,
-                                            bytes(refused.body))
+                    await asyncio.to_thread(
+                        service.registry.record_late_call, late, dialect.name, body, bytes(refused.body)
+                    )
                 return refused
             try:
                 body = await body_of(request)
@@ -158,13 +160,18 @@ def model_api(service: ProxyService) -> Starlette:
             # The floor first: a body that cannot fit the context is not worth tokenizing (16 MB took 78 s).
             floor = service.token_floor(decoded.conversation)
             if floor >= service.backend.max_context:
-                return reject(dialect, 400, "prompt_too_long",
-                              f"prompt is too long: at least {floor} tokens > {service.backend.max_context} maximum")
+                return reject(
+                    dialect,
+                    400,
+                    "prompt_too_long",
+                    f"prompt is too long: at least {floor} tokens > {service.backend.max_context} maximum",
+                )
             try:
                 ids = await asyncio.to_thread(service.model.render, decoded.conversation)
             except ModelDirError as e:
-                return reject(dialect, 400, "invalid_request", f"the model's chat template cannot render this "
-                                                               f"conversation: {e}")
+                return reject(
+                    dialect, 400, "invalid_request", f"the model's chat template cannot render this conversation: {e}"
+                )
             return JSONResponse(dialect.encode_count(len(ids)))
 
         return endpoint

@@ -130,8 +130,9 @@ class CallJobs:
             await work(job)
         finally:
             if not job.done:  # `work` ends every call it can; this only keeps followers from waiting forever
-                job.finish(CallResponse(500, {"error": {"message": "the call was stopped before it finished"}}),
-                           failed=True)
+                job.finish(
+                    CallResponse(500, {"error": {"message": "the call was stopped before it finished"}}), failed=True
+                )
             calls = self._by_episode.get(job.episode_id)
             if calls is not None:
                 if job.failed and calls.get(job.digest) is job:

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from openforge.core import Conversation, Message, ParsedOutput
 from openforge.models import ModelDir, to_hf_messages
 
-
 # What `_try_extend` answers when the conversation continues a thread but its template is not append-only.
 _NOT_APPEND_ONLY = object()
 
@@ -152,13 +151,24 @@ class ContinuityRenderer:
             for thread in reversed(state.threads):
                 extended = self._try_extend(thread, conversation, system_fp, tools_fp, fps)
                 if isinstance(extended, list):
-                    return RenderedPrompt(extended, thread.segment, None, len(thread.token_ids), system_fp, tools_fp,
-                                          fps, last_role, thread.last_call_index)
+                    return RenderedPrompt(
+                        extended,
+                        thread.segment,
+                        None,
+                        len(thread.token_ids),
+                        system_fp,
+                        tools_fp,
+                        fps,
+                        last_role,
+                        thread.last_call_index,
+                    )
                 not_append_only = not_append_only or extended is _NOT_APPEND_ONLY
 
         # The history matched a thread and our reply was echoed, but the template renders it differently now.
-        reason = "template_not_append_only" if not_append_only else self._break_reason(
-            state, system_fp, tools_fp, fps, side_call
+        reason = (
+            "template_not_append_only"
+            if not_append_only
+            else self._break_reason(state, system_fp, tools_fp, fps, side_call)
         )
         prompt = self.model.render(conversation)
         segment = state.next_segment

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+
 class IncrementalDetokenizer:
     def __init__(self, decode: Callable[[list[int]], str], skip: set[int] | frozenset[int] = frozenset()):
         """`decode`: ids → text (control tokens kept). `skip`: ids that are not text (end-of-turn tokens),

@@ -35,8 +35,9 @@ class EpisodeRegistry:
         self._by_key: dict[str, Episode] = {}
         self._next_index: dict[str, int] = {}
 
-    def create(self, task: TaskPayload | dict | str | None = None, harness: str | None = None,
-               metadata: dict | None = None) -> Episode:
+    def create(
+        self, task: TaskPayload | dict | str | None = None, harness: str | None = None, metadata: dict | None = None
+    ) -> Episode:
         """`task`: a `TaskPayload` (the episode runners), or whatever JSON an orchestrator posted to the admin
         API (a dict, kept whole, or a task name)."""
         metadata = dict(metadata or {})
@@ -92,10 +93,21 @@ class EpisodeRegistry:
     def record_late_call(self, episode: Episode, dialect: str, body: bytes, response: bytes) -> None:
         """Record a refused call that came after the episode's key ended, and count it on the episode."""
         now = time.time()
-        self.store.add_call(CallRecord(
-            episode_id=episode.id, index=self.next_index(episode.id), prompt_ids=[], dialect=dialect,
-            finish_reason=FinishReason.error, call_error=LATE_CALL_ERROR, started_at=now, finished_at=now,
-            request_body=body[:LATE_BODY_KEPT], response_body=response, metadata={"late": True}))
+        self.store.add_call(
+            CallRecord(
+                episode_id=episode.id,
+                index=self.next_index(episode.id),
+                prompt_ids=[],
+                dialect=dialect,
+                finish_reason=FinishReason.error,
+                call_error=LATE_CALL_ERROR,
+                started_at=now,
+                finished_at=now,
+                request_body=body[:LATE_BODY_KEPT],
+                response_body=response,
+                metadata={"late": True},
+            )
+        )
         current = self.store.get_episode(episode.id) or episode
         metadata = {**current.metadata, "late_calls": int(current.metadata.get("late_calls", 0)) + 1}
         self._by_key[episode.key] = self.store.update_episode(episode.id, metadata=metadata)

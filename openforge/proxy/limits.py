@@ -25,18 +25,29 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 def _raw_response(status: int, reason: str, message: str) -> bytes:
     # Readable by both API families' SDKs: Anthropic's error object, with the `error.message` OpenAI's read.
-    body = json.dumps({"type": "error", "error": {"type": "overloaded_error" if status == 503 else
-                                                  "invalid_request_error", "message": message}}).encode()
-    head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
-            "connection: close\r\n\r\n")
+    body = json.dumps(
+        {
+            "type": "error",
+            "error": {"type": "overloaded_error" if status == 503 else "invalid_request_error", "message": message},
+        }
+    ).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
     return head.encode() + body
 
 
 def guarded_protocol(header_timeout_s: float, max_connections: int) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol with a header deadline and a connection cap (pass as `uvicorn.Config(http=...)`)."""
-    too_slow = _raw_response(408, "Request Timeout", f"the request headers did not arrive within {header_timeout_s:g} s")
-    too_many = _raw_response(503, "Service Unavailable", f"the proxy holds {max_connections} connections on this "
-                             "listener already; retry shortly")
+    too_slow = _raw_response(
+        408, "Request Timeout", f"the request headers did not arrive within {header_timeout_s:g} s"
+    )
+    too_many = _raw_response(
+        503,
+        "Service Unavailable",
+        f"the proxy holds {max_connections} connections on this listener already; retry shortly",
+    )
 
     class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         def __init__(self, *args, **kwargs):

@@ -25,8 +25,14 @@ if TYPE_CHECKING:
     from openforge.proxy.service import ProxyService
 
 
-async def serve_message_call(service: ProxyService, backend: MessageBackend, dialect: Dialect,
-                             request: DecodedRequest, body: bytes, episode: Episode) -> CallResponse:
+async def serve_message_call(
+    service: ProxyService,
+    backend: MessageBackend,
+    dialect: Dialect,
+    request: DecodedRequest,
+    body: bytes,
+    episode: Episode,
+) -> CallResponse:
 
     conversation = request.conversation
     settings = service.settings
@@ -37,10 +43,23 @@ async def serve_message_call(service: ProxyService, backend: MessageBackend, dia
     index = service.registry.next_index(episode.id)
     await asyncio.to_thread(service.registry.mark_running, episode)
     started = time.time()
-    ctx = GenerationContext(episode_id=episode.id, call_index=index, side_call=request.side_call,
-                            conversation=conversation, task=service.registry.task_payload(episode))
-    record = CallRecord(episode_id=episode.id, index=index, prompt_ids=[], sampling=sampling, started_at=started,
-                        dialect=dialect.name, side_call=request.side_call, request_body=body)
+    ctx = GenerationContext(
+        episode_id=episode.id,
+        call_index=index,
+        side_call=request.side_call,
+        conversation=conversation,
+        task=service.registry.task_payload(episode),
+    )
+    record = CallRecord(
+        episode_id=episode.id,
+        index=index,
+        prompt_ids=[],
+        sampling=sampling,
+        started_at=started,
+        dialect=dialect.name,
+        side_call=request.side_call,
+        request_body=body,
+    )
     try:
         result = await asyncio.wait_for(backend.complete(conversation, sampling, ctx), settings.generation_timeout_s)
     except Exception as e:  # noqa: BLE001 - any upstream failure reaches the harness in its dialect, recorded
@@ -51,9 +70,17 @@ async def serve_message_call(service: ProxyService, backend: MessageBackend, dia
         else:
             message = f"{type(e).__name__}: {e}"
         response = service.error_response(dialect, DialectError(529, "overloaded", f"backend failed: {message}"))
-        await service.writer.add_call(record.model_copy(update={
-            "finish_reason": FinishReason.error, "call_error": message, "finished_at": time.time(),
-            "response_body": response.payload(), "metadata": {MESSAGE_LEVEL: {"backend": backend.spec}}}))
+        await service.writer.add_call(
+            record.model_copy(
+                update={
+                    "finish_reason": FinishReason.error,
+                    "call_error": message,
+                    "finished_at": time.time(),
+                    "response_body": response.payload(),
+                    "metadata": {MESSAGE_LEVEL: {"backend": backend.spec}},
+                }
+            )
+        )
         return response
 
     # tool-call ids in the harness's own style: the harness sends them back, and the next call sends them on
@@ -61,23 +88,38 @@ async def serve_message_call(service: ProxyService, backend: MessageBackend, dia
     output = ParsedOutput(reasoning=result.output.reasoning, content=result.output.content, tool_calls=calls)
     if conversation.response_format is not None:
         output = as_json_reply(output)
-    reply = Reply(id=dialect.new_reply_id(), model=request.model or settings.served_model, output=output,
-                  finish_reason=result.finish_reason, prompt_tokens=result.prompt_tokens,
-                  completion_tokens=result.completion_tokens, created=int(started))
+    reply = Reply(
+        id=dialect.new_reply_id(),
+        model=request.model or settings.served_model,
+        output=output,
+        finish_reason=result.finish_reason,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        created=int(started),
+    )
     if request.stream:
         response = CallResponse(200, chunks=dialect.stream(reply, request))
     else:
         response = CallResponse(200, body=dialect.encode(reply, request))
-    await service.writer.add_call(record.model_copy(update={  # durable before the harness sees anything
-        "finish_reason": result.finish_reason,
-        "finished_at": time.time(),
-        "timings": {**result.timings, "total_s": time.time() - started},
-        "parse_error": output.parse_error,
-        "response_body": response.payload(),
-        "metadata": {
-            MESSAGE_LEVEL: {"backend": backend.spec, "model": result.model, "prompt_tokens": result.prompt_tokens,
-                            "completion_tokens": result.completion_tokens, "reply": output.model_dump(mode="json")},
-            "tool_calls": [tc.model_dump(mode="json") for tc in output.tool_calls],
-        },
-    }))
+    await service.writer.add_call(
+        record.model_copy(
+            update={  # durable before the harness sees anything
+                "finish_reason": result.finish_reason,
+                "finished_at": time.time(),
+                "timings": {**result.timings, "total_s": time.time() - started},
+                "parse_error": output.parse_error,
+                "response_body": response.payload(),
+                "metadata": {
+                    MESSAGE_LEVEL: {
+                        "backend": backend.spec,
+                        "model": result.model,
+                        "prompt_tokens": result.prompt_tokens,
+                        "completion_tokens": result.completion_tokens,
+                        "reply": output.model_dump(mode="json"),
+                    },
+                    "tool_calls": [tc.model_dump(mode="json") for tc in output.tool_calls],
+                },
+            }
+        )
+    )
     return response

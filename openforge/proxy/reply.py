@@ -45,8 +45,13 @@ class ReplyContext:
     def reply(self, parsed: ParsedOutput, finish_reason: FinishReason, completion_tokens: int) -> Reply:
         head = self.head
         return Reply(
-            id=head.id, model=head.model, output=parsed, finish_reason=finish_reason,
-            prompt_tokens=head.prompt_tokens, completion_tokens=completion_tokens, created=head.created,
+            id=head.id,
+            model=head.model,
+            output=parsed,
+            finish_reason=finish_reason,
+            prompt_tokens=head.prompt_tokens,
+            completion_tokens=completion_tokens,
+            created=head.created,
         )
 
 
@@ -114,7 +119,9 @@ class StreamedReply:
         whole = self.ctx.model.decode(text_ids(self.ctx.model, result.output_ids))
         if whole != self.detokenizer.text:  # never seen; the ids stay the truth, the record says so
             note = "the streamed text differs from the decode of the sampled ids"
-            parsed = parsed.model_copy(update={"parse_error": f"{parsed.parse_error}; {note}" if parsed.parse_error else note})
+            parsed = parsed.model_copy(
+                update={"parse_error": f"{parsed.parse_error}; {note}" if parsed.parse_error else note}
+            )
         reply = self.ctx.reply(parsed, result.finish_reason, len(result.output_ids))
         return reply, events + self.encoder.finish(reply)
 

@@ -51,7 +51,7 @@ class ProxyConfig(ProxySettings):
         return ProxySettings.model_validate(self.model_dump(include=set(ProxySettings.model_fields)))
 
     @model_validator(mode="after")
-    def _somewhere_to_listen(self) -> "ProxyConfig":
+    def _somewhere_to_listen(self) -> ProxyConfig:
         if self.listen is None and self.uds is None:
             raise ValueError("the model API needs --listen HOST:PORT or --uds PATH (or both)")
         if self.admin_listen is None and self.admin_uds is None:
@@ -69,7 +69,9 @@ class ProxyConfig(ProxySettings):
         return v
 
 
-def build_service(config: ProxyConfig, backend: Backend | None = None) -> tuple[ProxyService, TrajectoryStore, AsyncCallWriter]:
+def build_service(
+    config: ProxyConfig, backend: Backend | None = None
+) -> tuple[ProxyService, TrajectoryStore, AsyncCallWriter]:
     """`backend`: an already built one (e.g. veRL's server client, which no spec string can name); else
     `config.backend` is made with `make_backend`."""
     model = ModelDir(config.model)
@@ -83,8 +85,9 @@ def build_service(config: ProxyConfig, backend: Backend | None = None) -> tuple[
 def _uvicorn(app, settings: ProxySettings, address: str | None = None, uds: Path | None = None) -> uvicorn.Server:
     kwargs = {"uds": str(uds)} if uds else {"host": address.rpartition(":")[0], "port": int(address.rpartition(":")[2])}
     http = guarded_protocol(settings.header_timeout_s, settings.max_connections)  # limits.py says why
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75,
-                            http=http, **kwargs)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75, http=http, **kwargs
+    )
     server = uvicorn.Server(config)
     # The owner of the event loop decides what a signal does (the CLI stops the proxy; the orchestrator
     # cancels its episodes first and needs the proxy until they are cleaned up): uvicorn must not take them.
@@ -119,8 +122,9 @@ class RunningProxy:
         """The model name harnesses are given (and send back)."""
         return self.service.settings.served_model
 
-    def create_episode(self, task: TaskPayload | None = None, harness: str | None = None,
-                       metadata: dict[str, Any] | None = None) -> Episode:
+    def create_episode(
+        self, task: TaskPayload | None = None, harness: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> Episode:
         """A new episode and its secret key (`episode.key`, the harness's API key). `metadata`'s `attempt` and
         `sample` become the episode's fields."""
         return self.service.registry.create(task=task, harness=harness, metadata=metadata)
@@ -145,8 +149,14 @@ class RunningProxy:
             s.should_exit = True
 
     def info(self) -> dict:
-        return {"pid": os.getpid(), "url": self.url or f"unix:{self.uds}", "uds": str(self.uds) if self.uds else None,
-                "admin_url": self.admin_url, "admin_token": self.admin_token, "model": self.served_model}
+        return {
+            "pid": os.getpid(),
+            "url": self.url or f"unix:{self.uds}",
+            "uds": str(self.uds) if self.uds else None,
+            "admin_url": self.admin_url,
+            "admin_token": self.admin_token,
+            "model": self.served_model,
+        }
 
 
 @asynccontextmanager
@@ -184,8 +194,9 @@ async def running_proxy(config: ProxyConfig, backend: Backend | None = None) -> 
                 error = failed[0].exception() if not failed[0].cancelled() else None
                 raise ListenError(f"the proxy could not start listening: {error or 'see the log above'}")
             await asyncio.sleep(0.01)
-        yield RunningProxy(service, store, admin_token, _bound(tcp) if tcp else None, config.uds,
-                           _bound(admin), servers)
+        yield RunningProxy(
+            service, store, admin_token, _bound(tcp) if tcp else None, config.uds, _bound(admin), servers
+        )
     finally:
         for s in servers:
             s.should_exit = True

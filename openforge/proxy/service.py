@@ -91,8 +91,9 @@ def check_proxy_options(options: dict[str, Any]) -> dict[str, Any]:
     and converted; ValueError naming the unknown or run-owned keys, or the bad value."""
     owned = sorted(RUN_OWNED_SETTINGS & set(options))
     if owned:
-        raise ValueError(f"{', '.join(owned)}: set with the run's own option (max_new_tokens, temperature), "
-                         "not in proxy_options")
+        raise ValueError(
+            f"{', '.join(owned)}: set with the run's own option (max_new_tokens, temperature), not in proxy_options"
+        )
     unknown = sorted(set(options) - set(ProxySettings.model_fields))
     if unknown:
         known = ", ".join(sorted(set(ProxySettings.model_fields) - RUN_OWNED_SETTINGS))
@@ -184,10 +185,13 @@ class ProxyService:
         except DialectError as err:
             return self.error_response(dialect, err)
         if len(request.conversation.messages) > self.settings.max_messages:
-            return self.error_response(dialect, DialectError.invalid(
-                f"too many messages: {len(request.conversation.messages)} > {self.settings.max_messages}",
-                param="messages",
-            ))
+            return self.error_response(
+                dialect,
+                DialectError.invalid(
+                    f"too many messages: {len(request.conversation.messages)} > {self.settings.max_messages}",
+                    param="messages",
+                ),
+            )
         if len(body) > _DECODE_IN_THREAD_BYTES:  # hashing releases the interpreter's lock: off the loop
             digest = await asyncio.to_thread(lambda: hashlib.sha256(body).hexdigest())
         else:
@@ -197,13 +201,17 @@ class ProxyService:
             return await self._respond(job, replayed=True)
         if self.calls.in_flight(episode.id) >= self.settings.max_calls_in_flight_per_episode:
             limit = self.settings.max_calls_in_flight_per_episode
-            response = self.error_response(dialect, DialectError(
-                429, "rate_limit", f"this episode already has {limit} calls in flight; retry when one has finished"
-            ))
+            response = self.error_response(
+                dialect,
+                DialectError(
+                    429, "rate_limit", f"this episode already has {limit} calls in flight; retry when one has finished"
+                ),
+            )
             response.headers["retry-after"] = "1"
             return response
-        job = self.calls.start(CallJob(episode.id, digest, request.stream),
-                               lambda job: self._call(job, dialect, request, body, episode))
+        job = self.calls.start(
+            CallJob(episode.id, digest, request.stream), lambda job: self._call(job, dialect, request, body, episode)
+        )
         return await self._respond(job)
 
     async def decode(self, dialect: Dialect, body: bytes, *, for_count: bool = False) -> DecodedRequest:
@@ -225,12 +233,19 @@ class ProxyService:
             else:
                 response = CallResponse(200, stream=job.follow())
         if replayed:
-            response = CallResponse(response.status, response.body, response.chunks, dict(response.headers),
-                                    replayed=True, stream=response.stream)
+            response = CallResponse(
+                response.status,
+                response.body,
+                response.chunks,
+                dict(response.headers),
+                replayed=True,
+                stream=response.stream,
+            )
         return response
 
-    async def _call(self, job: CallJob, dialect: Dialect, request: DecodedRequest, body: bytes,
-                    episode: Episode) -> None:
+    async def _call(
+        self, job: CallJob, dialect: Dialect, request: DecodedRequest, body: bytes, episode: Episode
+    ) -> None:
         await self.gate.enter()
         try:
             if isinstance(self.backend, MessageBackend):  # a model behind an API: messages, no token ids
@@ -246,26 +261,34 @@ class ProxyService:
             if not job.done:  # the episode ended: the harness never sees this call complete; nothing is recorded
                 if job.started:
                     job.emit([dialect.error_stream(DialectError(529, "overloaded", "the episode ended"))])
-                job.finish(self.error_response(dialect, DialectError(529, "overloaded", "the episode ended")),
-                           failed=True)
+                job.finish(
+                    self.error_response(dialect, DialectError(529, "overloaded", "the episode ended")), failed=True
+                )
             raise
         finally:
             self.gate.leave()
 
-    async def _prepare(self, dialect: Dialect, request: DecodedRequest, body: bytes,
-                       episode: Episode) -> PreparedCall | CallResponse:
+    async def _prepare(
+        self, dialect: Dialect, request: DecodedRequest, body: bytes, episode: Episode
+    ) -> PreparedCall | CallResponse:
         """Render the prompt and check the request; a CallResponse when the request is refused (no row)."""
         conversation = request.conversation
         floor = self.token_floor(conversation)
         if floor >= self.backend.max_context:
-            return self.error_response(dialect, DialectError(
-                400, "prompt_too_long", f"prompt is too long: at least {floor} tokens > {self.backend.max_context} maximum"
-            ))
+            return self.error_response(
+                dialect,
+                DialectError(
+                    400,
+                    "prompt_too_long",
+                    f"prompt is too long: at least {floor} tokens > {self.backend.max_context} maximum",
+                ),
+            )
         try:
             rendered = await self._render(episode, conversation, request.side_call)
         except ModelDirError as e:  # the template refused the conversation, or cut a string in it
-            return self.error_response(dialect, DialectError.invalid(f"the model's chat template cannot render this "
-                                                                     f"conversation: {e}"))
+            return self.error_response(
+                dialect, DialectError.invalid(f"the model's chat template cannot render this conversation: {e}")
+            )
         sampling = self._sampling(conversation.sampling, len(rendered.prompt_ids))
         try:
             self.backend.check_request(rendered.prompt_ids, sampling)
@@ -304,8 +327,12 @@ class ProxyService:
     async def _serve(self, job: CallJob, call: PreparedCall) -> None:
         """Generate, stream, record, finish."""
         dialect, request = call.dialect, call.request
-        head = ReplyStart(id=dialect.new_reply_id(), model=request.model or self.settings.served_model,
-                          created=int(call.record.started_at), prompt_tokens=len(call.rendered.prompt_ids))
+        head = ReplyStart(
+            id=dialect.new_reply_id(),
+            model=request.model or self.settings.served_model,
+            created=int(call.record.started_at),
+            prompt_tokens=len(call.rendered.prompt_ids),
+        )
         context = ReplyContext(dialect, request, self.model, head)
         streamed = StreamedReply(context, self.model.decode(call.rendered.prompt_ids[-8:])) if request.stream else None
         result: GenerationResult | None = None
@@ -338,23 +365,34 @@ class ProxyService:
         timings = {**result.timings, "total_s": time.time() - call.record.started_at}
         if first_token_s is not None and streamed is not None:
             timings["first_token_s"] = first_token_s
-        record = call.record.model_copy(update={
-            "output_ids": result.output_ids,
-            "output_logprobs": result.logprobs,
-            "finish_reason": result.finish_reason,
-            "policy_version": result.policy_version,
-            "finished_at": time.time(),
-            "timings": timings,
-            "parse_error": reply.output.parse_error,
-            "response_body": response.payload(),
-            # the reply's tool calls as parsed (behaviour analytics read them without the tokenizer)
-            "metadata": {**call.record.metadata, "streamed": streamed is not None,
-                         "tool_calls": [tc.model_dump(mode="json") for tc in reply.output.tool_calls]},
-        })
+        record = call.record.model_copy(
+            update={
+                "output_ids": result.output_ids,
+                "output_logprobs": result.logprobs,
+                "finish_reason": result.finish_reason,
+                "policy_version": result.policy_version,
+                "finished_at": time.time(),
+                "timings": timings,
+                "parse_error": reply.output.parse_error,
+                "response_body": response.payload(),
+                # the reply's tool calls as parsed (behaviour analytics read them without the tokenizer)
+                "metadata": {
+                    **call.record.metadata,
+                    "streamed": streamed is not None,
+                    "tool_calls": [tc.model_dump(mode="json") for tc in reply.output.tool_calls],
+                },
+            }
+        )
         await self.writer.add_call(record)  # durable before the harness can see the call complete
         async with self._render_lock(call.episode.id):
-            self.renderer.record(call.episode.id, record.index, call.rendered, result.output_ids, reply.output,
-                                 side_call=request.side_call)
+            self.renderer.record(
+                call.episode.id,
+                record.index,
+                call.rendered,
+                result.output_ids,
+                reply.output,
+                side_call=request.side_call,
+            )
         job.emit(final)
         job.finish(response)
 
@@ -384,13 +422,15 @@ class ProxyService:
             response = CallResponse(200, chunks=[b"".join(job.events + final)])
         else:
             final, response = [], self.error_response(call.dialect, err)
-        record = call.record.model_copy(update={
-            "finish_reason": FinishReason.error,
-            "call_error": message,
-            "finished_at": time.time(),
-            "policy_version": self.backend.policy_version,
-            "response_body": response.payload(),
-        })
+        record = call.record.model_copy(
+            update={
+                "finish_reason": FinishReason.error,
+                "call_error": message,
+                "finished_at": time.time(),
+                "policy_version": self.backend.policy_version,
+                "response_body": response.payload(),
+            }
+        )
         await self.writer.add_call(record)
         job.emit(final)
         job.finish(response, failed=True)

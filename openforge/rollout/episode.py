@@ -25,17 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from openforge.core import Episode, Outcome, TaskPayload
+from openforge.faults import FaultPlan, FaultSpec
 from openforge.harness import get_adapter
 from openforge.harness.base import HarnessAdapter, LaunchContext
-from openforge.faults import FaultPlan, FaultSpec
 from openforge.rollout import faults
+from openforge.rollout.grading import grade, tail
 from openforge.rollout.outcome import AgentRun, AttemptResult, agent_failure, call_timings, classify_agent_run
 from openforge.rollout.protocols import EpisodeServer
 from openforge.rollout.settings import EpisodeSettings
+from openforge.rollout.task_environment import agent_spec_user, make_sandbox_spec
 from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
-from openforge.rollout.grading import grade, tail
-from openforge.rollout.task_environment import agent_spec_user, make_sandbox_spec
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.solution import SolutionError, solution_script
@@ -73,18 +73,34 @@ def solution_command(task: Task, script: Path | None = None) -> str | None:
 def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
     """The episode's task as the proxy keeps it; for the oracle teacher, the reference solution and the
     harness's own shell tool."""
-    return TaskPayload(id=task.id, instruction=task.instruction, split=task.split, family=task.family,
-                       solution=solution_command(task), shell_tool=adapter.shell_tool,
-                       required_tools=task.config.metadata.required_tools,
-                       look=solution_command(task, task.look_script) if task.look_script else None,
-                       check=solution_command(task, task.check_script) if task.check_script else None)
+    return TaskPayload(
+        id=task.id,
+        instruction=task.instruction,
+        split=task.split,
+        family=task.family,
+        solution=solution_command(task),
+        shell_tool=adapter.shell_tool,
+        required_tools=task.config.metadata.required_tools,
+        look=solution_command(task, task.look_script) if task.look_script else None,
+        check=solution_command(task, task.check_script) if task.check_script else None,
+    )
 
 
 class EpisodeRunner:
     """Runs attempts against a proxy running in this process (`openforge.proxy.server.RunningProxy`)."""
 
-    def __init__(self, proxy: EpisodeServer, provider: SandboxProvider, settings: EpisodeSettings, image_map: ImageMap,
-                 run_label: str, bundle_dir: Path | None, *, step: int = 0, fault_spec: FaultSpec | None = None):
+    def __init__(
+        self,
+        proxy: EpisodeServer,
+        provider: SandboxProvider,
+        settings: EpisodeSettings,
+        image_map: ImageMap,
+        run_label: str,
+        bundle_dir: Path | None,
+        *,
+        step: int = 0,
+        fault_spec: FaultSpec | None = None,
+    ):
         """`settings`: where and how each episode runs; `step`: the training step written on every episode (and
         part of each task's fault draw); `fault_spec`: the faults injected into the environments."""
         self.proxy = proxy
@@ -117,14 +133,16 @@ class EpisodeRunner:
         result = AttemptResult(episode.id, Outcome.sandbox_error)
         t0 = time.monotonic()
         sb: Sandbox | None = None
-        plan = faults.arm(self.fault_spec, faults.task_targets(task), faults.fault_key(task.id, self.step),
-                          adapter)
+        plan = faults.arm(self.fault_spec, faults.task_targets(task), faults.fault_key(task.id, self.step), adapter)
         try:
             with tempfile.TemporaryDirectory(prefix="openforge-episode-") as scratch:
                 spec = make_sandbox_spec(
-                    task, self.image_map,
-                    name=sandbox_name(self.run_label, episode.id[:16]), run=self.run_label,
-                    proxy_uds=self.proxy.uds, mounts=self._mounts(adapter),
+                    task,
+                    self.image_map,
+                    name=sandbox_name(self.run_label, episode.id[:16]),
+                    run=self.run_label,
+                    proxy_uds=self.proxy.uds,
+                    mounts=self._mounts(adapter),
                     memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
                     timeout_s=self._lifetime(task),
                     user=agent_spec_user(task, self.settings.agent_user, self.provider),
@@ -177,8 +195,16 @@ class EpisodeRunner:
             await made.destroy()
             raise
 
-    async def _act(self, adapter: HarnessAdapter, slot: Slot, episode: Episode, sb: Sandbox, scratch: Path,
-                   result: AttemptResult, plan: FaultPlan | None = None) -> tuple[Outcome, str] | None:
+    async def _act(
+        self,
+        adapter: HarnessAdapter,
+        slot: Slot,
+        episode: Episode,
+        sb: Sandbox,
+        scratch: Path,
+        result: AttemptResult,
+        plan: FaultPlan | None = None,
+    ) -> tuple[Outcome, str] | None:
         """Run the harness (with the episode's faults in its environment), then end the episode's key;
         (outcome, reason) for an infrastructure failure or the agent's own (`classify_agent_run`), None when
         the episode is to be graded."""
@@ -187,10 +213,18 @@ class EpisodeRunner:
         workdir = sb.spec.workdir or (await sb.exec(["pwd"], timeout_s=30)).stdout.strip() or "/"
         if sb.proxy_url is None:
             raise SandboxError(f"sandbox {sb.name} has no bridge to the proxy")
-        launch = adapter.launch(LaunchContext(
-            bundle_root=PurePosixPath(BUNDLE_TARGET), home=PurePosixPath(HOME), workdir=PurePosixPath(workdir),
-            base_url=sb.proxy_url, key=episode.key, model=self.proxy.served_model, instruction=slot.task.instruction,
-            manifest=self.bundle_dir if adapter.component else None))
+        launch = adapter.launch(
+            LaunchContext(
+                bundle_root=PurePosixPath(BUNDLE_TARGET),
+                home=PurePosixPath(HOME),
+                workdir=PurePosixPath(workdir),
+                base_url=sb.proxy_url,
+                key=episode.key,
+                model=self.proxy.served_model,
+                instruction=slot.task.instruction,
+                manifest=self.bundle_dir if adapter.component else None,
+            )
+        )
         host_home = scratch / "home"
         launch.write_files(host_home=host_home)
         await sb.copy_in(host_home, HOME, owner=f"{uid}:{gid}")
@@ -214,13 +248,23 @@ class EpisodeRunner:
             result.transcript["oom_killed"] = True
         if run.timed_out:
             result.transcript["timed_out"] = True
-        return classify_agent_run(AgentRun(
-            harness=adapter.name, exit_code=run.exit_code, timed_out=run.timed_out, timeout_s=timeout,
-            answered_calls=len(calls) - len(failed_calls),
-            failed_call=failed_calls[-1].call_error if failed_calls else None,
-            sandbox_alive=status.alive, sandbox_reason=status.reason, oom_killed=status.oom_killed,
-            infrastructure_error=None if run.timed_out else adapter.infrastructure_error(run.exit_code, run.stdout, run.stderr),
-            output_tail=tail(run.stderr or run.stdout, 800)))
+        return classify_agent_run(
+            AgentRun(
+                harness=adapter.name,
+                exit_code=run.exit_code,
+                timed_out=run.timed_out,
+                timeout_s=timeout,
+                answered_calls=len(calls) - len(failed_calls),
+                failed_call=failed_calls[-1].call_error if failed_calls else None,
+                sandbox_alive=status.alive,
+                sandbox_reason=status.reason,
+                oom_killed=status.oom_killed,
+                infrastructure_error=None
+                if run.timed_out
+                else adapter.infrastructure_error(run.exit_code, run.stdout, run.stderr),
+                output_tail=tail(run.stderr or run.stdout, 800),
+            )
+        )
 
     def _lifetime(self, task: Task) -> float:
         """The longest a sandbox may live (Kubernetes reaps it after that on its own): setup, the harness and
@@ -240,4 +284,3 @@ class EpisodeRunner:
             return adapter.version(self.bundle_dir) if adapter.component else adapter.version()
         except Exception:  # noqa: BLE001 - a missing bundle is reported when the sandbox is made
             return None
-

@@ -33,8 +33,7 @@ from openforge.rollout import faults
 from openforge.rollout.outcome import AGENT_FAULT, AttemptResult, agent_failure, call_timings, record_outcome
 from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox import prepare_workdir, run_jailed
-from openforge.tasks import state_check
-from openforge.tasks import FamilyInstance
+from openforge.tasks import FamilyInstance, state_check
 
 HARNESS = "react"
 
@@ -51,9 +50,16 @@ class FamilyEpisode:
 
 def task_payload(instance: FamilyInstance) -> TaskPayload:
     """The episode's task as the proxy keeps it (the oracle reads `solution` and `shell_tool`)."""
-    return TaskPayload(id=instance.task_id(), instruction=instance.instruction, family=instance.family,
-                       split=instance.split, solution=instance.solution_command, shell_tool=ReactAdapter.shell_tool,
-                       look=instance.look_command, check=instance.check_command)
+    return TaskPayload(
+        id=instance.task_id(),
+        instruction=instance.instruction,
+        family=instance.family,
+        split=instance.split,
+        solution=instance.solution_command,
+        shell_tool=ReactAdapter.shell_tool,
+        look=instance.look_command,
+        check=instance.check_command,
+    )
 
 
 def jailed_tools(workdir: Path, command_timeout_s: float = 20.0, run_command: CommandRunner = run_jailed):
@@ -116,30 +122,51 @@ async def run_family_episodes(
 
     async def one(instance: FamilyInstance, sample: int) -> FamilyEpisode:
         async with limit:
-            episode = proxy.create_episode(task_payload(instance), harness=HARNESS, metadata={
-                "step": step, "sample": sample, "slot": f"{instance.task_id()}|{HARNESS}|{sample}"})
+            episode = proxy.create_episode(
+                task_payload(instance),
+                harness=HARNESS,
+                metadata={"step": step, "sample": sample, "slot": f"{instance.task_id()}|{HARNESS}|{sample}"},
+            )
             workdir = scratch / episode.id
             prepare_workdir(workdir, instance.setup_files)
-            plan = faults.arm(fault_spec, FaultTargets.model_validate(instance.fault_targets),
-                              faults.fault_key(instance.task_id(), step), react)
+            plan = faults.arm(
+                fault_spec,
+                FaultTargets.model_validate(instance.fault_targets),
+                faults.fault_key(instance.task_id(), step),
+                react,
+            )
             timings: dict[str, float] = {}
             try:
                 runner = _runner(plan, workdir)
                 launched, launched_at = time.monotonic(), time.time()
                 transcript = await loop.run_in_executor(
-                    executor, lambda: run_agent(proxy.url, episode.key, proxy.served_model, instance.instruction,
-                                                max_steps=react.max_steps, max_tokens=react.max_tokens,
-                                                tool_runner=jailed_tools(workdir, react.command_timeout_s or 20.0,
-                                                                         run_command=runner), emit=_silent,
-                                                tools=tools, system_prompt=react.system_prompt))
+                    executor,
+                    lambda: run_agent(
+                        proxy.url,
+                        episode.key,
+                        proxy.served_model,
+                        instance.instruction,
+                        max_steps=react.max_steps,
+                        max_tokens=react.max_tokens,
+                        tool_runner=jailed_tools(workdir, react.command_timeout_s or 20.0, run_command=runner),
+                        emit=_silent,
+                        tools=tools,
+                        system_prompt=react.system_prompt,
+                    ),
+                )
                 timings["agent_s"] = time.monotonic() - launched
                 timings.update(call_timings(proxy.store.call_spans(episode.id), launched_at))
                 graded = time.monotonic()
                 files = state_check.read_state(str(workdir))
                 reward = 1.0 if instance.check(files) else 0.0
                 timings["verify_s"] = time.monotonic() - graded
-                result = AttemptResult(episode.id, Outcome.passed if reward == 1.0 else Outcome.failed, reward,
-                                       transcript=transcript, timings=timings)
+                result = AttemptResult(
+                    episode.id,
+                    Outcome.passed if reward == 1.0 else Outcome.failed,
+                    reward,
+                    transcript=transcript,
+                    timings=timings,
+                )
             except ModelAPIError as e:
                 result = AttemptResult(episode.id, Outcome.proxy_error, reason=str(e), transcript={"error": str(e)})
                 if e.agent_caused:  # the agent's conversation outgrew the API (the outcome module's rule)
@@ -164,4 +191,3 @@ def _runner(plan: FaultPlan | None, workdir: Path) -> CommandRunner:
         return run_jailed
     apply_setup(plan, workdir)
     return FaultyRunner(plan, run_jailed, workdir)
-

@@ -52,8 +52,7 @@ async def install(sb: Sandbox, plan: FaultPlan | None, adapter: HarnessAdapter, 
     harness's environment. Nothing when no fault is armed."""
     if plan is None or not plan.active or adapter.command_hook is None:
         return {}
-    check = await sb.exec(["sh", "-c", "command -v python3 && command -v bash"], timeout_s=SETUP_TIMEOUT_S,
-                          user="0")
+    check = await sb.exec(["sh", "-c", "command -v python3 && command -v bash"], timeout_s=SETUP_TIMEOUT_S, user="0")
     if check.exit_code != 0:
         plan.not_applicable("the sandbox has no python3 or bash for the fault hook")
         return {}
@@ -66,9 +65,11 @@ async def install(sb: Sandbox, plan: FaultPlan | None, adapter: HarnessAdapter, 
         for name, content in {**hook_files(FAULTS_DIR), "state.json": json.dumps(state)}.items():
             (root / name).write_text(content)
         await sb.copy_in(root, FAULTS_DIR)
-    script = (f"chmod 755 {FAULTS_DIR} {FAULTS_DIR}/{SHELL} && chmod 644 {FAULTS_DIR}/{HOOK} {FAULTS_DIR}/{DECIDE} "
-              f"{FAULTS_DIR}/{SOURCE} && chmod 666 {FAULTS_DIR}/state.json\n"
-              f"cd {shlex.quote(workdir)}\n" + plan.setup_script())
+    script = (
+        f"chmod 755 {FAULTS_DIR} {FAULTS_DIR}/{SHELL} && chmod 644 {FAULTS_DIR}/{HOOK} {FAULTS_DIR}/{DECIDE} "
+        f"{FAULTS_DIR}/{SOURCE} && chmod 666 {FAULTS_DIR}/state.json\n"
+        f"cd {shlex.quote(workdir)}\n" + plan.setup_script()
+    )
     done = await sb.exec(["bash", "-c", "set -e\n" + script], timeout_s=SETUP_TIMEOUT_S, user="0", workdir="/")
     if done.exit_code != 0:
         plan.not_applicable(f"fault setup failed: {(done.stderr or done.stdout).strip()[-300:]}")

@@ -42,10 +42,36 @@ KILLED_BY_SIGNAL = 128  # a shell's exit status for a process killed by signal N
 ROOT = "0:0"  # numeric: a name would be looked up in the sandbox's /etc/passwd, which the agent may have edited
 #: Variables that would steer an interpreter or shell the verifier starts; removed unless `[verifier] env` sets
 #: them.
-UNSET = ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONINSPECT", "PYTHONEXECUTABLE",
-         "PYTHONBREAKPOINT", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "CDPATH",
-         "SHELLOPTS", "BASHOPTS", "GLOBIGNORE", "PROMPT_COMMAND", "PERL5LIB", "PERL5OPT", "PERLLIB", "RUBYLIB",
-         "RUBYOPT", "NODE_OPTIONS", "NODE_PATH", "GCONV_PATH", "HOSTALIASES", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+UNSET = (
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "PYTHONUSERBASE",
+    "PYTHONINSPECT",
+    "PYTHONEXECUTABLE",
+    "PYTHONBREAKPOINT",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "BASH_ENV",
+    "ENV",
+    "CDPATH",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "GLOBIGNORE",
+    "PROMPT_COMMAND",
+    "PERL5LIB",
+    "PERL5OPT",
+    "PERLLIB",
+    "RUBYLIB",
+    "RUBYOPT",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "GCONV_PATH",
+    "HOSTALIASES",
+    "PYTEST_ADDOPTS",
+    "PYTEST_PLUGINS",
+)
 
 # Makes each argument a fresh, empty, root-owned directory (mode from $MODE): a symlinked or non-directory
 # component on the way is removed (never followed), what is there is removed, and the result checked.
@@ -153,8 +179,9 @@ async def _grade(task: Task, sb: Sandbox, timeout: float) -> Grade:
     await sb.copy_in(task.tests_dir, TESTS_DEST)
     unset = [v for v in UNSET if v not in task.config.verifier.env]
     script = f"unset {' '.join(unset)}\n{VERIFIER_SCRIPT}"
-    r = await sb.exec(["/bin/sh", "-c", script, "sh", f"{TESTS_DEST}/test.sh"], timeout_s=timeout, user=ROOT,
-                      env=env, workdir=workdir)
+    r = await sb.exec(
+        ["/bin/sh", "-c", script, "sh", f"{TESTS_DEST}/test.sh"], timeout_s=timeout, user=ROOT, env=env, workdir=workdir
+    )
     out.exit_code, out.output, out.timed_out = r.exit_code, output_of(r), r.timed_out
     if r.timed_out:
         out.error = f"the verifier timed out after {timeout:g}s"
@@ -162,8 +189,10 @@ async def _grade(task: Task, sb: Sandbox, timeout: float) -> Grade:
     if KILLED_BY_SIGNAL < r.exit_code <= KILLED_BY_SIGNAL + 64:
         # a verifier that runs the agent's code (as root) can be killed by it after that code wrote a reward:
         # whatever is in /logs/verifier then is not the verifier's word
-        out.error = (f"the verifier was killed by signal {r.exit_code - KILLED_BY_SIGNAL} (exit {r.exit_code}): "
-                     f"its reward is not trusted; verifier output:\n{tail(out.output)}")
+        out.error = (
+            f"the verifier was killed by signal {r.exit_code - KILLED_BY_SIGNAL} (exit {r.exit_code}): "
+            f"its reward is not trusted; verifier output:\n{tail(out.output)}"
+        )
         return out
     await sb.stop_agent_processes()  # nothing the verifier started may write the reward after it exited
     try:
@@ -173,8 +202,9 @@ async def _grade(task: Task, sb: Sandbox, timeout: float) -> Grade:
     return out
 
 
-async def check_tampering(task: Task, sb: Sandbox, path: str, workdir: str | None,
-                          notes: list[str]) -> list[Tampering] | None:
+async def check_tampering(
+    task: Task, sb: Sandbox, path: str, workdir: str | None, notes: list[str]
+) -> list[Tampering] | None:
     """The tampering found (`tamper.Tampering`s), None when there is none; a backend that cannot list its
     changes gets a note instead."""
     try:
@@ -182,8 +212,9 @@ async def check_tampering(task: Task, sb: Sandbox, path: str, workdir: str | Non
     except NotImplementedError as e:
         notes.append(f"no tamper check: {e}")
         return None
-    policy = TamperPolicy.for_verifier(path, workdir, task.config.verifier.allowed_changes,
-                                       recreated=(TESTS_DEST, REWARD_DIR, VERIFIER_HOME))
+    policy = TamperPolicy.for_verifier(
+        path, workdir, task.config.verifier.allowed_changes, recreated=(TESTS_DEST, REWARD_DIR, VERIFIER_HOME)
+    )
     lookups = policy.lookups(changes)
     found = policy.judge(changes, set())
     if not found and lookups:  # only an unchanged sandbox is asked in band (its shell is the one it had)
@@ -193,8 +224,13 @@ async def check_tampering(task: Task, sb: Sandbox, path: str, workdir: str | Non
 
 async def fresh_dirs(sb: Sandbox, dirs: list[str], mode: str) -> None:
     """Make each of `dirs` a fresh, empty, root-owned directory (FRESH_DIRS_SCRIPT); RuntimeError if it cannot."""
-    r = await sb.exec(["/bin/sh", "-c", FRESH_DIRS_SCRIPT, "sh", *dirs], timeout_s=120, user=ROOT, workdir="/",
-                      env={"MODE": mode, "PATH": DEFAULT_VERIFIER_PATH})
+    r = await sb.exec(
+        ["/bin/sh", "-c", FRESH_DIRS_SCRIPT, "sh", *dirs],
+        timeout_s=120,
+        user=ROOT,
+        workdir="/",
+        env={"MODE": mode, "PATH": DEFAULT_VERIFIER_PATH},
+    )
     if r.exit_code != 0 or r.timed_out:
         raise RuntimeError(f"could not create {', '.join(dirs)} fresh: {tail(output_of(r), 500) or r.exit_code}")
 
@@ -202,8 +238,13 @@ async def fresh_dirs(sb: Sandbox, dirs: list[str], mode: str) -> None:
 async def read_reward_files(sb: Sandbox) -> tuple[str | None, str | None]:
     """(reward.json text, reward.txt text), None for a file that is absent. RewardError when the directory or
     a file is a link, not a regular file, or larger than REWARD_MAX_BYTES."""
-    r = await sb.exec(["/bin/sh", "-c", REWARD_CHECK_SCRIPT, "sh", REWARD_DIR], timeout_s=60, user=ROOT,
-                      workdir="/", env={"PATH": DEFAULT_VERIFIER_PATH})
+    r = await sb.exec(
+        ["/bin/sh", "-c", REWARD_CHECK_SCRIPT, "sh", REWARD_DIR],
+        timeout_s=60,
+        user=ROOT,
+        workdir="/",
+        env={"PATH": DEFAULT_VERIFIER_PATH},
+    )
     if r.exit_code != 0 or r.timed_out:
         raise RewardError(f"the verifier's output is not readable safely: {tail(output_of(r), 300)}")
     present: dict[str, int] = {}

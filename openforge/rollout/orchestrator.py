@@ -78,8 +78,10 @@ def select_tasks(config: RolloutConfig) -> list[Task]:
         if missing:
             raise RolloutError(f"no such task(s) in {', '.join(map(str, config.tasks))}: {', '.join(sorted(missing))}")
     if not tasks:
-        raise RolloutError(f"no tasks found in {', '.join(map(str, config.tasks))}"
-                           + (f" (split {config.split})" if config.split else ""))
+        raise RolloutError(
+            f"no tasks found in {', '.join(map(str, config.tasks))}"
+            + (f" (split {config.split})" if config.split else "")
+        )
     return tasks
 
 
@@ -106,8 +108,13 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
     label = run_label(config.run)
     socket_dir = Path(tempfile.mkdtemp(prefix="openforge-proxy-"))  # a short path: AF_UNIX allows ~107 bytes
     proxy_config = ProxyConfig(
-        **config.proxy_settings(), model=config.model, backend=config.backend, run=config.run,
-        listen=config.proxy_listen, uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0",
+        **config.proxy_settings(),
+        model=config.model,
+        backend=config.backend,
+        run=config.run,
+        listen=config.proxy_listen,
+        uds=socket_dir / "model.sock",
+        admin_listen="127.0.0.1:0",
         temperature=config.temperature,
     )
     config = config.model_copy(update={"sandbox": choose_sandbox(config.sandbox, console)})
@@ -122,8 +129,10 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
             store = proxy.store
             done = finished_slots(store)
             if done and not config.resume:
-                raise RolloutError(f"{config.run} already holds finished episodes: pass --resume to continue "
-                                   "that run, or choose a new --run directory")
+                raise RolloutError(
+                    f"{config.run} already holds finished episodes: pass --resume to continue "
+                    "that run, or choose a new --run directory"
+                )
             todo = [s for s in slots if s.key not in done]
             summary.skipped = len(slots) - len(todo)
             store.set_run_info({"rollout": config.model_dump(mode="json")})
@@ -140,9 +149,16 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
     return summary
 
 
-async def run_slots(proxy: EpisodeServer, provider: SandboxProvider, config: RolloutConfig, slots: list[Slot],
-                    label: str, console: Console, summary: RolloutSummary | None = None,
-                    progress: Progress | None = None) -> RolloutSummary:
+async def run_slots(
+    proxy: EpisodeServer,
+    provider: SandboxProvider,
+    config: RolloutConfig,
+    slots: list[Slot],
+    label: str,
+    console: Console,
+    summary: RolloutSummary | None = None,
+    progress: Progress | None = None,
+) -> RolloutSummary:
     """Fill `slots` with graded episodes against a proxy and a sandbox provider that are already running (the
     training loop keeps one proxy for all its steps: no second proxy is started). `config.step` is written on
     every episode (GRPO groups are (step, task, harness)). `progress`: show a bar in that live display instead
@@ -150,17 +166,36 @@ async def run_slots(proxy: EpisodeServer, provider: SandboxProvider, config: Rol
     attempts."""
     summary = summary or RolloutSummary(config.run, len(slots))
     bundle = config.harness_bundle or default_bundle_dir()
-    runner = EpisodeRunner(proxy, provider, config, ImageMap.from_config(config.image_map), label, bundle,
-                           step=config.step, fault_spec=config.faults)
+    runner = EpisodeRunner(
+        proxy,
+        provider,
+        config,
+        ImageMap.from_config(config.image_map),
+        label,
+        bundle,
+        step=config.step,
+        fault_spec=config.faults,
+    )
     await _run_slots(runner, slots, config, summary, console, progress)
     return summary
 
 
-async def _run_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutConfig, summary: RolloutSummary,
-                     console: Console, progress: Progress | None = None) -> None:
+async def _run_slots(
+    runner: EpisodeRunner,
+    slots: list[Slot],
+    config: RolloutConfig,
+    summary: RolloutSummary,
+    console: Console,
+    progress: Progress | None = None,
+) -> None:
     if progress is None:
-        columns = (TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.fields[tally]}"))
+        columns = (
+            TextColumn("[bold]rollouts"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[tally]}"),
+        )
         with Progress(*columns, console=console, transient=False) as own:
             await _fill_slots(runner, slots, config, summary, console, own)
         return
@@ -171,8 +206,15 @@ async def _run_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutCo
         progress.remove_task(bar)  # a caller's display keeps only its own bars between batches
 
 
-async def _fill_slots(runner: EpisodeRunner, slots: list[Slot], config: RolloutConfig, summary: RolloutSummary,
-                      console: Console, progress: Progress, bar=None) -> None:
+async def _fill_slots(
+    runner: EpisodeRunner,
+    slots: list[Slot],
+    config: RolloutConfig,
+    summary: RolloutSummary,
+    console: Console,
+    progress: Progress,
+    bar=None,
+) -> None:
     store = runner.proxy.store
     limit = asyncio.Semaphore(config.concurrency)
     if bar is None:

@@ -78,7 +78,10 @@ def classify_agent_run(run: AgentRun) -> tuple[Outcome, str] | None:
         if run.timed_out:
             return Outcome.timeout, f"the harness ran past {run.timeout_s:g}s before the model answered once"
         if run.oom_killed and run.exit_code != 0:
-            return Outcome.sandbox_error, f"out of memory before the model answered: {run.harness} exited {run.exit_code}"
+            return (
+                Outcome.sandbox_error,
+                f"out of memory before the model answered: {run.harness} exited {run.exit_code}",
+            )
         if run.exit_code != 0:
             return Outcome.harness_crash, f"{run.harness} exited {run.exit_code}: {run.output_tail}"
         return Outcome.harness_crash, f"{run.harness} never called the model"
@@ -86,8 +89,10 @@ def classify_agent_run(run: AgentRun) -> tuple[Outcome, str] | None:
         return Outcome.failed, f"{AGENT_TIMEOUT}: the harness ran past {run.timeout_s:g}s"
     if run.exit_code != 0:
         memory = " (the agent's commands hit the sandbox's memory limit)" if run.oom_killed else ""
-        return Outcome.failed, (f"{AGENT_FAULT}: {run.harness} exited {run.exit_code} after the model's last "
-                                f"reply{memory}: {run.output_tail}")
+        return Outcome.failed, (
+            f"{AGENT_FAULT}: {run.harness} exited {run.exit_code} after the model's last "
+            f"reply{memory}: {run.output_tail}"
+        )
     return None
 
 
@@ -106,17 +111,21 @@ def record_outcome(store: TrajectoryStore, result: AttemptResult, final: bool) -
     episode; `final` marks the slot's last attempt (the one training and reports use). A grade (or a verifier
     failure) is recorded as the verifier's result, which sets the episode's reward."""
     episode = store.get_episode(result.episode_id)
-    metadata = {**episode.metadata, "final": final, "timings": result.timings,
-                "transcript": {k: v for k, v in result.transcript.items() if k != "events"}}
+    metadata = {
+        **episode.metadata,
+        "final": final,
+        "timings": result.timings,
+        "transcript": {k: v for k, v in result.transcript.items() if k != "events"},
+    }
     if result.tampered:  # the viewer and the store's queries flag an episode by this key
         metadata["tampered"] = list(result.tampered)
     if result.grading_notes:
         metadata["grading_notes"] = list(result.grading_notes)
-    store.update_episode(result.episode_id, outcome=result.outcome, outcome_reason=result.reason,
-                         metadata=metadata)
+    store.update_episode(result.episode_id, outcome=result.outcome, outcome_reason=result.reason, metadata=metadata)
     if result.reward is not None or result.outcome is Outcome.verifier_error:
-        store.record_verifier_result(result.episode_id, result.reward, {"outcome": result.outcome.value,
-                                                                         "reason": result.reason})
+        store.record_verifier_result(
+            result.episode_id, result.reward, {"outcome": result.outcome.value, "reason": result.reason}
+        )
 
 
 def call_timings(spans: list[tuple[float, float | None]], launched_at: float) -> dict[str, float]:
@@ -125,5 +134,7 @@ def call_timings(spans: list[tuple[float, float | None]], launched_at: float) ->
     (queueing and decoding). The rest of `agent_s` is the harness's tools and its own work between calls."""
     if not spans:
         return {}
-    return {"harness_start_s": max(0.0, min(start for start, _ in spans) - launched_at),
-            "model_s": sum(end - start for start, end in spans if end is not None)}
+    return {
+        "harness_start_s": max(0.0, min(start for start, _ in spans) - launched_at),
+        "model_s": sum(end - start for start, end in spans if end is not None),
+    }

@@ -65,8 +65,10 @@ async def check_images(tasks: list[Task], image_map: ImageMap, provider: Sandbox
     unmapped = [i for i in missing if i != OFFLINE_BASE_IMAGE and not any(d == i for _, d in image_map.pairs)]
     if unmapped:
         example = " ".join(f"--image-map {i}={OFFLINE_BASE_IMAGE}" for i in unmapped[:2])
-        lines.append(f"map them onto local images ({example}, or an image-map.yaml beside the tasks), or load "
-                     "them with `docker load`")
+        lines.append(
+            f"map them onto local images ({example}, or an image-map.yaml beside the tasks), or load "
+            "them with `docker load`"
+        )
     elif len(lines) == len(missing) + 1:
         lines.append("build or `docker load` the mapped image(s), or map the tasks' images elsewhere (--image-map)")
     raise PreflightError("\n".join(lines))

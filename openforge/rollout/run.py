@@ -26,9 +26,11 @@ def run_episodes(config: RolloutConfig, console: Console, label: str = "") -> Ro
     """Every slot of `config` not yet finished, then one line of outcomes (`label` says which run it was);
     RolloutInterrupted if Ctrl-C or SIGTERM stopped it."""
     summary = asyncio.run(run_rollouts(config, console))
-    console.print(f"{summary.done} episodes run{label}, {summary.skipped} already finished: "
-                  + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
-                  + (f" ({summary.tampered} failed for tampering with the verifier)" if summary.tampered else ""))
+    console.print(
+        f"{summary.done} episodes run{label}, {summary.skipped} already finished: "
+        + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
+        + (f" ({summary.tampered} failed for tampering with the verifier)" if summary.tampered else "")
+    )
     if summary.interrupted:
         raise RolloutInterrupted()
     return summary
@@ -38,8 +40,9 @@ def check_graded(summary: RolloutSummary) -> None:
     """NothingGradedError when episodes ran and none of them could be graded."""
     if summary.done and not summary.graded:
         reasons = sorted(summary.failures.items(), key=lambda kv: -kv[1])
-        raise NothingGradedError("no episode could be graded; what stopped them:\n"
-                                 + "\n".join(f"  {n} × {why}" for why, n in reasons[:5]))
+        raise NothingGradedError(
+            "no episode could be graded; what stopped them:\n" + "\n".join(f"  {n} × {why}" for why, n in reasons[:5])
+        )
 
 
 def rollout(config: RolloutConfig, console: Console) -> RolloutSummary:

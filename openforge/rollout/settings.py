@@ -107,4 +107,3 @@ class EpisodeSettings(BaseModel):
         """What reaches the run's proxy (`ProxySettings` fields): `proxy_options` and the token cap. The
         temperature is the batch's (`RolloutConfig.temperature`, a training phase's)."""
         return {**self.proxy_options, "max_new_tokens": self.max_new_tokens}
-

@@ -51,26 +51,43 @@ __all__ = ["DEFAULT_VERIFIER_PATH", "TEST_FRAMEWORK_MODULES", "Tampering", "Tamp
 DEFAULT_VERIFIER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 #: Modules of test frameworks (and what pytest imports on its way), which a verifier imports.
-TEST_FRAMEWORK_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "unittest", "doctest",
-                                    "nose", "nose2", "conftest"})
+TEST_FRAMEWORK_MODULES = frozenset(
+    {"pytest", "_pytest", "pluggy", "py", "iniconfig", "unittest", "doctest", "nose", "nose2", "conftest"}
+)
 #: Standard-library names no verifier imports; agents name their scratch files like them (`test.py`).
-_HARMLESS_STDLIB = frozenset({"test", "this", "antigravity", "__hello__", "__phello__", "idlelib", "turtledemo",
-                              "__main__"})
-_SHADOWING_NAMES = (frozenset(sys.stdlib_module_names) - _HARMLESS_STDLIB) | TEST_FRAMEWORK_MODULES | {
-    "sitecustomize", "usercustomize"}
+_HARMLESS_STDLIB = frozenset(
+    {"test", "this", "antigravity", "__hello__", "__phello__", "idlelib", "turtledemo", "__main__"}
+)
+_SHADOWING_NAMES = (
+    (frozenset(sys.stdlib_module_names) - _HARMLESS_STDLIB)
+    | TEST_FRAMEWORK_MODULES
+    | {"sitecustomize", "usercustomize"}
+)
 
 _LOADER_CONFIG = ("/etc/ld.so.preload", "/etc/ld.so.conf")
 _LOADER_CONFIG_DIRS = ("/etc/ld.so.conf.d",)
 _LOADER_NAME = re.compile(r"^(ld-linux[^/]*\.so[^/]*|ld-musl-[^/]*|ld64\.so[^/]*)$")
 _HOOKS = frozenset({"sitecustomize", "usercustomize"})
-_LIBRARY_DIRS = ("/lib", "/lib32", "/lib64", "/libx32", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32",
-                 "/usr/local/lib", "/usr/libexec", "/etc/alternatives", "/usr/share/perl", "/usr/share/perl5",
-                 "/etc/perl")
+_LIBRARY_DIRS = (
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/usr/lib",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/libx32",
+    "/usr/local/lib",
+    "/usr/libexec",
+    "/etc/alternatives",
+    "/usr/share/perl",
+    "/usr/share/perl5",
+    "/etc/perl",
+)
 _PYTHON_DIR = re.compile(r"^python\d[\d.]*$")
 _MODULE_FILE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.py|\.pyc|\.pyw|\.so|\.[A-Za-z0-9_.-]+\.so)$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ROOT_PYTEST_FILES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg",
-                                "pyproject.toml"})
+_ROOT_PYTEST_FILES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"})
 _WORKAREA_PYTEST_FILES = frozenset({"conftest.py", "pytest.ini"})
 #: Recreated by grading before the verifier runs: nothing the agent left there survives.
 RECREATED = ("/tests", "/logs/verifier")
@@ -106,8 +123,12 @@ def module_name(rel: PurePosixPath) -> str | None:
     if len(parts) == 1:
         m = _MODULE_FILE.match(parts[0])
         return m.group(1) if m else None
-    if len(parts) == 2 and _IDENTIFIER.match(parts[0]) and _MODULE_FILE.match(parts[1]) \
-            and _MODULE_FILE.match(parts[1]).group(1) == "__init__":
+    if (
+        len(parts) == 2
+        and _IDENTIFIER.match(parts[0])
+        and _MODULE_FILE.match(parts[1])
+        and _MODULE_FILE.match(parts[1]).group(1) == "__init__"
+    ):
         return parts[0]
     return None
 
@@ -120,7 +141,8 @@ def import_dir(path: str) -> str | None:
     cut = None
     for i, part in enumerate(parts):
         if part in ("site-packages", "dist-packages") or (
-                _PYTHON_DIR.match(part) and i > 0 and parts[i - 1] in ("lib", "lib64")):
+            _PYTHON_DIR.match(part) and i > 0 and parts[i - 1] in ("lib", "lib64")
+        ):
             cut = i
     if cut is None or cut == len(parts) - 1:
         return None
@@ -138,11 +160,16 @@ class TamperPolicy:
     recreated: tuple[str, ...] = RECREATED
 
     @classmethod
-    def for_verifier(cls, path: str | None, workdir: str | None, allowed: Iterable[str],
-                     recreated: Iterable[str] = RECREATED) -> "TamperPolicy":
+    def for_verifier(
+        cls, path: str | None, workdir: str | None, allowed: Iterable[str], recreated: Iterable[str] = RECREATED
+    ) -> TamperPolicy:
         dirs = tuple(str(PurePosixPath(d)) for d in (path or DEFAULT_VERIFIER_PATH).split(":") if d.startswith("/"))
-        return cls(path_dirs=dirs, workdir=str(PurePosixPath(workdir)) if workdir else None,
-                   allowed=tuple(allowed), recreated=tuple(recreated))
+        return cls(
+            path_dirs=dirs,
+            workdir=str(PurePosixPath(workdir)) if workdir else None,
+            allowed=tuple(allowed),
+            recreated=tuple(recreated),
+        )
 
     # -- the two steps: which paths to look up, then the judgement --------------------------------------------
 

@@ -26,8 +26,15 @@ from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.model import Task
 from openforge.tasks.solution import SolutionError, solution_script
 
-__all__ = ["HackOutcome", "RunOutcome", "ValidationResult", "run_hack", "run_script_and_verify",
-           "validate_task_by_running", "validate_tasks"]
+__all__ = [
+    "HackOutcome",
+    "RunOutcome",
+    "ValidationResult",
+    "run_hack",
+    "run_script_and_verify",
+    "validate_task_by_running",
+    "validate_tasks",
+]
 
 HACK_TIMEOUT_S = 120
 HACK_PRELOAD_DEST = "/tmp/openforge-hack/libopenforge-hack.so"
@@ -74,8 +81,11 @@ class HackOutcome:
             how = "blocked: verifier error" if self.applied else "blocked: the sandbox refused it"
             return f"{how} ({tail(self.error, 160)})"
         if not self.applied:
-            return f"blocked: could not apply in this sandbox; scored {self.reward:g}" if self.reward is not None \
+            return (
+                f"blocked: could not apply in this sandbox; scored {self.reward:g}"
+                if self.reward is not None
                 else "blocked: could not apply in this sandbox"
+            )
         return f"blocked: scored {self.reward:g}"
 
     def to_json(self) -> dict[str, Any]:
@@ -106,18 +116,30 @@ class ValidationResult:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON report's entry for this task (`tasks validate --run --report`)."""
-        return {"task": self.task_id, "ok": self.ok, "solve_reward": self.solve_reward,
-                "wrong_reward": self.wrong_reward, "errors": self.errors,
-                "hacks": [h.to_json() for h in self.hacks],
-                "hacks_fallen_to": [h.hack for h in self.hacks if h.fell]}
+        return {
+            "task": self.task_id,
+            "ok": self.ok,
+            "solve_reward": self.solve_reward,
+            "wrong_reward": self.wrong_reward,
+            "errors": self.errors,
+            "hacks": [h.to_json() for h in self.hacks],
+            "hacks_fallen_to": [h.hack for h in self.hacks if h.fell],
+        }
 
 
 # ---- running -------------------------------------------------------------------------------------------
 
 
-async def _in_fresh_sandbox(task: Task, provider: SandboxProvider, image_map: ImageMap | None, label: str,
-                            act: Callable[[Sandbox], Awaitable[None]], *, run: str,
-                            spec_overrides: dict[str, Any] | None) -> tuple[Grade | None, str | None]:
+async def _in_fresh_sandbox(
+    task: Task,
+    provider: SandboxProvider,
+    image_map: ImageMap | None,
+    label: str,
+    act: Callable[[Sandbox], Awaitable[None]],
+    *,
+    run: str,
+    spec_overrides: dict[str, Any] | None,
+) -> tuple[Grade | None, str | None]:
     """Create a sandbox of the task, bring it to the task's initial state, `act` in it, grade it as an episode
     is graded, destroy it: (the grade, None) or (None when there is none, the error with `label`)."""
     try:
@@ -152,8 +174,14 @@ class _Stop(OpenForgeError):
 
 
 async def run_script_and_verify(
-    task: Task, provider: SandboxProvider, image_map: ImageMap | None, script: Path | None, label: str,
-    *, run: str = "openforge-validate", spec_overrides: dict[str, Any] | None = None,
+    task: Task,
+    provider: SandboxProvider,
+    image_map: ImageMap | None,
+    script: Path | None,
+    label: str,
+    *,
+    run: str = "openforge-validate",
+    spec_overrides: dict[str, Any] | None = None,
 ) -> RunOutcome:
     """In a fresh sandbox: run ``script`` with the files of its directory beside it, in the workdir and as the
     agent user, as the oracle teacher does (the same command, ``openforge.tasks.solution``; ``script=None``:
@@ -177,17 +205,25 @@ async def run_script_and_verify(
         if r.timed_out:
             raise _Stop(f"timed out after {res.agent_timeout_s:g}s")
 
-    graded, out.error = await _in_fresh_sandbox(task, provider, image_map, label, act, run=run,
-                                                spec_overrides=spec_overrides)
+    graded, out.error = await _in_fresh_sandbox(
+        task, provider, image_map, label, act, run=run, spec_overrides=spec_overrides
+    )
     if graded is not None:
         out.verifier_exit, out.verifier_output, out.reward = graded.exit_code, graded.output, graded.reward
         out.tampered, out.tamper_reason = graded.tampered, graded.reason
     return out
 
 
-async def run_hack(task: Task, provider: SandboxProvider, image_map: ImageMap | None, hack: Hack, *,
-                   run: str = "openforge-validate", spec_overrides: dict[str, Any] | None = None,
-                   preload: Path | None = None) -> HackOutcome:
+async def run_hack(
+    task: Task,
+    provider: SandboxProvider,
+    image_map: ImageMap | None,
+    hack: Hack,
+    *,
+    run: str = "openforge-validate",
+    spec_overrides: dict[str, Any] | None = None,
+    preload: Path | None = None,
+) -> HackOutcome:
     """Apply `hack` in a fresh sandbox of the task (initial state: nothing solved) as the agent's user, and
     again as root if that did not apply it; then grade the sandbox as an episode is graded. `preload`: the
     ld-preload hack's library (`hacks.preload_library`)."""
@@ -209,8 +245,9 @@ async def run_hack(task: Task, provider: SandboxProvider, image_map: ImageMap | 
                 return
             out.detail = tail(output_of(r) or f"exit {r.exit_code}", 300)
 
-    graded, out.error = await _in_fresh_sandbox(task, provider, image_map, f"hack {hack.name}", act, run=run,
-                                                spec_overrides=spec_overrides)
+    graded, out.error = await _in_fresh_sandbox(
+        task, provider, image_map, f"hack {hack.name}", act, run=run, spec_overrides=spec_overrides
+    )
     if graded is not None:
         out.reward, out.tampered = graded.reward, list(graded.tampered)
         if graded.tampered:
@@ -218,8 +255,16 @@ async def run_hack(task: Task, provider: SandboxProvider, image_map: ImageMap | 
     return out
 
 
-async def run_hacks(task: Task, provider: SandboxProvider, image_map: ImageMap | None, hacks: list[Hack], *,
-                    run: str, spec_overrides: dict[str, Any] | None, concurrency: int) -> list[HackOutcome]:
+async def run_hacks(
+    task: Task,
+    provider: SandboxProvider,
+    image_map: ImageMap | None,
+    hacks: list[Hack],
+    *,
+    run: str,
+    spec_overrides: dict[str, Any] | None,
+    concurrency: int,
+) -> list[HackOutcome]:
     """Every hack of `hacks` against the task, `concurrency` sandboxes at a time, in the order given."""
     preload: Path | None = None
     if any(h.needs_preload for h in hacks):
@@ -231,16 +276,23 @@ async def run_hacks(task: Task, provider: SandboxProvider, image_map: ImageMap |
 
     async def one(hack: Hack) -> HackOutcome:
         async with limit:
-            return await run_hack(task, provider, image_map, hack, run=run, spec_overrides=spec_overrides,
-                                  preload=preload)
+            return await run_hack(
+                task, provider, image_map, hack, run=run, spec_overrides=spec_overrides, preload=preload
+            )
 
     return list(await asyncio.gather(*(one(h) for h in hacks)))
 
 
 async def validate_task_by_running(
-    task: Task, provider: SandboxProvider, image_map: ImageMap | None = None, *, check_wrong: bool = True,
-    run: str = "openforge-validate", spec_overrides: dict[str, Any] | None = None,
-    hacks: list[Hack] | None = None, concurrency: int = 2,
+    task: Task,
+    provider: SandboxProvider,
+    image_map: ImageMap | None = None,
+    *,
+    check_wrong: bool = True,
+    run: str = "openforge-validate",
+    spec_overrides: dict[str, Any] | None = None,
+    hacks: list[Hack] | None = None,
+    concurrency: int = 2,
 ) -> ValidationResult:
     """Require ``solution/solve.sh`` to score exactly 1.0 and, where the task ships it (and ``check_wrong``),
     ``solution/wrong.sh`` to score below 1.0, each in a fresh sandbox from ``provider`` (labelled ``run``);
@@ -252,8 +304,9 @@ async def validate_task_by_running(
     if task.solve_script is None:
         result.errors.append("solution/solve.sh: missing; nothing to validate the task with")
         return result
-    solve = await run_script_and_verify(task, provider, image_map, task.solve_script, "solve.sh", run=run,
-                                       spec_overrides=spec_overrides)
+    solve = await run_script_and_verify(
+        task, provider, image_map, task.solve_script, "solve.sh", run=run, spec_overrides=spec_overrides
+    )
     result.runs.append(solve)
     result.solve_reward = solve.reward
     if solve.error:
@@ -261,15 +314,17 @@ async def validate_task_by_running(
     elif solve.tampered:
         result.errors.append(
             f"solve.sh was graded as tampering with the verifier ({solve.tamper_reason}); if the task means the "
-            "agent to change these paths, allow them in task.toml: [verifier] allowed_changes = [globs]")
+            "agent to change these paths, allow them in task.toml: [verifier] allowed_changes = [globs]"
+        )
     elif solve.reward != 1.0:
         result.errors.append(
             f"solve.sh scored {solve.reward:g}, expected 1.0 (solution exit {solve.solution_exit}); "
             f"verifier output:\n{tail(solve.verifier_output)}"
         )
     if check_wrong and task.wrong_script is not None:
-        wrong = await run_script_and_verify(task, provider, image_map, task.wrong_script, "wrong.sh", run=run,
-                                           spec_overrides=spec_overrides)
+        wrong = await run_script_and_verify(
+            task, provider, image_map, task.wrong_script, "wrong.sh", run=run, spec_overrides=spec_overrides
+        )
         result.runs.append(wrong)
         result.wrong_reward = wrong.reward
         if wrong.error:
@@ -277,12 +332,15 @@ async def validate_task_by_running(
         elif wrong.reward is not None and wrong.reward >= 1.0:
             result.errors.append(f"wrong.sh scored {wrong.reward:g}: the tests do not catch this wrong solution")
     if hacks and solve.reward == 1.0 and not solve.tampered and not solve.error:
-        result.hacks = await run_hacks(task, provider, image_map, hacks, run=run, spec_overrides=spec_overrides,
-                                       concurrency=concurrency)
+        result.hacks = await run_hacks(
+            task, provider, image_map, hacks, run=run, spec_overrides=spec_overrides, concurrency=concurrency
+        )
         for h in result.hacks:
             if h.fell:
-                result.errors.append(f"the verifier falls to the reward hack {h.hack!r} ({h.description}): it "
-                                     "scored 1 without solving the task")
+                result.errors.append(
+                    f"the verifier falls to the reward hack {h.hack!r} ({h.description}): it "
+                    "scored 1 without solving the task"
+                )
     result.ok = not result.errors
     return result
 
@@ -290,9 +348,17 @@ async def validate_task_by_running(
 # ---- `openforge tasks validate` ------------------------------------------------------------------------
 
 
-def validate_tasks(root: Path, console: Console, *, run: bool = False, sandbox: str = "docker",
-                   image_map: list[str] | None = None, hacks: list[Hack] | None = None, concurrency: int = 2,
-                   report: Path | None = None) -> bool:
+def validate_tasks(
+    root: Path,
+    console: Console,
+    *,
+    run: bool = False,
+    sandbox: str = "docker",
+    image_map: list[str] | None = None,
+    hacks: list[Hack] | None = None,
+    concurrency: int = 2,
+    report: Path | None = None,
+) -> bool:
     """`openforge tasks validate`: the schema of every task directory under `root`, each problem printed; with
     `run`, `validate_task_by_running` for each task in `sandbox` (the tree's own image map, `image_map`'s
     FROM=TO entries over it), the results printed and, with `report`, written as JSON there. Whether every
@@ -314,8 +380,10 @@ def validate_tasks(root: Path, console: Console, *, run: bool = False, sandbox: 
     async def run_all() -> list[ValidationResult]:
         provider = get_provider(sandbox)
         try:
-            return [await validate_task_by_running(t, provider, mapping, hacks=chosen, concurrency=concurrency)
-                    for t in load_tasks([root])]
+            return [
+                await validate_task_by_running(t, provider, mapping, hacks=chosen, concurrency=concurrency)
+                for t in load_tasks([root])
+            ]
         finally:
             await provider.close()
 
@@ -327,11 +395,17 @@ def validate_tasks(root: Path, console: Console, *, run: bool = False, sandbox: 
                 console.print(f"    [red]falls to[/] {h.hack}: {h.description}")
     if chosen:
         fallen = sorted({h.hack for r in results for h in r.hacks if h.fell})
-        console.print(f"reward hacks: {len(chosen)} tried per task; "
-                      + (f"[red]fallen to[/]: {', '.join(fallen)}" if fallen else "none fallen to"))
+        console.print(
+            f"reward hacks: {len(chosen)} tried per task; "
+            + (f"[red]fallen to[/]: {', '.join(fallen)}" if fallen else "none fallen to")
+        )
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(json.dumps({"sandbox": sandbox, "hacks": [h.name for h in chosen],
-                                      "tasks": [r.to_json() for r in results]}, indent=1))
+        report.write_text(
+            json.dumps(
+                {"sandbox": sandbox, "hacks": [h.name for h in chosen], "tasks": [r.to_json() for r in results]},
+                indent=1,
+            )
+        )
         console.print(f"report: {report}")
     return all(r.ok for r in results)

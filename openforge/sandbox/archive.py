@@ -15,9 +15,11 @@ def make_tar(src: Path, arcname: str, uid: int = 0, gid: int = 0) -> bytes:
     """A tar of file or directory `src` whose top entry is `arcname`, every entry owned by uid:gid."""
     with tempfile.SpooledTemporaryFile(max_size=32 << 20) as tmp:
         with tarfile.open(fileobj=tmp, mode="w", format=tarfile.PAX_FORMAT) as tf:
+
             def fix(ti: tarfile.TarInfo) -> tarfile.TarInfo:
                 ti.uid, ti.gid, ti.uname, ti.gname = uid, gid, "", ""
                 return ti
+
             tf.add(str(src), arcname=arcname, recursive=True, filter=fix)
         tmp.seek(0)
         return tmp.read()
@@ -113,8 +115,9 @@ def _extract_single(tf: tarfile.TarFile, dest: Path) -> None:
             link = PurePosixPath(m.linkname)
             parent = dest.parent.resolve()
             if link.is_absolute() or not _inside((parent / m.linkname).resolve(), parent):
-                raise FileNotFoundError(f"{m.name} is a symbolic link to {m.linkname}, which leaves {dest.parent}: "
-                                        "not copied")
+                raise FileNotFoundError(
+                    f"{m.name} is a symbolic link to {m.linkname}, which leaves {dest.parent}: not copied"
+                )
             dest.parent.mkdir(parents=True, exist_ok=True)
             if dest.is_symlink() or dest.exists():
                 dest.unlink()

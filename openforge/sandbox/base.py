@@ -24,9 +24,9 @@ listed and removed with `provider.cleanup(run)`.
 
 from __future__ import annotations
 
-import os
 import asyncio
 import hashlib
+import os
 import re
 import threading
 from abc import ABC, abstractmethod
@@ -177,7 +177,8 @@ class SandboxSpec(BaseModel):
         if not _NAME_RE.match(v):
             raise ValueError(
                 f"sandbox name {v!r} must be a DNS-1123 label (lowercase letters, digits, '-', <= 63 chars); "
-                "make one with openforge.sandbox.sandbox_name(run, episode)")
+                "make one with openforge.sandbox.sandbox_name(run, episode)"
+            )
         return v
 
     @field_validator("workdir")
@@ -188,7 +189,7 @@ class SandboxSpec(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _one_proxy(self) -> "SandboxSpec":
+    def _one_proxy(self) -> SandboxSpec:
         if self.proxy_uds is not None and self.proxy_tcp is not None:
             raise ValueError("give proxy_uds or proxy_tcp, not both")
         return self
@@ -253,7 +254,7 @@ def command_argv(cmd: list[str] | str) -> list[str]:
     return argv
 
 
-async def await_worker(fut: "asyncio.Future[T]", cancel: threading.Event) -> T:
+async def await_worker(fut: asyncio.Future[T], cancel: threading.Event) -> T:
     """Await a command running on a worker thread. When the caller is cancelled, `cancel` tells the worker to
     kill the command and return promptly; its outcome is retrieved so asyncio does not log it as lost."""
     try:
@@ -275,9 +276,17 @@ class Sandbox(ABC):
     _destroyed: bool = False  # set by `destroy`
 
     @abstractmethod
-    async def exec(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
-                   workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
-                   output_cap: int = DEFAULT_OUTPUT_CAP) -> ExecResult:
+    async def exec(
+        self,
+        cmd: list[str] | str,
+        *,
+        timeout_s: float,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+        stdin: bytes | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
         """Run `cmd` (a list: argv; a str: run by `bash -lc`) and wait for it, at most `timeout_s` seconds: then
         its whole process tree is killed and `timed_out` is set. stdin is /dev/null unless `stdin` is given.
         Raises SandboxError only when the sandbox itself fails."""
@@ -312,11 +321,14 @@ class Sandbox(ABC):
         the task's `build_timeout_sec`) and raises `LocalEmulationError` when a step cannot be replayed."""
         if self.spec.user != AGENT_USER or not self.spec.workdir:
             return
-        r = await self.exec(["chown", "-R", AGENT_USER, self.spec.workdir], timeout_s=timeout_s or 300,
-                            user="0:0", workdir="/")
+        r = await self.exec(
+            ["chown", "-R", AGENT_USER, self.spec.workdir], timeout_s=timeout_s or 300, user="0:0", workdir="/"
+        )
         if r.exit_code != 0:
-            raise SandboxError(f"sandbox {self.name}: cannot give {self.spec.workdir} to the agent user: "
-                               f"{(r.stderr or r.stdout).strip()[-500:]}")
+            raise SandboxError(
+                f"sandbox {self.name}: cannot give {self.spec.workdir} to the agent user: "
+                f"{(r.stderr or r.stdout).strip()[-500:]}"
+            )
 
     # -- grading support (docs/design.md, invariant 7) ------------------------------------------------------
 
@@ -331,8 +343,10 @@ class Sandbox(ABC):
 
         r = await self.exec(stop_script_argv(), timeout_s=60, user="0:0", workdir="/")
         if r.exit_code != 0:
-            raise SandboxError(f"sandbox {self.name}: could not stop the agent's processes: "
-                               f"{(r.stderr or r.stdout).strip()[-500:] or f'exit {r.exit_code}'}")
+            raise SandboxError(
+                f"sandbox {self.name}: could not stop the agent's processes: "
+                f"{(r.stderr or r.stdout).strip()[-500:] or f'exit {r.exit_code}'}"
+            )
 
     async def changed_paths(self) -> list[PathChange]:
         """What changed in the sandbox's file system since it was created (`PathChange`s; mount points and the
@@ -349,9 +363,8 @@ class Sandbox(ABC):
 
         found: set[str] = set()
         for i in range(0, len(paths), 500):
-            chunk = paths[i:i + 500]
-            r = await self.exec(exists_script_argv(chunk), timeout_s=60, user="0:0", workdir="/",
-                                output_cap=16 << 20)
+            chunk = paths[i : i + 500]
+            r = await self.exec(exists_script_argv(chunk), timeout_s=60, user="0:0", workdir="/", output_cap=16 << 20)
             if r.exit_code != 0:
                 raise SandboxError(f"sandbox {self.name}: could not look up paths: {r.stderr.strip()[-500:]}")
             found.update(p for p in r.stdout.split("\0") if p in chunk)
@@ -373,7 +386,7 @@ class Sandbox(ABC):
         if r.exit_code != 0:
             raise SandboxError(f"chown {owner} {path} failed in {self.name}: {r.stderr.strip()}")
 
-    async def __aenter__(self) -> "Sandbox":
+    async def __aenter__(self) -> Sandbox:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

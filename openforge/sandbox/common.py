@@ -45,8 +45,18 @@ EXEC_MARKER = "OPENFORGE_EXEC_ID"
 # switching users as apt and su do, signalling its own processes, binding low ports for a task's server),
 # i.e. Docker's default set without NET_RAW (raw sockets), MKNOD (device nodes), SETFCAP (file capabilities)
 # and SYS_CHROOT. SETPCAP stays: grading needs it to drop the verifier's capabilities (`setpriv`).
-AGENT_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP",
-                      "NET_BIND_SERVICE", "AUDIT_WRITE")
+AGENT_CAPABILITIES = (
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "NET_BIND_SERVICE",
+    "AUDIT_WRITE",
+)
 # Open files per process in a sandbox (a runtime's default can be a million); a daemon whose own limit is lower
 # cannot grant it, and its sandboxes then keep the daemon's.
 NOFILE_LIMIT = 16384
@@ -165,7 +175,7 @@ def append_capped(buf: bytearray, data: bytes, cap: int) -> bool:
     """Append `data` to one stream's output, keeping at most `cap` bytes (the first); True if any were dropped."""
     room = cap - len(buf)
     if len(data) > room:
-        buf += data[:max(0, room)]
+        buf += data[: max(0, room)]
         return True
     buf += data
     return False
@@ -208,4 +218,3 @@ class WorkerPool:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-

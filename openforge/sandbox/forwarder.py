@@ -145,12 +145,19 @@ async def _watch(parent_pid: int | None, watch_pid: int | None, stop: asyncio.Ev
         else:
             try:
                 await asyncio.wait_for(stop.wait(), 0.5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
 
-async def serve(sock: socket.socket, uds: str, *, parent_pid: int | None = None, watch_pid: int | None = None,
-                ready: str | None = None, max_connections: int = MAX_CONNECTIONS) -> None:
+async def serve(
+    sock: socket.socket,
+    uds: str,
+    *,
+    parent_pid: int | None = None,
+    watch_pid: int | None = None,
+    ready: str | None = None,
+    max_connections: int = MAX_CONNECTIONS,
+) -> None:
     """Relay connections accepted on the bound, listening `sock` to the Unix socket `uds` (at most
     `max_connections` at a time) until the parent or the watched process goes away (or SIGTERM)."""
     stop = asyncio.Event()
@@ -247,20 +254,28 @@ def main(argv: list[str] | None = None) -> None:
     cmd: list[str] = []
     if "--" in argv:
         i = argv.index("--")
-        argv, cmd = argv[:i], argv[i + 1:]
+        argv, cmd = argv[:i], argv[i + 1 :]
     p = argparse.ArgumentParser(prog="forwarder", description="TCP -> Unix socket relay (the proxy bridge)")
     p.add_argument("--listen", help="host:port to listen on (e.g. 127.0.0.1:8100)")
     p.add_argument("--uds", help="the Unix socket to relay to")
     p.add_argument("--parent-pid", type=int, help="exit when this is no longer our parent")
     p.add_argument("--watch-pid", type=int, help="exit when this process is gone (the container's init)")
-    p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS,
-                   help=f"connections relayed at once; more are closed at once (default {MAX_CONNECTIONS})")
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        help=f"connections relayed at once; more are closed at once (default {MAX_CONNECTIONS})",
+    )
     p.add_argument("--user", help="launcher mode: UID:GID to run the command as")
     p.add_argument("--nproc", type=int)
     p.add_argument("--cpu-s", type=int)
     p.add_argument("--as-bytes", type=int)
-    p.add_argument("--keep-caps", default="", help="launcher mode: file capabilities a uid-0 command keeps "
-                   f"(comma-separated: {', '.join(FILE_CAPS)}); default none")
+    p.add_argument(
+        "--keep-caps",
+        default="",
+        help="launcher mode: file capabilities a uid-0 command keeps "
+        f"(comma-separated: {', '.join(FILE_CAPS)}); default none",
+    )
     args = p.parse_args(argv)
     args.cmd = cmd
     if cmd or args.user:
@@ -276,8 +291,16 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as e:
         sys.stderr.write(f"forwarder: cannot listen on {args.listen}: {e}\n")
         sys.exit(2)
-    asyncio.run(serve(sock, args.uds, parent_pid=args.parent_pid, watch_pid=args.watch_pid,
-                      ready=f"READY {args.listen}", max_connections=args.max_connections))
+    asyncio.run(
+        serve(
+            sock,
+            args.uds,
+            parent_pid=args.parent_pid,
+            watch_pid=args.watch_pid,
+            ready=f"READY {args.listen}",
+            max_connections=args.max_connections,
+        )
+    )
 
 
 if __name__ == "__main__":

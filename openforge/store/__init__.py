@@ -1,20 +1,20 @@
 """Durable SQLite trajectory store: one `trajectories.db` per run directory (see `store.py`).
 
-    with TrajectoryStore.open(run_dir) as store:
-        store.create_episode(episode)
-        store.add_call(call)            # durable when it returns
-        calls = store.list_calls(episode.id)
+with TrajectoryStore.open(run_dir) as store:
+    store.create_episode(episode)
+    store.add_call(call)            # durable when it returns
+    calls = store.list_calls(episode.id)
 
-    async with AsyncCallWriter(store) as writer:   # group commit for asyncio servers
-        await writer.add_call(call)
+async with AsyncCallWriter(store) as writer:   # group commit for asyncio servers
+    await writer.add_call(call)
 
-    export_calls(store, "calls.parquet", format="parquet")
+export_calls(store, "calls.parquet", format="parquet")
 
-    with TrajectoryStore.open(run_dir, readonly=True) as store:      # a reader: nothing is written
-        page = store.query_episodes(EpisodeQuery(sort="tokens", descending=True, limit=50))
-        counted = store.final_episodes()  # the episodes that count (`final.py`: the one rule)
+with TrajectoryStore.open(run_dir, readonly=True) as store:      # a reader: nothing is written
+    page = store.query_episodes(EpisodeQuery(sort="tokens", descending=True, limit=50))
+    counted = store.final_episodes()  # the episodes that count (`final.py`: the one rule)
 
-    for store_dir in find_stores(run_dir): ...  # every store of a run, whatever its layout
+for store_dir in find_stores(run_dir): ...  # every store of a run, whatever its layout
 """
 
 from openforge.store.discover import find_stores

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 from openforge.core.errors import ConfigurationError, StoreError
 
-__all__ = ["CorruptRecordError", "DuplicateCallError", "DuplicateEpisodeError", "EpisodeNotFoundError",
-           "NotARunError", "SchemaVersionError", "StoreClosedError", "StoreError"]
+__all__ = [
+    "CorruptRecordError",
+    "DuplicateCallError",
+    "DuplicateEpisodeError",
+    "EpisodeNotFoundError",
+    "NotARunError",
+    "SchemaVersionError",
+    "StoreClosedError",
+    "StoreError",
+]
 
 
 class NotARunError(ConfigurationError, FileNotFoundError):

@@ -42,11 +42,24 @@ _SUMMARY_COLUMNS = (
 )
 _SUMMARY_SQL = f"SELECT episode_id, {', '.join(f'{x} AS {name}' for x, name in _SUMMARY_COLUMNS)} FROM calls"
 
-_EPISODE_SORTS = {"created": "e.created_at", "task": "e.task", "harness": "e.harness", "sample": "e.sample",
-                  "attempt": "e.attempt", "step": STEP_SQL, "outcome": "e.outcome", "reward": "e.reward",
-                  "time": DURATION_SQL}
-_SUMMARY_SORTS = {"calls": "s.calls", "tokens": "s.output_tokens", "context": "s.context_tokens",
-                  "breaks": "s.breaks", "faults": "(s.call_errors + s.parse_errors)"}
+_EPISODE_SORTS = {
+    "created": "e.created_at",
+    "task": "e.task",
+    "harness": "e.harness",
+    "sample": "e.sample",
+    "attempt": "e.attempt",
+    "step": STEP_SQL,
+    "outcome": "e.outcome",
+    "reward": "e.reward",
+    "time": DURATION_SQL,
+}
+_SUMMARY_SORTS = {
+    "calls": "s.calls",
+    "tokens": "s.output_tokens",
+    "context": "s.context_tokens",
+    "breaks": "s.breaks",
+    "faults": "(s.call_errors + s.parse_errors)",
+}
 SORT_KEYS: tuple[str, ...] = tuple(_EPISODE_SORTS) + tuple(_SUMMARY_SORTS)
 
 
@@ -135,8 +148,12 @@ def _where(q: EpisodeQuery) -> tuple[str, list]:
     if q.task:
         clauses.append("instr(e.task, ?) > 0")
         args.append(q.task)
-    for column, value in (("e.harness", q.harness), ("e.outcome", q.outcome), ("e.sample", q.sample),
-                          (STEP_SQL, q.step)):
+    for column, value in (
+        ("e.harness", q.harness),
+        ("e.outcome", q.outcome),
+        ("e.sample", q.sample),
+        (STEP_SQL, q.step),
+    ):
         if value is not None:
             clauses.append(f"{column} = ?")
             args.append(value)
@@ -174,18 +191,27 @@ def query_episodes(conn: sqlite3.Connection, q: EpisodeQuery) -> EpisodePage:
         order = _EPISODE_SORTS[q.sort]
         order = f"{order} IS NULL, {order}"  # episodes without the value last, whichever the direction
         source = "episodes e"
-    ids = [r[0] for r in conn.execute(
-        f"SELECT e.id FROM {source}{where} ORDER BY {order} {direction}, e.created_at, e.id LIMIT ? OFFSET ?",
-        [*args, q.limit, q.offset])]
+    ids = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT e.id FROM {source}{where} ORDER BY {order} {direction}, e.created_at, e.id LIMIT ? OFFSET ?",
+            [*args, q.limit, q.offset],
+        )
+    ]
     if not ids:
         return EpisodePage([], total)
     marks = ", ".join("?" * len(ids))
-    found = {r[0]: r for r in conn.execute(
-        f"SELECT {_episode_columns()}, {FLAGS_SQL} FROM episodes e WHERE e.id IN ({marks})", ids)}
+    found = {
+        r[0]: r
+        for r in conn.execute(f"SELECT {_episode_columns()}, {FLAGS_SQL} FROM episodes e WHERE e.id IN ({marks})", ids)
+    }
     summaries = call_summaries(conn, ids)
     n = len(EPISODE_COLUMNS)
-    rows = [EpisodeRow(row_to_episode(found[i][:n]), summaries.get(i, CallSummary()), _flags(found[i][n]))
-            for i in ids if i in found]
+    rows = [
+        EpisodeRow(row_to_episode(found[i][:n]), summaries.get(i, CallSummary()), _flags(found[i][n]))
+        for i in ids
+        if i in found
+    ]
     return EpisodePage(rows, total)
 
 
@@ -197,7 +223,7 @@ def call_summaries(conn: sqlite3.Connection, episode_ids: list[str]) -> dict[str
     """Per episode: calls, tokens, breaks, faults (from the covering index)."""
     out: dict[str, CallSummary] = {}
     for start in range(0, len(episode_ids), 500):  # SQLite's bound-parameter limit
-        chunk = episode_ids[start:start + 500]
+        chunk = episode_ids[start : start + 500]
         marks = ", ".join("?" * len(chunk))
         for row in conn.execute(f"{_SUMMARY_SQL} WHERE episode_id IN ({marks}) GROUP BY episode_id", chunk):
             out[row[0]] = _summary(row[1:])
@@ -210,19 +236,25 @@ def episode_flags(conn: sqlite3.Connection, episode_id: str) -> tuple[str, ...]:
 
 
 def facets(conn: sqlite3.Connection) -> Facets:
-    harnesses = [r[0] for r in conn.execute("SELECT DISTINCT harness FROM episodes WHERE harness IS NOT NULL "
-                                            "ORDER BY harness")]
-    outcomes = [r[0] for r in conn.execute("SELECT DISTINCT outcome FROM episodes WHERE outcome IS NOT NULL "
-                                           "ORDER BY outcome")]
-    steps = [int(r[0]) for r in conn.execute(f"SELECT DISTINCT {STEP_SQL} AS s FROM episodes e WHERE s IS NOT NULL "
-                                             "ORDER BY s") if isinstance(r[0], int)]
+    harnesses = [
+        r[0] for r in conn.execute("SELECT DISTINCT harness FROM episodes WHERE harness IS NOT NULL ORDER BY harness")
+    ]
+    outcomes = [
+        r[0] for r in conn.execute("SELECT DISTINCT outcome FROM episodes WHERE outcome IS NOT NULL ORDER BY outcome")
+    ]
+    steps = [
+        int(r[0])
+        for r in conn.execute(f"SELECT DISTINCT {STEP_SQL} AS s FROM episodes e WHERE s IS NOT NULL ORDER BY s")
+        if isinstance(r[0], int)
+    ]
     return Facets(harnesses, outcomes, steps)
 
 
 def final_episodes(conn: sqlite3.Connection) -> list[Episode]:
     """Every final episode (`openforge.store.final`), oldest first."""
-    rows = conn.execute(f"SELECT {_episode_columns()} FROM episodes e WHERE {FINAL_SQL} "
-                        "ORDER BY e.created_at, e.id").fetchall()
+    rows = conn.execute(
+        f"SELECT {_episode_columns()} FROM episodes e WHERE {FINAL_SQL} ORDER BY e.created_at, e.id"
+    ).fetchall()
     return [row_to_episode(r) for r in rows]
 
 
@@ -231,14 +263,18 @@ def count_unfinished(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT count(*) FROM episodes WHERE outcome IS NULL").fetchone()[0])
 
 
-def final_results(conn: sqlite3.Connection) -> list[tuple[str | None, str | None, str | None, str | None, float | None]]:
+def final_results(
+    conn: sqlite3.Connection,
+) -> list[tuple[str | None, str | None, str | None, str | None, float | None]]:
     """(task, harness, outcome, outcome_reason, reward) of every final episode: what reports are computed from."""
-    return conn.execute(f"SELECT e.task, e.harness, e.outcome, e.outcome_reason, e.reward FROM episodes e "
-                        f"WHERE {FINAL_SQL}").fetchall()
+    return conn.execute(
+        f"SELECT e.task, e.harness, e.outcome, e.outcome_reason, e.reward FROM episodes e WHERE {FINAL_SQL}"
+    ).fetchall()
 
 
-def query_groups(conn: sqlite3.Connection, step: int | None = None, limit: int = 50, offset: int = 0,
-                 task: str | None = None) -> tuple[list[GroupRow], int]:
+def query_groups(
+    conn: sqlite3.Connection, step: int | None = None, limit: int = 50, offset: int = 0, task: str | None = None
+) -> tuple[list[GroupRow], int]:
     """(step, task, harness) groups of final episodes, in step and task order; and how many groups there are."""
     clauses, args = [FINAL_SQL], []
     if step is not None:
@@ -249,13 +285,16 @@ def query_groups(conn: sqlite3.Connection, step: int | None = None, limit: int =
         args.append(task)
     where = " WHERE " + " AND ".join(clauses)
     keys = f"coalesce({STEP_SQL}, 0), e.task, e.harness"
-    total = int(conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM episodes e{where} GROUP BY {keys})", args)
-                .fetchone()[0])
+    total = int(
+        conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM episodes e{where} GROUP BY {keys})", args).fetchone()[0]
+    )
     graded = "e.outcome IN ('passed', 'failed') AND e.reward IS NOT NULL"
     rows = conn.execute(
         f"SELECT {keys}, count(*), sum({graded}), avg(CASE WHEN {graded} THEN e.reward END), "
         f"min(CASE WHEN {graded} THEN e.reward END), max(CASE WHEN {graded} THEN e.reward END) "
-        f"FROM episodes e{where} GROUP BY {keys} ORDER BY {keys} LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+        f"FROM episodes e{where} GROUP BY {keys} ORDER BY {keys} LIMIT ? OFFSET ?",
+        [*args, limit, offset],
+    ).fetchall()
     return [GroupRow(int(r[0]), r[1], r[2], int(r[3]), int(r[4] or 0), r[5], r[6], r[7]) for r in rows], total
 
 
@@ -264,5 +303,6 @@ def group_episodes(conn: sqlite3.Connection, step: int, task: str | None, harnes
     rows = conn.execute(
         f"SELECT {_episode_columns()} FROM episodes e WHERE e.task IS ? AND e.harness IS ? "
         f"AND coalesce({STEP_SQL}, 0) = ? AND {FINAL_SQL} ORDER BY e.sample, e.created_at, e.id",
-        (task, harness, step)).fetchall()
+        (task, harness, step),
+    ).fetchall()
     return [row_to_episode(r) for r in rows]

@@ -56,14 +56,15 @@ class EncodedCall:
 
     __slots__ = ("record", "prompt", "output", "columns", "body_depth")
 
-    def __init__(self, record: CallRecord, body_ref: tuple[int, bytes, int] | None = None,
-                 prompt_base: np.ndarray | None = None):
+    def __init__(
+        self, record: CallRecord, body_ref: tuple[int, bytes, int] | None = None, prompt_base: np.ndarray | None = None
+    ):
         """`body_ref`: (index, request body, depth) of an earlier call of the episode to store the request
         body as a delta of. `prompt_base`: ids the prompt is known to start with (an earlier call's prompt +
         output, `len(prompt_base)` of them), so only the rest is converted."""
         self.record = record
         if prompt_base is not None:
-            self.prompt = np.concatenate([prompt_base, ids_array(record.prompt_ids[len(prompt_base):])])
+            self.prompt = np.concatenate([prompt_base, ids_array(record.prompt_ids[len(prompt_base) :])])
         else:
             self.prompt = ids_array(record.prompt_ids)
         self.output = ids_array(record.output_ids)

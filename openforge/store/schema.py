@@ -110,8 +110,10 @@ MIGRATIONS += (
     Migration(
         4,
         "covering index of per-call summaries",
-        ("CREATE INDEX calls_summary ON calls "
-         "(episode_id, output_len, prompt_len, side_call, break_reason, call_error, parse_error)",),
+        (
+            "CREATE INDEX calls_summary ON calls "
+            "(episode_id, output_len, prompt_len, side_call, break_reason, call_error, parse_error)",
+        ),
     ),
 )
 

@@ -28,6 +28,8 @@ import numpy as np
 
 import openforge
 from openforge.core import CallRecord, Episode, EpisodeState, Outcome
+from openforge.store import queries
+from openforge.store.bodies import BodyCache, body_reference, decode_body
 from openforge.store.connection import DEFAULT_BUSY_TIMEOUT_S, ConnectionPool, enable_wal, write_transaction
 from openforge.store.errors import (
     CorruptRecordError,
@@ -36,8 +38,8 @@ from openforge.store.errors import (
     EpisodeNotFoundError,
     StoreError,
 )
-from openforge.store.bodies import BodyCache, body_reference, decode_body
 from openforge.store.prompts import CANDIDATE_CALLS, Candidate, SequenceCache, decode_prompt, encode_prompt
+from openforge.store.queries import CallSummary, EpisodePage, EpisodeQuery, Facets, GroupRow
 from openforge.store.rows import (
     CALL_COLUMNS,
     EPISODE_COLUMNS,
@@ -49,8 +51,6 @@ from openforge.store.rows import (
     row_to_episode,
     to_json,
 )
-from openforge.store import queries
-from openforge.store.queries import CallSummary, EpisodePage, EpisodeQuery, Facets, GroupRow
 from openforge.store.schema import check_not_newer, migrate, schema_version
 
 DB_FILENAME = "trajectories.db"
@@ -82,7 +82,10 @@ class TrajectoryStore:
 
     @classmethod
     def open(
-        cls, run_dir: str | os.PathLike[str], *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        cls,
+        run_dir: str | os.PathLike[str],
+        *,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         readonly: bool = False,
     ) -> TrajectoryStore:
         """Open (creating if needed) `run_dir/trajectories.db`, migrating its schema to the current version.
@@ -124,9 +127,11 @@ class TrajectoryStore:
             check_not_newer(conn, str(path))
             found = schema_version(conn)
             if found < READONLY_MIN_VERSION:
-                raise StoreError(f"{path} has schema version {found}, older than a read-only reader can use "
-                                 f"({READONLY_MIN_VERSION}); open it once with a writer (e.g. `openforge export`) "
-                                 "to migrate it")
+                raise StoreError(
+                    f"{path} has schema version {found}, older than a read-only reader can use "
+                    f"({READONLY_MIN_VERSION}); open it once with a writer (e.g. `openforge export`) "
+                    "to migrate it"
+                )
         except BaseException:
             pool.close()
             raise
@@ -255,9 +260,11 @@ class TrajectoryStore:
 
     def get_verifier_result(self, episode_id: str) -> dict[str, Any] | None:
         """`{"reward", "details", "recorded_at"}` as recorded, or None."""
-        row = self._conn().execute(
-            "SELECT reward, details, recorded_at FROM verifier_results WHERE episode_id = ?", (episode_id,)
-        ).fetchone()
+        row = (
+            self._conn()
+            .execute("SELECT reward, details, recorded_at FROM verifier_results WHERE episode_id = ?", (episode_id,))
+            .fetchone()
+        )
         if row is None:
             return None
         return {"reward": row[0], "details": json.loads(row[1]), "recorded_at": row[2]}
@@ -272,8 +279,9 @@ class TrajectoryStore:
     def add_calls(self, records: Iterable[CallRecord]) -> None:
         """Store several calls in one transaction: all are stored, or (on error) none."""
         # compression happens here, outside the write lock
-        encoded = [EncodedCall(r, self._bodies.latest_before(r.episode_id, r.index), self._prompt_base(r))
-                   for r in records]
+        encoded = [
+            EncodedCall(r, self._bodies.latest_before(r.episode_id, r.index), self._prompt_base(r)) for r in records
+        ]
         if not encoded:
             return
         conn = self._conn()
@@ -373,9 +381,9 @@ class TrajectoryStore:
 
     def list_calls(self, episode_id: str) -> list[CallRecord]:
         """Every call of the episode, ordered by index."""
-        rows = self._conn().execute(
-            f"{_CALL_SELECT} WHERE episode_id = ? ORDER BY call_index", (episode_id,)
-        ).fetchall()
+        rows = (
+            self._conn().execute(f"{_CALL_SELECT} WHERE episode_id = ? ORDER BY call_index", (episode_id,)).fetchall()
+        )
         sequences: dict[int, np.ndarray] = {}  # a prompt only references a lower index: already decoded
         bodies: dict[int, bytes] = {}  # likewise request bodies
         calls = []
@@ -390,8 +398,10 @@ class TrajectoryStore:
             blob = row[_COL["request_body"]]
             body_ref = body_reference(blob)
             if body_ref is not None and body_ref not in bodies:
-                raise CorruptRecordError(f"call {row[_COL['call_index']]} of episode {episode_id!r} "
-                                         f"references the missing body of call {body_ref}")
+                raise CorruptRecordError(
+                    f"call {row[_COL['call_index']]} of episode {episode_id!r} "
+                    f"references the missing body of call {body_ref}"
+                )
             body = decode_body(blob, bodies.get(body_ref) if body_ref is not None else None)
             call, sequences[row[_COL["call_index"]]] = self._decode_row(row, base, body)
             bodies[call.index] = body
@@ -406,8 +416,9 @@ class TrajectoryStore:
         cached = self._bodies.get(episode_id, ref)
         if cached is not None:
             return decode_body(blob, cached[0])
-        row = conn.execute("SELECT request_body FROM calls WHERE episode_id = ? AND call_index = ?",
-                           (episode_id, ref)).fetchone()
+        row = conn.execute(
+            "SELECT request_body FROM calls WHERE episode_id = ? AND call_index = ?", (episode_id, ref)
+        ).fetchone()
         if row is None:
             raise CorruptRecordError(f"a request body of episode {episode_id!r} references missing call {ref}")
         return decode_body(blob, self._request_body(conn, episode_id, row[0]))
@@ -439,8 +450,12 @@ class TrajectoryStore:
 
     def call_spans(self, episode_id: str) -> list[tuple[float, float | None]]:
         """(started_at, finished_at) of the episode's calls, in order: their timing without decoding them."""
-        return [(float(a), None if b is None else float(b)) for a, b in self._conn().execute(
-            "SELECT started_at, finished_at FROM calls WHERE episode_id = ? ORDER BY call_index", (episode_id,))]
+        return [
+            (float(a), None if b is None else float(b))
+            for a, b in self._conn().execute(
+                "SELECT started_at, finished_at FROM calls WHERE episode_id = ? ORDER BY call_index", (episode_id,)
+            )
+        ]
 
     # ---- read-only queries for readers that page through a run (see `queries.py`) ----------------------
 
@@ -471,8 +486,9 @@ class TrajectoryStore:
         """(task, harness, outcome, outcome_reason, reward) of every final episode."""
         return queries.final_results(self._conn())
 
-    def query_groups(self, step: int | None = None, limit: int = 50, offset: int = 0,
-                     task: str | None = None) -> tuple[list[GroupRow], int]:
+    def query_groups(
+        self, step: int | None = None, limit: int = 50, offset: int = 0, task: str | None = None
+    ) -> tuple[list[GroupRow], int]:
         """A page of (step, task, harness) groups of final episodes, and how many there are."""
         return queries.query_groups(self._conn(), step, limit, offset, task)
 

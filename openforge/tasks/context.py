@@ -34,15 +34,17 @@ def _size(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB"
 
 
-def check_build_context(context: Path, *, within: Path | None = None,
-                        max_bytes: int = DEFAULT_MAX_CONTEXT_BYTES) -> int:
+def check_build_context(
+    context: Path, *, within: Path | None = None, max_bytes: int = DEFAULT_MAX_CONTEXT_BYTES
+) -> int:
     """Check the build context directory `context` (see the module docstring); its total size in bytes.
     `within`: a directory the context must really lie in (the task directory)."""
     context = Path(context)
     root = context.resolve()
     if within is not None and not root.is_relative_to(Path(within).resolve()):
-        raise BuildContextError(f"{context}: resolves to {root}, outside the task directory; make it a real "
-                                "directory of the task")
+        raise BuildContextError(
+            f"{context}: resolves to {root}, outside the task directory; make it a real directory of the task"
+        )
     if not root.is_dir():
         raise BuildContextError(f"{context}: not a directory")
     total = 0
@@ -57,20 +59,27 @@ def check_build_context(context: Path, *, within: Path | None = None,
                 try:
                     real = p.resolve(strict=True)
                 except (OSError, RuntimeError):
-                    raise BuildContextError(f"{context}/{rel}: a symbolic link to {target} that does not resolve "
-                                            "(missing, or a loop); remove it") from None
+                    raise BuildContextError(
+                        f"{context}/{rel}: a symbolic link to {target} that does not resolve "
+                        "(missing, or a loop); remove it"
+                    ) from None
                 if real != root and not real.is_relative_to(root):
                     raise BuildContextError(
                         f"{context}/{rel}: a symbolic link to {target}, outside the build context: it would "
-                        "bring a host file into the image; copy the file into environment/ instead")
+                        "bring a host file into the image; copy the file into environment/ instead"
+                    )
             elif statmod.S_ISREG(st.st_mode):
                 total += st.st_size
                 files.append((st.st_size, rel))
             elif not statmod.S_ISDIR(st.st_mode):
-                raise BuildContextError(f"{context}/{rel}: not a regular file, directory or symbolic link "
-                                        "(a device, FIFO or socket); remove it")
+                raise BuildContextError(
+                    f"{context}/{rel}: not a regular file, directory or symbolic link "
+                    "(a device, FIFO or socket); remove it"
+                )
     if total > max_bytes:
         largest = ", ".join(f"{rel} ({_size(n)})" for n, rel in sorted(files, reverse=True)[:5])
-        raise BuildContextError(f"{context}: the build context holds {_size(total)}, more than the "
-                                f"{_size(max_bytes)} allowed; the largest files: {largest}")
+        raise BuildContextError(
+            f"{context}: the build context holds {_size(total)}, more than the "
+            f"{_size(max_bytes)} allowed; the largest files: {largest}"
+        )
     return total

@@ -20,7 +20,6 @@ import yaml
 
 from openforge.core.errors import ConfigurationError
 
-
 # The local base image `scripts/build-base-image.sh` builds (nothing is pulled), and the map the quickstart and
 # `openforge train` use unless told otherwise: the generated tasks' `FROM debian:bookworm-slim` onto it.
 OFFLINE_BASE_IMAGE = "openforge-base:bookworm"

@@ -178,8 +178,7 @@ def inspect_task_dir(path: str | Path, layout_split: str | None = None) -> DirRe
         meta_split = rep.config.metadata.split
         if meta_split is not None and meta_split != layout_split:
             rep.errors.append(
-                f"{CONFIG_FILE}: metadata.split = {meta_split!r} disagrees with the directory layout "
-                f"({layout_split!r})"
+                f"{CONFIG_FILE}: metadata.split = {meta_split!r} disagrees with the directory layout ({layout_split!r})"
             )
     return rep
 

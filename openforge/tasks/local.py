@@ -119,7 +119,11 @@ def materialize_environment(task: Task, app_dir: Path, env: dict[str, str] | Non
         elif instr == "RUN":
             cmd = rest.replace(workdir.rstrip("/"), str(app_dir))
             r = subprocess.run(
-                ["bash", "-c", cmd], cwd=app_dir, env={**os.environ, **env_vars}, capture_output=True, text=True,
+                ["bash", "-c", cmd],
+                cwd=app_dir,
+                env={**os.environ, **env_vars},
+                capture_output=True,
+                text=True,
                 timeout=60,
             )
             if r.returncode != 0:
@@ -178,7 +182,12 @@ def run_task_locally(task: Task, solution: str | Path | None = "solve", timeout_
                 return LocalRun(reward=None, error=f"{task.id}: {e}")
             try:
                 r = subprocess.run(
-                    ["bash", "-c", command], cwd=app, env=env, capture_output=True, text=True, timeout=timeout_s,
+                    ["bash", "-c", command],
+                    cwd=app,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout_s,
                 )
                 sol_out = r.stdout + r.stderr
             except subprocess.TimeoutExpired:
@@ -196,7 +205,11 @@ def run_task_locally(task: Task, solution: str | Path | None = "solve", timeout_
         }
         try:
             r = subprocess.run(
-                ["bash", str(tests / "test.sh")], cwd=app, env=venv, capture_output=True, text=True,
+                ["bash", str(tests / "test.sh")],
+                cwd=app,
+                env=venv,
+                capture_output=True,
+                text=True,
                 timeout=timeout_s,
             )
         except subprocess.TimeoutExpired:
@@ -210,6 +223,4 @@ def run_task_locally(task: Task, solution: str | Path | None = "solve", timeout_
             )
         except RewardError as e:
             return LocalRun(reward=None, error=str(e), solution_output=sol_out, verifier_output=ver_out)
-        return LocalRun(
-            reward=reward, solution_output=sol_out, verifier_output=ver_out, files=snapshot_files(app)
-        )
+        return LocalRun(reward=reward, solution_output=sol_out, verifier_output=ver_out, files=snapshot_files(app))

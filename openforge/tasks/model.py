@@ -106,8 +106,10 @@ class VerifierConfig(_Open):
     def _absolute_globs(cls, v: list[str]) -> list[str]:
         for g in v:
             if not isinstance(g, str) or not g.startswith("/"):
-                raise ValueError(f"{g!r} is not an absolute path glob: write it as the path appears in the "
-                                 "sandbox, e.g. \"/usr/local/lib/python3*/dist-packages/*\"")
+                raise ValueError(
+                    f"{g!r} is not an absolute path glob: write it as the path appears in the "
+                    'sandbox, e.g. "/usr/local/lib/python3*/dist-packages/*"'
+                )
         return v
 
 

@@ -43,7 +43,7 @@ def read_reward(json_text: str | None, txt_text: str | None) -> float:
                 return _as_reward(data["reward"], "reward.json: 'reward'")
             numeric = {k: v for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
             if len(numeric) == 1:
-                (k, v), = numeric.items()
+                ((k, v),) = numeric.items()
                 return _as_reward(v, f"reward.json: {k!r}")
             keys = ", ".join(map(repr, data)) or "none"
             raise RewardError(f"reward.json: no 'reward' key (keys: {keys})")

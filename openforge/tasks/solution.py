@@ -84,7 +84,8 @@ def solution_script(script: str | Path, env: Mapping[str, str] | None = None) ->
         raise SolutionError(
             f"as one command, with the files beside it, the solution is {size} bytes: more than the "
             f"{MAX_COMMAND_BYTES} a shell tool's command can carry (Linux caps one argument at 128 KiB); make the "
-            f"files beside {script.name} smaller (generate large data in the script instead)")
+            f"files beside {script.name} smaller (generate large data in the script instead)"
+        )
     return command
 
 
@@ -92,8 +93,10 @@ def _exports(env: Mapping[str, str]) -> list[str]:
     lines = []
     for name, value in env.items():
         if not _VARIABLE.match(str(name)):
-            raise SolutionError(f"task.toml [solution] env: {name!r} is not a shell variable name "
-                                "(letters, digits and _, not starting with a digit)")
+            raise SolutionError(
+                f"task.toml [solution] env: {name!r} is not a shell variable name "
+                "(letters, digits and _, not starting with a digit)"
+            )
         lines.append(f"export {name}={shlex.quote(str(value))}\n")
     return lines
 
@@ -144,9 +147,14 @@ def _directory_script(name: str, entries: list[_Entry], exports: list[str], *, b
         quoted = shlex.quote(rel)
         return f'"$d/{rel}"' if quoted == rel else f'"$d"/{quoted}'
 
-    lines = [f"# {name} with the files of its directory beside it, run from the working directory",
-             "(", "d=$(mktemp -d) || exit 1"]
-    dirs = {str(PurePosixPath(e.path).parent) for e in entries if "/" in e.path} | {e.path for e in entries if e.directory}
+    lines = [
+        f"# {name} with the files of its directory beside it, run from the working directory",
+        "(",
+        "d=$(mktemp -d) || exit 1",
+    ]
+    dirs = {str(PurePosixPath(e.path).parent) for e in entries if "/" in e.path} | {
+        e.path for e in entries if e.directory
+    }
     parents = sorted(p for p in dirs if not any(other.startswith(p + "/") for other in dirs))
     if parents:
         lines.append("mkdir -p " + " ".join(at(p) for p in parents))

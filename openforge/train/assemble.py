@@ -426,8 +426,14 @@ def assemble_run(
 
     if isinstance(store, (str, os.PathLike)):
         with TrajectoryStore.open(store) as opened:
-            return assemble_run(opened, mode=mode, include_side_calls=include_side_calls, episodes=episodes,
-                                final_only=final_only, step=step)
+            return assemble_run(
+                opened,
+                mode=mode,
+                include_side_calls=include_side_calls,
+                episodes=episodes,
+                final_only=final_only,
+                step=step,
+            )
     chosen = _choose_episodes(store, episodes)
     pairs = ((episode, store.list_calls(episode.id)) for episode in chosen)  # one episode in memory at a time
     return assemble(pairs, mode=mode, include_side_calls=include_side_calls, final_only=final_only, step=step)

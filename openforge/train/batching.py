@@ -58,8 +58,9 @@ def sample_temperature(sample: Sample, default: float) -> float:
     if value <= 0.0:
         # Temperature 0 is greedy decoding: its logprobs are of the untempered distribution, but a greedy
         # sample is no draw from the policy, so it cannot be trained on with a policy-gradient loss.
-        raise ValueError(f"sample of episode {sample.episode_id} was sampled at temperature {value}; "
-                         "training needs temperature > 0")
+        raise ValueError(
+            f"sample of episode {sample.episode_id} was sampled at temperature {value}; training needs temperature > 0"
+        )
     return value
 
 
@@ -89,8 +90,10 @@ def collate(
         if n == 0:
             raise ValueError(f"sample of episode {sample.episode_id} has no tokens")
         if sample.loss_mask[0]:
-            raise ValueError(f"sample of episode {sample.episode_id} trains its first token, which no earlier "
-                             "token predicts; the first trained token must follow a prompt")
+            raise ValueError(
+                f"sample of episode {sample.episode_id} trains its first token, which no earlier "
+                "token predicts; the first trained token must follow a prompt"
+            )
         input_ids[row, :n] = torch.tensor(sample.token_ids, dtype=torch.long)
         loss_mask[row, :n] = torch.tensor(sample.loss_mask, dtype=torch.float32)
         old_logprobs[row, :n] = torch.tensor(sample.logprobs, dtype=torch.float32)
@@ -101,7 +104,8 @@ def collate(
     per_sample = torch.tensor(list(advantages) if advantages is not None else [0.0] * batch, dtype=torch.float32)
     temperatures = torch.tensor(
         [sample_temperature(s, default_temperature) if sampling_temperatures else 1.0 for s in samples],
-        dtype=torch.float32)
+        dtype=torch.float32,
+    )
     return TrainBatch(
         input_ids=input_ids,
         attention_mask=attention_mask,

@@ -31,8 +31,13 @@ TRAINER_STATE = "trainer_state.pt"
 TRAINER_STATE_JSON = "trainer_state.json"
 # Files that make a model directory servable besides the weights; the tokenizer and template come from the
 # base model, never re-derived, so the trained model renders and tokenizes exactly as the one that sampled.
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json",
-                   "generation_config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "special_tokens_map.json",
+    "generation_config.json",
+)
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
 
@@ -76,8 +81,10 @@ def save_checkpoint(
             if (template / name).is_file():
                 shutil.copy2(template / name, tmp / name)
         if not (tmp / "model.safetensors").is_file():
-            raise CheckpointError(f"saving wrote no model.safetensors (got {sorted(p.name for p in tmp.iterdir())}); "
-                                  "sharded checkpoints are not supported for models this small")
+            raise CheckpointError(
+                f"saving wrote no model.safetensors (got {sorted(p.name for p in tmp.iterdir())}); "
+                "sharded checkpoints are not supported for models this small"
+            )
         state = {
             "step": int(step),
             "optimizer": optimizer.state_dict() if optimizer is not None else None,
@@ -111,8 +118,12 @@ def read_trainer_state(checkpoint_dir: str | Path) -> TrainerState:
     if not path.is_file():
         return TrainerState()
     data = torch.load(path, map_location="cpu", weights_only=True)
-    return TrainerState(step=int(data.get("step", 0)), optimizer=data.get("optimizer"), rng=data.get("rng") or {},
-                        extra=data.get("extra") or {})
+    return TrainerState(
+        step=int(data.get("step", 0)),
+        optimizer=data.get("optimizer"),
+        rng=data.get("rng") or {},
+        extra=data.get("extra") or {},
+    )
 
 
 def restore_rng(state: TrainerState) -> None:

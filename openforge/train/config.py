@@ -29,7 +29,7 @@ from openforge.faults import FaultSpec, parse_fault_spec
 from openforge.models.tiny import TinyModelSpec
 from openforge.rollout.settings import EpisodeSettings, HarnessNames
 from openforge.tasks.images import DEFAULT_IMAGE_MAP
-from openforge.train.trainer_config import GRPOConfig, SFTOptimization, SFTConfig
+from openforge.train.trainer_config import GRPOConfig, SFTConfig, SFTOptimization
 
 if TYPE_CHECKING:
     from openforge.harness.base import HarnessAdapter
@@ -93,9 +93,11 @@ class SFTSettings(SFTOptimization):
         from openforge.inference import is_message_level
 
         if self.teacher_model is not None and is_message_level(self.teacher):
-            raise ValueError(f"sft.teacher_model names the model directory of a token-level teacher; {self.teacher!r} "
-                             "is a model behind an API, recorded as messages and re-rendered for the student: drop "
-                             "sft.teacher_model")
+            raise ValueError(
+                f"sft.teacher_model names the model directory of a token-level teacher; {self.teacher!r} "
+                "is a model behind an API, recorded as messages and re-rendered for the student: drop "
+                "sft.teacher_model"
+            )
         return self
 
     def trainer_config(self, steps: int, seed: int) -> SFTConfig:
@@ -198,8 +200,9 @@ class TrainConfig(EpisodeSettings):
     @model_validator(mode="after")
     def _tiny_model_needs_tiny(self) -> TrainConfig:
         if self.tiny_model is not None and self.model != "tiny":
-            raise ValueError(f"tiny_model shapes the model built for `model: tiny`, but model is {self.model!r}: "
-                             "drop tiny_model")
+            raise ValueError(
+                f"tiny_model shapes the model built for `model: tiny`, but model is {self.model!r}: drop tiny_model"
+            )
         return self
 
     def tiny_model_spec(self) -> TinyModelSpec:
@@ -225,16 +228,19 @@ class TrainConfig(EpisodeSettings):
     @model_validator(mode="after")
     def _control_needs_policies(self) -> TrainConfig:
         if self.sft is not None and self.sft.control and self.evaluation != "policies":
-            raise ValueError("sft.control compares policies after training: set `evaluation: policies` (or drop "
-                             "sft.control)")
+            raise ValueError(
+                "sft.control compares policies after training: set `evaluation: policies` (or drop sft.control)"
+            )
         return self
 
     @model_validator(mode="after")
     def _drop_after_needs_dirs(self) -> TrainConfig:
         if self.rl.drop_after is not None and self.tasks.families is not None:
-            raise ValueError("rl.drop_after drops task directories that stopped carrying signal; generated families "
-                             "draw fresh instances every step (none is visited twice): use tasks.dirs, or drop "
-                             "rl.drop_after")
+            raise ValueError(
+                "rl.drop_after drops task directories that stopped carrying signal; generated families "
+                "draw fresh instances every step (none is visited twice): use tasks.dirs, or drop "
+                "rl.drop_after"
+            )
         return self
 
     @field_validator("backend")
@@ -244,7 +250,8 @@ class TrainConfig(EpisodeSettings):
             raise ValueError(
                 f"backend {v!r} cannot train here: the RL stage updates the weights in this process and pushes them "
                 "into the embedded backend, so use `backend: embedded`. To train with vLLM or SGLang, use veRL "
-                "(README: 'Training with veRL'). A teacher on another backend goes in `sft.teacher`.")
+                "(README: 'Training with veRL'). A teacher on another backend goes in `sft.teacher`."
+            )
         return v
 
     @field_validator("model")
@@ -253,8 +260,10 @@ class TrainConfig(EpisodeSettings):
         from openforge.models.hub import ModelRef
 
         if v != "tiny" and not ModelRef.parse(v).is_hub and not (Path(v) / "config.json").is_file():
-            raise ValueError(f"{v!r} is not a model directory (no config.json): give a model directory, a Hugging "
-                             "Face Hub id (ORG/NAME[@REVISION]), or `tiny` to build the tiny model into RUN/model")
+            raise ValueError(
+                f"{v!r} is not a model directory (no config.json): give a model directory, a Hugging "
+                "Face Hub id (ORG/NAME[@REVISION]), or `tiny` to build the tiny model into RUN/model"
+            )
         return v
 
     @property

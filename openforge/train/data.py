@@ -12,8 +12,15 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openforge.tasks import Task, TaskLoadError, load_tasks
-from openforge.tasks import FamilyInstance, InstanceSampler, check_split_disjoint, write_task
+from openforge.tasks import (
+    FamilyInstance,
+    InstanceSampler,
+    Task,
+    TaskLoadError,
+    check_split_disjoint,
+    load_tasks,
+    write_task,
+)
 from openforge.train.config import TrainConfig
 from openforge.train.errors import TrainError
 from openforge.train.records import StepRecord
@@ -61,13 +68,19 @@ def load_data(config: TrainConfig, run: Path) -> Data:
     rl, families = config.rl, config.tasks.families
     if families is not None:
         heldout = InstanceSampler("heldout", seed=HELDOUT_SEED + config.seed, families=families).sample(
-            rl.eval_instances)
+            rl.eval_instances
+        )
         teacher = []
         if config.sft is not None:
             teacher = InstanceSampler("train", seed=TEACHER_SEED + config.seed, families=families).sample(
-                config.sft.demos)
-        data = Data(heldout_instances=heldout, teacher_instances=teacher, trained_instances=list(teacher),
-                    stream=InstanceStream(families, config.seed, rl.prompts))
+                config.sft.demos
+            )
+        data = Data(
+            heldout_instances=heldout,
+            teacher_instances=teacher,
+            trained_instances=list(teacher),
+            stream=InstanceStream(families, config.seed, rl.prompts),
+        )
         if not config.in_process_eval:
             data.heldout_tasks = write_instances(heldout, run / "tasks" / "heldout")
         return data
@@ -77,9 +90,11 @@ def load_data(config: TrainConfig, run: Path) -> Data:
     except TaskLoadError as e:
         raise TrainError(f"tasks.dirs: {e}") from None
     if not train:
-        raise TrainError(f"tasks.dirs: no task of the train split in {', '.join(map(str, config.tasks.dirs))} (a "
-                        "task's split comes from `split` in task.toml or a train/ or heldout/ parent directory)")
-    return Data(train_tasks=train, heldout_tasks=heldout[:rl.eval_instances])
+        raise TrainError(
+            f"tasks.dirs: no task of the train split in {', '.join(map(str, config.tasks.dirs))} (a "
+            "task's split comes from `split` in task.toml or a train/ or heldout/ parent directory)"
+        )
+    return Data(train_tasks=train, heldout_tasks=heldout[: rl.eval_instances])
 
 
 def write_instances(instances: list[FamilyInstance], root: Path) -> list[Task]:

@@ -61,10 +61,16 @@ class DifficultyTracker:
             record.passed += passed
             record.graded += graded
             kind = None if not graded else SATURATED if passed == graded else IMPOSSIBLE if passed == 0 else None
-            record.streak = record.streak + 1 if kind is not None and kind == record.streak_kind else int(kind is not None)
+            record.streak = (
+                record.streak + 1 if kind is not None and kind == record.streak_kind else int(kind is not None)
+            )
             record.streak_kind = kind
-            if self.drop_after is not None and kind is not None and record.streak >= self.drop_after \
-                    and task not in self.dropped:
+            if (
+                self.drop_after is not None
+                and kind is not None
+                and record.streak >= self.drop_after
+                and task not in self.dropped
+            ):
                 newly[task] = self.dropped[task] = kind
         return newly
 

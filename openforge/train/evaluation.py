@@ -39,37 +39,62 @@ class Measurement:
     by_harness: dict[str, float | None] = field(default_factory=dict)  # pass@1 in each harness
 
 
-async def evaluate(ctx: RunContext, policy: Path, run: Path, provider: SandboxProvider | None, after_steps: int,
-                   label: str | None = None, progress=None) -> EvalRecord:
+async def evaluate(
+    ctx: RunContext,
+    policy: Path,
+    run: Path,
+    provider: SandboxProvider | None,
+    after_steps: int,
+    label: str | None = None,
+    progress=None,
+) -> EvalRecord:
     """One measurement of `policy` (its episodes recorded in `run`; with `faults.eval`, also with faults in
     `run`+faults), appended to RUN/evals.jsonl."""
     clean = await measure(ctx, policy, run, provider, after_steps, None, progress)
     faults = ctx.config.eval_faults
     faulted = None
     if faults is not None:
-        faulted = await measure(ctx, policy, run.with_name(run.name + FAULTS_SUFFIX), provider, after_steps, faults,
-                                progress)
-    record = EvalRecord(after_steps=after_steps, pass_at_1=clean.score, graded=clean.graded, policy=str(policy),
-                        label=label, behaviour=clean.behaviour, pass_at_1_by_harness=clean.by_harness,
-                        pass_at_1_with_faults=faulted.score if faulted else None,
-                        graded_with_faults=faulted.graded if faulted else 0,
-                        behaviour_with_faults=faulted.behaviour if faulted else None)
+        faulted = await measure(
+            ctx, policy, run.with_name(run.name + FAULTS_SUFFIX), provider, after_steps, faults, progress
+        )
+    record = EvalRecord(
+        after_steps=after_steps,
+        pass_at_1=clean.score,
+        graded=clean.graded,
+        policy=str(policy),
+        label=label,
+        behaviour=clean.behaviour,
+        pass_at_1_by_harness=clean.by_harness,
+        pass_at_1_with_faults=faulted.score if faulted else None,
+        graded_with_faults=faulted.graded if faulted else 0,
+        behaviour_with_faults=faulted.behaviour if faulted else None,
+    )
     append_jsonl(ctx.run / EVALS_FILE, record)
     ctx.loggers.log_eval(record)
     name = label or f"after {after_steps} step(s)"
     if clean.score is not None:
-        ctx.console.print(f"{name}: held-out pass@1 = [bold]{100 * clean.score:.1f}%[/] ({clean.graded} graded "
-                          f"episodes)")
+        ctx.console.print(
+            f"{name}: held-out pass@1 = [bold]{100 * clean.score:.1f}%[/] ({clean.graded} graded episodes)"
+        )
     if faulted is not None and faulted.score is not None:
         recovery = (faulted.behaviour or {}).get("recovery_rate")
-        ctx.console.print(f"{name}: with faults ({faults.text()}) pass@1 = [bold]{100 * faulted.score:.1f}%[/] "
-                          f"({faulted.graded} episodes with a fault)"
-                          + (f", recovery {100 * recovery:.0f}%" if recovery is not None else ""))
+        ctx.console.print(
+            f"{name}: with faults ({faults.text()}) pass@1 = [bold]{100 * faulted.score:.1f}%[/] "
+            f"({faulted.graded} episodes with a fault)"
+            + (f", recovery {100 * recovery:.0f}%" if recovery is not None else "")
+        )
     return record
 
 
-async def measure(ctx: RunContext, policy: Path, run: Path, provider: SandboxProvider | None, after_steps: int,
-                  faults: FaultSpec | None, progress=None) -> Measurement:
+async def measure(
+    ctx: RunContext,
+    policy: Path,
+    run: Path,
+    provider: SandboxProvider | None,
+    after_steps: int,
+    faults: FaultSpec | None,
+    progress=None,
+) -> Measurement:
     shutil.rmtree(run, ignore_errors=True)  # a crashed earlier attempt: start clean
     if ctx.config.in_process_eval:
         episode_ids = await family_eval(ctx, policy, run, faults)
@@ -80,18 +105,25 @@ async def measure(ctx: RunContext, policy: Path, run: Path, provider: SandboxPro
         ctx.console.print("[yellow]no held-out tasks (split heldout): pass@1 not measured[/]")
         return Measurement(None, 0, None)
     graded = graded_episodes(run, episode_ids, injected_only=faults is not None)
-    return Measurement(pass_at_1(_results(graded)), len(graded),
-                       analyze_store(run, run).overall.model_dump(mode="json"),
-                       by_harness={h: pass_at_1(_results([e for e in graded if e.harness == h]))
-                                   for h in ctx.config.heldout_harnesses})
+    return Measurement(
+        pass_at_1(_results(graded)),
+        len(graded),
+        analyze_store(run, run).overall.model_dump(mode="json"),
+        by_harness={
+            h: pass_at_1(_results([e for e in graded if e.harness == h])) for h in ctx.config.heldout_harnesses
+        },
+    )
 
 
 def graded_episodes(run: Path, episode_ids: list[str], injected_only: bool = False) -> list[Episode]:
     """The episodes that were graded (with `injected_only`, those that had a fault put in)."""
     with TrajectoryStore.open(run) as store:
         episodes = [store.get_episode(i) for i in episode_ids]
-    graded = [e for e in episodes if e.outcome is not None and not e.outcome.is_infrastructure_failure
-              and e.reward is not None]
+    graded = [
+        e
+        for e in episodes
+        if e.outcome is not None and not e.outcome.is_infrastructure_failure and e.reward is not None
+    ]
     if injected_only:
         graded = [e for e in graded if any(f.get("applicable") for f in e.metadata.get("faults") or [])]
     return graded
@@ -106,19 +138,34 @@ def _results(graded: list[Episode]) -> list[tuple[str, bool]]:
 async def family_eval(ctx: RunContext, policy: Path, run: Path, faults: FaultSpec | None) -> list[str]:
     """Held-out instances, the react harness in process."""
     async with serving(ctx.config, policy, run, 0.0) as proxy:
-        episodes = await run_family_episodes(proxy, ctx.data.heldout_instances, samples=1, react=ctx.config.react(),
-                                             fault_spec=faults)
+        episodes = await run_family_episodes(
+            proxy, ctx.data.heldout_instances, samples=1, react=ctx.config.react(), fault_spec=faults
+        )
     return [e.episode_id for e in episodes]
 
 
-async def task_eval(ctx: RunContext, policy: Path, run: Path, provider: SandboxProvider, after_steps: int,
-                    faults: FaultSpec | None, progress=None) -> list[str]:
+async def task_eval(
+    ctx: RunContext,
+    policy: Path,
+    run: Path,
+    provider: SandboxProvider,
+    after_steps: int,
+    faults: FaultSpec | None,
+    progress=None,
+) -> list[str]:
     """Held-out tasks × the evaluation's harnesses, one episode each, through the orchestrator."""
     async with serving(ctx.config, policy, run, 0.0) as proxy:
         harnesses = ctx.config.heldout_harnesses
         config = rollout_config(ctx, run=run, step=after_steps, temperature=0.0, faults=faults, harnesses=harnesses)
-        summary = await run_slots(proxy, provider, config, plan(ctx.data.heldout_tasks, harnesses, 1),
-                                  run_label(ctx.run), ctx.console, progress=progress)
+        summary = await run_slots(
+            proxy,
+            provider,
+            config,
+            plan(ctx.data.heldout_tasks, harnesses, 1),
+            run_label(ctx.run),
+            ctx.console,
+            progress=progress,
+        )
     if summary.interrupted:  # a partial measurement is not recorded
         raise TrainInterrupted(f"the held-out evaluation of {policy}")
     return summary.episode_ids

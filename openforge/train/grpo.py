@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from openforge.core.records import Sample
 from openforge.train.advantages import group_advantages, group_indices, groups_with_signal
@@ -49,13 +49,20 @@ class GRPOTrainer:
     """`step(samples)` → `GRPOMetrics`. The optimizer is AdamW unless one is given (e.g. restored from a
     checkpoint: pass the optimizer whose state you loaded and `step_count`)."""
 
-    def __init__(self, model, config: GRPOConfig | None = None, pad_id: int = 0,
-                 optimizer: torch.optim.Optimizer | None = None, step_count: int = 0):
+    def __init__(
+        self,
+        model,
+        config: GRPOConfig | None = None,
+        pad_id: int = 0,
+        optimizer: torch.optim.Optimizer | None = None,
+        step_count: int = 0,
+    ):
         self.model = model
         self.config = config or GRPOConfig()
         self.pad_id = pad_id
-        self.optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=self.config.lr,
-                                                        weight_decay=self.config.weight_decay)
+        self.optimizer = optimizer or torch.optim.AdamW(
+            model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay
+        )
         self.step_count = step_count
 
     def step(self, samples: Sequence[Sample]) -> GRPOMetrics:
@@ -65,13 +72,20 @@ class GRPOTrainer:
             raise ValueError("GRPO step on an empty list of samples")
         missing = [s.episode_id for s in samples if s.metadata.get("logprobs_missing")]
         if missing:
-            raise ValueError(f"{len(missing)} samples have calls recorded without logprobs (e.g. episode "
-                             f"{missing[0]}); GRPO needs the behaviour logprobs from sampling time")
+            raise ValueError(
+                f"{len(missing)} samples have calls recorded without logprobs (e.g. episode "
+                f"{missing[0]}); GRPO needs the behaviour logprobs from sampling time"
+            )
         rewards = [s.reward for s in samples]
         group_ids = [s.group_id for s in samples]
         signal = groups_with_signal(rewards, group_ids)
-        metrics = GRPOMetrics(step=self.step_count, updated=False, groups_total=len(group_indices(group_ids)),
-                              groups_with_signal=len(signal), mean_reward=sum(rewards) / len(rewards))
+        metrics = GRPOMetrics(
+            step=self.step_count,
+            updated=False,
+            groups_total=len(group_indices(group_ids)),
+            groups_with_signal=len(signal),
+            mean_reward=sum(rewards) / len(rewards),
+        )
         kept = [s for s in samples if s.group_id in signal and any(s.loss_mask)]
         if not kept:
             metrics.seconds = time.perf_counter() - started
@@ -86,8 +100,16 @@ class GRPOTrainer:
         for rows in micro_batches(batch.attention_mask.sum(dim=1).tolist(), cfg.max_tokens_per_micro_batch):
             mask = batch.loss_mask[rows]
             new_logprobs = token_logprobs(self.model, batch, rows)
-            result = clipped_policy_loss(new_logprobs, batch.old_logprobs[rows], batch.advantages[rows], mask,
-                                         cfg.clip_low, cfg.clip_high, cfg.clip_ratio_c, num_tokens=total)
+            result = clipped_policy_loss(
+                new_logprobs,
+                batch.old_logprobs[rows],
+                batch.advantages[rows],
+                mask,
+                cfg.clip_low,
+                cfg.clip_high,
+                cfg.clip_ratio_c,
+                num_tokens=total,
+            )
             result.loss.backward()
             # Diagnostics are means over this micro-batch's tokens: weight them back into batch means.
             share = float(mask.sum()) / total

@@ -28,8 +28,9 @@ from openforge.train.shared_prefix import (
 )
 
 
-def token_logprobs(model, batch: TrainBatch, rows: list[int] | None = None, *,
-                   share_prefix: bool = True) -> torch.Tensor:
+def token_logprobs(
+    model, batch: TrainBatch, rows: list[int] | None = None, *, share_prefix: bool = True
+) -> torch.Tensor:
     """log p(token t | tokens < t) under `model` at each sample's temperature, aligned with `input_ids`
     (column 0, which nothing predicts, is 0). Shape (B, T), float32, with grad if the model has it.
 
@@ -65,15 +66,16 @@ def _rows_logprobs(model, batch: TrainBatch, rows: list[int], *, share_prefix: b
         picked = shared_prefix_logprobs(model, input_ids, attention_mask, temperatures, prefix, start)
     else:
         positions = torch.arange(start, width, device=input_ids.device)[None].expand(len(rows), -1)
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                       use_cache=False).logits
+        logits = model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False
+        ).logits
         logits = logits[:, :-1].float() / temperatures[:, None, None]
         targets = input_ids[:, 1:]
         picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     first = start + 1  # the first position computed from its whole context
     if start:  # after a cut, from the first trained token on (before it the context is cut short)
         first = int(loss_mask[:, :width].bool().any(0).nonzero()[0])
-        picked = picked[:, first - start - 1:]
+        picked = picked[:, first - start - 1 :]
     # zero column 0 (nothing predicts it), the positions not computed exactly (never trained) and the pad tail
     return torch.nn.functional.pad(picked, (first, batch.input_ids.shape[1] - width))
 

@@ -44,9 +44,15 @@ from openforge.train.teacher import record_teacher
 GRPO_PHASE = "4. GRPO"
 
 
-def run_training(config: TrainConfig, run_dir: Path | None = None, resume: bool = False,
-                 console: Console | None = None, *, title: str = "Training report",
-                 restart: bool = False) -> dict[str, Any]:
+def run_training(
+    config: TrainConfig,
+    run_dir: Path | None = None,
+    resume: bool = False,
+    console: Console | None = None,
+    *,
+    title: str = "Training report",
+    restart: bool = False,
+) -> dict[str, Any]:
     """The whole run; returns the report. TrainError if the run cannot start or go on (another process holds
     the run directory, a finished run without `resume`, no teacher success, held-out data trained on);
     TrainInterrupted if Ctrl-C or SIGTERM stopped it."""
@@ -60,8 +66,9 @@ def run_training(config: TrainConfig, run_dir: Path | None = None, resume: bool 
         raise TrainInterrupted() from None
 
 
-def _run_training(config: TrainConfig, run: Path, resume: bool, restart: bool, title: str,
-                  console: Console) -> dict[str, Any]:
+def _run_training(
+    config: TrainConfig, run: Path, resume: bool, restart: bool, title: str, console: Console
+) -> dict[str, Any]:
     import torch
 
     config = config.model_copy(update={"run": run})
@@ -82,8 +89,9 @@ def _run_training(config: TrainConfig, run: Path, resume: bool, restart: bool, t
         loggers.close()
 
 
-def _train(ctx: RunContext, config: TrainConfig, run: Path, resume: bool, title: str,
-           model_path: Path) -> dict[str, Any]:
+def _train(
+    ctx: RunContext, config: TrainConfig, run: Path, resume: bool, title: str, model_path: Path
+) -> dict[str, Any]:
     console, timings = ctx.console, ctx.timings
     start = sft_path = None
     if config.sft is not None:
@@ -102,8 +110,11 @@ def _train(ctx: RunContext, config: TrainConfig, run: Path, resume: bool, title:
         raise TrainError("held-out data appeared in training: " + "; ".join(problems[:3]))
     evals = state.evals
     if config.evaluation == "policies":
-        policies = {"base": model_path, **({"sft": sft_path} if sft_path else {}),
-                    "rl": run / "checkpoints" / RL_DIR if state.steps else start}
+        policies = {
+            "base": model_path,
+            **({"sft": sft_path} if sft_path else {}),
+            "rl": run / "checkpoints" / RL_DIR if state.steps else start,
+        }
         if config.sft is not None and config.sft.control:
             with Phase("4b. control: more SFT instead of GRPO", console, timings):
                 policies["sft_more"] = more_sft(ctx, sft_path, seconds=timings[GRPO_PHASE])
@@ -126,8 +137,10 @@ def _check_run_dir(run: Path, resume: bool, restart: bool) -> None:
         return
     done = read_jsonl(run / STEPS_FILE)
     if done:
-        raise TrainError(f"{run} already holds {len(done)} RL step(s): pass --resume to continue that run, or "
-                         "choose a new --run directory")
+        raise TrainError(
+            f"{run} already holds {len(done)} RL step(s): pass --resume to continue that run, or "
+            "choose a new --run directory"
+        )
 
 
 def prepare_model(config: TrainConfig, run: Path, console: Console) -> Path:

@@ -31,23 +31,48 @@ def plot(path: Path, steps: list[StepRecord], evals: list[EvalRecord], by_policy
         labels = [e.label or "?" for e in scored]
         width = 0.4 if faulted else 0.8
         xs = list(range(len(scored)))
-        right.bar([x - (width / 2 if faulted else 0) for x in xs], [100 * e.pass_at_1 for e in scored], width=width,
-                  color=[POLICY_COLORS.get(k, "#999") for k in labels], label="no faults")
+        right.bar(
+            [x - (width / 2 if faulted else 0) for x in xs],
+            [100 * e.pass_at_1 for e in scored],
+            width=width,
+            color=[POLICY_COLORS.get(k, "#999") for k in labels],
+            label="no faults",
+        )
         if faulted:
-            right.bar([x + width / 2 for x in xs], [100 * (e.pass_at_1_with_faults or 0) for e in scored], width=width,
-                      color=[POLICY_COLORS.get(k, "#999") for k in labels], hatch="//", alpha=0.6,
-                      label="with faults")
+            right.bar(
+                [x + width / 2 for x in xs],
+                [100 * (e.pass_at_1_with_faults or 0) for e in scored],
+                width=width,
+                color=[POLICY_COLORS.get(k, "#999") for k in labels],
+                hatch="//",
+                alpha=0.6,
+                label="with faults",
+            )
             right.legend(fontsize=8)
         right.set_xticks(xs, labels)
-        right.set_title("held-out pass@1 (greedy): base → SFT → SFT+RL"
-                        + (" (sft_more: GRPO's time spent on SFT)" if "sft_more" in labels else ""), fontsize=9)
+        right.set_title(
+            "held-out pass@1 (greedy): base → SFT → SFT+RL"
+            + (" (sft_more: GRPO's time spent on SFT)" if "sft_more" in labels else ""),
+            fontsize=9,
+        )
     else:
         right.xaxis.set_major_locator(MaxNLocator(integer=True))
-        right.plot([e.after_steps for e in scored], [100 * e.pass_at_1 for e in scored], marker="o", color="#c63",
-                   label="no faults")
+        right.plot(
+            [e.after_steps for e in scored],
+            [100 * e.pass_at_1 for e in scored],
+            marker="o",
+            color="#c63",
+            label="no faults",
+        )
         if faulted:
-            right.plot([e.after_steps for e in faulted], [100 * e.pass_at_1_with_faults for e in faulted], marker="s",
-                       linestyle="--", color="#c63", label="with faults")
+            right.plot(
+                [e.after_steps for e in faulted],
+                [100 * e.pass_at_1_with_faults for e in faulted],
+                marker="s",
+                linestyle="--",
+                color="#c63",
+                label="with faults",
+            )
             right.legend(fontsize=8)
         right.set_xlabel("GRPO steps done")
         right.set_title("held-out pass@1 (greedy)")

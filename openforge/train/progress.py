@@ -25,5 +25,11 @@ class Phase:
 
 def progress_bar(console: Console) -> Progress:
     """A live display for the pipeline's bars; each bar carries an `info` field (loss, reward, ...)."""
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("{task.fields[info]}"), console=console)
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[info]}"),
+        console=console,
+    )

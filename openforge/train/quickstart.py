@@ -133,8 +133,11 @@ def overlay(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 HARNESS_PROMPT = "You are a coding agent. Run one shell command that does the task, then answer Done."
 HARNESS_OPTIONS: dict[str, dict[str, Any]] = {
     "react": {"max_steps": 2, "tools": ["bash"], "system_prompt": ""},
-    "claude-code": {"tools": ["Bash"], "extra_args": ["--system-prompt", HARNESS_PROMPT],
-                    "extra_env": {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"}},
+    "claude-code": {
+        "tools": ["Bash"],
+        "extra_args": ["--system-prompt", HARNESS_PROMPT],
+        "extra_env": {"CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1"},
+    },
     "codex": {"instructions": HARNESS_PROMPT, "extra_config": ["include_permissions_instructions = false"]},
 }
 HARNESSES_OVERRIDES: dict[str, Any] = {
@@ -154,13 +157,22 @@ HARNESSES_OVERRIDES: dict[str, Any] = {
     "rl": {"seconds": 600.0, "prompts": 8, "group": 4, "eval_instances": 40, "concurrency": 4},
 }
 
-RECIPES: dict[str, dict[str, Any]] = {"default": QUICKSTART, "recovery": overlay(QUICKSTART, RECOVERY_OVERRIDES),
-                                      "harnesses": overlay(QUICKSTART, HARNESSES_OVERRIDES)}
+RECIPES: dict[str, dict[str, Any]] = {
+    "default": QUICKSTART,
+    "recovery": overlay(QUICKSTART, RECOVERY_OVERRIDES),
+    "harnesses": overlay(QUICKSTART, HARNESSES_OVERRIDES),
+}
 RECOVERY = RECIPES["recovery"]
 
 
-def quickstart_config(overrides: dict[str, Any] | None = None, *, seed: int | None = None, smoke: bool = False,
-                      source: str = "quickstart", recipe: str = "default") -> TrainConfig:
+def quickstart_config(
+    overrides: dict[str, Any] | None = None,
+    *,
+    seed: int | None = None,
+    smoke: bool = False,
+    source: str = "quickstart",
+    recipe: str = "default",
+) -> TrainConfig:
     """The recipe's preset (`default` or `recovery`), with `overrides` (TrainConfig fields, e.g. a `--config`
     file's), then `seed`, then the smoke sizes laid over it. ConfigError names a bad field."""
     if recipe not in RECIPES:
@@ -173,21 +185,33 @@ def quickstart_config(overrides: dict[str, Any] | None = None, *, seed: int | No
     return validate_config(fields, TrainConfig, source=source)
 
 
-def run_quickstart(run_dir: Path | None = None, config: TrainConfig | None = None, console: Console | None = None,
-                   title: str = "Quickstart report") -> dict:
+def run_quickstart(
+    run_dir: Path | None = None,
+    config: TrainConfig | None = None,
+    console: Console | None = None,
+    title: str = "Quickstart report",
+) -> dict:
     """The quickstart in `run_dir` (default: the config's `run`; TrainError if another process holds it);
     returns the report. A run directory of an earlier quickstart keeps its model and teacher episodes; SFT
     and GRPO start over."""
     return run_training(config or quickstart_config(), run_dir, console=console, title=title, restart=True)
 
 
-def run_recipe(recipe: str = "default", config_file: Path | None = None, *, seed: int | None = None,
-               smoke: bool = False, run_dir: Path | None = None, console: Console | None = None) -> dict:
+def run_recipe(
+    recipe: str = "default",
+    config_file: Path | None = None,
+    *,
+    seed: int | None = None,
+    smoke: bool = False,
+    run_dir: Path | None = None,
+    console: Console | None = None,
+) -> dict:
     """`openforge quickstart`: the recipe's preset with the TrainConfig fields of `config_file` laid over it,
     then `seed` and the smoke sizes (`quickstart_config`), run in `run_dir` (default: the config's `run`);
     returns the report."""
     overrides = read_mapping(config_file) if config_file else {}
-    config = quickstart_config(overrides, seed=seed, smoke=smoke, source=str(config_file or "quickstart"),
-                               recipe=recipe)
+    config = quickstart_config(
+        overrides, seed=seed, smoke=smoke, source=str(config_file or "quickstart"), recipe=recipe
+    )
     title = "Quickstart report" + (f" (recipe {recipe})" if recipe != "default" else "")
     return run_quickstart(run_dir or config.run, config, console=console, title=title)

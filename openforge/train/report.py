@@ -31,25 +31,40 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
     step_dicts = [s.model_dump() for s in steps]
     faults = ctx.config.eval_faults is not None
     if ctx.config.evaluation == "policies":
-        evaluation = {"heldout_pass_at_1": {e.label: e.pass_at_1 for e in evals},
-                      "heldout_pass_at_1_by_harness": {e.label: e.pass_at_1_by_harness for e in evals},
-                      "behaviour": {e.label: e.behaviour for e in evals}}
+        evaluation = {
+            "heldout_pass_at_1": {e.label: e.pass_at_1 for e in evals},
+            "heldout_pass_at_1_by_harness": {e.label: e.pass_at_1_by_harness for e in evals},
+            "behaviour": {e.label: e.behaviour for e in evals},
+        }
         if faults:
             evaluation.update(
                 heldout_pass_at_1_with_faults={e.label: e.pass_at_1_with_faults for e in evals},
                 recovery_rate_with_faults={e.label: _get(e.behaviour_with_faults, "recovery_rate") for e in evals},
                 recovery_by_fault={e.label: _get(e.behaviour_with_faults, "recovery_by_fault") for e in evals},
-                behaviour_with_faults={e.label: e.behaviour_with_faults for e in evals})
+                behaviour_with_faults={e.label: e.behaviour_with_faults for e in evals},
+            )
     else:
         scored = [e for e in evals if e.pass_at_1 is not None]
-        evaluation = {"heldout_pass_at_1": [{"after_steps": e.after_steps, "pass_at_1": e.pass_at_1,
-                                             "by_harness": e.pass_at_1_by_harness,
-                                             **({"pass_at_1_with_faults": e.pass_at_1_with_faults,
-                                                 "recovery_rate_with_faults": _get(e.behaviour_with_faults,
-                                                                                   "recovery_rate")}
-                                                if faults else {})} for e in evals],
-                      "final_heldout_pass_at_1": scored[-1].pass_at_1 if scored else None,
-                      "behaviour": [e.behaviour for e in evals]}
+        evaluation = {
+            "heldout_pass_at_1": [
+                {
+                    "after_steps": e.after_steps,
+                    "pass_at_1": e.pass_at_1,
+                    "by_harness": e.pass_at_1_by_harness,
+                    **(
+                        {
+                            "pass_at_1_with_faults": e.pass_at_1_with_faults,
+                            "recovery_rate_with_faults": _get(e.behaviour_with_faults, "recovery_rate"),
+                        }
+                        if faults
+                        else {}
+                    ),
+                }
+                for e in evals
+            ],
+            "final_heldout_pass_at_1": scored[-1].pass_at_1 if scored else None,
+            "behaviour": [e.behaviour for e in evals],
+        }
         if faults:
             evaluation["behaviour_with_faults"] = [e.behaviour_with_faults for e in evals]
     return {
@@ -67,9 +82,14 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
         "teacher_episodes": (ctx.sft or {}).get("teacher_episodes"),
         "sft": ctx.sft,
         "timings_s": ctx.timings,
-        "faults": ({"rl": ctx.config.rl_faults.text() if ctx.config.rl_faults else None,
-                    "eval": ctx.config.eval_faults.text() if ctx.config.eval_faults else None}
-                   if ctx.config.faults else None),
+        "faults": (
+            {
+                "rl": ctx.config.rl_faults.text() if ctx.config.rl_faults else None,
+                "eval": ctx.config.eval_faults.text() if ctx.config.eval_faults else None,
+            }
+            if ctx.config.faults
+            else None
+        ),
         "config": ctx.config.model_dump(mode="json"),
     }
 
@@ -84,8 +104,9 @@ def _get(summary: dict[str, Any] | None, key: str) -> Any:
     return None if summary is None else summary.get(key)
 
 
-def write_report(run: Path, title: str, report: dict[str, Any], steps: list[StepRecord], evals: list[EvalRecord],
-                 console: Console) -> None:
+def write_report(
+    run: Path, title: str, report: dict[str, Any], steps: list[StepRecord], evals: list[EvalRecord], console: Console
+) -> None:
     (run / "report.json").write_text(json.dumps(report, indent=2, default=str))
     (run / "report.md").write_text(markdown(title, report, steps, evals))
     by_policy = isinstance(report["heldout_pass_at_1"], dict)
@@ -105,28 +126,48 @@ def write_report(run: Path, title: str, report: dict[str, Any], steps: list[Step
 
 
 def markdown(title: str, report: dict[str, Any], steps: list[StepRecord], evals: list[EvalRecord]) -> str:
-    intro = (f"Model `{report['model']}`, harnesses {', '.join(report['harnesses'])} "
-             f"({report['episode_path']} episodes), {len(steps)} GRPO step(s).")
+    intro = (
+        f"Model `{report['model']}`, harnesses {', '.join(report['harnesses'])} "
+        f"({report['episode_path']} episodes), {len(steps)} GRPO step(s)."
+    )
     lines = [f"# {title}", "", intro, ""]
     if report["sft"]:
         s = report["sft"]
-        lines += [(f"SFT: {s.get('samples')} successful teacher samples, {s.get('steps')} steps, loss "
-                   f"{s.get('first_loss', 0):.3f} → {s.get('last_loss', 0):.3f}."), ""]
+        lines += [
+            (
+                f"SFT: {s.get('samples')} successful teacher samples, {s.get('steps')} steps, loss "
+                f"{s.get('first_loss', 0):.3f} → {s.get('last_loss', 0):.3f}."
+            ),
+            "",
+        ]
         if s.get("selection"):
             lines += [_selection_line(s["selection"], s.get("rerendered") or 0), ""]
     harnesses = _evaluated_harnesses(evals)
     trained = set(report["harnesses"])
-    lines += [f"Held-out pass@1 on {report['heldout_instances']} held-out tasks/instances (greedy):", "",
-              "| policy | pass@1 |" + "".join(f" {h}{'' if h in trained else ' (not trained on)'} |" for h in harnesses),
-              "|---|---|" + "---|" * len(harnesses)]
-    lines += [f"| {_name(e)} | {_pct(e.pass_at_1)} |" + "".join(f" {_pct(e.pass_at_1_by_harness.get(h))} |"
-                                                              for h in harnesses) for e in evals]
+    lines += [
+        f"Held-out pass@1 on {report['heldout_instances']} held-out tasks/instances (greedy):",
+        "",
+        "| policy | pass@1 |" + "".join(f" {h}{'' if h in trained else ' (not trained on)'} |" for h in harnesses),
+        "|---|---|" + "---|" * len(harnesses),
+    ]
+    lines += [
+        f"| {_name(e)} | {_pct(e.pass_at_1)} |"
+        + "".join(f" {_pct(e.pass_at_1_by_harness.get(h))} |" for h in harnesses)
+        for e in evals
+    ]
     lines += ["", *behaviour_table(evals)]
-    lines += ["", "| step | reward | pass rate | signal | no signal: episodes, s | tokens | trained tokens | merge rate "
-              "| policy | seconds |", "|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.step} | {r.reward:.3f} | {_pct(r.pass_rate)} | {r.groups_with_signal}/{r.groups} | "
-              f"{r.no_signal_episodes}, {r.no_signal_seconds:.0f} | {r.tokens} | {r.trained_tokens} | "
-              f"{_pct(r.merge_rate)} | {r.policy_version} | {r.seconds} |" for r in steps]
+    lines += [
+        "",
+        "| step | reward | pass rate | signal | no signal: episodes, s | tokens | trained tokens | merge rate "
+        "| policy | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r.step} | {r.reward:.3f} | {_pct(r.pass_rate)} | {r.groups_with_signal}/{r.groups} | "
+        f"{r.no_signal_episodes}, {r.no_signal_seconds:.0f} | {r.tokens} | {r.trained_tokens} | "
+        f"{_pct(r.merge_rate)} | {r.policy_version} | {r.seconds} |"
+        for r in steps
+    ]
     lines += _difficulty_lines(steps)
     lines += ["", "| phase | seconds |", "|---|---|"] + [f"| {k} | {v} |" for k, v in report["timings_s"].items()]
     lines += ["", "![training reward and held-out pass@1](report.png)"]
@@ -134,10 +175,15 @@ def markdown(title: str, report: dict[str, Any], steps: list[StepRecord], evals:
 
 
 # (column, summary field, percent?) of the behaviour table
-BEHAVIOUR_COLUMNS = [("met error", "met_error", False), ("recovery", "recovery_rate", True),
-                     ("self-verify", "self_verification_rate", True), ("parse errors", "parse_error_calls", False),
-                     ("calls", "mean_calls", False), ("tokens", "mean_sampled_tokens", False),
-                     ("shell share", "shell_share", True)]
+BEHAVIOUR_COLUMNS = [
+    ("met error", "met_error", False),
+    ("recovery", "recovery_rate", True),
+    ("self-verify", "self_verification_rate", True),
+    ("parse errors", "parse_error_calls", False),
+    ("calls", "mean_calls", False),
+    ("tokens", "mean_sampled_tokens", False),
+    ("shell share", "shell_share", True),
+]
 
 
 def behaviour_table(evals: list[EvalRecord]) -> list[str]:
@@ -145,26 +191,45 @@ def behaviour_table(evals: list[EvalRecord]) -> list[str]:
     fault kind)."""
     faults = any(e.behaviour_with_faults is not None for e in evals)
     head = ["policy", "condition", *(["pass@1"] if faults else []), *(c for c, _, _ in BEHAVIOUR_COLUMNS)]
-    lines = ["Behaviour of the held-out episodes (`openforge analyze`; recovery = passed among the graded "
-             "episodes that met a failed tool result):", "", "| " + " | ".join(head) + " |",
-             "|---" * len(head) + "|"]
+    lines = [
+        "Behaviour of the held-out episodes (`openforge analyze`; recovery = passed among the graded "
+        "episodes that met a failed tool result):",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---" * len(head) + "|",
+    ]
     for e in evals:
-        for condition, summary, score in (("no faults", e.behaviour, e.pass_at_1),
-                                          ("faults", e.behaviour_with_faults, e.pass_at_1_with_faults)):
+        for condition, summary, score in (
+            ("no faults", e.behaviour, e.pass_at_1),
+            ("faults", e.behaviour_with_faults, e.pass_at_1_with_faults),
+        ):
             if summary is None:
                 continue
             cells = [_cell(summary.get(f), pct) for _, f, pct in BEHAVIOUR_COLUMNS]
-            lines.append(f"| {_name(e)} | {condition} | " + (f"{_pct(score)} | " if faults else "")
-                         + " | ".join(cells) + " |")
+            lines.append(
+                f"| {_name(e)} | {condition} | " + (f"{_pct(score)} | " if faults else "") + " | ".join(cells) + " |"
+            )
     kinds = sorted({k for e in evals for k in (_get(e.behaviour_with_faults, "recovery_by_fault") or {})})
     if kinds:
-        lines += ["", "Per fault kind (episodes where it fired): pass rate / recovery rate:", "",
-                  "| policy | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
+        lines += [
+            "",
+            "Per fault kind (episodes where it fired): pass rate / recovery rate:",
+            "",
+            "| policy | " + " | ".join(kinds) + " |",
+            "|---" * (len(kinds) + 1) + "|",
+        ]
         for e in evals:
             by_kind = _get(e.behaviour_with_faults, "recovery_by_fault") or {}
-            lines.append(f"| {_name(e)} | " + " | ".join(
-                f"{_pct(by_kind[k]['pass_rate'])} / {_pct(by_kind[k].get('recovery_rate'))} ({by_kind[k]['episodes']})"
-                if k in by_kind else "–" for k in kinds) + " |")
+            lines.append(
+                f"| {_name(e)} | "
+                + " | ".join(
+                    f"{_pct(by_kind[k]['pass_rate'])} / {_pct(by_kind[k].get('recovery_rate'))} ({by_kind[k]['episodes']})"
+                    if k in by_kind
+                    else "–"
+                    for k in kinds
+                )
+                + " |"
+            )
     return lines
 
 
@@ -182,19 +247,27 @@ def _difficulty_lines(steps: list[StepRecord]) -> list[str]:
         return []
     episodes = sum(r.episodes for r in steps)
     idle = sum(r.no_signal_episodes for r in steps)
-    lines = ["", f"Groups without signal (GRPO skips them) cost {idle} of {episodes} episodes "
-                 f"({sum(r.no_signal_seconds for r in steps):.0f} episode-seconds)."]
+    lines = [
+        "",
+        f"Groups without signal (GRPO skips them) cost {idle} of {episodes} episodes "
+        f"({sum(r.no_signal_seconds for r in steps):.0f} episode-seconds).",
+    ]
     dropped = {t: (r.step, why) for r in steps for t, why in r.dropped_tasks.items()}
     if dropped:
-        lines.append("Dropped (rl.drop_after): " + ", ".join(f"{t} ({why}, step {step})"
-                                                             for t, (step, why) in dropped.items()) + ".")
+        lines.append(
+            "Dropped (rl.drop_after): "
+            + ", ".join(f"{t} ({why}, step {step})" for t, (step, why) in dropped.items())
+            + "."
+        )
     return lines
 
 
 def _selection_line(sel: dict[str, Any], rerendered: int) -> str:
     dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sel.get("dropped", {}).items() if v) or "none"
-    line = (f"Teacher episodes: {sel.get('episodes')}, kept {sel.get('kept')} on {sel.get('tasks_kept')} of "
-            f"{sel.get('tasks')} tasks (dropped: {dropped}).")
+    line = (
+        f"Teacher episodes: {sel.get('episodes')}, kept {sel.get('kept')} on {sel.get('tasks_kept')} of "
+        f"{sel.get('tasks')} tasks (dropped: {dropped})."
+    )
     if rerendered:
         line += f" {rerendered} kept episodes came from a teacher behind an API, re-rendered in the student's template."
     return line

@@ -17,8 +17,7 @@ Token-level records (the teacher shared the student's tokenizer) pass through un
 
 from __future__ import annotations
 
-from openforge.core import CallRecord, Conversation, Message, ParsedOutput
-from openforge.core import FinishReason
+from openforge.core import CallRecord, Conversation, FinishReason, Message, ParsedOutput
 from openforge.core.errors import ModelError
 from openforge.dialects import DIALECTS, DialectError
 from openforge.inference import MESSAGE_LEVEL
@@ -42,16 +41,20 @@ def reply_ids(model: ModelDir, conversation: Conversation, reply: ParsedOutput, 
     conversation = conversation.model_copy(update={"messages": normalize_messages(conversation.messages)})
     marks = ContentMarks.new()
     messages, tools = to_hf_messages(conversation, marks.wrap)
-    turn = hf_message(Message(role="assistant", content=reply.content, reasoning=reply.reasoning,
-                              tool_calls=reply.tool_calls), marks.wrap)
+    turn = hf_message(
+        Message(role="assistant", content=reply.content, reasoning=reply.reasoning, tool_calls=reply.tool_calls),
+        marks.wrap,
+    )
     before = model.render_messages_text(messages, tools, True)
     through = model.render_messages_text([*messages, turn], tools, False)
     if not through.startswith(before):
-        raise RerenderError(f"{model.path}'s chat template re-renders the conversation when a reply is added: "
-                            "the reply's tokens cannot be told apart from the prompt's")
+        raise RerenderError(
+            f"{model.path}'s chat template re-renders the conversation when a reply is added: "
+            "the reply's tokens cannot be told apart from the prompt's"
+        )
     eos_texts = [model.decode([i]) for i in model.eos_token_ids]
     kept: list[str] = []
-    for inside, piece in marks.split(through[len(before):]):
+    for inside, piece in marks.split(through[len(before) :]):
         if inside:
             kept.append(marks.wrap(piece))
             continue
@@ -61,8 +64,9 @@ def reply_ids(model: ModelDir, conversation: Conversation, reply: ParsedOutput, 
             kept.append(piece[: at + len(eos)] if ended else piece[:at])
             return model.encode_marked("".join(kept), marks)
         kept.append(piece)
-    raise RerenderError(f"{model.path}'s chat template ends an assistant turn with none of its end-of-turn tokens "
-                        f"{eos_texts}")
+    raise RerenderError(
+        f"{model.path}'s chat template ends an assistant turn with none of its end-of-turn tokens {eos_texts}"
+    )
 
 
 def rerender_calls(calls: list[CallRecord], model: ModelDir) -> list[CallRecord]:
@@ -82,15 +86,23 @@ def rerender_calls(calls: list[CallRecord], model: ModelDir) -> list[CallRecord]
         try:
             conversation = dialect.decode(call.request_body).conversation
         except DialectError as e:
-            raise RerenderError(f"call {call.index} of episode {call.episode_id}: its request does not decode: "
-                                f"{e}") from None
+            raise RerenderError(
+                f"call {call.index} of episode {call.episode_id}: its request does not decode: {e}"
+            ) from None
         reply = ParsedOutput.model_validate(level["reply"])
         rendered = renderer.render(call.episode_id, conversation, side_call=call.side_call)
         output = reply_ids(model, conversation, reply, ended=call.finish_reason != FinishReason.length)
         renderer.record(call.episode_id, call.index, rendered, output, reply, side_call=call.side_call)
-        out.append(call.model_copy(update={
-            "prompt_ids": rendered.prompt_ids, "output_ids": output, "output_logprobs": [],
-            "segment": rendered.segment, "break_reason": rendered.break_reason,
-            "metadata": {**call.metadata, "rerendered_for": str(model.path)},
-        }))
+        out.append(
+            call.model_copy(
+                update={
+                    "prompt_ids": rendered.prompt_ids,
+                    "output_ids": output,
+                    "output_logprobs": [],
+                    "segment": rendered.segment,
+                    "break_reason": rendered.break_reason,
+                    "metadata": {**call.metadata, "rerendered_for": str(model.path)},
+                }
+            )
+        )
     return out

@@ -35,8 +35,16 @@ from openforge.train.errors import TrainInterrupted
 from openforge.train.evaluation import evaluate
 from openforge.train.grpo import GRPOTrainer
 from openforge.train.progress import progress_bar
-from openforge.train.records import EVALS_FILE, STEPS_FILE, EvalRecord, StepRecord, append_jsonl, read_evals, \
-    read_steps, write_jsonl
+from openforge.train.records import (
+    EVALS_FILE,
+    STEPS_FILE,
+    EvalRecord,
+    StepRecord,
+    append_jsonl,
+    read_evals,
+    read_steps,
+    write_jsonl,
+)
 from openforge.train.serving import rollout_config, sandboxes, serving
 from openforge.train.weights_sync import push_weights_in_process
 
@@ -118,23 +126,33 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
     curve = c.evaluation == "curve"
     # a resumed run goes on counting policy versions from its last pushed weights
     version = state.steps[-1].policy_version if state.steps else 0
-    async with sandboxes(ctx) as provider, \
-            serving(c, state.serve, ctx.run / "rl", c.rl.temperature, policy_version=version) as proxy:
+    async with (
+        sandboxes(ctx) as provider,
+        serving(c, state.serve, ctx.run / "rl", c.rl.temperature, policy_version=version) as proxy,
+    ):
         started = time.monotonic() - (state.steps[-1].elapsed_s if state.steps else 0.0)
         proxy.store.set_run_info({"train": c.model_dump(mode="json")})
         with progress_bar(console) as progress:
             by_time = c.rl.seconds is not None
-            bar = progress.add_task("GRPO", total=c.rl.seconds if by_time else c.rl.steps,
-                                    completed=0 if by_time else state.next_step, info="")
+            bar = progress.add_task(
+                "GRPO",
+                total=c.rl.seconds if by_time else c.rl.steps,
+                completed=0 if by_time else state.next_step,
+                info="",
+            )
             env = StepEnv(ctx, proxy, provider, progress)
             if curve and not state.evals:
                 state.evals.append(await evaluate_during(env, state, state.serve))
             step = state.next_step
             while step < c.rl.steps and not over_budget(ctx, started):
-                if not c.in_process and c.tasks.dirs is not None and \
-                        len(state.difficulty.dropped) >= len(ctx.data.train_tasks):
-                    console.print("[yellow]every training task saturated or stayed impossible[/] (rl.drop_after): "
-                                  "GRPO stops")
+                if (
+                    not c.in_process
+                    and c.tasks.dirs is not None
+                    and len(state.difficulty.dropped) >= len(ctx.data.train_tasks)
+                ):
+                    console.print(
+                        "[yellow]every training task saturated or stayed impossible[/] (rl.drop_after): GRPO stops"
+                    )
                     break
                 record = await rl_step(env, state, step, started)
                 if record is None:  # the step is not trained on; steps before it are saved
@@ -142,8 +160,11 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
                 state.steps.append(record)
                 append_jsonl(ctx.run / STEPS_FILE, record)
                 ctx.loggers.log_step(record)
-                progress.update(bar, completed=min(c.rl.seconds, record.elapsed_s) if by_time else step + 1,
-                                info=summary_line(record))
+                progress.update(
+                    bar,
+                    completed=min(c.rl.seconds, record.elapsed_s) if by_time else step + 1,
+                    info=summary_line(record),
+                )
                 console.print(summary_line(record))
                 step += 1
                 if curve and step % c.rl.eval_every == 0:
@@ -160,8 +181,9 @@ def over_budget(ctx: RunContext, started: float) -> bool:
 
 async def evaluate_during(env: StepEnv, state: RLState, policy: Path) -> EvalRecord:
     after = len(state.steps)
-    return await evaluate(env.ctx, policy, env.ctx.run / "eval" / f"after-{after:06d}", env.provider, after,
-                          progress=env.progress)
+    return await evaluate(
+        env.ctx, policy, env.ctx.run / "eval" / f"after-{after:06d}", env.provider, after, progress=env.progress
+    )
 
 
 async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> StepRecord | None:
@@ -182,8 +204,14 @@ async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> St
     t_train = time.monotonic()
     result = await asyncio.to_thread(state.trainer.step, samples) if samples else None
     rl_path = rl_checkpoint(ctx)
-    save_checkpoint(state.model, ctx.model_path, rl_path, state.trainer.optimizer, state.trainer.step_count,
-                    extra={"rl_step": step + 1})
+    save_checkpoint(
+        state.model,
+        ctx.model_path,
+        rl_path,
+        state.trainer.optimizer,
+        state.trainer.step_count,
+        extra={"rl_step": step + 1},
+    )
     version = await push_weights_in_process(env.proxy, rl_path)
     graded = [e.reward for e in episodes if e.reward is not None]
     return StepRecord(
@@ -226,36 +254,58 @@ async def family_step(env: StepEnv, step: int) -> tuple[list[StepEpisode], list[
     """Fresh generated instances with the react harness, in this process (fast path)."""
     c = env.ctx.config
     instances = step_instances(env.ctx.data, step)
-    episodes = await run_family_episodes(env.proxy, instances, samples=c.rl.group, step=step, react=c.react(),
-                                         fault_spec=c.rl_faults)
+    episodes = await run_family_episodes(
+        env.proxy, instances, samples=c.rl.group, step=step, react=c.react(), fault_spec=c.rl_faults
+    )
     store = env.proxy.store
-    return [StepEpisode(e.episode_id, e.reward, "react", e.instance.task_id(),
-                        episode_seconds(store.get_episode(e.episode_id))) for e in episodes], \
-        [i.task_id() for i in instances]
+    return [
+        StepEpisode(
+            e.episode_id, e.reward, "react", e.instance.task_id(), episode_seconds(store.get_episode(e.episode_id))
+        )
+        for e in episodes
+    ], [i.task_id() for i in instances]
 
 
-async def orchestrated_step(env: StepEnv, step: int, dropped: dict[str, str]) -> tuple[list[StepEpisode] | None, list[str]]:
+async def orchestrated_step(
+    env: StepEnv, step: int, dropped: dict[str, str]
+) -> tuple[list[StepEpisode] | None, list[str]]:
     """Real episodes in sandboxes, through the orchestrator's episode runner, against the stage's proxy; tasks
     `dropped` by the difficulty tracker are not drawn."""
     ctx = env.ctx
     assert env.provider is not None
     tasks = step_tasks(ctx.data, ctx.config, ctx.run, step, dropped)
-    summary = await run_slots(env.proxy, env.provider, rollout_config(ctx, step=step, faults=ctx.config.rl_faults),
-                              plan(tasks, ctx.config.harnesses, ctx.config.rl.group), run_label(ctx.run),
-                              ctx.console, progress=env.progress)
+    summary = await run_slots(
+        env.proxy,
+        env.provider,
+        rollout_config(ctx, step=step, faults=ctx.config.rl_faults),
+        plan(tasks, ctx.config.harnesses, ctx.config.rl.group),
+        run_label(ctx.run),
+        ctx.console,
+        progress=env.progress,
+    )
     if summary.interrupted:
         return None, []
     final = [env.proxy.store.get_episode(i) for i in summary.episode_ids]
-    rows = [StepEpisode(e.id, None if e.outcome is None or e.outcome.is_infrastructure_failure else e.reward,
-                        e.harness or "", e.task or "", episode_seconds(e)) for e in final]
+    rows = [
+        StepEpisode(
+            e.id,
+            None if e.outcome is None or e.outcome.is_infrastructure_failure else e.reward,
+            e.harness or "",
+            e.task or "",
+            episode_seconds(e),
+        )
+        for e in final
+    ]
     return rows, [t.id for t in tasks]
 
 
 def summary_line(r: StepRecord) -> str:
-    line = (f"step {r.step}: reward {r.reward:.2f}, pass {100 * r.pass_rate:.0f}%, "
-            f"signal {r.groups_with_signal}/{r.groups} (no signal: {r.no_signal_episodes} episodes, "
-            f"{r.no_signal_seconds:.0f} s), tokens {r.tokens} ({r.trained_tokens} trained), "
-            f"merge {100 * r.merge_rate:.0f}%, policy v{r.policy_version}, {r.seconds:.1f}s")
+    line = (
+        f"step {r.step}: reward {r.reward:.2f}, pass {100 * r.pass_rate:.0f}%, "
+        f"signal {r.groups_with_signal}/{r.groups} (no signal: {r.no_signal_episodes} episodes, "
+        f"{r.no_signal_seconds:.0f} s), tokens {r.tokens} ({r.trained_tokens} trained), "
+        f"merge {100 * r.merge_rate:.0f}%, policy v{r.policy_version}, {r.seconds:.1f}s"
+    )
     if r.dropped_tasks:
         line += f", dropped {', '.join(f'{t} ({why})' for t, why in r.dropped_tasks.items())}"
     return line

@@ -24,16 +24,26 @@ from openforge.train.context import RunContext
 EMBEDDED_OPTIONS = {"max_batch": 128, "prefix_cache_entries": 512}
 
 
-def proxy_config(config: TrainConfig, model: Path, run: Path, temperature: float, socket_dir: Path,
-                 policy_version: int = 0) -> ProxyConfig:
-    return ProxyConfig(**config.proxy_settings(), model=model, backend="embedded", run=run, listen=config.proxy_listen,
-                       uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0", temperature=temperature,
-                       backend_options={"seed": config.seed, **EMBEDDED_OPTIONS, "policy_version": policy_version})
+def proxy_config(
+    config: TrainConfig, model: Path, run: Path, temperature: float, socket_dir: Path, policy_version: int = 0
+) -> ProxyConfig:
+    return ProxyConfig(
+        **config.proxy_settings(),
+        model=model,
+        backend="embedded",
+        run=run,
+        listen=config.proxy_listen,
+        uds=socket_dir / "model.sock",
+        admin_listen="127.0.0.1:0",
+        temperature=temperature,
+        backend_options={"seed": config.seed, **EMBEDDED_OPTIONS, "policy_version": policy_version},
+    )
 
 
 @asynccontextmanager
-async def serving(config: TrainConfig, model: Path, run: Path, temperature: float,
-                  policy_version: int = 0) -> AsyncIterator[RunningProxy]:
+async def serving(
+    config: TrainConfig, model: Path, run: Path, temperature: float, policy_version: int = 0
+) -> AsyncIterator[RunningProxy]:
     """A proxy serving `model` (TCP for in-process episodes, a Unix socket for sandboxes; a short socket path:
     AF_UNIX allows ~107 bytes). `policy_version`: the version `model` is."""
     socket_dir = Path(tempfile.mkdtemp(prefix="openforge-train-"))
@@ -49,9 +59,17 @@ def rollout_config(ctx: RunContext, **overrides: Any) -> RolloutConfig:
     evaluations' when they do not run in process)."""
     c = ctx.config
     episodes = c.model_dump(include=set(EpisodeSettings.model_fields))
-    fields = {**episodes, "sandbox": ctx.sandbox, "image_map": c.episode_image_map(),
-              "tasks": list(c.tasks.dirs or [ctx.run / "tasks"]), "harnesses": c.harnesses, "model": ctx.model_path,
-              "backend": "embedded", "run": ctx.run / "rl", "concurrency": c.rl.concurrency}
+    fields = {
+        **episodes,
+        "sandbox": ctx.sandbox,
+        "image_map": c.episode_image_map(),
+        "tasks": list(c.tasks.dirs or [ctx.run / "tasks"]),
+        "harnesses": c.harnesses,
+        "model": ctx.model_path,
+        "backend": "embedded",
+        "run": ctx.run / "rl",
+        "concurrency": c.rl.concurrency,
+    }
     return RolloutConfig(**{**fields, **overrides})
 
 

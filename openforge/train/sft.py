@@ -57,7 +57,9 @@ class SFTTrainer:
         self.model = model
         self.config = config
         self.pad_id = pad_id
-        self.optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.optimizer = optimizer or torch.optim.AdamW(
+            model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+        )
         self.step_count = 0
         self.losses: list[float] = []
         self.step_seconds: list[float] = []
@@ -104,8 +106,14 @@ class SFTTrainer:
             started = time.perf_counter()
             for group in self.optimizer.param_groups:
                 group["lr"] = self.lr_at(self.step_count, total)
-            loss = sft_step(self.model, self.optimizer, batch, self.pad_id, self.config.max_grad_norm,
-                            self.config.max_tokens_per_micro_batch)
+            loss = sft_step(
+                self.model,
+                self.optimizer,
+                batch,
+                self.pad_id,
+                self.config.max_grad_norm,
+                self.config.max_tokens_per_micro_batch,
+            )
             self.step_seconds.append(time.perf_counter() - started)
             self.step_count += 1
             self.losses.append(loss)

@@ -62,25 +62,44 @@ def sft_stage(ctx: RunContext, teacher_episodes: int) -> Path:
     demos, selection, metrics = teacher_demos(ctx)
     ctx.console.print(selection.line())
     if not demos:
-        raise TrainError(f"the teacher ({settings.teacher}) left nothing to SFT on ({selection.line()}); see "
-                         f"{ctx.run / 'teacher'} (`openforge export` lists its calls), or drop the `sft:` block")
+        raise TrainError(
+            f"the teacher ({settings.teacher}) left nothing to SFT on ({selection.line()}); see "
+            f"{ctx.run / 'teacher'} (`openforge export` lists its calls), or drop the `sft:` block"
+        )
     model_dir = ModelDir(ctx.model_path)
     model = model_dir.load_model()
     trainer = train_sft(model, model_dir, demos, settings, settings.steps, ctx.config.seed, "SFT", ctx.console)
-    ctx.sft = {"samples": len(demos), "teacher_episodes": teacher_episodes, "selection": selection.model_dump(),
-               "rerendered": selection.message_level,
-               "steps": trainer.step_count, "first_loss": trainer.losses[0], "last_loss": trainer.losses[-1],
-               "trained_tokens": metrics.training_tokens["merged"],
-               "seconds_per_step": statistics.mean(trainer.step_seconds)}
-    out = save_checkpoint(model, ctx.model_path, ctx.run / "checkpoints" / SFT_DIR, trainer.optimizer,
-                          trainer.step_count, extra=ctx.sft)
-    ctx.console.print(f"SFT on {len(demos)} successful teacher samples ({ctx.sft['trained_tokens']} trained "
-                      f"tokens): loss {trainer.losses[0]:.3f} → {trainer.losses[-1]:.3f}")
+    ctx.sft = {
+        "samples": len(demos),
+        "teacher_episodes": teacher_episodes,
+        "selection": selection.model_dump(),
+        "rerendered": selection.message_level,
+        "steps": trainer.step_count,
+        "first_loss": trainer.losses[0],
+        "last_loss": trainer.losses[-1],
+        "trained_tokens": metrics.training_tokens["merged"],
+        "seconds_per_step": statistics.mean(trainer.step_seconds),
+    }
+    out = save_checkpoint(
+        model, ctx.model_path, ctx.run / "checkpoints" / SFT_DIR, trainer.optimizer, trainer.step_count, extra=ctx.sft
+    )
+    ctx.console.print(
+        f"SFT on {len(demos)} successful teacher samples ({ctx.sft['trained_tokens']} trained "
+        f"tokens): loss {trainer.losses[0]:.3f} → {trainer.losses[-1]:.3f}"
+    )
     return out
 
 
-def train_sft(model: Any, model_dir: ModelDir, demos: list[Sample], settings: SFTSettings, steps: int, seed: int,
-              label: str, console: Console) -> SFTTrainer:
+def train_sft(
+    model: Any,
+    model_dir: ModelDir,
+    demos: list[Sample],
+    settings: SFTSettings,
+    steps: int,
+    seed: int,
+    label: str,
+    console: Console,
+) -> SFTTrainer:
     """`steps` of SFT on `demos` with the configured schedule, with a progress bar; returns the trainer."""
     trainer = SFTTrainer(model, settings.trainer_config(steps, seed), pad_id=model_dir.pad_token_id)
     with progress_bar(console) as progress:
@@ -96,13 +115,16 @@ def more_sft(ctx: RunContext, sft_path: Path, seconds: float) -> Path:
     assert settings is not None and ctx.sft is not None
     pace = float(ctx.sft.get("seconds_per_step") or 0.0)
     if pace <= 0:
-        raise TrainError(f"the SFT checkpoint {sft_path} does not say how long its steps took (trained by an older "
-                         "version): remove it to train SFT again, or drop sft.control")
+        raise TrainError(
+            f"the SFT checkpoint {sft_path} does not say how long its steps took (trained by an older "
+            "version): remove it to train SFT again, or drop sft.control"
+        )
     steps = max(1, round(seconds / pace))
     demos, _, _ = teacher_demos(ctx)
     model_dir = ModelDir(ctx.model_path)
     model = ModelDir(sft_path).load_model()
     trainer = train_sft(model, model_dir, demos, settings, steps, ctx.config.seed + 1, "more SFT", ctx.console)
     ctx.console.print(f"{steps} more SFT steps (GRPO's {seconds:.0f} s at {pace:.2f} s per SFT step)")
-    return save_checkpoint(model, ctx.model_path, ctx.run / "checkpoints" / MORE_SFT_DIR, trainer.optimizer,
-                           trainer.step_count)
+    return save_checkpoint(
+        model, ctx.model_path, ctx.run / "checkpoints" / MORE_SFT_DIR, trainer.optimizer, trainer.step_count
+    )

@@ -71,26 +71,42 @@ def _picked(logits: torch.Tensor, targets: torch.Tensor, temperatures: torch.Ten
     return torch.log_softmax(scaled, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
-def shared_prefix_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                           temperatures: torch.Tensor, prefix: int, start: int = 0) -> torch.Tensor:
+def shared_prefix_logprobs(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    temperatures: torch.Tensor,
+    prefix: int,
+    start: int = 0,
+) -> torch.Tensor:
     """log p(token t | tokens < t) for t = 1 … width − 1 (shape (B, width − 1)), the first `prefix` positions
     (shared by every row) computed once. `input_ids` and `attention_mask` are cut to the batch's longest row;
     `start`: they begin at that position of the samples (`receptive_start`), which the positions keep."""
     rows, width = input_ids.shape
     positions = torch.arange(start, start + width, device=input_ids.device)[None]
     cache, keyword = DynamicCache(), cache_argument(model)  # filled in place by the prefix's pass
-    head = model(input_ids=input_ids[:1, :prefix], attention_mask=attention_mask[:1, :prefix], use_cache=True,
-                 position_ids=positions[:, :prefix], **{keyword: cache})
+    head = model(
+        input_ids=input_ids[:1, :prefix],
+        attention_mask=attention_mask[:1, :prefix],
+        use_cache=True,
+        position_ids=positions[:, :prefix],
+        **{keyword: cache},
+    )
     cache.batch_repeat_interleave(rows)
-    tail = model(input_ids=input_ids[:, prefix:width], attention_mask=attention_mask, use_cache=True,
-                 position_ids=positions[:, prefix:].expand(rows, -1), **{keyword: cache}).logits
+    tail = model(
+        input_ids=input_ids[:, prefix:width],
+        attention_mask=attention_mask,
+        use_cache=True,
+        position_ids=positions[:, prefix:].expand(rows, -1),
+        **{keyword: cache},
+    ).logits
     # inside the prefix nothing is trained (shared_prefix_length): one row per distinct temperature, no graph
     with torch.no_grad():
         inside = torch.empty((rows, prefix - 1), dtype=torch.float32)
         for t in temperatures.unique():
             same = temperatures == t
-            inside[same] = _picked(head.logits[:, :prefix - 1], input_ids[:1, 1:prefix], t[None])
+            inside[same] = _picked(head.logits[:, : prefix - 1], input_ids[:1, 1:prefix], t[None])
     # the prefix's last logits predict each row's first own token; the tail's last predict nothing
-    boundary = head.logits[:, prefix - 1:prefix].expand(rows, -1, -1)
+    boundary = head.logits[:, prefix - 1 : prefix].expand(rows, -1, -1)
     after = torch.cat([boundary, tail[:, :-1]], dim=1)
     return torch.cat([inside, _picked(after, input_ids[:, prefix:width], temperatures)], dim=1)

@@ -36,7 +36,8 @@ def check_teacher_tokenizer(teacher: str, teacher_model: Path | None, student: P
         "other text to the student, and SFT would train on wrong ids. Serve the teacher behind an OpenAI-compatible "
         "endpoint (`openforge serve-model --model TEACHER --tool-call-parser auto`, vLLM, SGLang) and set "
         "`sft.teacher: openai:URL` (its recordings are re-rendered with the student's template), or use a teacher "
-        "that shares the student's tokenizer")
+        "that shares the student's tokenizer"
+    )
 
 
 def record_teacher(ctx: RunContext) -> int:
@@ -54,9 +55,16 @@ def record_teacher(ctx: RunContext) -> int:
     else:
         tasks, samples, split = list(c.tasks.dirs), settings.rollouts_per_task or settings.demos, "train"
     # a teacher behind an API renders nothing: the proxy keeps the student's model for token counts
-    config = rollout_config(ctx, tasks=tasks, samples=samples, split=split, backend=settings.teacher,
-                            model=teacher_model or ctx.model_path, run=teacher_run,
-                            resume=(teacher_run / "trajectories.db").exists())
+    config = rollout_config(
+        ctx,
+        tasks=tasks,
+        samples=samples,
+        split=split,
+        backend=settings.teacher,
+        model=teacher_model or ctx.model_path,
+        run=teacher_run,
+        resume=(teacher_run / "trajectories.db").exists(),
+    )
     summary = asyncio.run(run_rollouts(config, ctx.console))
     if summary.interrupted:
         raise TrainInterrupted("the teacher's episodes")

@@ -16,8 +16,8 @@ from collections import defaultdict
 
 from pydantic import BaseModel, Field
 
-from openforge.core.similarity import jaccard, shingles
 from openforge.core import CallRecord, Episode
+from openforge.core.similarity import jaccard, shingles
 from openforge.inference import MESSAGE_LEVEL
 from openforge.store import TrajectoryStore
 from openforge.train.config import SFTSettings
@@ -38,8 +38,10 @@ class TeacherSelection(BaseModel):
 
     def line(self) -> str:
         dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.dropped.items() if v) or "none"
-        return (f"teacher episodes {self.episodes}: kept {self.kept} on {self.tasks_kept} of {self.tasks} tasks "
-                f"(dropped: {dropped})")
+        return (
+            f"teacher episodes {self.episodes}: kept {self.kept} on {self.tasks_kept} of {self.tasks} tasks "
+            f"(dropped: {dropped})"
+        )
 
 
 def trajectory_text(calls: list[CallRecord]) -> str:
@@ -87,8 +89,7 @@ def _reason(store: TrajectoryStore, episode: Episode, settings: SFTSettings, kep
     if episode.reward < settings.min_reward:
         return "below_min_reward"
     signature = shingles(trajectory_text(store.list_calls(episode.id)))
-    if settings.dedup_similarity is not None and any(jaccard(signature, k) >= settings.dedup_similarity
-                                                     for k in kept):
+    if settings.dedup_similarity is not None and any(jaccard(signature, k) >= settings.dedup_similarity for k in kept):
         return "duplicate"
     if settings.max_per_task is not None and len(kept) >= settings.max_per_task:
         return "over_cap"

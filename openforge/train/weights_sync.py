@@ -65,18 +65,21 @@ def _finish(version: int | None, failure: BaseException | None, resume_failure: 
     if resume_failure is not None:
         state = f"loading had failed too ({failure}); " if failure else ""
         raise WeightSyncError(f"{state}resume failed, the proxy may still be paused: {resume_failure}") from (
-            failure or resume_failure)
+            failure or resume_failure
+        )
     if failure is not None:
         if isinstance(failure, WeightSyncError):
             raise WeightSyncError(f"{failure} (the proxy was resumed on the old weights)") from failure
-        raise WeightSyncError(f"pushing weights failed ({type(failure).__name__}: {failure}); "
-                              "the proxy was resumed on the old weights") from failure
+        raise WeightSyncError(
+            f"pushing weights failed ({type(failure).__name__}: {failure}); the proxy was resumed on the old weights"
+        ) from failure
     assert version is not None
     return version
 
 
-def push_weights(admin_url: str, admin_token: str, checkpoint_dir: str | Path,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+def push_weights(
+    admin_url: str, admin_token: str, checkpoint_dir: str | Path, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> int:
     """Pause the proxy, load `checkpoint_dir` into its backend, resume; return the new policy version."""
     path = str(checkpoint_dir)
     client_kwargs, transport_kwargs = _client_args(admin_url, admin_token, timeout_s)
@@ -96,8 +99,9 @@ def push_weights(admin_url: str, admin_token: str, checkpoint_dir: str | Path,
     return _finish(version, failure, resume_failure)
 
 
-async def apush_weights(admin_url: str, admin_token: str, checkpoint_dir: str | Path,
-                        timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+async def apush_weights(
+    admin_url: str, admin_token: str, checkpoint_dir: str | Path, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> int:
     """`push_weights` for callers inside an event loop (the blocking one would stall it)."""
     path = str(checkpoint_dir)
     client_kwargs, transport_kwargs = _client_args(admin_url, admin_token, timeout_s)

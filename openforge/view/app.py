@@ -32,7 +32,7 @@ STATIC = Path(__file__).parent / "static"
 SECURITY_HEADERS = {
     # no script-src: nothing on these pages runs script, so an injection could not either
     "content-security-policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
-                               "base-uri 'none'; frame-ancestors 'none'",
+    "base-uri 'none'; frame-ancestors 'none'",
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
     "x-frame-options": "DENY",
@@ -50,8 +50,13 @@ PAGES: tuple[tuple[str, Callable[[Library, QueryParams], dict[str, Any]], str], 
 
 
 def templates() -> Environment:
-    env = Environment(loader=PackageLoader("openforge.view", "templates"), autoescape=True,
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=PackageLoader("openforge.view", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     pages.install_filters(env)
     return env
 
@@ -72,7 +77,8 @@ class SecurityHeaders:
                 present = {k.lower() for k, _ in message.get("headers", [])}
                 message.setdefault("headers", [])
                 message["headers"] = list(message["headers"]) + [
-                    (k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items() if k.encode() not in present]
+                    (k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items() if k.encode() not in present
+                ]
             await send(message)
 
         await self.app(scope, receive, with_headers)
@@ -97,6 +103,7 @@ def create_app(library: Library) -> Starlette:
         async def endpoint(request: Request) -> HTMLResponse:
             # the stores and templates are synchronous: keep them off the event loop
             return await run_in_threadpool(build, builder, template, request.query_params)
+
         return endpoint
 
     async def favicon(request: Request) -> Response:
@@ -108,5 +115,6 @@ def create_app(library: Library) -> Starlette:
 
     routes = [Route(path, page(builder, template), methods=["GET"]) for path, builder, template in PAGES]
     routes += [Route("/favicon.ico", favicon, methods=["GET"]), Mount("/static", StaticFiles(directory=STATIC))]
-    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)],
-                     exception_handlers={HTTPException: http_error})
+    return Starlette(
+        routes=routes, middleware=[Middleware(SecurityHeaders)], exception_handlers={HTTPException: http_error}
+    )

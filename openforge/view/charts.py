@@ -47,8 +47,15 @@ def _x_ticks(lo: float, hi: float) -> list[float]:
     return [float(v) for v in range(first, int(math.floor(hi)) + 1, step)]
 
 
-def line_chart(title: str, series: list[Series], x_label: str, y_label: str = "", y_range: tuple[float, float] | None = None,
-               percent: bool = False, chart_id: str = "") -> Markup:
+def line_chart(
+    title: str,
+    series: list[Series],
+    x_label: str,
+    y_label: str = "",
+    y_range: tuple[float, float] | None = None,
+    percent: bool = False,
+    chart_id: str = "",
+) -> Markup:
     points = [p for s in series for p in s.points]
     if not points:
         return Markup('<p class="muted">{}: nothing recorded yet.</p>').format(title)
@@ -67,31 +74,50 @@ def line_chart(title: str, series: list[Series], x_label: str, y_label: str = ""
     def y_at(y: float) -> float:
         return TOP + plot_h - (y - y_lo) / (y_hi - y_lo) * plot_h
 
-    parts = [Markup('<svg class="chart" id="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">').format(
-        chart_id, WIDTH, HEIGHT, title), Markup('<text class="ctitle" x="{}" y="18">{}</text>').format(LEFT, title)]
+    parts = [
+        Markup('<svg class="chart" id="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">').format(
+            chart_id, WIDTH, HEIGHT, title
+        ),
+        Markup('<text class="ctitle" x="{}" y="18">{}</text>').format(LEFT, title),
+    ]
     whole = y_range is None and not percent and all(float(y).is_integer() for y in ys)
     if whole:
         y_hi = max(y_hi, math.ceil(y_hi))
     for y in _ticks(y_lo, y_hi, whole=whole):
-        parts.append(Markup('<line class="grid" x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}"/>'
-                            '<text class="tick" x="{3}" y="{4:.1f}" text-anchor="end">{5}</text>').format(
-            LEFT, WIDTH - RIGHT, y_at(y), LEFT - 6, y_at(y) + 4, _fmt(y, percent)))
+        parts.append(
+            Markup(
+                '<line class="grid" x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}"/>'
+                '<text class="tick" x="{3}" y="{4:.1f}" text-anchor="end">{5}</text>'
+            ).format(LEFT, WIDTH - RIGHT, y_at(y), LEFT - 6, y_at(y) + 4, _fmt(y, percent))
+        )
     for x in _x_ticks(x_lo, x_hi):
-        parts.append(Markup('<text class="tick" x="{:.1f}" y="{}" text-anchor="middle">{}</text>').format(
-            x_at(x), HEIGHT - BOTTOM + 16, _fmt(x, False)))
-    parts.append(Markup('<text class="axis" x="{}" y="{}" text-anchor="middle">{}</text>').format(
-        LEFT + plot_w / 2, HEIGHT - 6, x_label))
+        parts.append(
+            Markup('<text class="tick" x="{:.1f}" y="{}" text-anchor="middle">{}</text>').format(
+                x_at(x), HEIGHT - BOTTOM + 16, _fmt(x, False)
+            )
+        )
+    parts.append(
+        Markup('<text class="axis" x="{}" y="{}" text-anchor="middle">{}</text>').format(
+            LEFT + plot_w / 2, HEIGHT - 6, x_label
+        )
+    )
     if y_label:
-        parts.append(Markup('<text class="axis" x="12" y="{0}" text-anchor="middle" transform="rotate(-90 12 {0})">'
-                            '{1}</text>').format(TOP + plot_h / 2, y_label))
+        parts.append(
+            Markup(
+                '<text class="axis" x="12" y="{0}" text-anchor="middle" transform="rotate(-90 12 {0})">{1}</text>'
+            ).format(TOP + plot_h / 2, y_label)
+        )
     parts.append(_legend(series))
     for i, s in enumerate(series):
         cls = f"s{i % 6}"
         coords = " ".join(f"{x_at(x):.1f},{y_at(y):.1f}" for x, y in s.points)
         parts.append(Markup('<polyline class="line {}" points="{}"/>').format(cls, coords))
         for x, y in s.points:
-            parts.append(Markup('<circle class="dot {}" cx="{:.1f}" cy="{:.1f}" r="3"><title>{}: {} at {}</title>'
-                                '</circle>').format(cls, x_at(x), y_at(y), s.name, _fmt(y, percent), _fmt(x, False)))
+            parts.append(
+                Markup(
+                    '<circle class="dot {}" cx="{:.1f}" cy="{:.1f}" r="3"><title>{}: {} at {}</title></circle>'
+                ).format(cls, x_at(x), y_at(y), s.name, _fmt(y, percent), _fmt(x, False))
+            )
     parts.append(Markup("</svg>"))
     return Markup("").join(parts)
 
@@ -115,23 +141,39 @@ def bar_chart(title: str, bars: list[tuple[str, float | None]], percent: bool = 
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     slot = plot_w / len(shown)
     bar_w = min(80.0, slot * 0.6)
-    parts = [Markup('<svg class="chart" id="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">').format(
-        chart_id, WIDTH, HEIGHT, title), Markup('<text class="ctitle" x="{}" y="18">{}</text>').format(LEFT, title)]
+    parts = [
+        Markup('<svg class="chart" id="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">').format(
+            chart_id, WIDTH, HEIGHT, title
+        ),
+        Markup('<text class="ctitle" x="{}" y="18">{}</text>').format(LEFT, title),
+    ]
     for y in _ticks(0.0, top):
         y_px = TOP + plot_h - y / top * plot_h
-        parts.append(Markup('<line class="grid" x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}"/>'
-                            '<text class="tick" x="{3}" y="{4:.1f}" text-anchor="end">{5}</text>').format(
-            LEFT, WIDTH - RIGHT, y_px, LEFT - 6, y_px + 4, _fmt(y, percent)))
+        parts.append(
+            Markup(
+                '<line class="grid" x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}"/>'
+                '<text class="tick" x="{3}" y="{4:.1f}" text-anchor="end">{5}</text>'
+            ).format(LEFT, WIDTH - RIGHT, y_px, LEFT - 6, y_px + 4, _fmt(y, percent))
+        )
     for i, (label, value) in enumerate(shown):
         h = value / top * plot_h
         x = LEFT + slot * i + (slot - bar_w) / 2
-        parts.append(Markup('<rect class="bar s{}" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}">'
-                            '<title>{}: {}</title></rect>').format(i % 6, x, TOP + plot_h - h, bar_w, h, label,
-                                                                  _fmt(value, percent)))
-        parts.append(Markup('<text class="barval" x="{:.1f}" y="{:.1f}" text-anchor="middle">{}</text>').format(
-            x + bar_w / 2, TOP + plot_h - h - 4, _fmt(value, percent)))
-        parts.append(Markup('<text class="tick" x="{:.1f}" y="{}" text-anchor="middle">{}</text>').format(
-            x + bar_w / 2, HEIGHT - BOTTOM + 16, label))
+        parts.append(
+            Markup(
+                '<rect class="bar s{}" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}">'
+                "<title>{}: {}</title></rect>"
+            ).format(i % 6, x, TOP + plot_h - h, bar_w, h, label, _fmt(value, percent))
+        )
+        parts.append(
+            Markup('<text class="barval" x="{:.1f}" y="{:.1f}" text-anchor="middle">{}</text>').format(
+                x + bar_w / 2, TOP + plot_h - h - 4, _fmt(value, percent)
+            )
+        )
+        parts.append(
+            Markup('<text class="tick" x="{:.1f}" y="{}" text-anchor="middle">{}</text>').format(
+                x + bar_w / 2, HEIGHT - BOTTOM + 16, label
+            )
+        )
     parts.append(Markup("</svg>"))
     return Markup("").join(parts)
 

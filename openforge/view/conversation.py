@@ -40,8 +40,12 @@ class Turn:
 
 def _same(a: Message, b: Message) -> bool:
     # harnesses may rewrite tool-call ids and cache markers; the proxy ignores both, and so does this view
-    return (a.role == b.role and a.content == b.content and a.reasoning == b.reasoning
-            and [(t.name, t.arguments) for t in a.tool_calls] == [(t.name, t.arguments) for t in b.tool_calls])
+    return (
+        a.role == b.role
+        and a.content == b.content
+        and a.reasoning == b.reasoning
+        and [(t.name, t.arguments) for t in a.tool_calls] == [(t.name, t.arguments) for t in b.tool_calls]
+    )
 
 
 def _common_prefix(a: list[Message], b: list[Message]) -> int:
@@ -119,6 +123,7 @@ def reply_of(turn: Turn) -> ParsedOutput | None:
             return turn.reply.model_copy(update={"tool_calls": calls})
         return turn.reply
     if turn.echoed is not None:
-        return ParsedOutput(reasoning=turn.echoed.reasoning, content=turn.echoed.content,
-                            tool_calls=list(turn.echoed.tool_calls))
+        return ParsedOutput(
+            reasoning=turn.echoed.reasoning, content=turn.echoed.content, tool_calls=list(turn.echoed.tool_calls)
+        )
     return None

@@ -104,8 +104,7 @@ def discover(path: str | os.PathLike[str]) -> Run:
         raise NotARunError(f"{path} is not a directory")
     stores = [StoreRef(store_dir.relative_to(root).as_posix(), store_dir) for store_dir in find_stores(root)]
     if not stores:
-        raise NotARunError(f"{path} holds no {DB_FILENAME} (looked {MAX_DEPTH} levels down): is it a run "
-                           "directory?")
+        raise NotARunError(f"{path} holds no {DB_FILENAME} (looked {MAX_DEPTH} levels down): is it a run directory?")
     return Run(root, stores, read_files(root))
 
 

@@ -45,22 +45,48 @@ def episodes_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]
     size = p.integer(params, "size", PAGE_SIZE, 1, MAX_PAGE_SIZE)
     page = p.integer(params, "page", 1, 1)
     query = EpisodeQuery(
-        task=p.text(params, "task"), harness=p.text(params, "harness"), outcome=p.text(params, "outcome"),
-        step=p.integer(params, "step"), sample=p.integer(params, "sample", None, 0), final_only=p.flag(params, "final"),
-        flagged_only=p.flag(params, "flagged"), min_reward=p.number(params, "min_reward"),
-        max_reward=p.number(params, "max_reward"), sort=p.choice(params, "sort", SORT_KEYS, "created"),
-        descending=p.flag(params, "desc"), limit=size, offset=(page - 1) * size)
+        task=p.text(params, "task"),
+        harness=p.text(params, "harness"),
+        outcome=p.text(params, "outcome"),
+        step=p.integer(params, "step"),
+        sample=p.integer(params, "sample", None, 0),
+        final_only=p.flag(params, "final"),
+        flagged_only=p.flag(params, "flagged"),
+        min_reward=p.number(params, "min_reward"),
+        max_reward=p.number(params, "max_reward"),
+        sort=p.choice(params, "sort", SORT_KEYS, "created"),
+        descending=p.flag(params, "desc"),
+        limit=size,
+        offset=(page - 1) * size,
+    )
     result = opened.store.query_episodes(query)
-    filters = {"run": opened.run_index, "store": opened.ref.label, "task": query.task, "harness": query.harness,
-               "outcome": query.outcome, "step": query.step, "sample": query.sample, "final": query.final_only,
-               "flagged": query.flagged_only, "min_reward": query.min_reward, "max_reward": query.max_reward,
-               "size": size if size != PAGE_SIZE else None}
+    filters = {
+        "run": opened.run_index,
+        "store": opened.ref.label,
+        "task": query.task,
+        "harness": query.harness,
+        "outcome": query.outcome,
+        "step": query.step,
+        "sample": query.sample,
+        "final": query.final_only,
+        "flagged": query.flagged_only,
+        "min_reward": query.min_reward,
+        "max_reward": query.max_reward,
+        "size": size if size != PAGE_SIZE else None,
+    }
     pages = max(1, math.ceil(result.total / size))
     return {
-        "title": f"Episodes · {opened.run.name} · {opened.ref.title}", "opened": opened, "rows": result.rows,
+        "title": f"Episodes · {opened.run.name} · {opened.ref.title}",
+        "opened": opened,
+        "rows": result.rows,
         "total": result.total,
-        "query": query, "filters": filters, "page": page, "pages": pages, "size": size,
-        "facets": library.facets(opened), "sort_keys": SORT_KEYS,
+        "query": query,
+        "filters": filters,
+        "page": page,
+        "pages": pages,
+        "size": size,
+        "facets": library.facets(opened),
+        "sort_keys": SORT_KEYS,
         "crumbs": _crumbs(opened, ("episodes", None)),
     }
 
@@ -78,12 +104,21 @@ def episode_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
     step = episode.metadata.get("step", 0)
     metadata = {k: v for k, v in episode.metadata.items() if k != "task"}
     return {
-        "title": f"Episode {episode.id[:8]}", "opened": opened, "episode": episode, "turns": turns,
-        "reply_of": reply_of, "verifier": opened.store.get_verifier_result(episode.id),
+        "title": f"Episode {episode.id[:8]}",
+        "opened": opened,
+        "episode": episode,
+        "turns": turns,
+        "reply_of": reply_of,
+        "verifier": opened.store.get_verifier_result(episode.id),
         "flags": opened.store.episode_flags(episode.id),
         "instruction": _instruction(episode.metadata),
-        "metadata": metadata, "tokens": token_view(episode, calls, tokens, mode), "has_tokenizer": tokens is not None,
-        "mode": mode, "modes": MODES, "bounds": BUCKET_BOUNDS, "step": step if isinstance(step, int) else 0,
+        "metadata": metadata,
+        "tokens": token_view(episode, calls, tokens, mode),
+        "has_tokenizer": tokens is not None,
+        "mode": mode,
+        "modes": MODES,
+        "bounds": BUCKET_BOUNDS,
+        "step": step if isinstance(step, int) else 0,
         "versions": sorted({c.policy_version for c in calls}),
         "crumbs": _crumbs(opened, (f"episode {episode.id[:8]}", None)),
     }
@@ -97,10 +132,17 @@ def groups_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
     task = p.text(params, "task")
     rows, total = opened.store.query_groups(step=step, limit=size, offset=(page - 1) * size, task=task)
     return {
-        "title": f"GRPO groups · {opened.run.name} · {opened.ref.title}", "opened": opened, "rows": rows,
-        "total": total, "page": page,
-        "pages": max(1, math.ceil(total / size)), "size": size, "step": step, "task": task,
-        "steps": library.facets(opened).steps, "crumbs": _crumbs(opened, ("groups", None)),
+        "title": f"GRPO groups · {opened.run.name} · {opened.ref.title}",
+        "opened": opened,
+        "rows": rows,
+        "total": total,
+        "page": page,
+        "pages": max(1, math.ceil(total / size)),
+        "size": size,
+        "step": step,
+        "task": task,
+        "steps": library.facets(opened).steps,
+        "crumbs": _crumbs(opened, ("groups", None)),
     }
 
 
@@ -119,9 +161,16 @@ def group_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
         actions[member.episode.id] = [tc for r in replies if r for tc in r.tool_calls]
         last[member.episode.id] = replies[-1] if replies else None
     return {
-        "title": f"Group {view.group_id}", "opened": opened, "view": view, "actions": actions, "last": last,
+        "title": f"Group {view.group_id}",
+        "opened": opened,
+        "view": view,
+        "actions": actions,
+        "last": last,
         "instruction": _instruction(view.members[0].episode.metadata),
         "summaries": opened.store.call_summaries([m.episode.id for m in view.members]),
-        "crumbs": _crumbs(opened, ("groups", p.url("/groups", run=opened.run_index, store=opened.ref.label,
-                                                     step=step)), (f"step {step} · {task} · {harness}", None)),
+        "crumbs": _crumbs(
+            opened,
+            ("groups", p.url("/groups", run=opened.run_index, store=opened.ref.label, step=step)),
+            (f"step {step} · {task} · {harness}", None),
+        ),
     }

@@ -53,8 +53,9 @@ def group_view(store: TrajectoryStore, step: int, task: str | None, harness: str
     signal = bool(groups_with_signal([s.reward for s in samples], [s.group_id for s in samples]))
     kept = [s for s in samples if any(s.loss_mask)] if signal else []
     if kept:
-        values = group_advantages([s.reward for s in kept], [s.group_id for s in kept], config.norm_by_std,
-                                  config.eps).tolist()
+        values = group_advantages(
+            [s.reward for s in kept], [s.group_id for s in kept], config.norm_by_std, config.eps
+        ).tolist()
         by_sample = {id(s): v for s, v in zip(kept, values)}
         for m in members.values():
             m.advantages = [by_sample.get(id(s), 0.0) for s in m.samples]

@@ -80,8 +80,13 @@ class Library:
         with self._lock:
             if key not in self._open:
                 store = TrajectoryStore.open(ref.path, readonly=True)
-                self._open[key] = OpenStore(index, self.runs[index], ref, store,
-                                            self.model or find_model_dir(ref.path, run.path, store.get_run_info()))
+                self._open[key] = OpenStore(
+                    index,
+                    self.runs[index],
+                    ref,
+                    store,
+                    self.model or find_model_dir(ref.path, run.path, store.get_run_info()),
+                )
             return self._open[key]
 
     def close(self) -> None:

@@ -23,15 +23,33 @@ from openforge.view.summary import summarize, unit_diffs
 from openforge.view.training import charts, flatten, training
 
 # The fields of steps.jsonl / evals.jsonl records the run page shows (a field a run did not write shows as "–").
-STEP_KEYS = ("step", "reward", "pass_rate", "groups", "groups_with_signal", "tokens", "merge_rate", "policy_version",
-             "seconds")
+STEP_KEYS = (
+    "step",
+    "reward",
+    "pass_rate",
+    "groups",
+    "groups_with_signal",
+    "tokens",
+    "merge_rate",
+    "policy_version",
+    "seconds",
+)
 EVAL_KEYS = ("after_steps", "pass_at_1", "graded", "policy")
 
-__all__ = ["compare_page", "episode_page", "episodes_page", "group_page", "groups_page", "index_page",
-           "install_filters", "run_page"]
+__all__ = [
+    "compare_page",
+    "episode_page",
+    "episodes_page",
+    "group_page",
+    "groups_page",
+    "index_page",
+    "install_filters",
+    "run_page",
+]
 
 
 # ---- filters the templates use --------------------------------------------------------------------------------
+
 
 def pct(value: Any) -> str:
     return "–" if not isinstance(value, (int, float)) else f"{100 * value:.1f}%"
@@ -83,12 +101,14 @@ def short(value: Any, length: int = 80) -> str:
 
 
 def install_filters(env: Environment) -> None:
-    env.filters.update(pct=pct, num=num, seconds=seconds, when=when, pretty=pretty, compact=compact, marked=marked,
-                       short=short)
+    env.filters.update(
+        pct=pct, num=num, seconds=seconds, when=when, pretty=pretty, compact=compact, marked=marked, short=short
+    )
     env.globals.update(url=p.url, is_retried=is_retried)
 
 
 # ---- shared ---------------------------------------------------------------------------------------------------
+
 
 def store_from(library: Library, params: Mapping[str, str]) -> OpenStore:
     run = p.integer(params, "run", 0, 0)
@@ -110,12 +130,18 @@ def store_choices(library: Library) -> list[tuple[str, str]]:
 
 # ---- pages ----------------------------------------------------------------------------------------------------
 
+
 def index_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
     runs = []
     for i in range(len(library.runs)):
         run = library.refresh(i)
-        runs.append({"index": i, "run": run, "stores": [(ref, library.open(i, ref.label).store.count_episodes())
-                                                         for ref in run.stores]})
+        runs.append(
+            {
+                "index": i,
+                "run": run,
+                "stores": [(ref, library.open(i, ref.label).store.count_episodes()) for ref in run.stores],
+            }
+        )
     return {"title": "Runs", "runs": runs, "choices": store_choices(library), "crumbs": []}
 
 
@@ -125,8 +151,14 @@ def run_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
     stores = []
     for ref in run.stores:
         opened = library.open(index, ref.label)
-        stores.append({"ref": ref, "summary": summarize(opened.store), "model": opened.model_dir,
-                       "files_report": ref.path != run.path and (ref.path / "report.json").is_file()})
+        stores.append(
+            {
+                "ref": ref,
+                "summary": summarize(opened.store),
+                "model": opened.model_dir,
+                "files_report": ref.path != run.path and (ref.path / "report.json").is_file(),
+            }
+        )
     t = training(run.files)
     evals = []
     for record in t.evals:
@@ -138,8 +170,16 @@ def run_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
     report = run.files.report or {}
     facts = [(k, v) for k, v in report.items() if isinstance(v, (str, int, float, bool)) or v is None]
     return {
-        "title": run.name, "index": index, "run": run, "stores": stores, "training": t, "charts": charts(t),
-        "evals": evals, "steps": steps, "rl": rl, "facts": facts,
+        "title": run.name,
+        "index": index,
+        "run": run,
+        "stores": stores,
+        "training": t,
+        "charts": charts(t),
+        "evals": evals,
+        "steps": steps,
+        "rl": rl,
+        "facts": facts,
         "timings": report.get("timings_s") if isinstance(report.get("timings_s"), dict) else None,
         "analysis": flatten(run.files.analysis) if run.files.analysis else [],
         "crumbs": [(run.name, None)],
@@ -155,21 +195,35 @@ def _side(library: Library, spec: str | None, name: str) -> dict[str, Any] | Non
     opened = library.open(int(run_text), label)
     # behaviour metrics of that store: its own analysis.json, or the run's when the store is the run directory
     analysis = read_files(opened.ref.path).analysis if opened.ref.path != opened.run.path else opened.run.files.analysis
-    return {"spec": spec, "opened": opened, "summary": summarize(opened.store),
-            "analysis": dict(flatten(analysis)) if analysis else {}}
+    return {
+        "spec": spec,
+        "opened": opened,
+        "summary": summarize(opened.store),
+        "analysis": dict(flatten(analysis)) if analysis else {},
+    }
 
 
 def compare_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
     choices = store_choices(library)
     a = _side(library, p.text(params, "a"), "a")
     b = _side(library, p.text(params, "b"), "b")
-    context: dict[str, Any] = {"title": "Compare", "choices": choices, "a": a, "b": b, "diffs": [], "chart": None,
-                               "harnesses": [], "metric_keys": [], "crumbs": [("compare", None)]}
+    context: dict[str, Any] = {
+        "title": "Compare",
+        "choices": choices,
+        "a": a,
+        "b": b,
+        "diffs": [],
+        "chart": None,
+        "harnesses": [],
+        "metric_keys": [],
+        "crumbs": [("compare", None)],
+    }
     if a and b:
         context["diffs"] = unit_diffs(a["summary"], b["summary"])
         names = [f"{side}: {_store_name(x['opened'])}" for side, x in (("A", a), ("B", b))]
-        context["chart"] = bar_chart("pass@1", [("A", a["summary"].pass_at_1), ("B", b["summary"].pass_at_1)],
-                                     chart_id="chart-compare")
+        context["chart"] = bar_chart(
+            "pass@1", [("A", a["summary"].pass_at_1), ("B", b["summary"].pass_at_1)], chart_id="chart-compare"
+        )
         context["names"] = names
         context["harnesses"] = sorted(set(a["summary"].by_harness) | set(b["summary"].by_harness))
         context["metric_keys"] = sorted(set(a["analysis"]) | set(b["analysis"]))

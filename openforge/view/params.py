@@ -30,8 +30,9 @@ def required(params: Mapping[str, str], name: str) -> str:
     return value
 
 
-def integer(params: Mapping[str, str], name: str, default: int | None = None, lo: int | None = None,
-            hi: int | None = None) -> int | None:
+def integer(
+    params: Mapping[str, str], name: str, default: int | None = None, lo: int | None = None, hi: int | None = None
+) -> int | None:
     value = text(params, name)
     if value is None:
         return default

@@ -21,13 +21,20 @@ def bind(host: str, port: int) -> socket.socket:
         sock.listen(128)
     except OSError as e:
         sock.close()
-        raise ListenError(f"the viewer cannot listen on {host}:{port}: {e.strerror or e}; choose another --port "
-                          "(0: any free one) or --host") from None
+        raise ListenError(
+            f"the viewer cannot listen on {host}:{port}: {e.strerror or e}; choose another --port "
+            "(0: any free one) or --host"
+        ) from None
     return sock
 
 
-def serve(run_dirs: list[Path], host: str = LOOPBACK, port: int = 8321, model: Path | None = None,
-          announce: Callable[[str], None] = print) -> None:
+def serve(
+    run_dirs: list[Path],
+    host: str = LOOPBACK,
+    port: int = 8321,
+    model: Path | None = None,
+    announce: Callable[[str], None] = print,
+) -> None:
     """Discover the runs, bind (port 0 picks a free one), announce the URL, serve until interrupted."""
     import uvicorn
 

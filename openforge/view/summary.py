@@ -36,16 +36,22 @@ def summarize(store: TrajectoryStore) -> StoreSummary:
     unfinished = store.count_unfinished()
     if unfinished:
         outcomes["unfinished"] = unfinished
-    graded = [(task, harness, outcome == Outcome.passed.value, reward)
-              for task, harness, outcome, _, reward in rows if outcome in _GRADED]
+    graded = [
+        (task, harness, outcome == Outcome.passed.value, reward)
+        for task, harness, outcome, _, reward in rows
+        if outcome in _GRADED
+    ]
     results = [(f"{t}|{h}", passed) for t, h, passed, _ in graded]
     units = task_counts(results)
     table = pass_table(units)
     by_harness: dict[str, list] = defaultdict(list)
     for task, harness, passed, _ in graded:
         by_harness[harness or "?"].append((task, passed))
-    reasons = Counter((outcome, reason or "(no reason recorded)") for _, _, outcome, reason, _ in rows
-                      if outcome and outcome not in _GRADED)
+    reasons = Counter(
+        (outcome, reason or "(no reason recorded)")
+        for _, _, outcome, reason, _ in rows
+        if outcome and outcome not in _GRADED
+    )
     rewards = [r for *_, r in graded if r is not None]
     return StoreSummary(
         episodes=store.count_episodes(),

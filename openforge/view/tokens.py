@@ -105,7 +105,8 @@ def _cell(sample: Sample, i: int, call_start: int | None, tokens: TokenText | No
         classes += ["m1", f"b{bucket(lp)}"]
         title = f"#{i} id {token_id} · trained · logprob {lp:.3f} (p {math.exp(lp):.2f}) · policy v{version}"
         return marker + Markup('<span class="{}" data-lp="{:.4f}" title="{}">{}</span>').format(
-            " ".join(classes), lp, title, text)
+            " ".join(classes), lp, title, text
+        )
     return marker + Markup('<span class="{}" title="#{} id {}">{}</span>').format(" ".join(classes), i, token_id, text)
 
 

@@ -57,20 +57,53 @@ def _signal_share(row: dict[str, Any], value: float) -> float:
 def charts(t: Training) -> list[Markup]:
     out = []
     if t.steps:
-        out.append(line_chart("Training reward per step", [
-            _series("mean reward", t.steps, "step", "reward"),
-            _series("pass rate", t.steps, "step", "pass_rate"),
-        ], "RL step", y_range=(0.0, 1.0), chart_id="chart-reward"))
-        out.append(line_chart("GRPO groups with signal", [
-            _series("share of groups", t.steps, "step", "groups_with_signal", _signal_share),
-        ], "RL step", y_range=(0.0, 1.0), percent=True, chart_id="chart-signal"))
-        out.append(line_chart("Policy version serving each step", [
-            _series("policy version", t.steps, "step", "policy_version"),
-        ], "RL step", chart_id="chart-policy"))
+        out.append(
+            line_chart(
+                "Training reward per step",
+                [
+                    _series("mean reward", t.steps, "step", "reward"),
+                    _series("pass rate", t.steps, "step", "pass_rate"),
+                ],
+                "RL step",
+                y_range=(0.0, 1.0),
+                chart_id="chart-reward",
+            )
+        )
+        out.append(
+            line_chart(
+                "GRPO groups with signal",
+                [
+                    _series("share of groups", t.steps, "step", "groups_with_signal", _signal_share),
+                ],
+                "RL step",
+                y_range=(0.0, 1.0),
+                percent=True,
+                chart_id="chart-signal",
+            )
+        )
+        out.append(
+            line_chart(
+                "Policy version serving each step",
+                [
+                    _series("policy version", t.steps, "step", "policy_version"),
+                ],
+                "RL step",
+                chart_id="chart-policy",
+            )
+        )
     if t.evals:
-        out.append(line_chart("Held-out pass@1 (greedy)", [
-            _series("pass@1", t.evals, "after_steps", "pass_at_1"),
-        ], "RL steps done", y_range=(0.0, 1.0), percent=True, chart_id="chart-heldout"))
+        out.append(
+            line_chart(
+                "Held-out pass@1 (greedy)",
+                [
+                    _series("pass@1", t.evals, "after_steps", "pass_at_1"),
+                ],
+                "RL steps done",
+                y_range=(0.0, 1.0),
+                percent=True,
+                chart_id="chart-heldout",
+            )
+        )
     if t.by_policy:
         out.append(bar_chart("Held-out pass@1 by policy", list(t.by_policy.items()), chart_id="chart-policies"))
     return out

@@ -11,21 +11,34 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.paths import POLICIES
-from support.proxy import in_process_proxy
 
 from openforge.analysis import analyze_run, behaviour, summarise, trace_calls, write_analysis
 from openforge.analysis.shell import classify_command
 from openforge.core import Outcome
 from openforge.harness import get_adapter
+from support.paths import POLICIES
+from support.proxy import in_process_proxy
 
 POLICY = f"scripted:{POLICIES / 'behaviour_scenarios.py'}"
-TOOLS = [{"type": "function", "function": {"name": n, "description": n, "parameters": {
-    "type": "object", "properties": {a: {"type": "string"}}}}} for n, a in (("bash", "command"), ("read", "path"))]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": n,
+            "description": n,
+            "parameters": {"type": "object", "properties": {a: {"type": "string"}}},
+        },
+    }
+    for n, a in (("bash", "command"), ("read", "path"))
+]
 # what react's tools answer (react_agent.format_output): the tail of the output, "[exit code N]" when failing
-RESULTS = {"cat missing.txt": "cat: missing.txt: No such file or directory\n[exit code 1]",
-           "echo hi > missing.txt": "(no output)", "echo x > f.txt": "(no output)", "cat f.txt": "x\n",
-           "echo y > g.txt": "(no output)"}
+RESULTS = {
+    "cat missing.txt": "cat: missing.txt: No such file or directory\n[exit code 1]",
+    "echo hi > missing.txt": "(no output)",
+    "echo x > f.txt": "(no output)",
+    "cat f.txt": "x\n",
+    "echo y > g.txt": "(no output)",
+}
 
 
 async def play(proxy, scenario: str, task: str, outcome: Outcome) -> str:
@@ -42,8 +55,9 @@ async def play(proxy, scenario: str, task: str, outcome: Outcome) -> str:
             result = RESULTS[args["command"]] if tc.function.name == "bash" else "y\n"
             messages.append({"role": "tool", "tool_call_id": tc.id, "content": result})
     proxy.service.registry.end(episode_id)
-    proxy.store.update_episode(episode_id, outcome=outcome, reward=1.0 if outcome is Outcome.passed else 0.0,
-                               metadata={"final": True})
+    proxy.store.update_episode(
+        episode_id, outcome=outcome, reward=1.0 if outcome is Outcome.passed else 0.0, metadata={"final": True}
+    )
     return episode_id
 
 
@@ -94,7 +108,8 @@ async def test_the_last_reply_s_tool_calls_come_from_the_record(tmp_path, tiny_m
     async with in_process_proxy(tmp_path / "run", tiny_model_dir, POLICY) as proxy:
         episode_id, key = await proxy.new_episode(task="t", harness="react")
         await proxy.openai(key).chat.completions.create(
-            model="tiny", messages=[{"role": "user", "content": "scenario: readback"}], tools=TOOLS)
+            model="tiny", messages=[{"role": "user", "content": "scenario: readback"}], tools=TOOLS
+        )
         calls = proxy.store.list_calls(episode_id)
     trace = trace_calls(calls, get_adapter("react"))
     assert [(s.name, s.command, s.result) for s in trace.steps] == [("bash", "echo x > f.txt", None)]
@@ -126,16 +141,19 @@ async def test_writes_json_markdown_and_plot(run_dir):
     assert paths[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("command,expected", [
-    ("echo hi > out.txt && cat out.txt", [(True, False), (False, True)]),
-    ("ls /x 2>/dev/null", [(False, True)]),
-    ("grep -c x f.txt > n.txt", [(True, False)]),
-    ("python3 -m pytest -q", [(False, True)]),
-    ("sed -i s/a/b/ f", [(True, False)]),
-    ('echo "a > b"', [(False, False)]),
-    ("cd /app; mkdir -p d", [(False, False), (True, False)]),
-    ("FOO=1 cat x | head -3", [(False, True), (False, True)]),
-])
+@pytest.mark.parametrize(
+    "command,expected",
+    [
+        ("echo hi > out.txt && cat out.txt", [(True, False), (False, True)]),
+        ("ls /x 2>/dev/null", [(False, True)]),
+        ("grep -c x f.txt > n.txt", [(True, False)]),
+        ("python3 -m pytest -q", [(False, True)]),
+        ("sed -i s/a/b/ f", [(True, False)]),
+        ('echo "a > b"', [(False, False)]),
+        ("cd /app; mkdir -p d", [(False, False), (True, False)]),
+        ("FOO=1 cat x | head -3", [(False, True), (False, True)]),
+    ],
+)
 def test_shell_command_classes(command, expected):
     assert [(p.writes, p.checks) for p in classify_command(command)] == expected
 
@@ -144,8 +162,17 @@ def test_behaviour_of_an_episode_without_steps():
     from openforge.analysis.trace import EpisodeTrace
     from openforge.core import Episode
 
-    empty = EpisodeTrace(steps=[], calls=1, sampled_tokens=3, parse_errors=0, last_call_parse_error=False,
-                         length_capped=0, breaks=0, undecodable=0, seconds=0.1)
+    empty = EpisodeTrace(
+        steps=[],
+        calls=1,
+        sampled_tokens=3,
+        parse_errors=0,
+        last_call_parse_error=False,
+        length_capped=0,
+        breaks=0,
+        undecodable=0,
+        seconds=0.1,
+    )
     b = behaviour(Episode(id="e", key="k", outcome=Outcome.failed), empty)
     assert (b.met_error, b.wrote, b.self_verified, b.coverage) == (False, False, None, None)
 
@@ -158,13 +185,24 @@ async def test_recovery_per_fault_kind_from_the_episode_record(run_dir):
     fired = {"kind": "transient", "applicable": True, "fired": True, "command": 1}
     with TrajectoryStore.open(run_dir) as store:
         for e in store.list_episodes():
-            faults = {"t-retry": [fired], "t-give-up": [fired, {"kind": "hang", "applicable": True, "fired": False}],
-                      "t-broken": [{"kind": "missing_dir", "applicable": False, "fired": False}]}.get(e.task)
+            faults = {
+                "t-retry": [fired],
+                "t-give-up": [fired, {"kind": "hang", "applicable": True, "fired": False}],
+                "t-broken": [{"kind": "missing_dir", "applicable": False, "fired": False}],
+            }.get(e.task)
             if faults:
                 store.update_episode(e.id, metadata={**e.metadata, "faults": faults})
     summary = analyze_run(run_dir).stores[0].overall
-    assert summary.recovery_by_fault == {"transient": {"episodes": 2, "passed": 1, "pass_rate": 0.5, "met_error": 2,
-                                                       "recovered": 1, "recovery_rate": 0.5}}
+    assert summary.recovery_by_fault == {
+        "transient": {
+            "episodes": 2,
+            "passed": 1,
+            "pass_rate": 0.5,
+            "met_error": 2,
+            "recovered": 1,
+            "recovery_rate": 0.5,
+        }
+    }
 
 
 async def test_declared_required_tools_give_coverage(tmp_path, tiny_model_dir):
@@ -179,8 +217,16 @@ async def test_declared_required_tools_give_coverage(tmp_path, tiny_model_dir):
 
     from types import SimpleNamespace
 
-    task = SimpleNamespace(id="t-readback", instruction="scenario: readback", split=None, family=None, config=config,
-                           solve_script=None, look_script=None, check_script=None)  # the fields task_payload reads
+    task = SimpleNamespace(
+        id="t-readback",
+        instruction="scenario: readback",
+        split=None,
+        family=None,
+        config=config,
+        solve_script=None,
+        look_script=None,
+        check_script=None,
+    )  # the fields task_payload reads
     payload = task_payload(task, get_adapter("react")).to_json()
     assert payload["required_tools"] == ["shell", "read"]
     async with in_process_proxy(tmp_path / "run", tiny_model_dir, POLICY) as proxy:
@@ -189,8 +235,12 @@ async def test_declared_required_tools_give_coverage(tmp_path, tiny_model_dir):
         messages = [{"role": "user", "content": "scenario: readback"}]
         reply = (await client.chat.completions.create(model="tiny", messages=messages, tools=TOOLS)).choices[0].message
         proxy.service.registry.end(episode_id)
-        proxy.store.update_episode(episode_id, outcome=Outcome.passed, reward=1.0, metadata={
-            **proxy.store.get_episode(episode_id).metadata, "final": True})
+        proxy.store.update_episode(
+            episode_id,
+            outcome=Outcome.passed,
+            reward=1.0,
+            metadata={**proxy.store.get_episode(episode_id).metadata, "final": True},
+        )
     assert reply.tool_calls
     episode = analyze_run(tmp_path / "run").stores[0].episodes[0]
     assert episode.kinds_used == ["shell"] and episode.coverage == 0.5

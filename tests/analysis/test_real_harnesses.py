@@ -5,15 +5,14 @@ analysis must read every one as a failure through the adapter's taxonomy."""
 
 from __future__ import annotations
 
-from support.harness_bundle import harness_bundle
-from support.paths import POLICIES
-from support.proxy_process import start_proxy
-
 from openforge.analysis import analyze_run
 from openforge.core import Outcome
 from openforge.harness import LaunchContext, get_adapter
 from openforge.harness.base import run_local
 from openforge.store import TrajectoryStore
+from support.harness_bundle import harness_bundle
+from support.paths import POLICIES
+from support.proxy_process import start_proxy
 
 HARNESSES = ["react", "claude-code", "codex", "openclaw"]
 
@@ -28,15 +27,25 @@ def test_error_recovery_and_self_verification_in_every_harness(tmp_path, tiny_mo
             work, home = tmp_path / harness / "work", tmp_path / harness / "home"
             work.mkdir(parents=True)
             home.mkdir()
-            launch = adapter.launch(LaunchContext(bundle if adapter.component else tmp_path, home, work, proxy.url,
-                                                  episode["key"], "tiny", "Write hello to out.txt."))
+            launch = adapter.launch(
+                LaunchContext(
+                    bundle if adapter.component else tmp_path,
+                    home,
+                    work,
+                    proxy.url,
+                    episode["key"],
+                    "tiny",
+                    "Write hello to out.txt.",
+                )
+            )
             result = run_local(launch, adapter, timeout=240)
             assert result.returncode == 0, (harness, result.stderr[-2000:])
             proxy.end_episode(episode["episode_id"])
             assert (work / "out.txt").read_text() == "hello\n"
             with TrajectoryStore.open(proxy.run) as store:
-                store.update_episode(episode["episode_id"], outcome=Outcome.passed, reward=1.0,
-                                     metadata={"final": True})
+                store.update_episode(
+                    episode["episode_id"], outcome=Outcome.passed, reward=1.0, metadata={"final": True}
+                )
     finally:
         proxy.stop()
 

@@ -42,18 +42,49 @@ class Case:
 # The error path of each command: `command path → cases`.
 CASES: dict[tuple[str, ...], list[Case]] = {
     ("version",): [Case(["version", "extra"], 2, "unexpected extra argument")],
-    ("serve-model",): [Case(["serve-model", "--model", "{tmp}", "--tool-call-parser", "x"], 2,
-                            "--tool-call-parser 'x': use none or auto")],
-    ("proxy",): [
-        Case(["proxy", "--model", "{tmp}", "--run", "{tmp}/run", "--proxy-option", "nope=1"], 2,
-             "unknown proxy option(s) nope; known:"),
-        Case(["proxy", "--model", "{model}", "--backend", "vllm:http://127.0.0.1:9", "--run", "{tmp}/run",
-              "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"], 1, "cannot connect to vLLM"),
+    ("serve-model",): [
+        Case(
+            ["serve-model", "--model", "{tmp}", "--tool-call-parser", "x"],
+            2,
+            "--tool-call-parser 'x': use none or auto",
+        )
     ],
-    ("rollout",): [Case(["rollout", "--tasks", "{tmp}/none", "--model", "{tmp}", "--run", "{tmp}/run"], 2,
-                        "none: no such directory")],
-    ("eval",): [Case(["eval", "--tasks", "{tmp}", "--model", "{tmp}", "--run", "{tmp}/run", "--faults", "nope:1"],
-                     2, "unknown fault kind 'nope'")],
+    ("proxy",): [
+        Case(
+            ["proxy", "--model", "{tmp}", "--run", "{tmp}/run", "--proxy-option", "nope=1"],
+            2,
+            "unknown proxy option(s) nope; known:",
+        ),
+        Case(
+            [
+                "proxy",
+                "--model",
+                "{model}",
+                "--backend",
+                "vllm:http://127.0.0.1:9",
+                "--run",
+                "{tmp}/run",
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ],
+            1,
+            "cannot connect to vLLM",
+        ),
+    ],
+    ("rollout",): [
+        Case(
+            ["rollout", "--tasks", "{tmp}/none", "--model", "{tmp}", "--run", "{tmp}/run"], 2, "none: no such directory"
+        )
+    ],
+    ("eval",): [
+        Case(
+            ["eval", "--tasks", "{tmp}", "--model", "{tmp}", "--run", "{tmp}/run", "--faults", "nope:1"],
+            2,
+            "unknown fault kind 'nope'",
+        )
+    ],
     ("export",): [
         Case(["export", "{tmp}", "--format", "xml", "--out", "{tmp}/x"], 2, "--format 'xml' is not supported"),
         Case(["export", "{tmp}", "--out", "{tmp}/calls.jsonl"], 1, "upgrade OpenForge", setup="newer store"),
@@ -72,18 +103,26 @@ CASES: dict[tuple[str, ...], list[Case]] = {
         Case(["tasks", "validate", "{tmp}"], 1, "0/1 task directories are valid", one_error=False),
     ],
     ("tasks", "hacks"): [Case(["tasks", "hacks", "extra"], 2, "unexpected extra argument")],
-    ("tasks", "generate"): [Case(["tasks", "generate", "{tmp}/out", "--family", "nope"], 2,
-                                 "unknown task family nope; known:")],
+    ("tasks", "generate"): [
+        Case(["tasks", "generate", "{tmp}/out", "--family", "nope"], 2, "unknown task family nope; known:")
+    ],
     ("tasks", "curate"): [Case(["tasks", "curate", "--band", "a,b"], 2, "--band 'a,b': give LOW,HIGH")],
-    ("harness", "install"): [Case(["harness", "install", "--harness", "nope", "--bundle", "{tmp}"], 2,
-                                  "unknown harness(es) nope")],
+    ("harness", "install"): [
+        Case(["harness", "install", "--harness", "nope", "--bundle", "{tmp}"], 2, "unknown harness(es) nope")
+    ],
     ("harness", "list"): [Case(["harness", "list", "--nope"], 2, "No such option")],
     ("harness", "image"): [Case(["harness", "image", "--bundle", "{tmp}"], 2, "openforge harness install")],
     ("k8s", "manifests"): [Case(["k8s", "manifests"], 2, "Missing option '--run'")],
-    ("k8s", "cleanup"): [Case(["k8s", "cleanup", "--run", "x", "--kubeconfig", "{tmp}/missing"], 2,
-                              "no Kubernetes credentials")],
-    ("verl", "dataset"): [Case(["verl", "dataset", "--tasks", "{tmp}", "--out", "{tmp}/x.parquet", "--split", "x"],
-                               2, "--split 'x' is not supported; use train or heldout")],
+    ("k8s", "cleanup"): [
+        Case(["k8s", "cleanup", "--run", "x", "--kubeconfig", "{tmp}/missing"], 2, "no Kubernetes credentials")
+    ],
+    ("verl", "dataset"): [
+        Case(
+            ["verl", "dataset", "--tasks", "{tmp}", "--out", "{tmp}/x.parquet", "--split", "x"],
+            2,
+            "--split 'x' is not supported; use train or heldout",
+        )
+    ],
 }
 
 
@@ -119,8 +158,11 @@ def test_a_group_names_an_unknown_command(group):
     assert result.exit_code == 2 and "No such command 'nope'" in flat(result.output)
 
 
-@pytest.mark.parametrize(("path", "case"), [(p, c) for p, cases in CASES.items() for c in cases],
-                         ids=lambda v: " ".join(v) if isinstance(v, tuple) else f"exit {v.status}")
+@pytest.mark.parametrize(
+    ("path", "case"),
+    [(p, c) for p, cases in CASES.items() for c in cases],
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else f"exit {v.status}",
+)
 def test_error_path(path, case, tmp_path, tiny_model_dir):
     prepare(case.setup, tmp_path)
     argv = [a.replace("{tmp}", str(tmp_path)).replace("{model}", str(tiny_model_dir)) for a in case.argv]

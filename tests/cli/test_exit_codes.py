@@ -50,7 +50,11 @@ CASES = [  # (what the command raises, exit status, what the message says; None:
     (SandboxSetupError("no Kubernetes credentials"), 2, "error: no Kubernetes credentials"),
     (SandboxError("the container stopped"), 1, "error: the container stopped"),
     (ModuleNotFoundError("No module named 'torch'", name="torch"), 2, "pip install 'openforge-rl[engine]'"),
-    (ModuleNotFoundError("No module named 'kubernetes'", name="kubernetes"), 2, "pip install 'openforge-rl[kubernetes]'"),
+    (
+        ModuleNotFoundError("No module named 'kubernetes'", name="kubernetes"),
+        2,
+        "pip install 'openforge-rl[kubernetes]'",
+    ),
 ]
 
 
@@ -73,7 +77,9 @@ def test_the_command_line_runs_on_the_mapping_group():
     assert isinstance(typer.main.get_command(app), OpenForgeGroup)
 
 
-@pytest.mark.parametrize(("error", "status", "says"), CASES, ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v))
+@pytest.mark.parametrize(
+    ("error", "status", "says"), CASES, ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v)
+)
 def test_each_kind_ends_with_its_status_and_message(error, status, says):
     result = CliRunner().invoke(raising(error), ["work"])
     assert result.exit_code == status, result.output
@@ -86,8 +92,11 @@ def test_each_kind_ends_with_its_status_and_message(error, status, says):
         assert says in out and len(result.output.strip().splitlines()) == 1  # one message, on one line
 
 
-@pytest.mark.parametrize("error", [ValueError("a bug"), ModuleNotFoundError("No module named 'nope'", name="nope")],
-                         ids=["ValueError", "an unknown module"])
+@pytest.mark.parametrize(
+    "error",
+    [ValueError("a bug"), ModuleNotFoundError("No module named 'nope'", name="nope")],
+    ids=["ValueError", "an unknown module"],
+)
 def test_anything_else_is_not_caught(error):
     result = CliRunner().invoke(raising(error), ["work"])
     assert result.exception is error  # propagates: the interpreter prints its traceback
@@ -95,7 +104,8 @@ def test_anything_else_is_not_caught(error):
 
 def test_a_bug_prints_its_traceback_and_an_openforge_error_does_not(tmp_path):
     script = tmp_path / "cli.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import sys
         import typer
         from openforge.cli.errors import OpenForgeGroup
@@ -112,7 +122,8 @@ def test_a_bug_prints_its_traceback_and_an_openforge_error_does_not(tmp_path):
             raise InfrastructureError("the sandbox died")
 
         app()
-    """))
+    """)
+    )
     bug = subprocess.run([sys.executable, str(script), "bug"], capture_output=True, text=True)
     assert bug.returncode == 1 and "Traceback" in bug.stderr and "ValueError: a bug" in bug.stderr
     failed = subprocess.run([sys.executable, str(script), "failed"], capture_output=True, text=True)

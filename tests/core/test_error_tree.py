@@ -14,27 +14,46 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from conftest import unavailable
+from openforge.core.errors import KINDS, OpenForgeError
 from support.paths import REPO
 
-from openforge.core.errors import KINDS, OpenForgeError
-
 # Extras a module may need; a module that cannot be imported for another reason is a failure.
-OPTIONAL = {"torch", "transformers", "safetensors", "docker", "kubernetes", "matplotlib", "pyarrow", "tensorboard",
-            "wandb", "mlflow", "trackio", "verl"}
-STANDARD_BASES = {name for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)}
+OPTIONAL = {
+    "torch",
+    "transformers",
+    "safetensors",
+    "docker",
+    "kubernetes",
+    "matplotlib",
+    "pyarrow",
+    "tensorboard",
+    "wandb",
+    "mlflow",
+    "trackio",
+    "verl",
+}
+STANDARD_BASES = {
+    name for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)
+}
 
 
 def exception_classes(package: str) -> list[type[BaseException]]:
     """Every exception class defined at the top level of a module of `package` (imported to find them)."""
     root = importlib.import_module(package)
     found: list[type[BaseException]] = []
-    modules = [root] + [importlib.import_module(info.name) for info in
-                        pkgutil.walk_packages(root.__path__, f"{package}.", onerror=_raise)
-                        if not info.name.endswith(".__main__")]  # `python -m` entry points run when imported
+    modules = [root] + [
+        importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(root.__path__, f"{package}.", onerror=_raise)
+        if not info.name.endswith(".__main__")
+    ]  # `python -m` entry points run when imported
     for module in modules:
-        found += [obj for obj in vars(module).values() if isinstance(obj, type) and issubclass(obj, BaseException)
-                  and obj.__module__ == module.__name__]
+        found += [
+            obj
+            for obj in vars(module).values()
+            if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == module.__name__
+        ]
     return found
 
 
@@ -47,12 +66,18 @@ def nested_exception_classes(root: Path) -> list[str]:
     name ending in Error / Exception): an import cannot find them, so they are refused outright."""
     found = []
     for path in sorted(root.rglob("*.py")):
-        scopes = [n for n in ast.walk(ast.parse(path.read_text()))
-                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        scopes = [
+            n
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        ]
         for scope in scopes:
             for node in ast.walk(scope):
-                if node is not scope and isinstance(node, ast.ClassDef) and any(
-                        _looks_like_exception(base) for base in node.bases):
+                if (
+                    node is not scope
+                    and isinstance(node, ast.ClassDef)
+                    and any(_looks_like_exception(base) for base in node.bases)
+                ):
                     found.append(f"{path.relative_to(root.parent)}:{node.lineno} {node.name}")
     return sorted(set(found))
 
@@ -96,8 +121,8 @@ def test_each_public_class_has_a_kind_and_keeps_its_standard_base(openforge_exce
 
 def test_the_tree_is_documented(openforge_exceptions):
     design = (REPO / "docs" / "design.md").read_text()
-    section = design[design.index("\n## Errors\n") + 1:]
-    section = section[:section.index("\n## ")]
+    section = design[design.index("\n## Errors\n") + 1 :]
+    section = section[: section.index("\n## ")]
     named = set(re.findall(r"`(\w+)`", section))
     public = {c.__name__ for c in openforge_exceptions if not c.__name__.startswith("_")}
     assert sorted(public - named) == []
@@ -108,7 +133,8 @@ def test_a_planted_class_outside_the_tree_is_found(tmp_path, monkeypatch):
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "sub" / "__init__.py").write_text("")
-    (package / "sub" / "errors.py").write_text(textwrap.dedent("""
+    (package / "sub" / "errors.py").write_text(
+        textwrap.dedent("""
         from openforge.core.errors import ConfigurationError
 
         class JoinedError(ConfigurationError, ValueError):
@@ -121,7 +147,8 @@ def test_a_planted_class_outside_the_tree_is_found(tmp_path, monkeypatch):
             class HiddenError(RuntimeError):
                 pass
             return HiddenError
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         assert not_in_tree(exception_classes("planted")) == ["planted.sub.errors.StrayError"]

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -18,10 +17,12 @@ from openforge.rollout import RolloutConfig, RolloutError, run_rollouts
 from openforge.train.config import TrainConfig
 from openforge.train.errors import TrainError
 from openforge.train.pipeline import run_training
-
 from support.paths import REPO
-HOLD = "import sys, time\nfrom openforge.core.runlock import locked_run_dir\n" \
-       "with locked_run_dir(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n"
+
+HOLD = (
+    "import sys, time\nfrom openforge.core.runlock import locked_run_dir\n"
+    "with locked_run_dir(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n"
+)
 
 
 @pytest.fixture
@@ -50,8 +51,14 @@ def test_a_busy_run_directory_is_refused_and_freed_when_its_holder_dies(held):
 
 async def test_rollout_on_a_busy_run_directory_fails_before_starting(held, tiny_model_dir):
     run, holder = held
-    config = RolloutConfig(tasks=[REPO / "examples" / "tasks"], harnesses=["react"], sandbox="local", model=tiny_model_dir,
-                           backend="oracle", run=run)
+    config = RolloutConfig(
+        tasks=[REPO / "examples" / "tasks"],
+        harnesses=["react"],
+        sandbox="local",
+        model=tiny_model_dir,
+        backend="oracle",
+        run=run,
+    )
     with pytest.raises(RolloutError, match="in use by pid"):
         await run_rollouts(config)
     assert not (run / "trajectories.db").exists()  # nothing opened, nothing cleaned up
@@ -59,8 +66,15 @@ async def test_rollout_on_a_busy_run_directory_fails_before_starting(held, tiny_
 
 def test_train_and_quickstart_on_a_busy_run_directory_fail_with_a_message(held):
     run, holder = held
-    config = TrainConfig.model_validate({"run": str(run), "model": "tiny", "tasks": {"families": ["create_file"]},
-                                         "sandbox": "local", "rl": {"steps": 1}})
+    config = TrainConfig.model_validate(
+        {
+            "run": str(run),
+            "model": "tiny",
+            "tasks": {"families": ["create_file"]},
+            "sandbox": "local",
+            "rl": {"steps": 1},
+        }
+    )
     with pytest.raises(TrainError, match="in use by pid"):
         run_training(config)
     assert not (run / "config.yaml").exists()

@@ -8,7 +8,6 @@ from openforge.curate import CurateConfig, run_curation
 from openforge.curate.ledger import Ledger
 from openforge.inference.scripted import ScriptedBackend
 from openforge.inference.serve import create_app
-
 from support.curate import SEEDS
 from support.inference import ServerThread
 from support.paths import POLICIES
@@ -17,8 +16,14 @@ from support.paths import POLICIES
 def test_a_generator_model_behind_an_api_proposes_and_refines(docker_ready, tmp_path, tiny_model):
     app = create_app(ScriptedBackend(POLICIES / "task_writer.py", tiny_model), model_name="generator")
     with ServerThread(app) as server:
-        config = CurateConfig(out=tmp_path / "out", seeds=SEEDS, generator=f"openai:{server.url}/v1", candidates=2,
-                              refine_rounds=1, sandbox="docker")
+        config = CurateConfig(
+            out=tmp_path / "out",
+            seeds=SEEDS,
+            generator=f"openai:{server.url}/v1",
+            candidates=2,
+            refine_rounds=1,
+            sandbox="docker",
+        )
         report = run_curation(config)
     ledger = Ledger.load(tmp_path / "out")
     first, again = ledger.candidates["cand-0000"], ledger.candidates["cand-0001"]

@@ -17,17 +17,28 @@ from openforge.curate.files import write_task_dir
 from openforge.curate.ledger import Ledger
 from openforge.sandbox import get_provider
 from openforge.tasks import ImageMap, load_task, load_tasks
-
 from support.curate import EXPECTED, SCRIPTED_GENERATOR, SCRIPTED_SOLVER, SEEDS, mix
 
 
 @pytest.fixture(scope="module")
 def curated(tmp_path_factory, tiny_model_dir, docker_ready):
     out = tmp_path_factory.mktemp("curate") / "out"
-    config = CurateConfig(out=out, seeds=SEEDS, topics=["small file tasks"], generator=f"scripted:{SCRIPTED_GENERATOR}",
-                          candidates=len(EXPECTED), refine_rounds=1, sandbox="docker", heldout_fraction=0.25,
-                          solver={"backend": f"scripted:{SCRIPTED_SOLVER}", "model": str(tiny_model_dir),
-                                  "harness": "react", "attempts": 2})
+    config = CurateConfig(
+        out=out,
+        seeds=SEEDS,
+        topics=["small file tasks"],
+        generator=f"scripted:{SCRIPTED_GENERATOR}",
+        candidates=len(EXPECTED),
+        refine_rounds=1,
+        sandbox="docker",
+        heldout_fraction=0.25,
+        solver={
+            "backend": f"scripted:{SCRIPTED_SOLVER}",
+            "model": str(tiny_model_dir),
+            "harness": "react",
+            "attempts": 2,
+        },
+    )
     report = run_curation(config)
     return config, out, report
 
@@ -50,8 +61,14 @@ def test_every_candidate_ends_at_the_right_stage_with_the_right_reason(curated):
 def test_the_report_has_the_funnel_the_split_and_the_cost(curated):
     _, out, report = curated
     assert report.last_line == "accepted 4 of 11 candidates"
-    assert report.funnel == [("proposed", 11), ("passed prune", 9), ("built", 8), ("grade soundly", 5),
-                             ("difficulty estimated", 5), ("accepted", 4)]
+    assert report.funnel == [
+        ("proposed", 11),
+        ("passed prune", 9),
+        ("built", 8),
+        ("grade soundly", 5),
+        ("difficulty estimated", 5),
+        ("accepted", 4),
+    ]
     assert report.rejected["test"] == {"hackable": 1, "oracle_failed": 1, "solved_by_doing_nothing": 1}
     assert (report.sent_back, report.refined, report.fixed_by_refine) == (6, 1, 1)  # every fixable failure, once
     assert (report.train, report.heldout) == (3, 1)
@@ -72,8 +89,9 @@ def test_a_second_run_resumes_without_redoing_anything(curated):
     report = run_curation(config)
     after = Ledger.load(out)
     assert report.last_line == "accepted 4 of 11 candidates"
-    assert {k: c.model_dump(exclude={"split"}) for k, c in after.candidates.items()} == \
-        {k: c.model_dump(exclude={"split"}) for k, c in before.candidates.items()}
+    assert {k: c.model_dump(exclude={"split"}) for k, c in after.candidates.items()} == {
+        k: c.model_dump(exclude={"split"}) for k, c in before.candidates.items()
+    }
     assert after.elapsed_s >= before.elapsed_s
     assert len(list((out / "difficulty").iterdir())) == 2  # the solver ran once per round, not again
 
@@ -81,9 +99,24 @@ def test_a_second_run_resumes_without_redoing_anything(curated):
 def test_the_accepted_tasks_score_1_under_the_oracle(curated, tiny_model_dir, tmp_path):
     _, out, _ = curated
     run = tmp_path / "eval"
-    result = CliRunner().invoke(app, ["eval", "--tasks", str(out / "tasks"), "--backend", "oracle", "--model",
-                                      str(tiny_model_dir), "--run", str(run), "--sandbox", "docker", "--image-map",
-                                      "debian:bookworm-slim=openforge-base:bookworm"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--tasks",
+            str(out / "tasks"),
+            "--backend",
+            "oracle",
+            "--model",
+            str(tiny_model_dir),
+            "--run",
+            str(run),
+            "--sandbox",
+            "docker",
+            "--image-map",
+            "debian:bookworm-slim=openforge-base:bookworm",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((run / "report.json").read_text())
     assert report["pass_at_k"]["1"] == 1.0 and report["outcomes"]["passed"] == 4
@@ -107,4 +140,6 @@ def test_the_command_explains_itself(tmp_path):
     result = CliRunner().invoke(app, ["tasks", "curate", "--help"])
     assert result.exit_code == 0 and "propose → prune → build → test → refine → select" in result.output
     bad = CliRunner().invoke(app, ["tasks", "curate", "--out", str(tmp_path), "--generator", "scripted:x.py"])
-    assert bad.exit_code == 2 and "topics = []: value error, give seeds (task directories) or topics" in " ".join(bad.output.split())
+    assert bad.exit_code == 2 and "topics = []: value error, give seeds (task directories) or topics" in " ".join(
+        bad.output.split()
+    )

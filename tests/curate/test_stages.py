@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from openforge.core.similarity import ShingleIndex, similarity
 from openforge.config import ConfigError, validate_config
+from openforge.core.similarity import ShingleIndex, similarity
 from openforge.curate import CurateConfig
 from openforge.curate.files import TASK_FILES, problems, read_task_files, without_own_keys, write_task_dir
 from openforge.curate.hacks import mentioned_paths
 from openforge.curate.ledger import Candidate
 from openforge.curate.model_generator import parse_files, render_files
-from openforge.curate.prune import duplicate_of, schema_problems, task_text, leaked_tests
+from openforge.curate.prune import duplicate_of, leaked_tests, schema_problems, task_text
 from openforge.curate.select import out_of_band, split
 from openforge.tasks import load_task
-
 from support.curate import SEEDS, mix
 
 
@@ -105,6 +104,9 @@ def test_config_errors_name_the_field_and_the_fix():
 
     assert "give seeds (task directories) or topics" in invalid({"generator": "scripted:x.py"})
     assert "use scripted:FILE" in invalid({"generator": "vllm:http://x", "topics": ["t"]})
-    assert "band = [0.9, 0.1]: value error, give [low, high]" in invalid({"generator": "scripted:x.py", "topics": ["t"], "band": [0.9, 0.1]})
-    assert "solver.harness" in invalid({"generator": "scripted:x.py", "topics": ["t"],
-                                        "solver": {"backend": "oracle", "harness": "clod"}})
+    assert "band = [0.9, 0.1]: value error, give [low, high]" in invalid(
+        {"generator": "scripted:x.py", "topics": ["t"], "band": [0.9, 0.1]}
+    )
+    assert "solver.harness" in invalid(
+        {"generator": "scripted:x.py", "topics": ["t"], "solver": {"backend": "oracle", "harness": "clod"}}
+    )

@@ -14,6 +14,19 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from openforge.core import FinishReason, Message, ParsedOutput, ToolCall
+from openforge.dialects import (
+    COUNT_ROUTES,
+    DIALECTS,
+    ERROR_STATUS,
+    ROUTES,
+    DialectError,
+    Reply,
+    ToolRoute,
+    dialect_for_path,
+)
+from openforge.dialects.base import BLOCK_SEPARATOR, IMAGE_PLACEHOLDER
 from support.dialects import (
     EXEC_TOOL,
     FIXTURES,
@@ -28,19 +41,6 @@ from support.dialects import (
     validate_body,
     validate_events,
 )
-
-from openforge.core import FinishReason, Message, ParsedOutput, ToolCall
-from openforge.dialects import (
-    COUNT_ROUTES,
-    DIALECTS,
-    ERROR_STATUS,
-    ROUTES,
-    DialectError,
-    Reply,
-    ToolRoute,
-    dialect_for_path,
-)
-from openforge.dialects.base import BLOCK_SEPARATOR, IMAGE_PLACEHOLDER
 
 # ---- a tiny server: decode with the dialect, answer a canned reply ------------------------------------
 
@@ -105,7 +105,10 @@ def openai_client() -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(api_key="k", base_url="http://proxy.test/v1", http_client=http_client(), max_retries=0)
 
 
-ANTHROPIC_TOOLS = [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in (WEATHER_TOOL, EXEC_TOOL)]
+ANTHROPIC_TOOLS = [
+    {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+    for t in (WEATHER_TOOL, EXEC_TOOL)
+]
 RESPONSES_TOOLS = [{"type": "function", "strict": False, **t} for t in (WEATHER_TOOL, EXEC_TOOL)]
 CHAT_TOOLS = [{"type": "function", "function": t} for t in (WEATHER_TOOL, EXEC_TOOL)]
 
@@ -150,8 +153,14 @@ async def test_anthropic_thinking_block_ends_with_signature_delta():
     decoded = request_for("anthropic", stream=True)
     chunks = DIALECTS["anthropic"].stream(canned_reply("anthropic", "reasoning"), decoded, chunk_chars=4)
     events = json_events(chunks)
-    start = next(i for i, e in enumerate(events) if e["type"] == "content_block_start" and e["content_block"]["type"] == "thinking")
-    stop = next(i for i, e in enumerate(events) if e["type"] == "content_block_stop" and e["index"] == events[start]["index"])
+    start = next(
+        i
+        for i, e in enumerate(events)
+        if e["type"] == "content_block_start" and e["content_block"]["type"] == "thinking"
+    )
+    stop = next(
+        i for i, e in enumerate(events) if e["type"] == "content_block_stop" and e["index"] == events[start]["index"]
+    )
     assert events[stop - 1]["delta"]["type"] == "signature_delta" and events[stop - 1]["delta"]["signature"]
     assert [e["type"] for e in events[:2]] == ["message_start", "ping"]
     assert [e["type"] for e in events[-2:]] == ["message_delta", "message_stop"]
@@ -160,7 +169,11 @@ async def test_anthropic_thinking_block_ends_with_signature_delta():
 async def test_anthropic_tool_input_streams_in_several_chunks():
     decoded = request_for("anthropic", stream=True)
     chunks = DIALECTS["anthropic"].stream(canned_reply("anthropic", "tools"), decoded, chunk_chars=5)
-    deltas = [e for e in json_events(chunks) if e["type"] == "content_block_delta" and e["delta"]["type"] == "input_json_delta"]
+    deltas = [
+        e
+        for e in json_events(chunks)
+        if e["type"] == "content_block_delta" and e["delta"]["type"] == "input_json_delta"
+    ]
     assert len(deltas) > 4
     assert accumulate("anthropic", chunks)["content"][2]["input"] == SCENARIOS["tools"][0].tool_calls[0].arguments
 
@@ -182,7 +195,10 @@ async def test_anthropic_errors_are_typed_sdk_exceptions(kind):
     client = anthropic_client()
     with pytest.raises(ANTHROPIC_ERRORS[kind]) as info:
         await client.messages.create(
-            model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}], extra_headers={"x-scenario": f"error:{kind}"}
+            model="m",
+            max_tokens=10,
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"x-scenario": f"error:{kind}"},
         )
     body = info.value.body
     assert body["type"] == "error" and body["error"]["message"]
@@ -195,7 +211,9 @@ async def test_anthropic_in_stream_error_is_raised():
     client = anthropic_client()
     with pytest.raises(anthropic.APIStatusError) as info:
         async with client.messages.stream(
-            model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}],
+            model="m",
+            max_tokens=10,
+            messages=[{"role": "user", "content": "hi"}],
             extra_headers={"x-scenario": "error:overloaded", "x-in-stream": "1"},
         ) as stream:
             await stream.get_final_message()
@@ -206,8 +224,11 @@ async def test_anthropic_bad_request_reaches_sdk_as_bad_request():
     client = anthropic_client()
     with pytest.raises(anthropic.BadRequestError) as info:
         await client.messages.create(
-            model="m", max_tokens=10,
-            messages=[{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_nope", "content": "x"}]}],
+            model="m",
+            max_tokens=10,
+            messages=[
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_nope", "content": "x"}]}
+            ],
         )
     assert "toolu_nope" in info.value.body["error"]["message"]
     assert info.value.body["error"]["type"] == "invalid_request_error"
@@ -278,7 +299,10 @@ async def test_responses_in_stream_error_is_response_failed():
     events = [
         e
         async for e in await client.responses.create(
-            model="m", input="hi", stream=True, extra_headers={"x-scenario": "error:prompt_too_long", "x-in-stream": "1"}
+            model="m",
+            input="hi",
+            stream=True,
+            extra_headers={"x-scenario": "error:prompt_too_long", "x-in-stream": "1"},
         )
     ]
     assert [e.type for e in events] == ["response.created", "response.failed"]
@@ -300,7 +324,12 @@ async def test_responses_bad_request_reaches_sdk_as_bad_request():
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 async def test_chat_sdk_create_and_stream_agree(scenario):
     client = openai_client()
-    kwargs = dict(model="gpt-test", messages=[{"role": "user", "content": "hi"}], tools=CHAT_TOOLS, extra_headers={"x-scenario": scenario})
+    kwargs = dict(
+        model="gpt-test",
+        messages=[{"role": "user", "content": "hi"}],
+        tools=CHAT_TOOLS,
+        extra_headers={"x-scenario": scenario},
+    )
     completion = await client.chat.completions.create(**kwargs)
     assert isinstance(completion, openai.types.chat.ChatCompletion)
 
@@ -308,11 +337,15 @@ async def test_chat_sdk_create_and_stream_agree(scenario):
 
     state = ChatCompletionStreamState()
     chunks = []
-    async for chunk in await client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs):
+    async for chunk in await client.chat.completions.create(
+        stream=True, stream_options={"include_usage": True}, **kwargs
+    ):
         chunks.append(chunk)
         state.handle_chunk(chunk)
     assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == 168
-    assert project("chat_completions", state.current_completion_snapshot.to_dict()) == project("chat_completions", completion.to_dict())
+    assert project("chat_completions", state.current_completion_snapshot.to_dict()) == project(
+        "chat_completions", completion.to_dict()
+    )
 
     strict_tools = [{"type": "function", "function": {**t, "strict": True}} for t in (WEATHER_TOOL, EXEC_TOOL)]
     helper_kwargs = {**kwargs, "tools": strict_tools}
@@ -353,7 +386,9 @@ async def test_chat_in_stream_error_is_raised():
     client = openai_client()
     with pytest.raises(openai.APIError) as info:
         async for _ in await client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "hi"}], stream=True,
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
             extra_headers={"x-scenario": "error:overloaded", "x-in-stream": "1"},
         ):
             pass
@@ -418,11 +453,24 @@ def test_responses_namespace_and_custom_tool_calls_go_back_in_their_own_shape():
         "model": "m",
         "input": "hi",
         "tools": [
-            {"type": "namespace", "name": "clock", "description": "d", "tools": [
-                {"type": "function", "name": "sleep", "parameters": {"type": "object", "properties": {"ms": {"type": "number"}}}},
-            ]},
-            {"type": "custom", "name": "apply_patch", "description": "Apply a patch.",
-             "format": {"type": "grammar", "syntax": "lark", "definition": "start: begin_patch"}},
+            {
+                "type": "namespace",
+                "name": "clock",
+                "description": "d",
+                "tools": [
+                    {
+                        "type": "function",
+                        "name": "sleep",
+                        "parameters": {"type": "object", "properties": {"ms": {"type": "number"}}},
+                    },
+                ],
+            },
+            {
+                "type": "custom",
+                "name": "apply_patch",
+                "description": "Apply a patch.",
+                "format": {"type": "grammar", "syntax": "lark", "definition": "start: begin_patch"},
+            },
             {"type": "web_search"},
             {"type": "local_shell"},
         ],
@@ -434,28 +482,54 @@ def test_responses_namespace_and_custom_tool_calls_go_back_in_their_own_shape():
     assert "start: begin_patch" in decoded.conversation.tools[1].parameters["properties"]["input"]["description"]
 
     reply = Reply(
-        id="resp_ns", model="m", finish_reason=FinishReason.stop, prompt_tokens=1, completion_tokens=1, created=0,
-        output=ParsedOutput(tool_calls=[
-            ToolCall(id="call_1", name="clock.sleep", arguments={"ms": 5}),
-            ToolCall(id="call_2", name="apply_patch", arguments={"input": "*** Begin Patch\n*** End Patch"}),
-        ]),
+        id="resp_ns",
+        model="m",
+        finish_reason=FinishReason.stop,
+        prompt_tokens=1,
+        completion_tokens=1,
+        created=0,
+        output=ParsedOutput(
+            tool_calls=[
+                ToolCall(id="call_1", name="clock.sleep", arguments={"ms": 5}),
+                ToolCall(id="call_2", name="apply_patch", arguments={"input": "*** Begin Patch\n*** End Patch"}),
+            ]
+        ),
     )
     out = d.encode(reply, decoded)
     validate_body("responses", out)
     sleep, patch = out["output"]
-    assert (sleep["type"], sleep["name"], sleep["namespace"], json.loads(sleep["arguments"])) == ("function_call", "sleep", "clock", {"ms": 5})
-    assert (patch["type"], patch["name"], patch["input"]) == ("custom_tool_call", "apply_patch", "*** Begin Patch\n*** End Patch")
+    assert (sleep["type"], sleep["name"], sleep["namespace"], json.loads(sleep["arguments"])) == (
+        "function_call",
+        "sleep",
+        "clock",
+        {"ms": 5},
+    )
+    assert (patch["type"], patch["name"], patch["input"]) == (
+        "custom_tool_call",
+        "apply_patch",
+        "*** Begin Patch\n*** End Patch",
+    )
     chunks = d.stream(reply, decoded, chunk_chars=4)
     validate_events("responses", chunks)
     assert project("responses", accumulate("responses", chunks)) == project("responses", out)
 
     # Codex sends the items back: they decode to the same canonical calls.
-    again = {**body, "input": ["hi", *out["output"], {"type": "function_call_output", "call_id": "call_1", "output": "ok"},
-                               {"type": "custom_tool_call_output", "call_id": "call_2", "output": "Done!"}]}
+    again = {
+        **body,
+        "input": [
+            "hi",
+            *out["output"],
+            {"type": "function_call_output", "call_id": "call_1", "output": "ok"},
+            {"type": "custom_tool_call_output", "call_id": "call_2", "output": "Done!"},
+        ],
+    }
     again["input"][0] = {"role": "user", "content": "hi"}
     messages = d.decode(json.dumps(again).encode()).conversation.messages
     assert messages[1].tool_calls == reply.output.tool_calls
-    assert [(m.role, m.name, m.content) for m in messages[2:]] == [("tool", "clock.sleep", "ok"), ("tool", "apply_patch", "Done!")]
+    assert [(m.role, m.name, m.content) for m in messages[2:]] == [
+        ("tool", "clock.sleep", "ok"),
+        ("tool", "apply_patch", "Done!"),
+    ]
 
 
 # ---- real harness request shapes ----------------------------------------------------------------------
@@ -471,16 +545,23 @@ def test_claude_code_request_decodes():
     assert decoded.stream and not decoded.side_call
     assert decoded.max_tokens_requested == 32000 and c.sampling.max_tokens == 32000
     assert decoded.reasoning_requested is True
-    assert c.system.startswith("You are Claude Code") and BLOCK_SEPARATOR + "\nYou are an interactive CLI tool" in c.system
+    assert (
+        c.system.startswith("You are Claude Code") and BLOCK_SEPARATOR + "\nYou are an interactive CLI tool" in c.system
+    )
     assert [t.name for t in c.tools] == ["Bash", "Read", "Write"] and decoded.dropped_tools == ["web_search"]
     assert c.tools[0].parameters["required"] == ["command"]
     assert [m.role for m in c.messages] == ["user", "assistant", "tool", "system", "assistant", "tool", "user"]
     first, reply = c.messages[0], c.messages[1]
-    assert first.content.endswith("Read nonce.txt and write its contents to out.txt.") and "<system-reminder>" in first.content
+    assert (
+        first.content.endswith("Read nonce.txt and write its contents to out.txt.")
+        and "<system-reminder>" in first.content
+    )
     assert reply.reasoning == "I need the nonce first, so I read nonce.txt."
     assert reply.content == "I'll read the nonce first."
     assert reply.tool_calls == [ToolCall(id="toolu_01Nonce", name="Read", arguments={"file_path": "/work/nonce.txt"})]
-    assert c.messages[2] == Message(role="tool", tool_call_id="toolu_01Nonce", name="Read", content="     1\tnonce-7f3a9c\n")
+    assert c.messages[2] == Message(
+        role="tool", tool_call_id="toolu_01Nonce", name="Read", content="     1\tnonce-7f3a9c\n"
+    )
     assert c.messages[3].content.startswith("<system-reminder>")
     assert c.messages[5].is_error and c.messages[5].name == "Write"
     assert c.messages[6].content == "Try again with Bash."
@@ -495,7 +576,9 @@ def test_claude_code_request_with_moving_cache_control_decodes_the_same():
                 block.pop("cache_control", None)
     data["messages"][0]["content"][0]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
     d = DIALECTS["anthropic"]
-    assert d.decode(json.dumps(data).encode()).conversation == d.decode(fixture("claude_code_messages.json")).conversation
+    assert (
+        d.decode(json.dumps(data).encode()).conversation == d.decode(fixture("claude_code_messages.json")).conversation
+    )
 
 
 def test_codex_request_decodes():
@@ -509,7 +592,9 @@ def test_codex_request_decodes():
     assert c.messages[0].content.startswith("<permissions instructions>")
     first = c.messages[3]
     assert first.reasoning == "Read the nonce first." and first.content == ""
-    assert first.tool_calls == [ToolCall(id="call_a1", name="exec_command", arguments={"cmd": "cat nonce.txt", "yield_time_ms": 1000})]
+    assert first.tool_calls == [
+        ToolCall(id="call_a1", name="exec_command", arguments={"cmd": "cat nonce.txt", "yield_time_ms": 1000})
+    ]
     second = c.messages[5]
     assert second.content == "Got it; writing out.txt." and second.reasoning is None
     assert [(t.id, t.name) for t in second.tool_calls] == [("call_a2", "exec_command"), ("call_a3", "clock.sleep")]
@@ -537,15 +622,27 @@ def test_side_calls_are_requests_without_tools():
     for dialect in DIALECTS:
         assert request_for(dialect, tools=False).side_call
         assert not request_for(dialect).side_call
-    body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "t"}], "tools": [{"type": "web_search_20250305", "name": "web_search"}]}
+    body = {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "t"}],
+        "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+    }
     assert DIALECTS["anthropic"].decode(json.dumps(body).encode()).side_call  # only server tools: nothing to call
 
 
 def test_images_become_placeholders_and_system_messages_stay_in_place():
     body = {
-        "model": "m", "max_tokens": 5,
+        "model": "m",
+        "max_tokens": 5,
         "messages": [
-            {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
+                ],
+            },
         ],
     }
     c = DIALECTS["anthropic"].decode(json.dumps(body).encode()).conversation
@@ -561,13 +658,28 @@ def test_count_tokens_requests_need_no_max_tokens():
 
 def test_response_formats_decode_to_json_schemas():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-    a = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "output_config": {"effort": "low", "format": {"type": "json_schema", "schema": schema}}}
-    r = {"model": "m", "input": "x", "text": {"format": {"type": "json_schema", "name": "out", "schema": schema, "strict": True}}}
-    c = {"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}}}
+    a = {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "x"}],
+        "output_config": {"effort": "low", "format": {"type": "json_schema", "schema": schema}},
+    }
+    r = {
+        "model": "m",
+        "input": "x",
+        "text": {"format": {"type": "json_schema", "name": "out", "schema": schema, "strict": True}},
+    }
+    c = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "x"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}},
+    }
     for dialect, body in (("anthropic", a), ("responses", r), ("chat_completions", c)):
         assert DIALECTS[dialect].decode(json.dumps(body).encode()).conversation.response_format == schema
     c["response_format"] = {"type": "json_object"}
-    assert DIALECTS["chat_completions"].decode(json.dumps(c).encode()).conversation.response_format == {"type": "object"}
+    assert DIALECTS["chat_completions"].decode(json.dumps(c).encode()).conversation.response_format == {
+        "type": "object"
+    }
 
 
 def test_registry_routes():
@@ -585,7 +697,11 @@ def test_registry_routes():
 
 
 def test_ids_carry_the_dialects_prefixes():
-    for name, reply_prefix, call_prefix in [("anthropic", "msg_", "toolu_"), ("responses", "resp_", "call_"), ("chat_completions", "chatcmpl-", "call_")]:
+    for name, reply_prefix, call_prefix in [
+        ("anthropic", "msg_", "toolu_"),
+        ("responses", "resp_", "call_"),
+        ("chat_completions", "chatcmpl-", "call_"),
+    ]:
         d = DIALECTS[name]
         reply_id, call_id = d.new_reply_id(), d.new_call_id()
         assert reply_id.startswith(reply_prefix) and len(reply_id) == len(reply_prefix) + 24
@@ -610,7 +726,9 @@ def test_a_stream_written_while_the_reply_is_produced_is_the_finished_replys_str
     events += encoder.finish(reply)
     whole = d.stream(reply, request)
     assert project(dialect, accumulate(dialect, events)) == project(dialect, accumulate(dialect, whole))
-    assert [e for e, _ in parse_sse(events) if e and "delta" not in e] == [e for e, _ in parse_sse(whole) if e and "delta" not in e]
+    assert [e for e, _ in parse_sse(events) if e and "delta" not in e] == [
+        e for e, _ in parse_sse(whole) if e and "delta" not in e
+    ]
 
 
 def test_dialect_error_contract():
@@ -646,11 +764,26 @@ def test_responses_items_group_into_assistant_turns():
 
 def test_unknown_blocks_inside_tool_results_are_noted_not_fatal():
     body = {
-        "model": "m", "max_tokens": 5,
+        "model": "m",
+        "max_tokens": 5,
         "messages": [
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_s", "name": "ToolSearch", "input": {"query": "git"}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_s", "content": [
-                {"type": "text", "text": "found"}, {"type": "tool_reference", "tool_name": "mcp__git__log"}]}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_s", "name": "ToolSearch", "input": {"query": "git"}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_s",
+                        "content": [
+                            {"type": "text", "text": "found"},
+                            {"type": "tool_reference", "tool_name": "mcp__git__log"},
+                        ],
+                    }
+                ],
+            },
         ],
     }
     tool = DIALECTS["anthropic"].decode(json.dumps(body).encode()).conversation.messages[1]

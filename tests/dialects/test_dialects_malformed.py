@@ -40,11 +40,25 @@ def deep_arguments(levels: int) -> str:
 
 
 def assistant_call(call_id="toolu_1", name="Bash", arguments=None):
-    return {"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": name, "input": arguments if arguments is not None else {"command": "ls"}}]}
+    return {
+        "role": "assistant",
+        "content": [
+            {
+                "type": "tool_use",
+                "id": call_id,
+                "name": name,
+                "input": arguments if arguments is not None else {"command": "ls"},
+            }
+        ],
+    }
 
 
 def chat_call(call_id="call_1", arguments='{"cmd":"ls"}'):
-    return {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "exec", "arguments": arguments}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "exec", "arguments": arguments}}],
+    }
 
 
 def fc(call_id="call_1", arguments='{"cmd":"ls"}', **extra):
@@ -89,28 +103,97 @@ CASES: list[tuple[tuple[str, ...], bytes, str]] = [
     ((A,), anthropic(messages=[{"role": "robot", "content": "x"}]), "messages[0].role: must be"),
     ((A,), anthropic(messages=[{"content": "x"}]), "messages[0].role: is required"),
     ((A,), anthropic(messages=[{"role": "user", "content": 5}]), "messages[0].content: expected a string or an array"),
-    ((A,), anthropic(messages=[{"role": "user", "content": [{"text": "x"}]}]), "messages[0].content[0].type: is required"),
-    ((A,), anthropic(messages=[{"role": "user", "content": [{"type": "text"}]}]), "messages[0].content[0].text: is required"),
-    ((A,), anthropic(messages=[{"role": "user", "content": [{"type": "video"}]}]), "unsupported content block type 'video'"),
-    ((A,), anthropic(messages=[{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "r"}]}]), "unknown tool call id"),
-    ((A,), anthropic(messages=[{"role": "user", "content": [{"type": "tool_result", "content": "r"}]}]), "tool_use_id: is required"),
-    ((A,), anthropic(messages=[assistant_call(), {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "r"}]}]), "toolu_2"),
-    ((A,), anthropic(messages=[assistant_call(), {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}, {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}]}]), "already has a result"),
+    (
+        (A,),
+        anthropic(messages=[{"role": "user", "content": [{"text": "x"}]}]),
+        "messages[0].content[0].type: is required",
+    ),
+    (
+        (A,),
+        anthropic(messages=[{"role": "user", "content": [{"type": "text"}]}]),
+        "messages[0].content[0].text: is required",
+    ),
+    (
+        (A,),
+        anthropic(messages=[{"role": "user", "content": [{"type": "video"}]}]),
+        "unsupported content block type 'video'",
+    ),
+    (
+        (A,),
+        anthropic(
+            messages=[{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "r"}]}]
+        ),
+        "unknown tool call id",
+    ),
+    (
+        (A,),
+        anthropic(messages=[{"role": "user", "content": [{"type": "tool_result", "content": "r"}]}]),
+        "tool_use_id: is required",
+    ),
+    (
+        (A,),
+        anthropic(
+            messages=[
+                assistant_call(),
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "r"}]},
+            ]
+        ),
+        "toolu_2",
+    ),
+    (
+        (A,),
+        anthropic(
+            messages=[
+                assistant_call(),
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"},
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"},
+                    ],
+                },
+            ]
+        ),
+        "already has a result",
+    ),
     ((A,), anthropic(messages=[assistant_call(), assistant_call()]), "used more than once"),
     ((A,), anthropic(messages=[assistant_call(arguments="ls")]), "input: expected an object"),
-    ((A,), anthropic(messages=[{"role": "assistant", "content": [{"type": "tool_use", "name": "Bash", "input": {}}]}]), "id: is required"),
-    ((A,), anthropic(messages=[{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "input": {}}]}]), "name: is required"),
-    ((A,), anthropic(messages=[{"role": "assistant", "content": [{"type": "image"}]}]), "unsupported content block type 'image' in an assistant"),
-    ((A,), anthropic(messages=[{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": 7}]}]), "content: expected a string or an array"),
-    ((A,), anthropic(messages=[assistant_call(arguments=json.loads(deep_arguments(150)))]), "nests deeper than 100 levels"),
+    (
+        (A,),
+        anthropic(messages=[{"role": "assistant", "content": [{"type": "tool_use", "name": "Bash", "input": {}}]}]),
+        "id: is required",
+    ),
+    (
+        (A,),
+        anthropic(messages=[{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "input": {}}]}]),
+        "name: is required",
+    ),
+    (
+        (A,),
+        anthropic(messages=[{"role": "assistant", "content": [{"type": "image"}]}]),
+        "unsupported content block type 'image' in an assistant",
+    ),
+    (
+        (A,),
+        anthropic(messages=[{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": 7}]}]),
+        "content: expected a string or an array",
+    ),
+    (
+        (A,),
+        anthropic(messages=[assistant_call(arguments=json.loads(deep_arguments(150)))]),
+        "nests deeper than 100 levels",
+    ),
     ((A,), anthropic(system=12), "system: expected a string or an array"),
     ((A,), anthropic(system=[{"type": "image"}]), "system[0].type: expected a text block"),
     ((A,), anthropic(tools={"name": "x"}), "tools: expected an array"),
     ((A,), anthropic(tools=[{"name": "Bash"}]), "tools[0].input_schema: is required"),
     ((A,), anthropic(tools=[{"input_schema": {}}]), "tools[0].name: is required"),
     ((A,), anthropic(tools=[{"name": "x", "input_schema": "object"}]), "input_schema: expected an object"),
-    ((A,), anthropic(tools=[{"name": "x", "input_schema": {}}, {"name": "x", "input_schema": {}}]), "used more than once"),
+    (
+        (A,),
+        anthropic(tools=[{"name": "x", "input_schema": {}}, {"name": "x", "input_schema": {}}]),
+        "used more than once",
+    ),
     ((A,), anthropic(tool_choice={"type": "sometimes"}), "tool_choice.type: must be"),
     ((A,), anthropic(tool_choice={"type": "tool", "name": "ghost"}), "names no tool"),
     ((A,), anthropic(temperature="hot"), "temperature: expected a number"),
@@ -118,14 +201,34 @@ CASES: list[tuple[tuple[str, ...], bytes, str]] = [
     ((A,), anthropic(top_p=1.5), "top_p: must be between"),
     # the ranges the real APIs document (see the dialects' comments for the sources)
     ((A,), anthropic(temperature=1.5), "temperature: must be between 0.0 and 1.0"),
-    ((A,), anthropic(thinking={"type": "enabled", "budget_tokens": 1000}), "thinking.budget_tokens: must be at least 1024"),
-    ((A,), anthropic(max_tokens=2000, thinking={"type": "enabled", "budget_tokens": 2000}), "thinking.budget_tokens: must be less than max_tokens"),
+    (
+        (A,),
+        anthropic(thinking={"type": "enabled", "budget_tokens": 1000}),
+        "thinking.budget_tokens: must be at least 1024",
+    ),
+    (
+        (A,),
+        anthropic(max_tokens=2000, thinking={"type": "enabled", "budget_tokens": 2000}),
+        "thinking.budget_tokens: must be less than max_tokens",
+    ),
     ((A,), anthropic(thinking={"type": "enabled"}), "thinking.budget_tokens: is required"),
     ((A,), anthropic(thinking={"type": "deep"}), "thinking.type: must be"),
-    ((A,), anthropic(max_tokens=4000, thinking={"type": "adaptive"}, temperature=0.5), "temperature: may only be set to 1"),
-    ((A,), anthropic(max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 1024}, top_k=5), "top_k: cannot be set"),
+    (
+        (A,),
+        anthropic(max_tokens=4000, thinking={"type": "adaptive"}, temperature=0.5),
+        "temperature: may only be set to 1",
+    ),
+    (
+        (A,),
+        anthropic(max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 1024}, top_k=5),
+        "top_k: cannot be set",
+    ),
     ((A,), anthropic(max_tokens=4000, thinking={"type": "adaptive"}, top_p=0.5), "top_p: must be between 0.95 and 1"),
-    ((A,), anthropic(thinking={"type": "adaptive"}, tool_choice={"type": "any"}), "tool_choice: thinking cannot be used"),
+    (
+        (A,),
+        anthropic(thinking={"type": "adaptive"}, tool_choice={"type": "any"}),
+        "tool_choice: thinking cannot be used",
+    ),
     ((A,), anthropic(output_config={"effort": "extreme"}), "output_config.effort: must be one of"),
     ((A,), anthropic(top_k=-3), "top_k: must be at least 0"),
     ((A,), anthropic(stop_sequences="STOP"), "stop_sequences: expected an array"),
@@ -133,7 +236,11 @@ CASES: list[tuple[tuple[str, ...], bytes, str]] = [
     ((A,), anthropic(stop_sequences=[""]), "must not be empty"),
     ((A,), anthropic(stream="yes"), "stream: expected true or false"),
     ((A,), anthropic(output_config={"format": {"type": "regex"}}), "output_config.format.type"),
-    ((A,), anthropic(output_config={"format": {"type": "json_schema"}}), "output_config.format.schema: expected an object"),
+    (
+        (A,),
+        anthropic(output_config={"format": {"type": "json_schema"}}),
+        "output_config.format.schema: expected an object",
+    ),
     # ---- OpenAI Responses ----
     ((R,), responses(input=...), "input: is required"),
     ((R,), responses(input=[]), "input: must contain at least one item"),
@@ -143,24 +250,52 @@ CASES: list[tuple[tuple[str, ...], bytes, str]] = [
     ((R,), responses(input=[{"role": "user"}]), "input[0].content: is required"),
     ((R,), responses(input=[{"role": "critic", "content": "x"}]), "input[0].role: must be"),
     ((R,), responses(input=[{"type": "message", "content": "x"}]), "input[0].role: is required"),
-    ((R,), responses(input=[{"role": "user", "content": [{"type": "input_video"}]}]), "unsupported content part type 'input_video'"),
+    (
+        (R,),
+        responses(input=[{"role": "user", "content": [{"type": "input_video"}]}]),
+        "unsupported content part type 'input_video'",
+    ),
     ((R,), responses(input=[{"type": "telepathy"}]), "unsupported input item type 'telepathy'"),
     ((R,), responses(input=[{"type": "item_reference", "id": "msg_1"}]), "item_reference"),
-    ((R,), responses(input=[{"type": "function_call_output", "call_id": "call_9", "output": "x"}]), "unknown tool call id"),
-    ((R,), responses(input=[fc(), {"type": "function_call_output", "call_id": "call_1"}]), "input[1].output: is required"),
+    (
+        (R,),
+        responses(input=[{"type": "function_call_output", "call_id": "call_9", "output": "x"}]),
+        "unknown tool call id",
+    ),
+    (
+        (R,),
+        responses(input=[fc(), {"type": "function_call_output", "call_id": "call_1"}]),
+        "input[1].output: is required",
+    ),
     ((R,), responses(input=[fc(arguments="{not json")]), "arguments are not valid JSON"),
     ((R,), responses(input=[fc(arguments="[1, 2]")]), "arguments must be a JSON object"),
     ((R,), responses(input=[fc(arguments={"cmd": "ls"})]), "arguments: expected a JSON string"),
     ((R,), responses(input=[fc(arguments=deep_arguments(120))]), "nests deeper than 100 levels"),
     ((R,), responses(input=[fc(arguments="[" * 100_000)]), "too deeply"),
     ((R,), responses(input=[fc(), fc()]), "used more than once"),
-    ((R,), responses(input=[{"type": "function_call", "name": "exec", "arguments": "{}"}]), "input[0].call_id: is required"),
-    ((R,), responses(input=[{"type": "reasoning", "summary": [], "encrypted_content": "openforge:v1:!!!"}]), "encrypted_content"),
+    (
+        (R,),
+        responses(input=[{"type": "function_call", "name": "exec", "arguments": "{}"}]),
+        "input[0].call_id: is required",
+    ),
+    (
+        (R,),
+        responses(input=[{"type": "reasoning", "summary": [], "encrypted_content": "openforge:v1:!!!"}]),
+        "encrypted_content",
+    ),
     ((R,), responses(tools=[{"name": "exec"}]), "tools[0].type: is required"),
     ((R,), responses(tools=[{"type": "function"}]), "tools[0].name: is required"),
-    ((R,), responses(tools=[{"type": "function", "name": "x", "parameters": "none"}]), "parameters: expected an object"),
+    (
+        (R,),
+        responses(tools=[{"type": "function", "name": "x", "parameters": "none"}]),
+        "parameters: expected an object",
+    ),
     ((R,), responses(tools=[{"type": "namespace", "tools": []}]), "tools[0].name: is required"),
-    ((R,), responses(tools=[{"type": "namespace", "name": "ns", "tools": [{"type": "function"}]}]), "tools[0].tools[0].name: is required"),
+    (
+        (R,),
+        responses(tools=[{"type": "namespace", "name": "ns", "tools": [{"type": "function"}]}]),
+        "tools[0].tools[0].name: is required",
+    ),
     ((R,), responses(tool_choice="always"), "tool_choice: must be"),
     ((R,), responses(tool_choice={"type": "function", "name": "ghost"}), "names no tool"),
     ((R,), responses(max_output_tokens=-5), "max_output_tokens: must be at least 1"),
@@ -178,22 +313,67 @@ CASES: list[tuple[tuple[str, ...], bytes, str]] = [
     ((C,), chat(top_logprobs=30), "top_logprobs: must be between 0 and 20"),
     ((C,), chat(messages=[]), "must contain at least one message"),
     ((C,), chat(messages=[{"role": "user"}]), "messages[0].content: is required"),
-    ((C,), chat(messages=[{"role": "user", "content": {"text": "x"}}]), "messages[0].content: expected a string or an array"),
-    ((C,), chat(messages=[{"role": "user", "content": [{"type": "text"}]}]), "messages[0].content[0].text: is required"),
-    ((C,), chat(messages=[{"role": "user", "content": [{"type": "hologram"}]}]), "unsupported content part type 'hologram'"),
+    (
+        (C,),
+        chat(messages=[{"role": "user", "content": {"text": "x"}}]),
+        "messages[0].content: expected a string or an array",
+    ),
+    (
+        (C,),
+        chat(messages=[{"role": "user", "content": [{"type": "text"}]}]),
+        "messages[0].content[0].text: is required",
+    ),
+    (
+        (C,),
+        chat(messages=[{"role": "user", "content": [{"type": "hologram"}]}]),
+        "unsupported content part type 'hologram'",
+    ),
     ((C,), chat(messages=[{"role": "wizard", "content": "x"}]), "messages[0].role: must be"),
     ((C,), chat(messages=[{"role": "function", "name": "f", "content": "x"}]), "legacy 'function' messages"),
     ((C,), chat(functions=[{"name": "f"}]), "legacy function calling"),
     ((C,), chat(messages=[{"role": "tool", "tool_call_id": "call_zz", "content": "r"}]), "unknown tool call id"),
     ((C,), chat(messages=[{"role": "tool", "content": "r"}]), "messages[0].tool_call_id: is required"),
-    ((C,), chat(messages=[chat_call(), {"role": "tool", "tool_call_id": "call_1", "content": "r"}, {"role": "tool", "tool_call_id": "call_1", "content": "r"}]), "already has a result"),
-    ((C,), chat(messages=[chat_call(arguments="{'cmd': 'ls'}")]), "messages[0].tool_calls[0].function.arguments: arguments are not valid JSON"),
+    (
+        (C,),
+        chat(
+            messages=[
+                chat_call(),
+                {"role": "tool", "tool_call_id": "call_1", "content": "r"},
+                {"role": "tool", "tool_call_id": "call_1", "content": "r"},
+            ]
+        ),
+        "already has a result",
+    ),
+    (
+        (C,),
+        chat(messages=[chat_call(arguments="{'cmd': 'ls'}")]),
+        "messages[0].tool_calls[0].function.arguments: arguments are not valid JSON",
+    ),
     ((C,), chat(messages=[chat_call(arguments='"ls"')]), "arguments must be a JSON object"),
     ((C,), chat(messages=[chat_call(arguments=17)]), "arguments: expected a JSON string"),
-    ((C,), chat(messages=[{"role": "assistant", "tool_calls": [{"id": "c", "type": "function"}]}]), "function: expected an object"),
-    ((C,), chat(messages=[{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "x", "arguments": "{}"}}]}]), "tool_calls[0].id: is required"),
+    (
+        (C,),
+        chat(messages=[{"role": "assistant", "tool_calls": [{"id": "c", "type": "function"}]}]),
+        "function: expected an object",
+    ),
+    (
+        (C,),
+        chat(
+            messages=[
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"type": "function", "function": {"name": "x", "arguments": "{}"}}],
+                }
+            ]
+        ),
+        "tool_calls[0].id: is required",
+    ),
     ((C,), chat(messages=[{"role": "assistant", "tool_calls": "none"}]), "tool_calls: expected an array"),
-    ((C,), chat(messages=[{"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}}]), "legacy function calling"),
+    (
+        (C,),
+        chat(messages=[{"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}}]),
+        "legacy function calling",
+    ),
     ((C,), chat(n=3), "only one choice"),
     ((C,), chat(stop=[1]), "stop[0]: expected a string"),
     ((C,), chat(max_tokens=0), "max_tokens: must be at least 1"),
@@ -233,7 +413,9 @@ def test_malformed_request_is_a_named_4xx(dialect, body, words):
 
 def test_param_names_the_field():
     with pytest.raises(DialectError) as info:
-        DIALECTS["chat_completions"].decode(chat(messages=[{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "nope", "content": "r"}]))
+        DIALECTS["chat_completions"].decode(
+            chat(messages=[{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "nope", "content": "r"}])
+        )
     assert info.value.param == "messages[1].tool_call_id"
     _, body = DIALECTS["chat_completions"].error(info.value)
     assert body["error"]["param"] == "messages[1].tool_call_id"
@@ -242,7 +424,7 @@ def test_param_names_the_field():
 def test_lone_surrogates_are_replaced_not_fatal():
     body = b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "a\\ud800b \\ud83d\\ude00"}]}'
     message = DIALECTS["anthropic"].decode(body).conversation.messages[0]
-    assert message.content == "a\ufffdb \U0001F600"
+    assert message.content == "a\ufffdb \U0001f600"
     message.content.encode("utf-8")  # the renderer and store can encode it
 
 

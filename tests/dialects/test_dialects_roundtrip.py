@@ -9,10 +9,10 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.dialects import accumulate, project, validate_body
 
 from openforge.core import Conversation, FinishReason, Message, ParsedOutput, SamplingParams, ToolCall, ToolSpec
 from openforge.dialects import DIALECTS, Reply
+from support.dialects import accumulate, project, validate_body
 
 A, R, C = "anthropic", "responses", "chat_completions"
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -22,7 +22,9 @@ NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,10}", fullmatch=True)
 JSON_LEAF = (
     st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False) | TEXT
 )
-JSON_VALUE = st.recursive(JSON_LEAF, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(TEXT, kids, max_size=3), max_leaves=8)
+JSON_VALUE = st.recursive(
+    JSON_LEAF, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(TEXT, kids, max_size=3), max_leaves=8
+)
 ARGUMENTS = st.dictionaries(TEXT, JSON_VALUE, max_size=4)
 
 
@@ -32,7 +34,11 @@ def conversations(draw, dialect: str) -> Conversation:
     items would merge them), `is_error` only where the wire has it, sampling fields the wire has."""
     tool_names = draw(st.lists(NAMES, max_size=3, unique=True))
     tools = [
-        ToolSpec(name=n, description=draw(TEXT), parameters={"type": "object", "properties": {draw(NAMES): {"type": "string"}}})
+        ToolSpec(
+            name=n,
+            description=draw(TEXT),
+            parameters={"type": "object", "properties": {draw(NAMES): {"type": "string"}}},
+        )
         for n in tool_names
     ]
     messages: list[Message] = []
@@ -46,12 +52,22 @@ def conversations(draw, dialect: str) -> Conversation:
             continue
         calls = []
         for _ in range(draw(st.integers(0, 2))):
-            calls.append(ToolCall(id=f"call_{next_call}", name=draw(st.sampled_from(tool_names) if tool_names else NAMES), arguments=draw(ARGUMENTS)))
+            calls.append(
+                ToolCall(
+                    id=f"call_{next_call}",
+                    name=draw(st.sampled_from(tool_names) if tool_names else NAMES),
+                    arguments=draw(ARGUMENTS),
+                )
+            )
             next_call += 1
-        messages.append(Message(role="assistant", reasoning=draw(st.none() | TEXT), content=draw(TEXT), tool_calls=calls))
+        messages.append(
+            Message(role="assistant", reasoning=draw(st.none() | TEXT), content=draw(TEXT), tool_calls=calls)
+        )
         for call in calls:
             is_error = draw(st.booleans()) if dialect == A else False
-            messages.append(Message(role="tool", tool_call_id=call.id, name=call.name, content=draw(TEXT), is_error=is_error))
+            messages.append(
+                Message(role="tool", tool_call_id=call.id, name=call.name, content=draw(TEXT), is_error=is_error)
+            )
     sampling = SamplingParams(
         temperature=draw(st.floats(0, 1 if dialect == A else 2)),  # each API's documented range
         top_p=draw(st.floats(0.01, 1)),
@@ -72,8 +88,15 @@ def conversations(draw, dialect: str) -> Conversation:
 
 def expected(dialect: str, conversation: Conversation) -> Conversation:
     """What decoding can recover: Chat Completions has no system field, so a leading system message is it."""
-    if dialect == C and conversation.system is None and conversation.messages and conversation.messages[0].role == "system":
-        return conversation.model_copy(update={"system": conversation.messages[0].content, "messages": conversation.messages[1:]})
+    if (
+        dialect == C
+        and conversation.system is None
+        and conversation.messages
+        and conversation.messages[0].role == "system"
+    ):
+        return conversation.model_copy(
+            update={"system": conversation.messages[0].content, "messages": conversation.messages[1:]}
+        )
     return conversation
 
 
@@ -117,15 +140,35 @@ REQUEST_TOOLS = ["alpha", "beta", "ns.gamma"]  # ns.gamma: a Responses namespace
 def reply_request(dialect: str):
     schema = {"type": "object", "properties": {}}
     if dialect == A:
-        body = {"model": "m", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}],
-                "tools": [{"name": n, "input_schema": schema} for n in REQUEST_TOOLS]}
+        body = {
+            "model": "m",
+            "max_tokens": 50,
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"name": n, "input_schema": schema} for n in REQUEST_TOOLS],
+        }
     elif dialect == R:
-        body = {"model": "m", "input": [{"role": "user", "content": "hi"}],
-                "tools": [{"type": "function", "name": "alpha", "parameters": schema}, {"type": "function", "name": "beta"},
-                          {"type": "namespace", "name": "ns", "description": "", "tools": [{"type": "function", "name": "gamma"}]}]}
+        body = {
+            "model": "m",
+            "input": [{"role": "user", "content": "hi"}],
+            "tools": [
+                {"type": "function", "name": "alpha", "parameters": schema},
+                {"type": "function", "name": "beta"},
+                {
+                    "type": "namespace",
+                    "name": "ns",
+                    "description": "",
+                    "tools": [{"type": "function", "name": "gamma"}],
+                },
+            ],
+        }
     else:
-        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": True}, "stream": True,
-                "tools": [{"type": "function", "function": {"name": n, "parameters": schema}} for n in REQUEST_TOOLS]}
+        body = {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream_options": {"include_usage": True},
+            "stream": True,
+            "tools": [{"type": "function", "function": {"name": n, "parameters": schema}} for n in REQUEST_TOOLS],
+        }
     return body, DIALECTS[dialect].decode(json.dumps(body).encode())
 
 
@@ -173,4 +216,6 @@ def test_replies_stream_as_they_encode_and_come_back_unchanged(dialect, reply, c
 
     returned = d.decode(history_with(dialect, request_body, body)).conversation.messages[-1]
     out = reply.output
-    assert returned == Message(role="assistant", reasoning=out.reasoning, content=out.content, tool_calls=out.tool_calls)
+    assert returned == Message(
+        role="assistant", reasoning=out.reasoning, content=out.content, tool_calls=out.tool_calls
+    )

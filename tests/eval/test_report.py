@@ -20,9 +20,17 @@ async def test_cut_and_unparsed_replies_are_named_in_the_report(local_ready, tmp
     tasks = tmp_path / "tasks"
     for task_id in ("long-reply", "garbled-reply"):
         make_task(tasks, task_id)
-    config = RolloutConfig(tasks=[tasks], harnesses=["react"], sandbox="local", model=tiny_model_dir,
-                           backend=f"scripted:{POLICIES / 'cut_and_garbled.py'}", run=tmp_path / "run",
-                           image_map=IMAGE_MAP, max_new_tokens=CAP, max_attempts=1)
+    config = RolloutConfig(
+        tasks=[tasks],
+        harnesses=["react"],
+        sandbox="local",
+        model=tiny_model_dir,
+        backend=f"scripted:{POLICIES / 'cut_and_garbled.py'}",
+        run=tmp_path / "run",
+        image_map=IMAGE_MAP,
+        max_new_tokens=CAP,
+        max_attempts=1,
+    )
     await run_rollouts(config)
     with TrajectoryStore.open(tmp_path / "run") as store:
         report = build_report(store)

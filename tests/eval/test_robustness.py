@@ -18,18 +18,44 @@ def test_eval_with_faults_reports_both(docker_ready, tmp_path, tiny_model_dir):
     for inst in InstanceSampler("heldout", seed=5, families=list(RECOVERY_FAMILIES)).sample(3):
         write_task(inst, tasks / inst.task_id())
     run = tmp_path / "run"
-    result = CliRunner().invoke(app, [
-        "eval", "--tasks", str(tasks), "--harness", "react", "--sandbox", "docker", "--model", str(tiny_model_dir),
-        "--backend", "oracle", "--run", str(run), "--image-map", "debian:bookworm-slim=openforge-base:bookworm",
-        "--faults", "transient:1", "--concurrency", "3"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--tasks",
+            str(tasks),
+            "--harness",
+            "react",
+            "--sandbox",
+            "docker",
+            "--model",
+            str(tiny_model_dir),
+            "--backend",
+            "oracle",
+            "--run",
+            str(run),
+            "--image-map",
+            "debian:bookworm-slim=openforge-base:bookworm",
+            "--faults",
+            "transient:1",
+            "--concurrency",
+            "3",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((run / "report.json").read_text())
     assert report["pass_at_k"]["1"] == 1.0 and report["with_faults"]["pass_at_k"]["1"] == 0.0
     r = report["robustness"]
     assert r["pass_at_k"] == {"without_faults": {"1": 1.0}, "with_faults": {"1": 0.0}}
     assert r["injected_episodes"] == 3 and r["pass_at_k_injected"] == {"1": 0.0}
-    assert r["by_fault"]["transient"] == {"episodes": 3, "passed": 0, "pass_rate": 0.0, "met_error": 3,
-                                          "recovered": 0, "recovery_rate": 0.0}
+    assert r["by_fault"]["transient"] == {
+        "episodes": 3,
+        "passed": 0,
+        "pass_rate": 0.0,
+        "met_error": 3,
+        "recovered": 0,
+        "recovery_rate": 0.0,
+    }
     assert r["recovery_rate"] == 0.0 and r["not_applicable"] == {}
     assert report["behaviour"]["graded"] == 3 and report["behaviour"]["self_verification_rate"] == 0.0  # no read-back
     md = (run / "report.md").read_text()
@@ -44,10 +70,26 @@ def test_faults_the_tasks_cannot_meet_are_listed(docker_ready, tmp_path, tiny_mo
     for inst in InstanceSampler("heldout", seed=6, families=["create_file"]).sample(2):
         write_task(inst, tasks / inst.task_id())
     run = tmp_path / "run"
-    result = CliRunner().invoke(app, [
-        "eval", "--tasks", str(tasks), "--sandbox", "docker", "--model", str(tiny_model_dir), "--backend", "oracle",
-        "--run", str(run), "--image-map", "debian:bookworm-slim=openforge-base:bookworm",
-        "--faults", "missing_dir:1,flaky_service:1"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--tasks",
+            str(tasks),
+            "--sandbox",
+            "docker",
+            "--model",
+            str(tiny_model_dir),
+            "--backend",
+            "oracle",
+            "--run",
+            str(run),
+            "--image-map",
+            "debian:bookworm-slim=openforge-base:bookworm",
+            "--faults",
+            "missing_dir:1,flaky_service:1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     r = json.loads((run / "report.json").read_text())["robustness"]
     assert r["injected_episodes"] == 0 and r["armed"] == {"missing_dir": 2, "flaky_service": 2}

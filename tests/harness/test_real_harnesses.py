@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 
+from openforge.dialects import DIALECTS
 from openforge.harness import LaunchContext, get_adapter
 from openforge.harness.base import run_local
-from openforge.dialects import DIALECTS
 from openforge.store import TrajectoryStore
 from support.harness_bundle import harness_bundle
-from support.proxy_process import start_proxy
 from support.paths import POLICIES
+from support.proxy_process import start_proxy
 
 POLICY = POLICIES / "nonce_harness.py"
 HARNESSES = ["react", "claude-code", "codex", "openclaw"]
@@ -39,8 +39,11 @@ def test_real_harness_through_the_proxy(harness, proxy, tmp_path, tiny_model):
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     home.mkdir()
-    launch = adapter.launch(LaunchContext(bundle, home, work, proxy.url, episode["key"], "tiny",
-                                          "Make a nonce, then save it to result.txt."))
+    launch = adapter.launch(
+        LaunchContext(
+            bundle, home, work, proxy.url, episode["key"], "tiny", "Make a nonce, then save it to result.txt."
+        )
+    )
     result = run_local(launch, adapter, timeout=240)
     assert result.returncode == 0 and not result.timed_out, (result.stdout[-3000:], result.stderr[-3000:])
     proxy.end_episode(episode["episode_id"])

@@ -39,8 +39,9 @@ def test_real_harness_receives_the_stream_while_it_is_generated(harness, proxy, 
     work.mkdir()
     home.mkdir()
     try:
-        launch = adapter.launch(LaunchContext(bundle, home, work, tap.url, episode["key"], "tiny",
-                                              f"Reply with text only. GATE={gate}"))
+        launch = adapter.launch(
+            LaunchContext(bundle, home, work, tap.url, episode["key"], "tiny", f"Reply with text only. GATE={gate}")
+        )
         result = run_local(launch, adapter, timeout=240)
     finally:
         tap.close()

@@ -13,15 +13,14 @@ from openforge.core import FinishReason, SamplingParams
 from openforge.inference import GenerationContext, InvalidRequestError, PromptTooLongError, parse_sampling
 from openforge.inference.embedded import EmbeddedBackend
 from openforge.models import ModelDir
-
 from support.inference import (
-        max_abs_diff,
-        perturbed_model_dir,
-        reference_logprobs,
-        short_context_model_dir,
-        sliding_window_model_dir,
-        tiny_model_dir,
-    )
+    max_abs_diff,
+    perturbed_model_dir,
+    reference_logprobs,
+    short_context_model_dir,
+    sliding_window_model_dir,
+    tiny_model_dir,
+)
 
 CTX = GenerationContext()
 
@@ -240,8 +239,9 @@ async def test_a_sliding_window_model_is_served_exactly():
         prompts.append(system * 3 + md.encode_text("A long task read in chunks."))
         assert min(map(len, prompts)) > 3 * window
         sampling = SamplingParams(temperature=1.0, max_tokens=24, seed=3)
-        results = await asyncio.gather(*(backend.generate(p, sampling, GenerationContext(episode_id=f"e{i}"))
-                                         for i, p in enumerate(prompts)))
+        results = await asyncio.gather(
+            *(backend.generate(p, sampling, GenerationContext(episode_id=f"e{i}")) for i, p in enumerate(prompts))
+        )
         for p, r in zip(prompts, results):
             assert max_abs_diff(r.logprobs, reference_logprobs(backend.model, p, r.output_ids, 1.0)) < 1e-4
         # the episode's next call starts from its cached prompt and output
@@ -254,6 +254,8 @@ async def test_a_sliding_window_model_is_served_exactly():
         changed = ids.clone()
         changed[0, :30] = torch.randint(10, 500, (30,))
         with torch.inference_mode():
-            assert torch.equal(backend.model(input_ids=ids).logits[0, -1], backend.model(input_ids=changed).logits[0, -1])
+            assert torch.equal(
+                backend.model(input_ids=ids).logits[0, -1], backend.model(input_ids=changed).logits[0, -1]
+            )
     finally:
         backend._engine.close()

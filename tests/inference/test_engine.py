@@ -13,7 +13,6 @@ import torch
 from openforge.core import SamplingParams
 from openforge.inference import GenerationContext
 from openforge.inference.embedded import EmbeddedBackend
-
 from support.inference import max_abs_diff, reference_logprobs, tiny_model_dir
 
 ENGINE_THREAD = "openforge-embedded-engine"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import httpx
 import pytest
@@ -28,11 +27,10 @@ from openforge.inference.embedded import EmbeddedBackend
 from openforge.inference.serve import create_app
 from openforge.inference.sglang import SGLangBackend, generate_request, parse_generate
 from openforge.inference.vllm import VLLMBackend, completion_request, parse_completion
-
 from support.dialects import accumulate, validate_body
 from support.inference import ServerThread, free_port, max_abs_diff, reference_logprobs, tiny_model_dir
-
 from support.paths import FIXTURES
+
 CTX = GenerationContext()
 
 
@@ -155,7 +153,9 @@ async def test_chat_completions_json_and_stream(served):
         assert finishes == [answer["choices"][0]["finish_reason"]]
         assert chunks[-1]["usage"]["completion_tokens"] == answer["usage"]["completion_tokens"]
 
-        bad = await http.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]})
+        bad = await http.post(
+            "/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]}
+        )
         assert bad.status_code == 400 and "role" in bad.json()["error"]["message"]
         empty = await http.post("/v1/chat/completions", json={"model": "tiny", "messages": []})
         assert empty.status_code == 400
@@ -167,12 +167,21 @@ async def test_chat_completions_speak_the_proxys_dialect(served):
     backend, url = served
     messages = [{"role": "user", "content": "Count."}]
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-        body = {"model": "tiny", "messages": messages, "max_tokens": 6, "seed": 2, "logprobs": True, "return_token_ids": True}
+        body = {
+            "model": "tiny",
+            "messages": messages,
+            "max_tokens": 6,
+            "seed": 2,
+            "logprobs": True,
+            "return_token_ids": True,
+        }
         answer = (await http.post("/chat/completions", json=body)).json()  # the dialect's second route
         (choice,) = answer["choices"]
         assert answer["id"].startswith("chatcmpl-") and answer["model"] == "tiny"
         assert len(choice["token_ids"]) == len(choice["logprobs"]["content"]) == answer["usage"]["completion_tokens"]
-        assert answer["prompt_token_ids"] == backend.model_dir.render(DIALECTS["chat_completions"].decode(json.dumps(body).encode()).conversation)
+        assert answer["prompt_token_ids"] == backend.model_dir.render(
+            DIALECTS["chat_completions"].decode(json.dumps(body).encode()).conversation
+        )
         validate_body("chat_completions", answer)
 
         stream = {**body, "stream": True, "stream_options": {"include_usage": True}}
@@ -185,7 +194,10 @@ async def test_chat_completions_speak_the_proxys_dialect(served):
         long = {"model": "tiny", "messages": [{"role": "user", "content": "word " * backend.max_context}]}
         refused = await http.post("/v1/chat/completions", json=long)
         assert refused.status_code == 400
-        assert refused.json()["error"]["code"] == "context_length_exceeded" and refused.json()["error"]["param"] == "messages"
+        assert (
+            refused.json()["error"]["code"] == "context_length_exceeded"
+            and refused.json()["error"]["param"] == "messages"
+        )
         nameless = await http.post("/v1/chat/completions", json={"messages": messages})
         assert nameless.status_code == 400 and nameless.json()["error"]["param"] == "model"
         bad_flag = await http.post("/v1/chat/completions", json={**body, "return_token_ids": "yes"})
@@ -332,8 +344,9 @@ from openforge.inference import SampledToken  # noqa: E402
 RECORDED_IDS = [12095, 13, 1084, 374, 7407, 304]
 
 
-def streamed_server(routes: dict[str, tuple[int, object]], streams: dict[str, str], gate: threading.Event,
-                    seen: list | None = None) -> Starlette:
+def streamed_server(
+    routes: dict[str, tuple[int, object]], streams: dict[str, str], gate: threading.Event, seen: list | None = None
+) -> Starlette:
     """A stand-in vLLM/SGLang server: `routes` answer JSON, `streams` answer a recorded SSE stream whose first
     event is sent at once and the rest only once `gate` is set (the test sets it after it has the first token)."""
 
@@ -369,8 +382,9 @@ async def _first_then_rest(client, prompt, gate: threading.Event):
 async def test_vllm_client_streams_ids_and_logprobs_as_they_come():
     gate, seen = threading.Event(), []
     stream = (FIXTURES / "vllm/completions_stream_token_ids.sse").read_text()
-    with ServerThread(streamed_server({"/v1/models": (200, fixture("vllm/models.json"))},
-                                      {"/v1/completions": stream}, gate, seen)) as server:
+    with ServerThread(
+        streamed_server({"/v1/models": (200, fixture("vllm/models.json"))}, {"/v1/completions": stream}, gate, seen)
+    ) as server:
         client = VLLMBackend(server.url)
         first, held, rest = await _first_then_rest(client, [1782, 6722, 315, 9625, 374], gate)
         await client.close()
@@ -385,8 +399,9 @@ async def test_vllm_stream_failing_mid_way_is_a_backend_error_after_the_first_to
     gate = threading.Event()
     gate.set()
     stream = (FIXTURES / "vllm/completions_stream_error.sse").read_text()
-    with ServerThread(streamed_server({"/v1/models": (200, fixture("vllm/models.json"))},
-                                      {"/v1/completions": stream}, gate)) as server:
+    with ServerThread(
+        streamed_server({"/v1/models": (200, fixture("vllm/models.json"))}, {"/v1/completions": stream}, gate)
+    ) as server:
         client = VLLMBackend(server.url)
         got = []
         with pytest.raises(BackendError, match="shut down while the request was running"):

@@ -10,7 +10,6 @@ from openforge.core import Conversation, FinishReason, Message, SamplingParams
 from openforge.inference import GenerationContext, InvalidRequestError, make_backend
 from openforge.inference.scripted import ScriptedBackend, ScriptError
 from openforge.models import ModelDir
-
 from support.inference import tiny_model_dir
 
 PROMPT = [5, 6, 7]

@@ -19,7 +19,6 @@ from openforge.core import Conversation, Message, SamplingParams, ToolSpec
 from openforge.inference import BackendError, GenerationContext, MessageBackend, is_message_level, make_backend
 from openforge.inference.upstream import KEY_ENV, MODEL_ENV, UpstreamBackend, upstream_base
 from openforge.proxy.server import ProxyConfig, running_proxy
-
 from support.inference import ServerThread, free_port
 from support.paths import POLICIES, REPO
 from support.teacher import SOLUTIONS_ENV, TEACHER_POLICY, teacher_model_dir, teacher_server
@@ -54,9 +53,14 @@ async def test_openai_upstream_against_serve_model(tmp_path):
 
 
 async def test_anthropic_upstream_against_the_proxys_messages_api(tmp_path, tiny_model_dir, monkeypatch):
-    config = ProxyConfig(model=tiny_model_dir, backend=f"scripted:{POLICIES / 'echo_tool_loop.py'}",
-                         run=tmp_path / "run", listen="127.0.0.1:0", admin_listen="127.0.0.1:0",
-                         served_model="upstream-claude")
+    config = ProxyConfig(
+        model=tiny_model_dir,
+        backend=f"scripted:{POLICIES / 'echo_tool_loop.py'}",
+        run=tmp_path / "run",
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+        served_model="upstream-claude",
+    )
     async with running_proxy(config) as upstream:
         episode = upstream.create_episode(harness="teacher-client")
         monkeypatch.setenv(KEY_ENV, episode.key)  # the episode key is this API's key
@@ -93,12 +97,31 @@ def test_serve_model_command_serves_a_scripted_teacher_with_tool_calls_parsed(tm
     solutions.write_text('{"Make b.txt": "touch b.txt"}')
     port = free_port()
     env = {**os.environ, SOLUTIONS_ENV: str(solutions), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "openforge.cli", "serve-model", "--model", str(teacher_model_dir()),
-                             "--port", str(port), "--backend", f"scripted:{TEACHER_POLICY}",
-                             "--tool-call-parser", "auto"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "openforge.cli",
+            "serve-model",
+            "--model",
+            str(teacher_model_dir()),
+            "--port",
+            str(port),
+            "--backend",
+            f"scripted:{TEACHER_POLICY}",
+            "--tool-call-parser",
+            "auto",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
-        body = {"model": "x", "messages": [{"role": "user", "content": "Make b.txt"}],
-                "tools": [{"type": "function", "function": {"name": "bash", "parameters": BASH.parameters}}]}
+        body = {
+            "model": "x",
+            "messages": [{"role": "user", "content": "Make b.txt"}],
+            "tools": [{"type": "function", "function": {"name": "bash", "parameters": BASH.parameters}}],
+        }
         deadline = time.monotonic() + 120
         while True:
             try:

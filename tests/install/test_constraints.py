@@ -11,6 +11,7 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+
 from support.paths import REPO
 
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]

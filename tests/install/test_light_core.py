@@ -13,23 +13,33 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import pytest
+
+from openforge import __version__
+from openforge.models import ModelDir
+from openforge.store import TrajectoryStore
 from support.fake_vllm import BASH, FakeVLLM
 from support.inference import ServerThread
 from support.paths import REPO
 from support.proxy_process import start_proxy
 
-from openforge import __version__
-from openforge.models import ModelDir
-from openforge.store import TrajectoryStore
-
 pytestmark = pytest.mark.slow
 
-HEAVY = ["torch", "transformers", "safetensors", "matplotlib", "docker", "pyarrow", "kubernetes", "wandb", "mlflow",
-         "tensorboard", "trackio"]
+HEAVY = [
+    "torch",
+    "transformers",
+    "safetensors",
+    "matplotlib",
+    "docker",
+    "pyarrow",
+    "kubernetes",
+    "wandb",
+    "mlflow",
+    "tensorboard",
+    "trackio",
+]
 
 
 def run(cmd: list, **kw) -> subprocess.CompletedProcess:
@@ -41,9 +51,13 @@ def run(cmd: list, **kw) -> subprocess.CompletedProcess:
 def warnings_in(log: str) -> list[str]:
     """Warning lines of a pip/setuptools log, without this machine's notes about its extra package indexes and
     setuptools' routine note that it does not byte-compile into a wheel."""
-    return [line for line in log.splitlines() if re.search(r"warning", line, re.IGNORECASE)
-            and "is ignored: it is neither a file nor a directory" not in line
-            and "byte-compiling is disabled" not in line]
+    return [
+        line
+        for line in log.splitlines()
+        if re.search(r"warning", line, re.IGNORECASE)
+        and "is ignored: it is neither a file nor a directory" not in line
+        and "byte-compiling is disabled" not in line
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +83,13 @@ def test_installs_cleanly_without_heavy_packages(light):
     venv, build_log, install_log = light
     assert warnings_in(build_log) == []  # e.g. setuptools' license-table deprecation
     assert warnings_in(install_log) == []
-    listed = run([venv / "bin" / "python", "-c", "import importlib.metadata as m; "
-                  "print('\\n'.join(d.metadata['Name'].lower() for d in m.distributions()))"]).stdout.split()
+    listed = run(
+        [
+            venv / "bin" / "python",
+            "-c",
+            "import importlib.metadata as m; print('\\n'.join(d.metadata['Name'].lower() for d in m.distributions()))",
+        ]
+    ).stdout.split()
     assert "openforge-rl" in listed
     assert [h for h in HEAVY if h in listed] == []
     version = run([venv / "bin" / "openforge", "--version"])
@@ -88,13 +107,17 @@ def test_proxy_serves_a_call_from_a_remote_backend(light, tmp_path, tiny_model_d
     venv, _, _ = light
     fake = FakeVLLM(ModelDir(tiny_model_dir))
     with ServerThread(fake.app) as server:
-        proxy = start_proxy(tmp_path / "run", tiny_model_dir, f"vllm:{server.url}",
-                            command=[str(venv / "bin" / "openforge")])
+        proxy = start_proxy(
+            tmp_path / "run", tiny_model_dir, f"vllm:{server.url}", command=[str(venv / "bin" / "openforge")]
+        )
         try:
             episode = proxy.new_episode(task="t", harness="openclaw")
-            r = httpx.post(f"{proxy.url}/v1/chat/completions", timeout=60,
-                           headers={"authorization": f"Bearer {episode['key']}"},
-                           json={"model": "m", "tools": [BASH], "messages": [{"role": "user", "content": "List /app."}]})
+            r = httpx.post(
+                f"{proxy.url}/v1/chat/completions",
+                timeout=60,
+                headers={"authorization": f"Bearer {episode['key']}"},
+                json={"model": "m", "tools": [BASH], "messages": [{"role": "user", "content": "List /app."}]},
+            )
             assert r.status_code == 200, r.text
             (call,) = r.json()["choices"][0]["message"]["tool_calls"]
             assert call["function"]["name"] == "bash" and '"ls /app"' in call["function"]["arguments"]

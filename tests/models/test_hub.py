@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.paths import REPO
 
 from openforge.models import ModelDir, ModelDirError, ModelRef
 from openforge.train.config import TrainConfig
+from support.paths import REPO
 
 MAIN, PINNED = "a" * 40, "b" * 40
 
@@ -94,12 +93,22 @@ def test_not_in_the_cache_offline_says_how_to_get_it(hub_cache):
 
 def test_model_info_takes_a_hub_id(hub_cache):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    r = subprocess.run([sys.executable, "-m", "openforge.cli", "model", "info", "org/tiny"], capture_output=True,
-                       text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "openforge.cli", "model", "info", "org/tiny"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert f"snapshots/{MAIN}" in r.stdout and "tool-call format: json" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "openforge.cli", "model", "info", "org/missing"], capture_output=True,
-                       text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "openforge.cli", "model", "info", "org/missing"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 2 and "not in the Hugging Face cache" in r.stderr
 
 

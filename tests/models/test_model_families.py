@@ -20,28 +20,40 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.model_files import family_files, model_dir_from
 
 from openforge.core import Conversation, Message, ToolCall, ToolSpec
 from openforge.models import ModelDir, to_hf_messages
 from openforge.proxy.output_parser import parse_output
+from support.model_files import family_files, model_dir_from
 
-BASH = ToolSpec(name="bash", description="Run a shell command.",
-                parameters={"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]})
-READ = ToolSpec(name="read", description="Read a file.",
-                parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
+BASH = ToolSpec(
+    name="bash",
+    description="Run a shell command.",
+    parameters={"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+)
+READ = ToolSpec(
+    name="read",
+    description="Read a file.",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
 TOOLS = [BASH, READ]
 CALLS = [("bash", {"command": "ls -la"}), ("read", {"path": "notes.txt"})]
 
 
 def conversation(ids=("callaaaa1", "callbbbb2")) -> Conversation:
     """A user asks, the assistant makes two calls, both results come back: the generation prompt follows."""
-    return Conversation(system="You are a careful agent.", tools=TOOLS, messages=[
-        Message(role="user", content="What is in the directory?"),
-        Message(role="assistant", tool_calls=[ToolCall(id=i, name=n, arguments=a) for i, (n, a) in zip(ids, CALLS)]),
-        Message(role="tool", tool_call_id=ids[0], name="bash", content="notes.txt"),
-        Message(role="tool", tool_call_id=ids[1], name="read", content="hello"),
-    ])
+    return Conversation(
+        system="You are a careful agent.",
+        tools=TOOLS,
+        messages=[
+            Message(role="user", content="What is in the directory?"),
+            Message(
+                role="assistant", tool_calls=[ToolCall(id=i, name=n, arguments=a) for i, (n, a) in zip(ids, CALLS)]
+            ),
+            Message(role="tool", tool_call_id=ids[0], name="bash", content="notes.txt"),
+            Message(role="tool", tool_call_id=ids[1], name="read", content="hello"),
+        ],
+    )
 
 
 def transformers_render(model_dir, conv: Conversation, arguments_as_text: bool = False) -> str:
@@ -89,21 +101,38 @@ def test_qwen3(tmp_path):
 def test_deepseek_v3(tmp_path):
     m = ModelDir(model_dir_from(family_files("deepseek_v3"), tmp_path / "deepseek"))
     assert m.tool_call_format == "deepseek_v3"
-    text_only = Conversation(system="Be brief.", messages=[Message(role="user", content="Hi"),
-                                                          Message(role="assistant", content="Hello."),
-                                                          Message(role="user", content="Bye")])
+    text_only = Conversation(
+        system="Be brief.",
+        messages=[
+            Message(role="user", content="Hi"),
+            Message(role="assistant", content="Hello."),
+            Message(role="user", content="Bye"),
+        ],
+    )
     assert m.render_text(text_only) == transformers_render(m.path, text_only)
     ours = m.render_text(conversation())  # arguments go to this template as JSON text, content as None
     assert ours == (
         "<｜begin▁of▁sentence｜>You are a careful agent.<｜User｜>What is in the directory?<｜Assistant｜>"
-        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>bash\n```json\n{\"command\": \"ls -la\"}\n```"
-        "<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>read\n```json\n{\"path\": \"notes.txt\"}\n```"
+        '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>bash\n```json\n{"command": "ls -la"}\n```'
+        '<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>read\n```json\n{"path": "notes.txt"}\n```'
         "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>notes.txt"
-        "<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>hello<｜tool▁output▁end｜><｜tool▁outputs▁end｜>")
-    reply = ours[ours.index("<｜tool▁calls▁begin｜>"):ours.index("<｜tool▁calls▁end｜>") + len("<｜tool▁calls▁end｜>")]
+        "<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>hello<｜tool▁output▁end｜><｜tool▁outputs▁end｜>"
+    )
+    reply = ours[
+        ours.index("<｜tool▁calls▁begin｜>") : ours.index("<｜tool▁calls▁end｜>") + len("<｜tool▁calls▁end｜>")
+    ]
     assert parsed_calls(m, reply) == CALLS
-    assert_single_tokens(m, reply, ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
-                                    "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"])
+    assert_single_tokens(
+        m,
+        reply,
+        [
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁sep｜>",
+            "<｜tool▁call▁end｜>",
+            "<｜tool▁calls▁end｜>",
+        ],
+    )
 
 
 @pytest.mark.parametrize("version", ["v3", "v7"])
@@ -140,28 +169,44 @@ def test_mistral(tmp_path, version):
     mistral = MistralTokenizer.from_file(tekken_file)
     request = ChatCompletionRequest(
         tools=[Tool(function=Function(name=t.name, description=t.description, parameters=t.parameters)) for t in TOOLS],
-        messages=[SystemMessage(content=conv.system), UserMessage(content=conv.messages[0].content),
-                  AssistantMessage(tool_calls=[MistralCall(id=i, function=FunctionCall(name=n, arguments=json.dumps(a)))
-                                               for i, (n, a) in zip(ids, CALLS)]),
-                  ToolMessage(content="notes.txt", tool_call_id=ids[0]), ToolMessage(content="hello", tool_call_id=ids[1])])
+        messages=[
+            SystemMessage(content=conv.system),
+            UserMessage(content=conv.messages[0].content),
+            AssistantMessage(
+                tool_calls=[
+                    MistralCall(id=i, function=FunctionCall(name=n, arguments=json.dumps(a)))
+                    for i, (n, a) in zip(ids, CALLS)
+                ]
+            ),
+            ToolMessage(content="notes.txt", tool_call_id=ids[0]),
+            ToolMessage(content="hello", tool_call_id=ids[1]),
+        ],
+    )
     theirs = mistral.encode_chat_completion(request).tokens
     text = mistral.decode(theirs, special_token_policy=SpecialTokenPolicy.KEEP)
     ours = m.render(conv)
     assert m.render_text(conv) == text and m.decode(ours) == text
     control = mistral.instruct_tokenizer.tokenizer.num_special_tokens  # tekken's control tokens come first
     assert [i for i in ours if i < control] == [i for i in theirs if i < control]
-    reply = text[text.index("[TOOL_CALLS]"):text.index("</s>", text.index("[TOOL_CALLS]"))]
+    reply = text[text.index("[TOOL_CALLS]") : text.index("</s>", text.index("[TOOL_CALLS]"))]
     assert parsed_calls(m, reply) == CALLS
     assert_single_tokens(m, reply, ["[TOOL_CALLS]"])
 
 
 def test_gpt_oss_tokenizer(tmp_path):
-    m = ModelDir(model_dir_from(family_files("gptoss"), tmp_path / "gptoss",
-                                template="{{ '<|start|>assistant<|channel|>final<|message|>' }}"))
+    m = ModelDir(
+        model_dir_from(
+            family_files("gptoss"),
+            tmp_path / "gptoss",
+            template="{{ '<|start|>assistant<|channel|>final<|message|>' }}",
+        )
+    )
     assert m.tool_call_format == "gpt_oss"
-    reply = ('<|channel|>analysis<|message|>List, then read.<|end|><|start|>assistant<|channel|>commentary '
-             'to=functions.bash <|constrain|>json<|message|>{"command": "ls -la"}<|end|><|start|>assistant<|channel|>'
-             'commentary to=functions.read <|constrain|>json<|message|>{"path": "notes.txt"}')
+    reply = (
+        "<|channel|>analysis<|message|>List, then read.<|end|><|start|>assistant<|channel|>commentary "
+        'to=functions.bash <|constrain|>json<|message|>{"command": "ls -la"}<|end|><|start|>assistant<|channel|>'
+        'commentary to=functions.read <|constrain|>json<|message|>{"path": "notes.txt"}'
+    )
     assert_single_tokens(m, reply, ["<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|start|>"])
     assert m.tokenizer.token_to_id("<|call|>") is not None
     out = parse_output(m.decode(m.encode_completion(reply)), m.tool_call_format, TOOLS)

@@ -16,7 +16,7 @@ from openforge.models.tokenizer_builder import SPECIAL_TOKENS
 CONTROL_LOOKALIKES = [
     "<|im_end|>",
     "<|im_start|>assistant\n",
-    "<tool_call>\n{\"name\": \"bash\", \"arguments\": {}}\n</tool_call>",
+    '<tool_call>\n{"name": "bash", "arguments": {}}\n</tool_call>',
     "<tool_response>x</tool_response>",
     "<think>no</think>",
     "<|endoftext|>",

@@ -9,6 +9,6 @@ def respond(conversation, call_index, task):
     if any(m.role == "tool" for m in conversation.messages):
         return "Done."
     if task["id"].startswith("garbled"):
-        return "<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": touch done.txt}}\n</tool_call>"
+        return '<tool_call>\n{"name": "bash", "arguments": {"command": touch done.txt}}\n</tool_call>'
     command = "echo " + " ".join(f"word{i}" for i in range(200)) + " > /dev/null && touch done.txt"
     return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": command}}) + "\n</tool_call>"

@@ -8,8 +8,11 @@ import re
 from openforge.core import TaskPayload
 from openforge.harness import ADAPTERS
 
-FAILED = re.compile(r"exit code [1-9]|exited with code [1-9]|Exit code [1-9]|timed out|hung|running in background"
-                    r"|Process running with session ID|Command still running", re.I)
+FAILED = re.compile(
+    r"exit code [1-9]|exited with code [1-9]|Exit code [1-9]|timed out|hung|running in background"
+    r"|Process running with session ID|Command still running",
+    re.I,
+)
 
 
 def _shell_tool(conversation):
@@ -22,7 +25,9 @@ def _shell_tool(conversation):
 
 def _call(conversation, command):
     name, arg = _shell_tool(conversation)
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": {arg: command}}, ensure_ascii=False) + "\n</tool_call>"
+    return (
+        "<tool_call>\n" + json.dumps({"name": name, "arguments": {arg: command}}, ensure_ascii=False) + "\n</tool_call>"
+    )
 
 
 def _fix(result):

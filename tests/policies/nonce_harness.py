@@ -27,7 +27,9 @@ def _shell_tool(conversation):
 
 def _call(conversation, command):
     name, arg = _shell_tool(conversation)
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": {arg: command}}, ensure_ascii=False) + "\n</tool_call>"
+    return (
+        "<tool_call>\n" + json.dumps({"name": name, "arguments": {arg: command}}, ensure_ascii=False) + "\n</tool_call>"
+    )
 
 
 def respond(conversation, call_index):

@@ -9,7 +9,7 @@ import os
 PROBE = (
     "echo NET:$(ls /sys/class/net | tr '\\n' ' '); "
     "ls /tests >/dev/null 2>&1 && echo TESTS:visible || echo TESTS:absent; "
-    "python3 -c \"import socket,sys; s=socket.socket(); s.settimeout(2); "
+    'python3 -c "import socket,sys; s=socket.socket(); s.settimeout(2); '
     "r=s.connect_ex(('127.0.0.1', int(sys.argv[1]))); print('ADMIN:reachable' if r == 0 else 'ADMIN:unreachable')\" "
     "$ADMIN_PORT"
 )

@@ -9,7 +9,8 @@ from pathlib import Path
 from openforge.curate.model_generator import render_files
 
 _spec = importlib.util.spec_from_file_location(
-    "scripted_generator_for_task_writer", Path(__file__).resolve().parents[2] / "examples/curate/scripted_generator.py")
+    "scripted_generator_for_task_writer", Path(__file__).resolve().parents[2] / "examples/curate/scripted_generator.py"
+)
 _mix = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_mix)
 

@@ -10,4 +10,6 @@ def respond(conversation, call_index, task):
     if any(m.role == "tool" for m in conversation.messages):
         return "Done."
     wrong = next(EXAMPLES.glob(f"*/{task['id']}/solution/wrong.sh"))
-    return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": wrong.read_text()}}) + "\n</tool_call>"
+    return (
+        "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": wrong.read_text()}}) + "\n</tool_call>"
+    )

@@ -8,7 +8,13 @@ from openforge.core import Conversation, Message, ToolCall, ToolSpec
 from openforge.proxy.continuity import ContinuityRenderer
 from openforge.proxy.output_parser import parse_output
 
-TOOLS = [ToolSpec(name="bash", description="Run a command.", parameters={"type": "object", "properties": {"command": {"type": "string"}}})]
+TOOLS = [
+    ToolSpec(
+        name="bash",
+        description="Run a command.",
+        parameters={"type": "object", "properties": {"command": {"type": "string"}}},
+    )
+]
 
 
 def call_text(command: str) -> str:
@@ -138,7 +144,9 @@ def test_reply_not_echoed_and_side_calls(tiny_model, renderer):
     h.conv.messages.append(Message(role="user", content="?"))
     r, _, _ = h.call("x")
     assert r.break_reason == "reply_not_echoed"
-    side = renderer.render("ep1", Conversation(messages=[Message(role="user", content="Title for: ls")]), side_call=True)
+    side = renderer.render(
+        "ep1", Conversation(messages=[Message(role="user", content="Title for: ls")]), side_call=True
+    )
     assert side.break_reason == "side_call"
 
 

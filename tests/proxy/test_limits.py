@@ -51,7 +51,7 @@ async def test_headers_must_arrive_in_time(tmp_path, tiny_model_dir):
                 writer.write(b"x")
                 await writer.drain()
                 slow = await asyncio.wait_for(reader.read(4096), 0.02)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 continue
             except ConnectionError:
                 pass
@@ -70,8 +70,10 @@ async def test_a_body_must_arrive_in_time(tmp_path, tiny_model_dir):
         episode = live.create_episode()
         host, port = host_port(live.url)
         reader, writer = await asyncio.open_connection(host, port)
-        writer.write(f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {episode.key}\r\n"
-                     "content-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"model\"".encode())
+        writer.write(
+            f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {episode.key}\r\n"
+            'content-type: application/json\r\ncontent-length: 1000\r\n\r\n{"model"'.encode()
+        )
         answer = await read_all(reader)
         writer.close()
         assert live.store.count_calls(episode.id) == 0
@@ -94,7 +96,7 @@ async def test_listener_connection_cap(tmp_path, tiny_model_dir):
         episode = live.create_episode()
         for _ in range(50):
             try:
-                r = (await openai_client(live, episode.key).chat.completions.create(**OK_CHAT))
+                r = await openai_client(live, episode.key).chat.completions.create(**OK_CHAT)
                 break
             except openai.InternalServerError:  # the proxy has not seen the closes yet
                 await asyncio.sleep(0.05)
@@ -129,7 +131,9 @@ async def test_forwarder_connection_cap(tmp_path, tiny_model_dir):
             sock.close()
 
 
-async def test_calls_in_flight_per_episode_are_capped_and_a_retry_shares_the_call_still_generating(tmp_path, tiny_model_dir):
+async def test_calls_in_flight_per_episode_are_capped_and_a_retry_shares_the_call_still_generating(
+    tmp_path, tiny_model_dir
+):
     gate = tmp_path / "gate"
     async with live_proxy(tmp_path, tiny_model_dir, max_calls_in_flight_per_episode=2) as live:
         episode = live.create_episode()
@@ -199,8 +203,22 @@ async def test_a_slow_render_does_not_hold_up_other_episodes(tmp_path, tiny_mode
     assert fast.choices[0].message.content and served_while_rendering
 
 
-RETRY_COUNT_VALUES = [b"1", b"-1", b"abc", b"", b"1e9", b"9" * 4000, "\u00b2".encode("latin-1"), b"\xff\xfe", b"0x10",
-                      b"\xc2\xb2", b" 3 ", b"1,2", b"NaN", b"\t"]
+RETRY_COUNT_VALUES = [
+    b"1",
+    b"-1",
+    b"abc",
+    b"",
+    b"1e9",
+    b"9" * 4000,
+    "\u00b2".encode("latin-1"),
+    b"\xff\xfe",
+    b"0x10",
+    b"\xc2\xb2",
+    b" 3 ",
+    b"1,2",
+    b"NaN",
+    b"\t",
+]
 
 
 async def test_any_header_value_gets_a_well_formed_answer_over_a_real_socket(tmp_path, tiny_model_dir):
@@ -214,10 +232,19 @@ async def test_any_header_value_gets_a_well_formed_answer_over_a_real_socket(tmp
         for name in (b"x-stainless-retry-count", b"anthropic-version", b"x-stainless-timeout", b"openai-beta"):
             for value in RETRY_COUNT_VALUES:
                 reader, writer = await asyncio.open_connection(host, port)
-                writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n"
-                             b"authorization: Bearer " + episode.key.encode() + b"\r\n" + name + b": " + value +
-                             b"\r\ncontent-type: application/json\r\ncontent-length: " + str(len(body)).encode() +
-                             b"\r\n\r\n" + body)
+                writer.write(
+                    b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n"
+                    b"authorization: Bearer "
+                    + episode.key.encode()
+                    + b"\r\n"
+                    + name
+                    + b": "
+                    + value
+                    + b"\r\ncontent-type: application/json\r\ncontent-length: "
+                    + str(len(body)).encode()
+                    + b"\r\n\r\n"
+                    + body
+                )
                 answers.append((name, value, await read_all(reader)))
                 writer.close()
     for name, value, answer in answers:

@@ -12,17 +12,24 @@ import pytest
 
 from openforge.dialects import DIALECTS
 from openforge.inference import MESSAGE_LEVEL
-
 from support.inference import free_port
 from support.proxy import in_process_proxy
 from support.teacher import teacher_server
 
-BASH = {"type": "function", "function": {"name": "bash", "description": "Run a command.",
-                                         "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}
+BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a command.",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+    },
+}
 SOLUTIONS = {"Create hello.txt": "echo hi > hello.txt"}
 
 
-async def test_openai_harness_gets_the_teachers_tool_call_and_the_call_is_recorded_without_ids(tmp_path, tiny_model_dir):
+async def test_openai_harness_gets_the_teachers_tool_call_and_the_call_is_recorded_without_ids(
+    tmp_path, tiny_model_dir
+):
     with teacher_server(SOLUTIONS, tmp_path) as url:
         async with in_process_proxy(tmp_path / "run", tiny_model_dir, backend=f"openai:{url}") as proxy:
             episode_id, key = await proxy.new_episode()
@@ -34,8 +41,10 @@ async def test_openai_harness_gets_the_teachers_tool_call_and_the_call_is_record
             assert call.id.startswith("call_") and call.function.name == "bash"
             assert json.loads(call.function.arguments) == {"command": "echo hi > hello.txt"}
             assert message.model_extra["reasoning_content"] == "One command does it."
-            history = first + [message.model_dump(exclude_none=True),
-                               {"role": "tool", "tool_call_id": call.id, "content": ""}]
+            history = first + [
+                message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": ""},
+            ]
             done = await client.chat.completions.create(model="tiny", messages=history, tools=[BASH])
             assert done.choices[0].message.content == "Done."
 
@@ -54,18 +63,26 @@ async def test_openai_harness_gets_the_teachers_tool_call_and_the_call_is_record
 
 
 async def test_anthropic_harness_streams_the_teachers_reply_in_its_own_dialect(tmp_path, tiny_model_dir):
-    tool = {"name": "bash", "description": "Run a command.",
-            "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
+    tool = {
+        "name": "bash",
+        "description": "Run a command.",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+    }
     with teacher_server(SOLUTIONS, tmp_path) as url:
         async with in_process_proxy(tmp_path / "run", tiny_model_dir, backend=f"openai:{url}") as proxy:
             episode_id, key = await proxy.new_episode()
             async with proxy.anthropic(key).messages.stream(
-                model="tiny", max_tokens=200, tools=[tool],
-                messages=[{"role": "user", "content": "Create hello.txt now."}]) as stream:
+                model="tiny",
+                max_tokens=200,
+                tools=[tool],
+                messages=[{"role": "user", "content": "Create hello.txt now."}],
+            ) as stream:
                 final = await stream.get_final_message()
             kinds = [b.type for b in final.content]
             assert kinds == ["thinking", "tool_use"] and final.stop_reason == "tool_use"
-            assert final.content[1].id.startswith("toolu_") and final.content[1].input == {"command": "echo hi > hello.txt"}
+            assert final.content[1].id.startswith("toolu_") and final.content[1].input == {
+                "command": "echo hi > hello.txt"
+            }
             (record,) = proxy.store.list_calls(episode_id)
             assert record.dialect == "anthropic" and record.metadata[MESSAGE_LEVEL]["reply"]["reasoning"]
 

@@ -8,7 +8,10 @@ from openforge.proxy.output_parser import parse_output
 BASH = ToolSpec(name="bash", parameters={"type": "object", "properties": {"command": {"type": "string"}}})
 EDIT = ToolSpec(
     name="edit",
-    parameters={"type": "object", "properties": {"path": {"type": "string"}, "line": {"type": "integer"}, "all": {"type": "boolean"}}},
+    parameters={
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "line": {"type": "integer"}, "all": {"type": "boolean"}},
+    },
 )
 
 
@@ -26,7 +29,10 @@ def test_json_tool_calls_reasoning_and_text():
     out = parse_output(text, tools=[BASH])
     assert out.reasoning == "I need ls."
     assert out.content == "Let me look."
-    assert [(c.name, c.arguments) for c in out.tool_calls] == [("bash", {"command": "ls -la"}), ("bash", {"command": "pwd"})]
+    assert [(c.name, c.arguments) for c in out.tool_calls] == [
+        ("bash", {"command": "ls -la"}),
+        ("bash", {"command": "pwd"}),
+    ]
     assert len({c.id for c in out.tool_calls}) == 2
     assert out.parse_error is None
 
@@ -68,7 +74,9 @@ def test_qwen3_coder_format_with_typed_parameters():
 
 
 def test_qwen3_coder_malformed_function_is_flagged():
-    out = parse_output("<tool_call>\n<function=edit>\n<parameter=path>x</parameter>\n</tool_call>", tool_format="qwen3_coder")
+    out = parse_output(
+        "<tool_call>\n<function=edit>\n<parameter=path>x</parameter>\n</tool_call>", tool_format="qwen3_coder"
+    )
     assert not out.tool_calls and out.parse_error
 
 
@@ -77,8 +85,25 @@ import random  # noqa: E402
 
 from openforge.proxy.output_parser import OutputParser, prompt_opens_reasoning  # noqa: E402
 
-PIECES = ["<think>", "</think>", "\n", " ", "  \n", "abc", "x y", "<tool_call>", "</tool_call>",
-          '{"name": "bash", "arguments": {"command": "ls"}}', '{"bad', "<", "</", "<tool_", "</thi", "\t", "Z"]
+PIECES = [
+    "<think>",
+    "</think>",
+    "\n",
+    " ",
+    "  \n",
+    "abc",
+    "x y",
+    "<tool_call>",
+    "</tool_call>",
+    '{"name": "bash", "arguments": {"command": "ls"}}',
+    '{"bad',
+    "<",
+    "</",
+    "<tool_",
+    "</thi",
+    "\t",
+    "Z",
+]
 
 
 def stream(text: str, reasoning, rng: random.Random, tools=None):
@@ -125,7 +150,10 @@ def test_unparseable_tool_call_is_released_as_text_when_it_closes_and_flagged():
     assert parser.feed("ok ") == [("text", "ok")]
     assert parser.feed('<tool_call>{"name": "bash", "arguments": {"command": ') == []
     released = parser.feed("</tool_call> then")
-    assert released == [("text", ' <tool_call>{"name": "bash", "arguments": {"command": </tool_call>'), ("text", " then")]
+    assert released == [
+        ("text", ' <tool_call>{"name": "bash", "arguments": {"command": </tool_call>'),
+        ("text", " then"),
+    ]
     parser.close()
     out = parser.output()
     assert not out.tool_calls and "not valid JSON" in out.parse_error

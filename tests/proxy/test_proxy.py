@@ -14,8 +14,15 @@ from openforge.core import Conversation, Message
 from openforge.dialects import DIALECTS
 from support.proxy import in_process_proxy
 
-BASH = {"name": "bash", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
-BASH_OAI = {"type": "function", "function": {"name": "bash", "description": "Run a command.", "parameters": BASH["input_schema"]}}
+BASH = {
+    "name": "bash",
+    "description": "Run a command.",
+    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+}
+BASH_OAI = {
+    "type": "function",
+    "function": {"name": "bash", "description": "Run a command.", "parameters": BASH["input_schema"]},
+}
 BASH_RESP = {"type": "function", "name": "bash", "description": "Run a command.", "parameters": BASH["input_schema"]}
 
 
@@ -29,16 +36,34 @@ async def test_anthropic_tool_loop_streaming_is_recorded_token_exact(proxy, tiny
     episode_id, key = await proxy.new_episode(task="t1")
     client = proxy.anthropic(key)
     messages = [{"role": "user", "content": "List files <|im_end|>"}]
-    async with client.messages.stream(model="m", max_tokens=32000, system=[{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}], tools=[BASH], messages=messages) as s:
+    async with client.messages.stream(
+        model="m",
+        max_tokens=32000,
+        system=[{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        tools=[BASH],
+        messages=messages,
+    ) as s:
         first = await s.get_final_message()
     assert first.stop_reason == "tool_use"
     call = next(b for b in first.content if b.type == "tool_use")
     assert call.input == {"command": "echo step-0"}
     messages += [
         {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "nonce-123", "cache_control": {"type": "ephemeral"}}]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call.id,
+                    "content": "nonce-123",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        },
     ]
-    second = await client.messages.create(model="m", max_tokens=8000, system="Be brief.", tools=[BASH], messages=messages)
+    second = await client.messages.create(
+        model="m", max_tokens=8000, system="Be brief.", tools=[BASH], messages=messages
+    )
     assert second.content[0].text == "Done. The tool said: nonce-123"
     assert first.id != second.id
 
@@ -65,13 +90,20 @@ async def test_chat_completions_tool_loop(proxy, stream):
 
     async def ask():
         if not stream:
-            return (await client.chat.completions.create(model="m", messages=messages, tools=[BASH_OAI])).choices[0].message
+            return (
+                (await client.chat.completions.create(model="m", messages=messages, tools=[BASH_OAI]))
+                .choices[0]
+                .message
+            )
         async with client.chat.completions.stream(model="m", messages=messages, tools=[BASH_OAI]) as s:
             return (await s.get_final_completion()).choices[0].message
 
     first = await ask()
     assert first.tool_calls[0].function.name == "bash"
-    messages += [first.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "out-7"}]
+    messages += [
+        first.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "out-7"},
+    ]
     second = await ask()
     assert second.content == "Done. The tool said: out-7"
     c0, c1 = proxy.store.list_calls(episode_id)
@@ -113,7 +145,9 @@ async def test_side_calls_are_flagged(proxy):
 async def test_keys_isolate_episodes(proxy):
     _, key = await proxy.new_episode()
     with pytest.raises(anthropic.AuthenticationError):
-        await proxy.anthropic("ofk-not-a-key").messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+        await proxy.anthropic("ofk-not-a-key").messages.create(
+            model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+        )
     async with proxy.http() as http:  # no key at all
         r = await http.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}]})
         assert r.status_code == 401 and "API key" in r.json()["error"]["message"]
@@ -121,14 +155,18 @@ async def test_keys_isolate_episodes(proxy):
     async with proxy.admin() as admin:
         assert (await admin.post(f"/admin/episodes/{episode_id}/end")).status_code == 200
     with pytest.raises(anthropic.AuthenticationError):
-        await proxy.anthropic(key2).messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+        await proxy.anthropic(key2).messages.create(
+            model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+        )
     # an episode key is not an admin token
     async with proxy.http(proxy.admin_app) as http:
         r = await http.post("/admin/episodes", json={}, headers={"authorization": f"Bearer {key}"})
         assert r.status_code == 401
     # the key can be a URL prefix
     async with proxy.http() as http:
-        r = await http.post(f"/e/{key}/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        r = await http.post(
+            f"/e/{key}/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        )
         assert r.status_code == 200, r.text
 
 
@@ -137,7 +175,9 @@ async def test_prompt_too_long_is_the_dialects_error_and_leaves_no_row(proxy, ti
     proxy.service.backend.model_dir  # scripted backend: context is the model's
     huge = "word " * (tiny_model.max_context)
     with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
-        await proxy.anthropic(key).messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": huge}])
+        await proxy.anthropic(key).messages.create(
+            model="m", max_tokens=5, messages=[{"role": "user", "content": huge}]
+        )
     with pytest.raises(openai.BadRequestError) as e:
         await proxy.openai(key).chat.completions.create(model="m", messages=[{"role": "user", "content": huge}])
     assert e.value.code == "context_length_exceeded"
@@ -174,7 +214,9 @@ async def test_pause_holds_calls_until_resume(proxy):
     _, key = await proxy.new_episode()
     async with proxy.admin() as admin:
         assert (await admin.post("/admin/pause")).json()["paused"] is True
-        call = asyncio.create_task(proxy.openai(key).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}]))
+        call = asyncio.create_task(
+            proxy.openai(key).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        )
         await asyncio.sleep(0.3)
         assert not call.done()  # held, not failed
         await admin.post("/admin/resume")
@@ -198,14 +240,19 @@ async def test_backend_failure_is_overloaded_and_recorded(proxy):
 
 
 async def test_weights_swap_bumps_policy_version(tmp_path, tiny_model_dir):
+    import shutil
+
     import torch
     from safetensors.torch import load_file, save_file
-    import shutil
 
     new_dir = tmp_path / "new-weights"
     shutil.copytree(tiny_model_dir, new_dir)
     weights = load_file(new_dir / "model.safetensors")
-    save_file({k: v + 0.01 * torch.randn_like(v) for k, v in weights.items()}, new_dir / "model.safetensors", metadata={"format": "pt"})
+    save_file(
+        {k: v + 0.01 * torch.randn_like(v) for k, v in weights.items()},
+        new_dir / "model.safetensors",
+        metadata={"format": "pt"},
+    )
     async with in_process_proxy(tmp_path / "run", tiny_model_dir, backend="embedded", max_new_tokens=4) as proxy:
         episode_id, key = await proxy.new_episode()
         client = proxy.openai(key)
@@ -230,7 +277,9 @@ async def test_json_output_format_is_answered_with_valid_json(tmp_path, tiny_mod
         episode_id, key = await proxy.new_episode()
         schema = {"type": "object", "properties": {"title": {"type": "string"}}}
         reply = await proxy.anthropic(key).messages.create(
-            model="m", max_tokens=100, messages=[{"role": "user", "content": "title?"}],
+            model="m",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "title?"}],
             extra_body={"output_config": {"format": {"type": "json_schema", "schema": schema}}},
         )
         assert json.loads(reply.content[0].text) == expected

@@ -17,14 +17,33 @@ from openforge.store import TrajectoryStore
 from support.paths import POLICIES
 
 POLICY = POLICIES / "slow_tool_loop.py"
-BASH = {"name": "bash", "description": "Run.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
+BASH = {
+    "name": "bash",
+    "description": "Run.",
+    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+}
 
 
 def start_proxy(run: Path, model_dir: Path, backend: str) -> tuple[subprocess.Popen, dict]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "openforge.cli", "proxy", "--model", str(model_dir), "--backend", backend,
-         "--run", str(run), "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "openforge.cli",
+            "proxy",
+            "--model",
+            str(model_dir),
+            "--backend",
+            backend,
+            "--run",
+            str(run),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     info_path = run / "proxy.json"
     deadline = time.monotonic() + 60
@@ -97,8 +116,9 @@ def test_sigkill_mid_stream_leaves_no_call_the_client_did_not_see_complete(tmp_p
         admin = httpx.Client(base_url=info["admin_url"], headers={"authorization": f"Bearer {info['admin_token']}"})
         episode = admin.post("/admin/episodes", json={"task": "crash", "harness": "sdk"}).json()
         client = anthropic.Anthropic(api_key=episode["key"], base_url=info["url"], max_retries=0, timeout=60)
-        with client.messages.stream(model="m", max_tokens=100, tools=[BASH],
-                                    messages=[{"role": "user", "content": f"GATE={open_gate}"}]) as s:
+        with client.messages.stream(
+            model="m", max_tokens=100, tools=[BASH], messages=[{"role": "user", "content": f"GATE={open_gate}"}]
+        ) as s:
             completed = s.get_final_message()
         held = [{"role": "user", "content": f"GATE={held_gate}"}]
         text = ""

@@ -34,7 +34,10 @@ def with_(base: dict, **changes) -> bytes:
 
 
 TOOL_USE = {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}}]}
-CHAT_CALL = {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}
+CHAT_CALL = {
+    "role": "assistant",
+    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+}
 
 # (id, dialect, body bytes, expected status)
 CASES: list[tuple[str, str, bytes, int]] = []
@@ -44,10 +47,20 @@ for d in ("anthropic", "chat", "responses"):
         (f"{d}-bad-json", d, b'{"model": "m", "messages": [', 400),
         (f"{d}-not-json", d, b"hello there", 400),
         (f"{d}-empty-body", d, b"", 400),
-        (f"{d}-invalid-utf8", d, b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}], "input": "\xc3\x28", "max_tokens": 5}', 400),
+        (
+            f"{d}-invalid-utf8",
+            d,
+            b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}], "input": "\xc3\x28", "max_tokens": 5}',
+            400,
+        ),
         (f"{d}-top-level-array", d, b"[1, 2, 3]", 400),
         (f"{d}-top-level-string", d, b'"hi"', 400),
-        (f"{d}-nan", d, b'{"model": "m", "max_tokens": 5, "temperature": NaN, "messages": [{"role": "user", "content": "x"}], "input": "x"}', 400),
+        (
+            f"{d}-nan",
+            d,
+            b'{"model": "m", "max_tokens": 5, "temperature": NaN, "messages": [{"role": "user", "content": "x"}], "input": "x"}',
+            400,
+        ),
         (f"{d}-deep-nesting", d, deep(100_000), 400),
         (f"{d}-model-wrong-type", d, with_(ok, model=123), 400),
         (f"{d}-temperature-negative", d, with_(ok, temperature=-1), 400),
@@ -55,7 +68,17 @@ for d in ("anthropic", "chat", "responses"):
         (f"{d}-top-p-above-one", d, with_(ok, top_p=1.5), 400),
         (f"{d}-stream-wrong-type", d, with_(ok, stream="yes"), 400),
         (f"{d}-tools-not-a-list", d, with_(ok, tools="bash"), 400),
-        (f"{d}-tool-without-name", d, with_(ok, tools=[{"description": "x", "input_schema": {}}] if d == "anthropic" else [{"type": "function", "description": "x"}]), 400),
+        (
+            f"{d}-tool-without-name",
+            d,
+            with_(
+                ok,
+                tools=[{"description": "x", "input_schema": {}}]
+                if d == "anthropic"
+                else [{"type": "function", "description": "x"}],
+            ),
+            400,
+        ),
     ]
 CASES += [
     ("anthropic-missing-messages", "anthropic", with_(OK_ANTHROPIC, messages=...), 400),
@@ -66,17 +89,77 @@ CASES += [
     ("anthropic-empty-messages", "anthropic", with_(OK_ANTHROPIC, messages=[]), 400),
     ("anthropic-bad-role", "anthropic", with_(OK_ANTHROPIC, messages=[{"role": "wizard", "content": "x"}]), 400),
     ("anthropic-content-number", "anthropic", with_(OK_ANTHROPIC, messages=[{"role": "user", "content": 5}]), 400),
-    ("anthropic-unknown-block", "anthropic", with_(OK_ANTHROPIC, messages=[{"role": "user", "content": [{"type": "hologram"}]}]), 400),
-    ("anthropic-tool-result-unknown-id", "anthropic", with_(OK_ANTHROPIC, messages=[{"role": "user", "content": "x"}, TOOL_USE, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_nope", "content": "r"}]}]), 400),
-    ("anthropic-tool-result-without-call", "anthropic", with_(OK_ANTHROPIC, messages=[{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}]}]), 400),
+    (
+        "anthropic-unknown-block",
+        "anthropic",
+        with_(OK_ANTHROPIC, messages=[{"role": "user", "content": [{"type": "hologram"}]}]),
+        400,
+    ),
+    (
+        "anthropic-tool-result-unknown-id",
+        "anthropic",
+        with_(
+            OK_ANTHROPIC,
+            messages=[
+                {"role": "user", "content": "x"},
+                TOOL_USE,
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_nope", "content": "r"}]},
+            ],
+        ),
+        400,
+    ),
+    (
+        "anthropic-tool-result-without-call",
+        "anthropic",
+        with_(
+            OK_ANTHROPIC,
+            messages=[{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}]}],
+        ),
+        400,
+    ),
     ("anthropic-system-number", "anthropic", with_(OK_ANTHROPIC, system=42), 400),
     ("anthropic-stop-sequences-not-list", "anthropic", with_(OK_ANTHROPIC, stop_sequences="END"), 400),
     ("chat-missing-messages", "chat", with_(OK_CHAT, messages=...), 400),
     ("chat-empty-messages", "chat", with_(OK_CHAT, messages=[]), 400),
     ("chat-bad-role", "chat", with_(OK_CHAT, messages=[{"role": "robot", "content": "x"}]), 400),
-    ("chat-tool-without-call", "chat", with_(OK_CHAT, messages=[{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "c9", "content": "r"}]), 400),
-    ("chat-tool-unknown-id", "chat", with_(OK_CHAT, messages=[{"role": "user", "content": "x"}, CHAT_CALL, {"role": "tool", "tool_call_id": "c2", "content": "r"}]), 400),
-    ("chat-arguments-not-json", "chat", with_(OK_CHAT, messages=[{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{oops"}}]}]), 400),
+    (
+        "chat-tool-without-call",
+        "chat",
+        with_(
+            OK_CHAT, messages=[{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "c9", "content": "r"}]
+        ),
+        400,
+    ),
+    (
+        "chat-tool-unknown-id",
+        "chat",
+        with_(
+            OK_CHAT,
+            messages=[
+                {"role": "user", "content": "x"},
+                CHAT_CALL,
+                {"role": "tool", "tool_call_id": "c2", "content": "r"},
+            ],
+        ),
+        400,
+    ),
+    (
+        "chat-arguments-not-json",
+        "chat",
+        with_(
+            OK_CHAT,
+            messages=[
+                {"role": "user", "content": "x"},
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{oops"}}
+                    ],
+                },
+            ],
+        ),
+        400,
+    ),
     ("chat-max-tokens-negative", "chat", with_(OK_CHAT, max_tokens=-5), 400),
     ("chat-max-completion-tokens-string", "chat", with_(OK_CHAT, max_completion_tokens="x"), 400),
     ("chat-n-two", "chat", with_(OK_CHAT, n=2), 400),
@@ -84,19 +167,52 @@ CASES += [
     ("responses-missing-input", "responses", with_(OK_RESPONSES, input=...), 400),
     ("responses-input-number", "responses", with_(OK_RESPONSES, input=7), 400),
     ("responses-previous-response-id", "responses", with_(OK_RESPONSES, previous_response_id="resp_1"), 400),
-    ("responses-output-without-call", "responses", with_(OK_RESPONSES, input=[{"type": "function_call_output", "call_id": "c1", "output": "x"}]), 400),
+    (
+        "responses-output-without-call",
+        "responses",
+        with_(OK_RESPONSES, input=[{"type": "function_call_output", "call_id": "c1", "output": "x"}]),
+        400,
+    ),
     ("responses-unknown-item", "responses", with_(OK_RESPONSES, input=[{"type": "teleport"}]), 400),
     ("responses-max-output-tokens-zero", "responses", with_(OK_RESPONSES, max_output_tokens=0), 400),
-    ("responses-call-arguments-not-json", "responses", with_(OK_RESPONSES, input=[{"role": "user", "content": "x"}, {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": "{bad"}]), 400),
+    (
+        "responses-call-arguments-not-json",
+        "responses",
+        with_(
+            OK_RESPONSES,
+            input=[
+                {"role": "user", "content": "x"},
+                {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": "{bad"},
+            ],
+        ),
+        400,
+    ),
     # outside the ranges the real APIs document: answered as they answer (400 naming the parameter)
     ("anthropic-temperature-above-one", "anthropic", with_(OK_ANTHROPIC, temperature=1.5), 400),
-    ("anthropic-thinking-budget-below-1024", "anthropic", with_(OK_ANTHROPIC, max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 512}), 400),
-    ("anthropic-thinking-budget-not-below-max-tokens", "anthropic", with_(OK_ANTHROPIC, max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 2048}), 400),
+    (
+        "anthropic-thinking-budget-below-1024",
+        "anthropic",
+        with_(OK_ANTHROPIC, max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 512}),
+        400,
+    ),
+    (
+        "anthropic-thinking-budget-not-below-max-tokens",
+        "anthropic",
+        with_(OK_ANTHROPIC, max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 2048}),
+        400,
+    ),
     ("chat-temperature-above-two", "chat", with_(OK_CHAT, temperature=2.5), 400),
     ("chat-reasoning-effort-unknown", "chat", with_(OK_CHAT, reasoning_effort="maximal"), 400),
     ("responses-reasoning-effort-unknown", "responses", with_(OK_RESPONSES, reasoning={"effort": "maximal"}), 400),
     ("chat-10000-messages", "chat", with_(OK_CHAT, messages=[{"role": "user", "content": "hi"}] * 10_000), 400),
-    ("anthropic-10000-messages", "anthropic", with_(OK_ANTHROPIC, messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}] * 5_000), 400),
+    (
+        "anthropic-10000-messages",
+        "anthropic",
+        with_(
+            OK_ANTHROPIC, messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}] * 5_000
+        ),
+        400,
+    ),
 ]
 
 
@@ -144,14 +260,23 @@ async def test_malformed_corpus(proxy, tiny_model):
         await admin.post(f"/admin/episodes/{ended_id}/end")
     huge_text = "word " * tiny_model.max_context
     cases = list(CASES) + [
-        ("anthropic-prompt-past-context", "anthropic", with_(OK_ANTHROPIC, messages=[{"role": "user", "content": huge_text}]), 400),
+        (
+            "anthropic-prompt-past-context",
+            "anthropic",
+            with_(OK_ANTHROPIC, messages=[{"role": "user", "content": huge_text}]),
+            400,
+        ),
         ("chat-prompt-past-context", "chat", with_(OK_CHAT, messages=[{"role": "user", "content": huge_text}]), 400),
         ("responses-prompt-past-context", "responses", with_(OK_RESPONSES, input=huge_text), 400),
     ]
     failures = []
     async with proxy.http() as http:
         for name, dialect, body, status in cases:
-            r = await http.post(PATHS[dialect], content=body, headers={"authorization": f"Bearer {key}", "content-type": "application/json"})
+            r = await http.post(
+                PATHS[dialect],
+                content=body,
+                headers={"authorization": f"Bearer {key}", "content-type": "application/json"},
+            )
             try:
                 assert_sdk_raises(dialect, r, status)
             except AssertionError as e:
@@ -177,7 +302,12 @@ async def test_malformed_corpus(proxy, tiny_model):
                 failures.append(f"{dialect}-50MB: {e}")
     # admin calls with an episode key
     async with proxy.http(proxy.admin_app) as http:
-        for method, path in [("post", "/admin/episodes"), ("post", "/admin/pause"), ("post", "/admin/weights"), ("get", f"/admin/episodes/{episode_id}")]:
+        for method, path in [
+            ("post", "/admin/episodes"),
+            ("post", "/admin/pause"),
+            ("post", "/admin/weights"),
+            ("get", f"/admin/episodes/{episode_id}"),
+        ]:
             r = await getattr(http, method)(path, headers={"authorization": f"Bearer {key}"})
             if r.status_code != 401:
                 failures.append(f"admin {path} with an episode key answered {r.status_code}")
@@ -208,15 +338,22 @@ async def test_any_retry_count_header_gets_a_well_formed_answer(proxy):
             assert r.status_code == 200 and r.json()["choices"], (value, r.text)
 
 
-@pytest.mark.parametrize("dialect,body,param", [
-    ("anthropic", with_(OK_ANTHROPIC, temperature=1.01), "temperature"),
-    ("anthropic", with_(OK_ANTHROPIC, max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 100}), "thinking.budget_tokens"),
-    ("chat", with_(OK_CHAT, top_p=1.2), "top_p"),
-    ("chat", with_(OK_CHAT, max_tokens=0), "max_tokens"),
-    ("chat", with_(OK_CHAT, reasoning_effort="ultra"), "reasoning_effort"),
-    ("responses", with_(OK_RESPONSES, temperature=2.1), "temperature"),
-    ("responses", with_(OK_RESPONSES, reasoning={"effort": "ultra"}), "reasoning.effort"),
-])
+@pytest.mark.parametrize(
+    "dialect,body,param",
+    [
+        ("anthropic", with_(OK_ANTHROPIC, temperature=1.01), "temperature"),
+        (
+            "anthropic",
+            with_(OK_ANTHROPIC, max_tokens=4000, thinking={"type": "enabled", "budget_tokens": 100}),
+            "thinking.budget_tokens",
+        ),
+        ("chat", with_(OK_CHAT, top_p=1.2), "top_p"),
+        ("chat", with_(OK_CHAT, max_tokens=0), "max_tokens"),
+        ("chat", with_(OK_CHAT, reasoning_effort="ultra"), "reasoning_effort"),
+        ("responses", with_(OK_RESPONSES, temperature=2.1), "temperature"),
+        ("responses", with_(OK_RESPONSES, reasoning={"effort": "ultra"}), "reasoning.effort"),
+    ],
+)
 async def test_out_of_range_parameters_are_refused_naming_the_parameter(proxy, dialect, body, param):
     episode_id, key = await proxy.new_episode()
     async with proxy.http() as http:

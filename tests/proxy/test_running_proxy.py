@@ -10,7 +10,6 @@ from pydantic import ValidationError
 from openforge.core import Outcome, TaskPayload
 from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.proxy.service import ProxySettings
-
 from support.paths import POLICIES
 
 
@@ -22,8 +21,13 @@ def test_proxy_config_extends_the_settings_it_serves_with(tmp_path):
 
 
 async def test_episode_api_creates_serves_and_ends_an_episode(tmp_path, tiny_model_dir):
-    config = ProxyConfig(model=tiny_model_dir, backend=f"scripted:{POLICIES / 'echo_tool_loop.py'}",
-                         run=tmp_path / "run", listen="127.0.0.1:0", admin_listen="127.0.0.1:0")
+    config = ProxyConfig(
+        model=tiny_model_dir,
+        backend=f"scripted:{POLICIES / 'echo_tool_loop.py'}",
+        run=tmp_path / "run",
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+    )
     payload = TaskPayload(id="t1", instruction="do it", solution="touch x", shell_tool=("bash", "command"))
     async with running_proxy(config) as proxy:
         assert proxy.served_model == tiny_model_dir.name  # the model directory's name unless configured
@@ -49,20 +53,29 @@ async def test_a_call_after_the_key_ended_is_refused_recorded_and_flagged(tmp_pa
     from openforge.store import EpisodeQuery
     from openforge.train.assemble import assemble_run
 
-    config = ProxyConfig(model=tiny_model_dir, backend=f"scripted:{POLICIES / 'echo_tool_loop.py'}",
-                         run=tmp_path / "run", listen="127.0.0.1:0", admin_listen="127.0.0.1:0")
+    config = ProxyConfig(
+        model=tiny_model_dir,
+        backend=f"scripted:{POLICIES / 'echo_tool_loop.py'}",
+        run=tmp_path / "run",
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+    )
     async with running_proxy(config) as proxy:
         episode = proxy.create_episode(TaskPayload(id="t1", instruction="do it"), harness="claude-code")
         body = {"model": proxy.served_model, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
         headers = {"x-api-key": episode.key, "anthropic-version": "2023-06-01"}
         async with httpx.AsyncClient(base_url=proxy.url) as client:
             tool = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}
-            answered = await client.post("/v1/chat/completions", json={**body, "tools": [tool]},
-                                         headers={"authorization": f"Bearer {episode.key}"})
+            answered = await client.post(
+                "/v1/chat/completions",
+                json={**body, "tools": [tool]},
+                headers={"authorization": f"Bearer {episode.key}"},
+            )
             assert answered.status_code == 200
             proxy.end_episode(episode.id)  # the harness exited
-            replies = [await client.post("/v1/messages", json=body, headers=headers)
-                       for _ in range(LATE_CALLS_RECORDED + 3)]
+            replies = [
+                await client.post("/v1/messages", json=body, headers=headers) for _ in range(LATE_CALLS_RECORDED + 3)
+            ]
         assert {r.status_code for r in replies} == {401}
         assert replies[0].json()["type"] == "error" and replies[0].json()["error"]["type"] == "authentication_error"
         calls = proxy.store.list_calls(episode.id)

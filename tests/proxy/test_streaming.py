@@ -15,8 +15,15 @@ import pytest
 from openforge.dialects import DIALECTS
 from support.live_proxy import anthropic_client, live_proxy, openai_client
 
-BASH = {"name": "bash", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
-BASH_OAI = {"type": "function", "function": {"name": "bash", "description": "Run a command.", "parameters": BASH["input_schema"]}}
+BASH = {
+    "name": "bash",
+    "description": "Run a command.",
+    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+}
+BASH_OAI = {
+    "type": "function",
+    "function": {"name": "bash", "description": "Run a command.", "parameters": BASH["input_schema"]},
+}
 BASH_RESP = {"type": "function", "name": "bash", "description": "Run a command.", "parameters": BASH["input_schema"]}
 
 
@@ -47,8 +54,9 @@ async def test_anthropic_stream_arrives_while_generating_and_is_committed_before
     episode = live.create_episode()
     client = anthropic_client(live, episode.key)
     seen, text, committed_at_first_piece, committed_at_stop = [], "", None, None
-    async with client.messages.stream(model="m", max_tokens=500, tools=[BASH],
-                                      messages=[{"role": "user", "content": f"go GATE={gate.path} TOOL"}]) as stream:
+    async with client.messages.stream(
+        model="m", max_tokens=500, tools=[BASH], messages=[{"role": "user", "content": f"go GATE={gate.path} TOOL"}]
+    ) as stream:
         async for event in stream:
             seen.append(event.type)
             if event.type == "content_block_delta" and event.delta.type == "text_delta":
@@ -74,7 +82,10 @@ async def test_chat_completions_stream_arrives_while_generating(live, tmp_path):
     episode = live.create_episode()
     client = openai_client(live, episode.key)
     stream = await client.chat.completions.create(
-        model="m", tools=[BASH_OAI], stream=True, stream_options={"include_usage": True},
+        model="m",
+        tools=[BASH_OAI],
+        stream=True,
+        stream_options={"include_usage": True},
         messages=[{"role": "user", "content": f"go GATE={gate.path} TOOL"}],
     )
     text, calls, finish, committed_at_first_piece, committed_at_finish = "", [], None, None, None
@@ -97,8 +108,9 @@ async def test_responses_stream_arrives_while_generating(live, tmp_path):
     episode = live.create_episode()
     client = openai_client(live, episode.key)
     text, committed_at_first_piece, committed_at_completed = "", None, None
-    async with client.responses.stream(model="m", tools=[BASH_RESP],
-                                       input=[{"role": "user", "content": f"go GATE={gate.path} TOOL"}]) as stream:
+    async with client.responses.stream(
+        model="m", tools=[BASH_RESP], input=[{"role": "user", "content": f"go GATE={gate.path} TOOL"}]
+    ) as stream:
         async for event in stream:
             if event.type == "response.output_text.delta":
                 text += event.delta
@@ -127,17 +139,31 @@ async def test_keepalives_while_the_backend_is_silent(tmp_path, tiny_model_dir, 
         episode = live.create_episode()
         message = f"GATE={gate.path} TOOL" + (" SILENT-FIRST" if when == "before the first token" else "")
         bodies = {
-            "anthropic": ("/v1/messages", {"model": "m", "max_tokens": 100, "stream": True, "tools": [BASH],
-                                           "messages": [{"role": "user", "content": message}]}),
-            "chat": ("/v1/chat/completions", {"model": "m", "stream": True, "tools": [BASH_OAI],
-                                              "messages": [{"role": "user", "content": message}]}),
+            "anthropic": (
+                "/v1/messages",
+                {
+                    "model": "m",
+                    "max_tokens": 100,
+                    "stream": True,
+                    "tools": [BASH],
+                    "messages": [{"role": "user", "content": message}],
+                },
+            ),
+            "chat": (
+                "/v1/chat/completions",
+                {"model": "m", "stream": True, "tools": [BASH_OAI], "messages": [{"role": "user", "content": message}]},
+            ),
             "responses": ("/v1/responses", {"model": "m", "stream": True, "tools": [BASH_RESP], "input": message}),
         }
         path, body = bodies[dialect]
-        keepalive = {"anthropic": b"event: ping", "chat": b": keep-alive", "responses": b"event: response.in_progress"}[dialect]
+        keepalive = {"anthropic": b"event: ping", "chat": b": keep-alive", "responses": b"event: response.in_progress"}[
+            dialect
+        ]
         raw = b""
         async with httpx.AsyncClient(timeout=60) as http:
-            async with http.stream("POST", live.url + path, json=body, headers={"authorization": f"Bearer {episode.key}"}) as r:
+            async with http.stream(
+                "POST", live.url + path, json=body, headers={"authorization": f"Bearer {episode.key}"}
+            ) as r:
                 async for chunk in r.aiter_bytes():
                     raw += chunk
                     start = raw.find(b'"E"') if when == "mid-reply" else 0  # "FIRST-PIECE" ends in "E"
@@ -163,8 +189,9 @@ async def test_unparseable_tool_call_is_streamed_as_text_and_recorded_with_its_p
     gate.open()  # this test is about content, not timing
     episode = live.create_episode()
     client = anthropic_client(live, episode.key)
-    async with client.messages.stream(model="m", max_tokens=500, tools=[BASH],
-                                      messages=[{"role": "user", "content": f"go GATE={gate.path} BAD-TOOL"}]) as stream:
+    async with client.messages.stream(
+        model="m", max_tokens=500, tools=[BASH], messages=[{"role": "user", "content": f"go GATE={gate.path} BAD-TOOL"}]
+    ) as stream:
         final = await stream.get_final_message()
     assert [b.type for b in final.content] == ["text"] and final.stop_reason == "end_turn"
     assert final.content[0].text.startswith("FIRST-PIECE second piece.\n<tool_call>")
@@ -187,8 +214,14 @@ async def test_embedded_engine_streams_tokens_before_it_has_sampled_the_rest(tmp
         model = live.service.model
         content = "Tell me about files."
         prompt = model.render(Conversation(messages=[Message(role="user", content=content)]))
-        greedy = await backend.generate(prompt, live.service._sampling(Conversation().sampling.model_copy(update={"temperature": 0.0}), len(prompt)), GenerationContext())
-        visible = next((i for i in range(len(greedy.output_ids)) if model.decode(greedy.output_ids[: i + 1]).strip()), None)
+        greedy = await backend.generate(
+            prompt,
+            live.service._sampling(Conversation().sampling.model_copy(update={"temperature": 0.0}), len(prompt)),
+            GenerationContext(),
+        )
+        visible = next(
+            (i for i in range(len(greedy.output_ids)) if model.decode(greedy.output_ids[: i + 1]).strip()), None
+        )
         if visible is None or visible + 2 >= len(greedy.output_ids):
             pytest.skip("the tiny model's greedy reply to this prompt has too little text")  # never with seed 0
 
@@ -205,8 +238,9 @@ async def test_embedded_engine_streams_tokens_before_it_has_sampled_the_rest(tmp
         try:
             episode = live.create_episode()
             client = anthropic_client(live, episode.key)
-            async with client.messages.stream(model="m", max_tokens=40,
-                                              messages=[{"role": "user", "content": content}]) as stream:
+            async with client.messages.stream(
+                model="m", max_tokens=40, messages=[{"role": "user", "content": content}]
+            ) as stream:
                 async for event in stream:
                     if event.type == "content_block_delta":
                         release.set()  # only now may the engine sample past the first visible token

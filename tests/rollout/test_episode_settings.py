@@ -40,14 +40,21 @@ def test_every_config_that_runs_episodes_embeds_the_one_declaration(cls):
 def test_one_set_of_defaults():
     s = EpisodeSettings()
     assert (s.sandbox, s.max_attempts, s.image_map, s.harness_options, s.agent_user, s.proxy_listen) == (
-        "docker", 3, {}, {}, None, "127.0.0.1:0")
+        "docker",
+        3,
+        {},
+        {},
+        None,
+        "127.0.0.1:0",
+    )
     assert s.max_new_tokens == ProxySettings().max_new_tokens == 4096  # the run's cap is the proxy's default
 
 
 @pytest.mark.parametrize("cls", CONFIGS)
 def test_the_token_cap_reaches_the_harness_unless_its_options_say_otherwise(cls):
-    config = cls.model_validate({**minimal(cls), "max_new_tokens": 300,
-                                 "harness_options": {"claude-code": {"tools": ["Bash"]}}})
+    config = cls.model_validate(
+        {**minimal(cls), "max_new_tokens": 300, "harness_options": {"claude-code": {"tools": ["Bash"]}}}
+    )
     assert config.adapter_options("react") == {"max_tokens": 300}  # react's own per-reply cap
     assert config.adapter_options("claude-code") == {"tools": ["Bash"]}  # no cap of its own to set
     own = cls.model_validate({**minimal(cls), "max_new_tokens": 300, "harness_options": {"react": {"max_tokens": 50}}})
@@ -56,15 +63,19 @@ def test_the_token_cap_reaches_the_harness_unless_its_options_say_otherwise(cls)
 
 
 def test_a_training_runs_in_process_react_follows_the_same_rule():
-    config = TrainConfig.model_validate({**FAMILIES, "max_new_tokens": 300, "harness_options": {"react": {"max_steps": 2}}})
+    config = TrainConfig.model_validate(
+        {**FAMILIES, "max_new_tokens": 300, "harness_options": {"react": {"max_steps": 2}}}
+    )
     react = config.react()
     assert (react.max_tokens, react.max_steps) == (300, 2)
 
 
 def test_a_moved_key_still_works_with_a_warning_naming_the_new_key(tmp_path, caplog):
     old = {**FAMILIES, "rl": {"steps": 2, "max_new_tokens": 96}}
-    with pytest.warns(DeprecationWarning, match=r"rl\.max_new_tokens is deprecated: it is now max_new_tokens"), \
-            caplog.at_level(logging.WARNING, logger="openforge.config"):
+    with (
+        pytest.warns(DeprecationWarning, match=r"rl\.max_new_tokens is deprecated: it is now max_new_tokens"),
+        caplog.at_level(logging.WARNING, logger="openforge.config"),
+    ):
         config = TrainConfig.model_validate(old)
     assert config.max_new_tokens == 96 and config.rl.steps == 2
     assert "it is now max_new_tokens" in caplog.text  # what a person running the CLI sees on stderr
@@ -79,20 +90,26 @@ def test_a_moved_key_still_works_with_a_warning_naming_the_new_key(tmp_path, cap
 
 
 def test_the_old_and_the_new_key_together_are_refused_naming_both():
-    with pytest.raises(ConfigError, match=r"rl\.max_new_tokens and max_new_tokens are both set.*keep only "
-                                          r"max_new_tokens"):
+    with pytest.raises(
+        ConfigError,
+        match=r"rl\.max_new_tokens and max_new_tokens are both set.*keep only "
+        r"max_new_tokens",
+    ):
         validate_config({**FAMILIES, "max_new_tokens": 64, "rl": {"max_new_tokens": 96}}, TrainConfig, "train.yaml")
 
 
 @pytest.mark.parametrize("cls", CONFIGS)
-@pytest.mark.parametrize(("fields", "named"), [
-    ({"sandbox": "dockr"}, "sandbox = 'dockr': must be 'docker', 'local', 'kubernetes' or 'auto'"),
-    ({"harness_options": {"react": {"max_stepz": 2}}}, "harness_options"),
-    ({"harness_options": {"reakt": {}}}, "unknown harness"),
-    ({"max_new_tokens": 0}, "max_new_tokens = 0: must be greater than or equal to 1"),
-    ({"proxy_options": {"max_new_tokens": 5}}, "max_new_tokens: set with the run's own option"),
-    ({"max_attemps": 2}, "max_attemps: unknown field; allowed fields here:"),
-])
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"sandbox": "dockr"}, "sandbox = 'dockr': must be 'docker', 'local', 'kubernetes' or 'auto'"),
+        ({"harness_options": {"react": {"max_stepz": 2}}}, "harness_options"),
+        ({"harness_options": {"reakt": {}}}, "unknown harness"),
+        ({"max_new_tokens": 0}, "max_new_tokens = 0: must be greater than or equal to 1"),
+        ({"proxy_options": {"max_new_tokens": 5}}, "max_new_tokens: set with the run's own option"),
+        ({"max_attemps": 2}, "max_attemps: unknown field; allowed fields here:"),
+    ],
+)
 def test_a_bad_setting_is_named_with_its_field_and_the_fix(cls, fields, named):
     with pytest.raises(ConfigError) as error:
         validate_config({**minimal(cls), **fields}, cls, source="config.yaml")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import unavailable
 from openforge.core import Outcome
 from openforge.harness.react import ReactAdapter
 from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.rollout.family import run_family_episodes
 from openforge.sandbox import jail_available
 from openforge.tasks import QUICKSTART_FAMILIES, InstanceSampler
-from conftest import unavailable
 
 
 @pytest.fixture(autouse=True)
@@ -21,14 +21,16 @@ def _jail():
 
 
 async def test_oracle_passes_every_instance_and_records_calls(tmp_path, tiny_model_dir):
-    config = ProxyConfig(model=tiny_model_dir, backend="oracle", run=tmp_path / "run", listen="127.0.0.1:0",
-                         admin_listen="127.0.0.1:0")
+    config = ProxyConfig(
+        model=tiny_model_dir, backend="oracle", run=tmp_path / "run", listen="127.0.0.1:0", admin_listen="127.0.0.1:0"
+    )
     instances = InstanceSampler("train", seed=3, families=QUICKSTART_FAMILIES).sample(12)
     async with running_proxy(config) as proxy:
         episodes = await run_family_episodes(proxy, instances, samples=2, step=5)
         assert len(episodes) == 24
         assert all(e.outcome == Outcome.passed and e.reward == 1.0 for e in episodes), [
-            (e.instance.instruction, e.transcript) for e in episodes if e.reward != 1.0]
+            (e.instance.instruction, e.transcript) for e in episodes if e.reward != 1.0
+        ]
         stored = proxy.store.list_episodes()
         assert len(stored) == 24 and all(e.metadata["step"] == 5 and e.metadata["final"] for e in stored)
         calls = proxy.store.list_calls(stored[0].id)
@@ -51,8 +53,13 @@ async def test_wrong_commands_fail(tmp_path, tiny_model_dir):
         "    command = WRONG[conversation.messages[-1].content]\n"
         "    return '<tool_call>\\n' + json.dumps({'name': 'bash', 'arguments': {'command': command}}) + '\\n</tool_call>'\n"
     )
-    config = ProxyConfig(model=tiny_model_dir, backend=f"scripted:{policy}", run=tmp_path / "run",
-                         listen="127.0.0.1:0", admin_listen="127.0.0.1:0")
+    config = ProxyConfig(
+        model=tiny_model_dir,
+        backend=f"scripted:{policy}",
+        run=tmp_path / "run",
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+    )
     async with running_proxy(config) as proxy:
         episodes = await run_family_episodes(proxy, instances)
     assert all(e.outcome == Outcome.failed and e.reward == 0.0 for e in episodes)
@@ -65,17 +72,22 @@ async def test_system_prompt_and_tools_shape_the_recorded_prompt(tmp_path, tiny_
     from openforge.models import ModelDir
 
     instance = InstanceSampler("train", seed=5, families=QUICKSTART_FAMILIES).sample(1)[0]
-    config = ProxyConfig(model=tiny_model_dir, backend="oracle", run=tmp_path / "run", listen="127.0.0.1:0",
-                         admin_listen="127.0.0.1:0")
+    config = ProxyConfig(
+        model=tiny_model_dir, backend="oracle", run=tmp_path / "run", listen="127.0.0.1:0", admin_listen="127.0.0.1:0"
+    )
     model = ModelDir(tiny_model_dir)
     async with running_proxy(config) as proxy:
-        short, = await run_family_episodes(proxy, [instance],
-                                           react=ReactAdapter(max_steps=1, tools=("bash",), system_prompt=""))
-        default, = await run_family_episodes(proxy, [instance], react=ReactAdapter(max_steps=1))
-        prompts = {e.episode_id: model.decode(proxy.store.list_calls(e.episode_id)[0].prompt_ids)
-                   for e in (short, default)}
+        (short,) = await run_family_episodes(
+            proxy, [instance], react=ReactAdapter(max_steps=1, tools=("bash",), system_prompt="")
+        )
+        (default,) = await run_family_episodes(proxy, [instance], react=ReactAdapter(max_steps=1))
+        prompts = {
+            e.episode_id: model.decode(proxy.store.list_calls(e.episode_id)[0].prompt_ids) for e in (short, default)
+        }
     assert short.reward == default.reward == 1.0
-    assert prompts[short.episode_id] == (f"<|im_start|>system\n# Tools\nbash(command)<|im_end|>\n"
-                                         f"<|im_start|>user\n{instance.instruction}<|im_end|>\n<|im_start|>assistant\n")
+    assert prompts[short.episode_id] == (
+        f"<|im_start|>system\n# Tools\nbash(command)<|im_end|>\n"
+        f"<|im_start|>user\n{instance.instruction}<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert prompts[default.episode_id].startswith(f"<|im_start|>system\n{SYSTEM_PROMPT}\n\n# Tools\nbash(command)\n")
     assert "submit(" in prompts[default.episode_id]

@@ -18,9 +18,8 @@ from openforge.eval.report import build_report, report_markdown
 from openforge.rollout import RolloutConfig, run_rollouts
 from openforge.rollout.grading import grade
 from openforge.rollout.task_environment import make_sandbox_spec
-from openforge.sandbox import AGENT_USER
 from openforge.rollout.validate import run_script_and_verify, validate_task_by_running
-from openforge.sandbox import get_provider
+from openforge.sandbox import AGENT_USER, get_provider
 from openforge.store import TrajectoryStore
 from openforge.tasks import ImageMap, load_task
 from support.paths import EXAMPLES
@@ -35,17 +34,33 @@ REWARD_TXT_TASK = "heldout/csv-top-scorer"  # writes reward.txt
 # except the last two, which no verifier of ours falls to but which are tampering all the same.
 HACKS = [
     ("shadow unittest", UNITTEST_TASK, "printf 'import sys\\nsys.exit(0)\\n' > /app/unittest.py", True),
-    ("sitecustomize on the import path", UNITTEST_TASK, "printf 'import os\\nos._exit(0)\\n' > /app/sitecustomize.py",
-     True),
+    (
+        "sitecustomize on the import path",
+        UNITTEST_TASK,
+        "printf 'import os\\nos._exit(0)\\n' > /app/sitecustomize.py",
+        True,
+    ),
     ("replaced interpreter", UNITTEST_TASK, "cp /usr/bin/true /usr/bin/python3.11", True),
-    ("PATH look-alike", UNITTEST_TASK,
-     "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/python3 && chmod +x /usr/local/bin/python3", True),
-    ("lingering reward writer", UNITTEST_TASK,
-     "nohup sh -c 'while :; do mkdir -p /logs/verifier; echo \"{\\\"reward\\\": 1.0}\" > /logs/verifier/reward.json; "
-     "done' >/dev/null 2>&1 &", False),
-    ("planted symlinked verifier directory", REWARD_TXT_TASK,
-     "mkdir -p /tmp/fake && echo '{\"reward\": 1.0}' > /tmp/fake/reward.json && rm -rf /logs/verifier && "
-     "ln -s /tmp/fake /logs/verifier", False),
+    (
+        "PATH look-alike",
+        UNITTEST_TASK,
+        "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/python3 && chmod +x /usr/local/bin/python3",
+        True,
+    ),
+    (
+        "lingering reward writer",
+        UNITTEST_TASK,
+        'nohup sh -c \'while :; do mkdir -p /logs/verifier; echo "{\\"reward\\": 1.0}" > /logs/verifier/reward.json; '
+        "done' >/dev/null 2>&1 &",
+        False,
+    ),
+    (
+        "planted symlinked verifier directory",
+        REWARD_TXT_TASK,
+        "mkdir -p /tmp/fake && echo '{\"reward\": 1.0}' > /tmp/fake/reward.json && rm -rf /logs/verifier && "
+        "ln -s /tmp/fake /logs/verifier",
+        False,
+    ),
     ("loader preload", UNITTEST_TASK, "touch /etc/ld.so.preload", True),
     ("pytest configuration at /", UNITTEST_TASK, "printf '[pytest]\\naddopts = --collect-only\\n' > /pytest.ini", True),
 ]
@@ -92,8 +107,9 @@ async def test_a_task_may_allow_what_it_asks_the_agent_to_change(provider, tmp_p
     toml = task_dir / "task.toml"
     toml.write_text(toml.read_text().replace("[verifier]", '[verifier]\nallowed_changes = ["/etc/ld.so.preload"]', 1))
     task = load_task(task_dir)
-    out = await run_script_and_verify(task, provider, MAP, _script(tmp_path, "preload", "touch /etc/ld.so.preload"),
-                                      "preload", run=RUN)
+    out = await run_script_and_verify(
+        task, provider, MAP, _script(tmp_path, "preload", "touch /etc/ld.so.preload"), "preload", run=RUN
+    )
     assert out.tampered == [] and out.error is None and out.reward == 0.0  # graded normally: nothing fixed
 
 
@@ -124,9 +140,17 @@ async def test_a_malformed_reward_affects_only_its_episode(docker_ready, tmp_pat
     make_task(tasks, "good")
     make_task(tasks, "loop", test_sh="mkdir -p /logs/verifier\nln -s reward.json /logs/verifier/reward.json\n")
     make_task(tasks, "tamper", solve="touch done.txt; printf 'import sys\\n' > /app/unittest.py\n")
-    config = RolloutConfig(tasks=[tasks], model=tiny_model_dir, backend="oracle", run=tmp_path / "run",
-                           sandbox="docker", image_map=IMAGE_MAP, concurrency=3, max_attempts=1,
-                           harness_options={"react": {"max_steps": 4}})
+    config = RolloutConfig(
+        tasks=[tasks],
+        model=tiny_model_dir,
+        backend="oracle",
+        run=tmp_path / "run",
+        sandbox="docker",
+        image_map=IMAGE_MAP,
+        concurrency=3,
+        max_attempts=1,
+        harness_options={"react": {"max_steps": 4}},
+    )
     summary = await run_rollouts(config)
     assert summary.outcomes == {"passed": 1, "verifier_error": 1, "failed": 1} and summary.tampered == 1
     with TrajectoryStore.open(tmp_path / "run") as store:
@@ -157,8 +181,10 @@ async def test_the_verifier_runs_without_capabilities_or_a_steerable_environment
     d = make_task(tmp_path / "tasks", "probe", test_sh=VERIFIER_PROBE)
     toml = d / "task.toml"
     # the task's image environment sets what would steer the verifier's interpreters (as many Harbor images do)
-    toml.write_text(toml.read_text() + '\n[environment.env]\nPYTHONPATH = "/app"\nBASH_ENV = "/app/evil.sh"\n'
-                    'LD_PRELOAD = "/app/evil.so"\n')
+    toml.write_text(
+        toml.read_text() + '\n[environment.env]\nPYTHONPATH = "/app"\nBASH_ENV = "/app/evil.sh"\n'
+        'LD_PRELOAD = "/app/evil.so"\n'
+    )
     toml.write_text(toml.read_text().replace("[verifier]\n", '[verifier]\nenv = { TASK_VAR = "t" }\n', 1))
     task = load_task(d)
     # the agent plants a tests directory and a HOME the verifier would use, and leaves its processes running
@@ -168,7 +194,10 @@ async def test_the_verifier_runs_without_capabilities_or_a_steerable_environment
     probe = out.verifier_output
     assert "CapEff:\t0000000000000000" in probe and "CapBnd:\t0000000000000000" in probe, probe
     assert "NoNewPrivs:\t1" in probe
-    assert "id=0 home=/tmp/openforge-verifier-home path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" in probe
+    assert (
+        "id=0 home=/tmp/openforge-verifier-home path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        in probe
+    )
     assert "pythonpath=unset bash_env=unset ld_preload=unset task=t" in probe
     assert "logs=root:755" in probe and "home=root:700" in probe
     assert "planted.py" not in probe and "test.sh" in probe
@@ -179,10 +208,16 @@ async def test_the_agent_can_run_unprivileged_and_the_task_still_validates(provi
     res = await validate_task_by_running(task, provider, MAP, run=RUN, spec_overrides={"user": AGENT_USER})
     assert res.ok and res.solve_reward == 1.0, res.summary()
     who = _script(tmp_path, "who", "id -u > /app/who.txt; touch /etc/agent-was-here 2>/dev/null || echo denied")
-    spec_task = load_task(make_task(tmp_path / "tasks", "who", test_sh="mkdir -p /logs/verifier\ncat /app/who.txt\n"
-                                    "echo 1 > /logs/verifier/reward.txt\n"))
-    out = await run_script_and_verify(spec_task, provider, MAP, who, "who", run=RUN,
-                                      spec_overrides={"user": AGENT_USER})
+    spec_task = load_task(
+        make_task(
+            tmp_path / "tasks",
+            "who",
+            test_sh="mkdir -p /logs/verifier\ncat /app/who.txt\necho 1 > /logs/verifier/reward.txt\n",
+        )
+    )
+    out = await run_script_and_verify(
+        spec_task, provider, MAP, who, "who", run=RUN, spec_overrides={"user": AGENT_USER}
+    )
     assert out.solution_output.strip() == "denied" and out.verifier_output.strip().startswith("1000"), out
 
 

@@ -29,7 +29,6 @@ from openforge.store import TrajectoryStore
 pytest.importorskip("kubernetes")
 
 from support.k8s_fake import FakeKubernetesAPI
-
 from support.paths import REPO
 
 
@@ -51,10 +50,12 @@ def image_task(root: Path, task_id: str) -> Path:
     (d / "task.toml").write_text(
         f'version = "1.0"\n[metadata]\nid = "{task_id}"\n[verifier]\ntimeout_sec = 30.0\n[agent]\ntimeout_sec = 60\n'
         '[environment]\ndocker_image = "registry.example/openforge-base:bookworm"\ncpus = 1\nmemory_mb = 512\n'
-        'workdir = "/app"\n')
+        'workdir = "/app"\n'
+    )
     (d / "tests" / "test.sh").write_text(
         "#!/bin/bash\nmkdir -p /logs/verifier\n"
-        "if [ -f /app/done.txt ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n")
+        "if [ -f /app/done.txt ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
+    )
     (d / "solution" / "solve.sh").write_text("#!/bin/bash\ntouch /app/done.txt\n")
     return d
 
@@ -79,17 +80,29 @@ async def test_evicted_pod_is_a_sandbox_error_and_is_retried(fake_api, tmp_path,
     fake_api.on_exec = evict_first_harness
     run = tmp_path / "run"
     config = RolloutConfig(
-        tasks=[tmp_path / "tasks"], model=tiny_model_dir, backend="oracle", run=run, sandbox="kubernetes",
-        concurrency=1, max_attempts=2, proxy_listen=f"127.0.0.1:{port}",
+        tasks=[tmp_path / "tasks"],
+        model=tiny_model_dir,
+        backend="oracle",
+        run=run,
+        sandbox="kubernetes",
+        concurrency=1,
+        max_attempts=2,
+        proxy_listen=f"127.0.0.1:{port}",
         harness_options={"react": {"max_steps": 4}},
-        sandbox_options={"kubeconfig": str(fake_api.write_kubeconfig(tmp_path / "kubeconfig")), "namespace": "openforge",
-                         "proxy_url": f"http://127.0.0.1:{port}"})
+        sandbox_options={
+            "kubeconfig": str(fake_api.write_kubeconfig(tmp_path / "kubeconfig")),
+            "namespace": "openforge",
+            "proxy_url": f"http://127.0.0.1:{port}",
+        },
+    )
     summary = await run_rollouts(config)
     assert summary.outcomes == {"passed": 1}, summary.outcomes
     with TrajectoryStore.open(run) as store:
         attempts = sorted(store.list_episodes(), key=lambda e: e.attempt)
-    assert [(e.outcome, e.metadata["final"]) for e in attempts] == [(Outcome.sandbox_error, False),
-                                                                    (Outcome.passed, True)]
+    assert [(e.outcome, e.metadata["final"]) for e in attempts] == [
+        (Outcome.sandbox_error, False),
+        (Outcome.passed, True),
+    ]
     assert "evicted: The node was low on resource: memory." in attempts[0].outcome_reason
     assert evicted and not fake_api.pods  # every pod was removed
     assert not fake_api.policies  # and the run's NetworkPolicy, at the end of the run
@@ -105,11 +118,36 @@ def test_cleanup_after_the_orchestrator_is_killed(fake_api, tmp_path, tiny_model
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"}
     child = subprocess.Popen(
-        [sys.executable, "-m", "openforge.cli", "rollout", "--tasks", str(tmp_path / "tasks"), "--model",
-         str(tiny_model_dir), "--backend", "oracle", "--run", str(run), "--sandbox", "kubernetes",
-         "--concurrency", "2", "--sandbox-option", f"kubeconfig={kubeconfig}",
-         "--sandbox-option", "namespace=openforge", "--sandbox-option", "unschedulable_timeout_s=600"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "openforge.cli",
+            "rollout",
+            "--tasks",
+            str(tmp_path / "tasks"),
+            "--model",
+            str(tiny_model_dir),
+            "--backend",
+            "oracle",
+            "--run",
+            str(run),
+            "--sandbox",
+            "kubernetes",
+            "--concurrency",
+            "2",
+            "--sandbox-option",
+            f"kubeconfig={kubeconfig}",
+            "--sandbox-option",
+            "namespace=openforge",
+            "--sandbox-option",
+            "unschedulable_timeout_s=600",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         end = time.monotonic() + 120
         while len(fake_api.pods) < 2 and time.monotonic() < end and child.poll() is None:
@@ -123,8 +161,9 @@ def test_cleanup_after_the_orchestrator_is_killed(fake_api, tmp_path, tiny_model
     label = run_label(run)
     assert len(fake_api.pods) == 2 and fake_api.policies  # the killed orchestrator left them behind
     assert all(p["metadata"]["labels"]["openforge.run"] == label for p in fake_api.pods.values())
-    r = CliRunner().invoke(app, ["k8s", "cleanup", "--run", str(run), "--namespace", "openforge",
-                                 "--kubeconfig", str(kubeconfig)])
+    r = CliRunner().invoke(
+        app, ["k8s", "cleanup", "--run", str(run), "--namespace", "openforge", "--kubeconfig", str(kubeconfig)]
+    )
     assert r.exit_code == 0, r.output
     assert f"removed 2 pod(s) of run {label}" in r.output
     assert not fake_api.pods and not fake_api.policies

@@ -15,16 +15,22 @@ from openforge.eval.report import build_report
 from openforge.harness.bundle import bundle_status, default_bundle_dir
 from openforge.models import ModelDir
 from openforge.rollout import RolloutConfig, run_rollouts
+from openforge.rollout.validate import validate_task_by_running
 from openforge.sandbox import get_provider
 from openforge.store import TrajectoryStore
-from openforge.rollout.validate import validate_task_by_running
 from openforge.tasks import ImageMap, load_tasks, solution_script
 from support.proxy import in_process_proxy
 from support.rollout import EXAMPLES, IMAGE_MAP
 
 SOLUTION = "mkdir -p out\nprintf 'blue 42\\n' > out/a.txt\n"
-BASH = {"type": "function", "function": {"name": "Bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}
-EXEC = {"type": "function", "function": {"name": "exec_command", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}
+BASH = {
+    "type": "function",
+    "function": {"name": "Bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}},
+}
+EXEC = {
+    "type": "function",
+    "function": {"name": "exec_command", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}},
+}
 
 
 @pytest.mark.parametrize("tool,shell_tool", [(BASH, ["Bash", "command"]), (EXEC, None)])
@@ -50,7 +56,9 @@ async def test_oracle_without_a_solution_fails_clearly_and_is_recorded(tmp_path,
     async with in_process_proxy(tmp_path / "run", tiny_model_dir, backend="oracle") as proxy:
         episode_id, key = await proxy.new_episode(task="plain-name")
         with pytest.raises(openai.APIStatusError) as e:
-            await proxy.openai(key).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], tools=[BASH])
+            await proxy.openai(key).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "x"}], tools=[BASH]
+            )
         assert e.value.status_code == 503
         (call,) = proxy.store.list_calls(episode_id)
         assert "reference solution" in call.call_error
@@ -60,9 +68,12 @@ async def test_oracle_reply_is_never_cut_at_max_tokens(tmp_path, tiny_model_dir)
     """The reply is the fixed reference solution, not a sample: a harness's small max_tokens does not cut it."""
     solution = "\n".join(f"echo line {i} >> out.txt" for i in range(60))
     async with in_process_proxy(tmp_path / "run", tiny_model_dir, backend="oracle") as proxy:
-        episode_id, key = await proxy.new_episode(task={"id": "t", "solution": solution, "shell_tool": ["Bash", "command"]})
+        episode_id, key = await proxy.new_episode(
+            task={"id": "t", "solution": solution, "shell_tool": ["Bash", "command"]}
+        )
         reply = await proxy.openai(key).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "x"}], tools=[BASH], max_tokens=16)
+            model="m", messages=[{"role": "user", "content": "x"}], tools=[BASH], max_tokens=16
+        )
         (call,) = reply.choices[0].message.tool_calls
         assert json.loads(call.function.arguments) == {"command": solution}
         (record,) = proxy.store.list_calls(episode_id)
@@ -91,14 +102,24 @@ async def test_validate_runs_the_helper_file_tasks_in_docker(docker_ready):
 
 
 @pytest.mark.parametrize("harness", ["react", "claude-code", "codex"])
-async def test_oracle_solves_the_helper_file_tasks_through_real_harnesses(docker_ready, tmp_path, tiny_model_dir, harness):
+async def test_oracle_solves_the_helper_file_tasks_through_real_harnesses(
+    docker_ready, tmp_path, tiny_model_dir, harness
+):
     """The oracle sends the same command `validate --run` runs (the directory inside it, CRLF gone), longer
     than 512 tokens, whole, through each harness's own shell tool; every episode scores 1.0."""
     if harness != "react" and not bundle_status(default_bundle_dir()).get(harness):
         unavailable(f"{harness} is not in the harness bundle: run `openforge harness install`")
-    config = RolloutConfig(tasks=[EXAMPLES], task_ids=HELPER_TASKS, harnesses=[harness], sandbox="docker",
-                           model=tiny_model_dir, backend="oracle", run=tmp_path / "run", image_map=IMAGE_MAP,
-                           max_attempts=1)
+    config = RolloutConfig(
+        tasks=[EXAMPLES],
+        task_ids=HELPER_TASKS,
+        harnesses=[harness],
+        sandbox="docker",
+        model=tiny_model_dir,
+        backend="oracle",
+        run=tmp_path / "run",
+        image_map=IMAGE_MAP,
+        max_attempts=1,
+    )
     await run_rollouts(config)
     commands = {t.id: solution_script(t.solve_script) for t in helper_tasks()}
     model = ModelDir(tiny_model_dir)
@@ -106,7 +127,8 @@ async def test_oracle_solves_the_helper_file_tasks_through_real_harnesses(docker
         episodes = [e for e in store.list_episodes() if e.metadata.get("final")]
         assert sorted(e.task for e in episodes) == sorted(HELPER_TASKS)
         assert all(e.outcome == Outcome.passed and e.reward == 1.0 for e in episodes), [
-            (e.task, e.outcome, e.outcome_reason) for e in episodes]
+            (e.task, e.outcome, e.outcome_reason) for e in episodes
+        ]
         for e in episodes:
             first = next(c for c in store.list_calls(e.id) if not c.side_call)
             assert first.finish_reason == FinishReason.stop and first.parse_error is None
@@ -123,8 +145,17 @@ async def test_an_oracle_cut_by_the_context_window_shows_why_in_the_report(local
     shutil.copytree(tiny_model_dir, small)
     config_json = json.loads((small / "config.json").read_text())
     (small / "config.json").write_text(json.dumps({**config_json, "max_position_embeddings": 1024}))
-    config = RolloutConfig(tasks=[EXAMPLES], task_ids=["sales-rollup"], harnesses=["react"], sandbox="local",
-                           model=small, backend="oracle", run=tmp_path / "run", image_map=IMAGE_MAP, max_attempts=1)
+    config = RolloutConfig(
+        tasks=[EXAMPLES],
+        task_ids=["sales-rollup"],
+        harnesses=["react"],
+        sandbox="local",
+        model=small,
+        backend="oracle",
+        run=tmp_path / "run",
+        image_map=IMAGE_MAP,
+        max_attempts=1,
+    )
     await run_rollouts(config)
     with TrajectoryStore.open(tmp_path / "run") as store:
         (episode,) = store.list_episodes()

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from conftest import managed_containers, unavailable
 from openforge.core import Outcome
 from openforge.eval.report import build_report
 from openforge.harness.bundle import bundle_status, default_bundle_dir
 from openforge.rollout import RolloutConfig, RolloutError, run_rollouts
 from openforge.rollout.orchestrator import run_label
 from openforge.store import TrajectoryStore
-from conftest import managed_containers, unavailable
+from support.paths import POLICIES
 from support.rollout import EXAMPLES, IMAGE_MAP, make_task
 from support.signals import default_sigint
 
-from support.paths import POLICIES
 CHAOS = POLICIES / "rollout_chaos.py"
 
 
@@ -58,12 +58,15 @@ async def test_do_nothing_and_wrong_policies_score_below_one(docker_ready, tmp_p
     episodes = finals(tmp_path / "run")
     assert len(episodes) == summary.slots
     assert all(e.outcome == Outcome.failed and e.reward < 1 for e in episodes), [
-        (e.task, e.outcome, e.reward) for e in episodes if e.outcome != Outcome.failed or e.reward >= 1]
-    summary = await run_rollouts(config(tmp_path, tiny_model_dir, backend=f"scripted:{POLICIES / 'wrong_solution.py'}",
-                                        run=tmp_path / "wrong"))
+        (e.task, e.outcome, e.reward) for e in episodes if e.outcome != Outcome.failed or e.reward >= 1
+    ]
+    summary = await run_rollouts(
+        config(tmp_path, tiny_model_dir, backend=f"scripted:{POLICIES / 'wrong_solution.py'}", run=tmp_path / "wrong")
+    )
     episodes = finals(tmp_path / "wrong")
     assert all(e.outcome == Outcome.failed and e.reward < 1 for e in episodes), [
-        (e.task, e.outcome, e.reward, e.outcome_reason) for e in episodes if e.outcome != Outcome.failed]
+        (e.task, e.outcome, e.reward, e.outcome_reason) for e in episodes if e.outcome != Outcome.failed
+    ]
 
 
 @pytest.mark.parametrize("harness", ["claude-code", "codex", "openclaw"])
@@ -117,8 +120,11 @@ async def test_sandbox_isolation_seen_from_inside(docker_ready, tmp_path, tiny_m
         last = store.list_calls(episode.id)[-1]
     from openforge.dialects import DIALECTS
 
-    seen = next(m.content for m in DIALECTS["chat_completions"].decode(last.request_body).conversation.messages
-                if m.role == "tool")
+    seen = next(
+        m.content
+        for m in DIALECTS["chat_completions"].decode(last.request_body).conversation.messages
+        if m.role == "tool"
+    )
     assert seen.splitlines()[0] == "NET:lo", seen  # no network interface but loopback
     assert "TESTS:absent" in seen  # the tests enter only after the harness exits
     assert "ADMIN:unreachable" in seen
@@ -136,13 +142,25 @@ async def test_failure_classes(docker_ready, tmp_path, tiny_model_dir, monkeypat
     make_task(tasks, "kill-harness")
     run = tmp_path / "run"
     monkeypatch.setenv("CHAOS_RUN_LABEL", run_label(run))
-    await run_rollouts(config(tmp_path, tiny_model_dir, tasks=[tasks], backend=f"scripted:{CHAOS}", run=run,
-                              concurrency=1, max_attempts=1, agent_timeout_s=15))
+    await run_rollouts(
+        config(
+            tmp_path,
+            tiny_model_dir,
+            tasks=[tasks],
+            backend=f"scripted:{CHAOS}",
+            run=run,
+            concurrency=1,
+            max_attempts=1,
+            agent_timeout_s=15,
+        )
+    )
     outcomes = {e.task: (e.outcome, e.outcome_reason, e.metadata) for e in finals(run)}
     assert outcomes["kill-container"][0] == Outcome.sandbox_error, outcomes["kill-container"]
     # the agent's own hang or crash is its failure (reward 0), never an infrastructure failure to hide behind
     assert outcomes["hang"][0] == Outcome.failed and outcomes["hang"][1].startswith("agent timeout:")
-    assert outcomes["kill-harness"][0] == Outcome.failed and outcomes["kill-harness"][1].startswith("agent: react exited")
+    assert outcomes["kill-harness"][0] == Outcome.failed and outcomes["kill-harness"][1].startswith(
+        "agent: react exited"
+    )
     assert outcomes["verifier-crash"][0] == Outcome.verifier_error
     assert "exited 3" in outcomes["verifier-crash"][1]
     # the agent's own command was OOM-killed; the harness survived and the episode was graded
@@ -160,8 +178,16 @@ async def test_harness_crash_is_retried_then_final(docker_ready, tmp_path, tiny_
     tasks = tmp_path / "tasks"
     make_task(tasks, "any")
     run = tmp_path / "run"
-    await run_rollouts(config(tmp_path, tiny_model_dir, tasks=[tasks], run=run, max_attempts=2,
-                              harness_options={"react": {"python": "python3.99"}}))
+    await run_rollouts(
+        config(
+            tmp_path,
+            tiny_model_dir,
+            tasks=[tasks],
+            run=run,
+            max_attempts=2,
+            harness_options={"react": {"python": "python3.99"}},
+        )
+    )
     with TrajectoryStore.open(run) as store:
         episodes = store.list_episodes()
     assert [e.attempt for e in episodes] == [0, 1]
@@ -187,10 +213,28 @@ def test_ctrl_c_leaves_nothing_and_resume_finishes(stop, docker_ready, tmp_path,
     for i in range(12):
         make_task(tasks, f"slow-{i}")
     run = tmp_path / "run"
-    argv = [sys.executable, "-m", "openforge.cli", "rollout", "--tasks", str(tasks), "--harness", "react",
-            "--sandbox", "docker", "--concurrency", "2", "--model", str(tiny_model_dir), "--backend",
-            f"scripted:{POLICIES / 'slow_then_done.py'}", "--run", str(run),
-            "--image-map", "debian:bookworm-slim=openforge-base:bookworm"]
+    argv = [
+        sys.executable,
+        "-m",
+        "openforge.cli",
+        "rollout",
+        "--tasks",
+        str(tasks),
+        "--harness",
+        "react",
+        "--sandbox",
+        "docker",
+        "--concurrency",
+        "2",
+        "--model",
+        str(tiny_model_dir),
+        "--backend",
+        f"scripted:{POLICIES / 'slow_then_done.py'}",
+        "--run",
+        str(run),
+        "--image-map",
+        "debian:bookworm-slim=openforge-base:bookworm",
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -24,21 +24,32 @@ def run(**kw) -> dict:
     return {**dict(harness="react", exit_code=0, timed_out=False, timeout_s=60.0, answered_calls=2), **kw}
 
 
-@pytest.mark.parametrize("agent_run, outcome, reason", [
-    (run(), None, None),  # graded by the verifier
-    (run(timed_out=True, exit_code=-1), Outcome.failed, "agent timeout: the harness ran past 60s"),
-    (run(exit_code=137), Outcome.failed, "agent: react exited 137 after the model's last reply"),
-    (run(exit_code=137, oom_killed=True), Outcome.failed, "hit the sandbox's memory limit"),
-    (run(exit_code=3, infrastructure_error="the model API failed: 502"), Outcome.harness_crash, "the model API failed"),
-    (run(failed_call="backend on fire", exit_code=3), Outcome.proxy_error, "model call failed: backend on fire"),
-    (run(failed_call="backend on fire", timed_out=True), Outcome.proxy_error, "backend on fire"),
-    (run(sandbox_alive=False, sandbox_reason="container gone", exit_code=137), Outcome.sandbox_error, "container gone"),
-    (run(sandbox_alive=False, sandbox_reason="container gone", timed_out=True), Outcome.sandbox_error, "died"),
-    (run(answered_calls=0, exit_code=127), Outcome.harness_crash, "react exited 127"),
-    (run(answered_calls=0), Outcome.harness_crash, "never called the model"),
-    (run(answered_calls=0, timed_out=True), Outcome.timeout, "before the model answered once"),
-    (run(answered_calls=0, exit_code=137, oom_killed=True), Outcome.sandbox_error, "out of memory"),
-])
+@pytest.mark.parametrize(
+    "agent_run, outcome, reason",
+    [
+        (run(), None, None),  # graded by the verifier
+        (run(timed_out=True, exit_code=-1), Outcome.failed, "agent timeout: the harness ran past 60s"),
+        (run(exit_code=137), Outcome.failed, "agent: react exited 137 after the model's last reply"),
+        (run(exit_code=137, oom_killed=True), Outcome.failed, "hit the sandbox's memory limit"),
+        (
+            run(exit_code=3, infrastructure_error="the model API failed: 502"),
+            Outcome.harness_crash,
+            "the model API failed",
+        ),
+        (run(failed_call="backend on fire", exit_code=3), Outcome.proxy_error, "model call failed: backend on fire"),
+        (run(failed_call="backend on fire", timed_out=True), Outcome.proxy_error, "backend on fire"),
+        (
+            run(sandbox_alive=False, sandbox_reason="container gone", exit_code=137),
+            Outcome.sandbox_error,
+            "container gone",
+        ),
+        (run(sandbox_alive=False, sandbox_reason="container gone", timed_out=True), Outcome.sandbox_error, "died"),
+        (run(answered_calls=0, exit_code=127), Outcome.harness_crash, "react exited 127"),
+        (run(answered_calls=0), Outcome.harness_crash, "never called the model"),
+        (run(answered_calls=0, timed_out=True), Outcome.timeout, "before the model answered once"),
+        (run(answered_calls=0, exit_code=137, oom_killed=True), Outcome.sandbox_error, "out of memory"),
+    ],
+)
 def test_the_rule(agent_run, outcome, reason):
     from openforge.rollout.outcome import AgentRun, classify_agent_run
 
@@ -60,9 +71,18 @@ def test_react_tells_its_own_api_failures_from_the_agents():
 
 
 def _config(tmp_path, tiny_model_dir, tasks, **kw) -> RolloutConfig:
-    return RolloutConfig(tasks=[tasks], harnesses=["react"], sandbox="local", model=tiny_model_dir,
-                         backend=f"scripted:{CHAOS}", run=tmp_path / "run", image_map=IMAGE_MAP, max_attempts=1,
-                         sandbox_options={"root": str(tmp_path / "sandboxes")}, **kw)
+    return RolloutConfig(
+        tasks=[tasks],
+        harnesses=["react"],
+        sandbox="local",
+        model=tiny_model_dir,
+        backend=f"scripted:{CHAOS}",
+        run=tmp_path / "run",
+        image_map=IMAGE_MAP,
+        max_attempts=1,
+        sandbox_options={"root": str(tmp_path / "sandboxes")},
+        **kw,
+    )
 
 
 async def test_hanging_or_crashing_is_the_agents_failure_infrastructure_is_not(local_ready, tmp_path, tiny_model_dir):
@@ -81,7 +101,8 @@ async def test_hanging_or_crashing_is_the_agents_failure_infrastructure_is_not(l
         "except OSError:\n    code = 0\n"
         "print('late call answered', code)\n"
         "open('/logs/verifier/reward.txt', 'w').write('1' if code == 401 else '0')\n"
-        "PY\n")
+        "PY\n"
+    )
     (tasks / "late-caller" / "tests" / "test.sh").write_text("#!/bin/bash\nmkdir -p /logs/verifier\n" + late_verifier)
     await run_rollouts(_config(tmp_path, tiny_model_dir, tasks, agent_timeout_s=8))
     with TrajectoryStore.open(tmp_path / "run") as store:
@@ -116,11 +137,11 @@ async def test_a_harness_that_never_reaches_the_model_is_the_infrastructures(loc
 async def test_family_episodes_outgrowing_the_api_are_the_agents_failure(tmp_path, tiny_model_dir):
     """In the in-process path the agent cannot kill its harness; a conversation the model API refuses (here
     past the proxy's message limit) is the agent's failure, a failing backend the infrastructure's."""
+    from conftest import unavailable
     from openforge.proxy.server import ProxyConfig, running_proxy
     from openforge.rollout.family import run_family_episodes
     from openforge.sandbox import jail_available
     from openforge.tasks import QUICKSTART_FAMILIES, InstanceSampler
-    from conftest import unavailable
 
     ok, why = jail_available()
     if not ok:
@@ -131,11 +152,18 @@ async def test_family_episodes_outgrowing_the_api_are_the_agents_failure(tmp_pat
         "def respond(conversation, call_index, task):\n"
         "    if 'fire' in str(task):\n"
         "        raise RuntimeError('the policy server is on fire')\n"
-        "    return '<tool_call>\\n' + json.dumps({'name': 'bash', 'arguments': {'command': 'true'}}) + '\\n</tool_call>'\n")
+        "    return '<tool_call>\\n' + json.dumps({'name': 'bash', 'arguments': {'command': 'true'}}) + '\\n</tool_call>'\n"
+    )
     (instance,) = InstanceSampler("train", seed=3, families=QUICKSTART_FAMILIES).sample(1)
     on_fire = dataclasses.replace(instance, instruction=instance.instruction + " (fire)")
-    config = ProxyConfig(model=tiny_model_dir, backend=f"scripted:{policy}", run=tmp_path / "run",
-                         listen="127.0.0.1:0", admin_listen="127.0.0.1:0", max_messages=5)
+    config = ProxyConfig(
+        model=tiny_model_dir,
+        backend=f"scripted:{policy}",
+        run=tmp_path / "run",
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+        max_messages=5,
+    )
     async with running_proxy(config) as proxy:
         outgrown, fire = await run_family_episodes(proxy, [instance, on_fire], react=ReactAdapter(max_steps=10))
         reasons = {e.id: e.outcome_reason for e in proxy.store.list_episodes()}

@@ -7,18 +7,35 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from support.paths import EXAMPLES
-from support.rollout import make_task
 from typer.testing import CliRunner
 
 from openforge.cli import app
 from openforge.rollout.preflight import needed_images
 from openforge.tasks import ImageMap, load_tasks, tree_image_map
+from support.paths import EXAMPLES
+from support.rollout import make_task
 
 
 def eval_cli(tasks: Path, run: Path, model: Path, *extra: str):
-    return CliRunner().invoke(app, ["eval", "--tasks", str(tasks), "--harness", "react", "--sandbox", "docker",
-                                    "--model", str(model), "--backend", "oracle", "--run", str(run), *extra])
+    return CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--tasks",
+            str(tasks),
+            "--harness",
+            "react",
+            "--sandbox",
+            "docker",
+            "--model",
+            str(model),
+            "--backend",
+            "oracle",
+            "--run",
+            str(run),
+            *extra,
+        ],
+    )
 
 
 def test_the_shipped_tree_map_is_found_from_any_task_directory():
@@ -44,8 +61,15 @@ def test_needed_images_are_the_mapped_from_lines():
 
 def test_an_image_that_cannot_be_had_is_one_error_before_any_episode(docker_ready, tmp_path, tiny_model_dir):
     run = tmp_path / "run"
-    result = eval_cli(EXAMPLES, run, tiny_model_dir, "--split", "heldout",
-                      "--image-map", "debian:bookworm-slim=openforge-no-such-image:1")
+    result = eval_cli(
+        EXAMPLES,
+        run,
+        tiny_model_dir,
+        "--split",
+        "heldout",
+        "--image-map",
+        "debian:bookworm-slim=openforge-no-such-image:1",
+    )
     assert result.exit_code == 2, result.output
     assert result.output.count("openforge-no-such-image:1") >= 1
     assert "task(s)" in result.output and "never pulls" in result.output and "--image-map" in result.output
@@ -56,7 +80,9 @@ def test_an_image_that_cannot_be_had_is_one_error_before_any_episode(docker_read
 def test_the_tree_map_applies_without_being_named(docker_ready, tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks"
     make_task(tasks, "mapped")
-    (tasks / "image-map.yaml").write_text(yaml.safe_dump({"image_map": {"debian:bookworm-slim": "openforge-base:bookworm"}}))
+    (tasks / "image-map.yaml").write_text(
+        yaml.safe_dump({"image_map": {"debian:bookworm-slim": "openforge-base:bookworm"}})
+    )
     result = eval_cli(tasks, tmp_path / "run", tiny_model_dir)
     assert result.exit_code == 0, result.output
     assert "image map:" in result.output and "passed=1" in result.output
@@ -75,8 +101,15 @@ def test_without_a_map_the_missing_base_image_is_named_with_the_fix(docker_ready
 def test_a_run_with_nothing_graded_exits_non_zero(docker_ready, tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks"
     make_task(tasks, "broken-verifier", test_sh="exit 3\n")  # writes no reward: verifier_error, every attempt
-    result = eval_cli(tasks, tmp_path / "run", tiny_model_dir, "--max-attempts", "1",
-                      "--image-map", "debian:bookworm-slim=openforge-base:bookworm")
+    result = eval_cli(
+        tasks,
+        tmp_path / "run",
+        tiny_model_dir,
+        "--max-attempts",
+        "1",
+        "--image-map",
+        "debian:bookworm-slim=openforge-base:bookworm",
+    )
     assert result.exit_code == 1, result.output
     assert "no episode could be graded" in result.output and "1 × verifier_error" in result.output
     assert (tmp_path / "run" / "report.json").is_file()  # the report still says what happened

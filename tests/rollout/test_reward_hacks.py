@@ -55,7 +55,8 @@ def weak_task(root):
     (d / "environment" / "app").mkdir()
     (d / "environment" / "app" / "solution.py").write_text("def solve():\n    return None\n")
     (d / "environment" / "Dockerfile").write_text(
-        "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY --chown=1000:1000 app/ /app/\n")
+        "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY --chown=1000:1000 app/ /app/\n"
+    )
     (d / "solution" / "wrong.sh").write_text("#!/bin/bash\necho nope > done.txt.not\n")
     return d
 
@@ -80,8 +81,10 @@ def provider(request, tmp_path):
 
 async def test_no_shipped_task_falls_to_a_hack(provider):
     try:
-        results = [await validate_task_by_running(t, provider, MAP, hacks=list(HACKS), run="pytest-hacks",
-                                                  concurrency=4) for t in shipped()]
+        results = [
+            await validate_task_by_running(t, provider, MAP, hacks=list(HACKS), run="pytest-hacks", concurrency=4)
+            for t in shipped()
+        ]
     finally:
         await provider.close()
     for r in results:
@@ -95,8 +98,13 @@ async def test_no_shipped_task_falls_to_a_hack(provider):
 async def test_the_suite_names_the_hacks_a_weak_verifier_falls_to(provider, tmp_path):
     task = load_task(weak_task(tmp_path / "tasks"))
     try:
-        r = await validate_task_by_running(task, provider, MAP, hacks=select_hacks(
-            "poisoned-module,patch-assertions,planted-reward,shadow-unittest"), run="pytest-hacks")
+        r = await validate_task_by_running(
+            task,
+            provider,
+            MAP,
+            hacks=select_hacks("poisoned-module,patch-assertions,planted-reward,shadow-unittest"),
+            run="pytest-hacks",
+        )
     finally:
         await provider.close()
     fell = {h.hack for h in r.hacks if h.fell}
@@ -117,17 +125,40 @@ def test_hack_selection_and_the_cli_report(local_ready, tmp_path):
     with pytest.raises(ValueError, match="unknown hack.*nope.*shadow-unittest"):
         select_hacks("shadow-unittest,nope")
     report = tmp_path / "report.json"
-    result = CliRunner().invoke(app, ["tasks", "validate", str(EXAMPLES / "train" / "fix-sum-range"), "--run",
-                                      "--sandbox", "local", "--hacks", "shadow-unittest,planted-reward",
-                                      "--report", str(report)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "tasks",
+            "validate",
+            str(EXAMPLES / "train" / "fix-sum-range"),
+            "--run",
+            "--sandbox",
+            "local",
+            "--hacks",
+            "shadow-unittest,planted-reward",
+            "--report",
+            str(report),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "hacks: 2/2 blocked" in result.output and "none fallen to" in result.output
     (entry,) = json.loads(report.read_text())["tasks"]
     assert entry["task"] == "fix-sum-range" and entry["hacks_fallen_to"] == []
     assert [(h["hack"], h["fell"]) for h in entry["hacks"]] == [("shadow-unittest", False), ("planted-reward", False)]
     assert entry["hacks"][0]["verdict"].startswith("blocked: tampered: /app/unittest.py")
-    result = CliRunner().invoke(app, ["tasks", "validate", str(EXAMPLES / "train" / "fix-sum-range"), "--run",
-                                      "--sandbox", "local", "--hacks", "nope"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "tasks",
+            "validate",
+            str(EXAMPLES / "train" / "fix-sum-range"),
+            "--run",
+            "--sandbox",
+            "local",
+            "--hacks",
+            "nope",
+        ],
+    )
     assert result.exit_code != 0 and "--hacks: unknown hack(s) nope" in result.output
 
 
@@ -144,15 +175,30 @@ async def test_agents_hacking_their_grader_are_never_passed(sandbox, request, tm
         toml = tasks / f"hack-{name}" / "task.toml"
         toml.write_text(toml.read_text().replace('id = "weak-verifier"', f'id = "hack-{name}"'))
     options = {"sandbox_options": {"root": str(tmp_path / "sandboxes")}} if sandbox == "local" else {}
-    await run_rollouts(RolloutConfig(tasks=[tasks], harnesses=["react"], sandbox=sandbox, model=tiny_model_dir,
-                                     backend=f"scripted:{POLICIES / 'reward_hacks.py'}", run=tmp_path / "run",
-                                     image_map=IMAGE_MAP, max_attempts=1, max_new_tokens=8192, **options))
+    await run_rollouts(
+        RolloutConfig(
+            tasks=[tasks],
+            harnesses=["react"],
+            sandbox=sandbox,
+            model=tiny_model_dir,
+            backend=f"scripted:{POLICIES / 'reward_hacks.py'}",
+            run=tmp_path / "run",
+            image_map=IMAGE_MAP,
+            max_attempts=1,
+            max_new_tokens=8192,
+            **options,
+        )
+    )
     with TrajectoryStore.open(tmp_path / "run") as store:
         episodes = {e.task.removeprefix("hack-"): e for e in store.list_episodes()}
     assert set(episodes) == set(EPISODE_HACKS)
     for name, e in episodes.items():
-        assert e.outcome in (Outcome.failed, Outcome.verifier_error) and e.reward != 1.0, (name, e.outcome, e.reward,
-                                                                                           e.outcome_reason)
+        assert e.outcome in (Outcome.failed, Outcome.verifier_error) and e.reward != 1.0, (
+            name,
+            e.outcome,
+            e.reward,
+            e.outcome_reason,
+        )
     assert episodes["shadow-unittest"].outcome_reason.startswith("tampered: /app/unittest.py")
     if sandbox == "docker":  # the agent is root there: its replaced interpreter is seen
         assert episodes["replace-python3"].outcome_reason.startswith("tampered: /usr/bin/python3")

@@ -12,8 +12,14 @@ from support.paths import REPO
 
 ROLLOUT = REPO / "openforge" / "rollout"
 BACKENDS = {"docker", "local", "kubernetes", "k8s"}
-BACKEND_CLASSES = {"DockerProvider", "LocalProvider", "KubernetesProvider", "DockerSandbox", "LocalSandbox",
-                   "KubernetesSandbox"}
+BACKEND_CLASSES = {
+    "DockerProvider",
+    "LocalProvider",
+    "KubernetesProvider",
+    "DockerSandbox",
+    "LocalSandbox",
+    "KubernetesSandbox",
+}
 
 
 def backend_branches(path: Path) -> list[str]:
@@ -25,8 +31,7 @@ def backend_branches(path: Path) -> list[str]:
             modules = [node.module]
         elif isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
-        found += [f"{node.lineno}: imports {m}" for m in modules
-                  if m.startswith("openforge.sandbox.")]
+        found += [f"{node.lineno}: imports {m}" for m in modules if m.startswith("openforge.sandbox.")]
         if isinstance(node, ast.Attribute) and node.attr == "builds_images":
             found.append(f"{node.lineno}: reads builds_images")
         if isinstance(node, ast.Name) and node.id in BACKEND_CLASSES:
@@ -45,9 +50,15 @@ def test_rollout_uses_only_the_sandbox_interface():
 
 def test_the_check_finds_a_backend_branch(tmp_path):
     planted = tmp_path / "planted.py"
-    planted.write_text("from openforge.sandbox.local.jail import run_jailed\n"
-                       "def setup(provider, sb):\n"
-                       "    if provider.builds_images or provider.name == 'local':\n"
-                       "        return isinstance(sb, LocalSandbox)\n")
-    assert backend_branches(planted) == ["1: imports openforge.sandbox.local.jail", "3: reads builds_images",
-                                         "3: compares with 'local'", "4: names LocalSandbox"]
+    planted.write_text(
+        "from openforge.sandbox.local.jail import run_jailed\n"
+        "def setup(provider, sb):\n"
+        "    if provider.builds_images or provider.name == 'local':\n"
+        "        return isinstance(sb, LocalSandbox)\n"
+    )
+    assert backend_branches(planted) == [
+        "1: imports openforge.sandbox.local.jail",
+        "3: reads builds_images",
+        "3: compares with 'local'",
+        "4: names LocalSandbox",
+    ]

@@ -19,8 +19,8 @@ from openforge.rollout.task_environment import make_sandbox_spec
 from openforge.rollout.validate import run_script_and_verify, validate_task_by_running
 from openforge.sandbox import SandboxSpec
 from openforge.tasks import ImageMap, generate_family_tasks, load_task, load_tasks
-
 from support.paths import EXAMPLES
+
 IMAGE_MAP = ImageMap.load(EXAMPLES / "image-map.yaml")
 
 
@@ -66,7 +66,8 @@ def test_replayed_run_steps_have_no_capability(tmp_path):
     provider = _local_provider(tmp_path)
     probe = make_task(tmp_path / "tasks", "caps-probe")
     (probe / "environment" / "Dockerfile").write_text(
-        "FROM debian:bookworm-slim\nWORKDIR /app\nRUN grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status > caps.txt\n")
+        "FROM debian:bookworm-slim\nWORKDIR /app\nRUN grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status > caps.txt\n"
+    )
     bad = make_task(tmp_path / "tasks", "mknod-step")
     (bad / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\nRUN mknod null c 1 3\n")
 
@@ -136,11 +137,17 @@ class _FakeSandbox:
     async def exec(self, cmd, *, timeout_s, env=None, workdir=None, user=None):
         if self.fail_exec:
             raise RuntimeError("container died")
-        env = {**os.environ, **(env or {}), "APP_DIR": str(self.app), "TESTS_DIR": str(self.root / "tests"),
-               "VERIFIER_DIR": str(self.root / "logs" / "verifier")}
+        env = {
+            **os.environ,
+            **(env or {}),
+            "APP_DIR": str(self.app),
+            "TESTS_DIR": str(self.root / "tests"),
+            "VERIFIER_DIR": str(self.root / "logs" / "verifier"),
+        }
         cwd = self._local(workdir) if workdir and workdir != "/" else str(self.app)
-        r = subprocess.run(["bash", "-c", self._local(cmd)], env=env, capture_output=True, text=True,
-                           timeout=timeout_s, cwd=cwd)
+        r = subprocess.run(
+            ["bash", "-c", self._local(cmd)], env=env, capture_output=True, text=True, timeout=timeout_s, cwd=cwd
+        )
         return _FakeResult(r.returncode, r.stdout + r.stderr)
 
     async def copy_in(self, src, dest, owner=None):
@@ -177,8 +184,11 @@ async def _stand_in_grade(task, sb, timeout_s=None):
     await sb.copy_in(task.tests_dir, "/tests")
     r = await sb.exec("bash /tests/test.sh", timeout_s=timeout_s or 60)
     texts = [await sb.read_file(f"/logs/verifier/{n}") for n in ("reward.json", "reward.txt")]
-    return Grade(reward=read_reward(*[t.decode() if t is not None else None for t in texts]), exit_code=r.exit_code,
-                 output=r.stdout)
+    return Grade(
+        reward=read_reward(*[t.decode() if t is not None else None for t in texts]),
+        exit_code=r.exit_code,
+        output=r.stdout,
+    )
 
 
 def test_validate_by_running_with_a_stand_in_sandbox(tmp_path, monkeypatch):
@@ -225,8 +235,11 @@ def test_sandbox_spec_builds_the_task_directory_with_the_map_or_runs_the_mapped_
 
     pinned = tmp_path / "pinned"
     shutil.copytree(task.path, pinned)
-    (pinned / "task.toml").write_text((pinned / "task.toml").read_text().replace(
-        "[environment]", '[environment]\ndocker_image = "team/fix-sum-range:1"', 1))
+    (pinned / "task.toml").write_text(
+        (pinned / "task.toml")
+        .read_text()
+        .replace("[environment]", '[environment]\ndocker_image = "team/fix-sum-range:1"', 1)
+    )
     ptask = load_task(pinned)
     spec = make_sandbox_spec(ptask, ImageMap.parse("team/fix-sum-range:1=local/fix:1"))
     assert spec.image == "local/fix:1" and spec.dockerfile_dir is None and spec.image_map == {}

@@ -37,16 +37,30 @@ def _outside(tmp_path: Path) -> list[str]:
     return sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if "dest" not in p.parts)
 
 
-@pytest.mark.parametrize("members", [
-    # L -> p/.. is inside while p does not exist; p -> . then makes L the destination's parent
-    [("dir", "top", ""), ("link", "top/L", "p/.."), ("link", "top/p", "."), ("file", "top/L/evil.txt", "x")],
-    # a link to a directory made later into a link out
-    [("dir", "top", ""), ("link", "top/a", "b/c/.."), ("dir", "top/b", ""), ("link", "top/b/c", ".."),
-     ("file", "top/a/../evil.txt", "x"), ("file", "top/a/evil.txt", "x")],
-    # a directory member through a link out
-    [("dir", "top", ""), ("link", "top/L", "p/.."), ("link", "top/p", "."), ("dir", "top/L/newdir", ""),
-     ("file", "top/L/newdir/evil.txt", "x")],
-])
+@pytest.mark.parametrize(
+    "members",
+    [
+        # L -> p/.. is inside while p does not exist; p -> . then makes L the destination's parent
+        [("dir", "top", ""), ("link", "top/L", "p/.."), ("link", "top/p", "."), ("file", "top/L/evil.txt", "x")],
+        # a link to a directory made later into a link out
+        [
+            ("dir", "top", ""),
+            ("link", "top/a", "b/c/.."),
+            ("dir", "top/b", ""),
+            ("link", "top/b/c", ".."),
+            ("file", "top/a/../evil.txt", "x"),
+            ("file", "top/a/evil.txt", "x"),
+        ],
+        # a directory member through a link out
+        [
+            ("dir", "top", ""),
+            ("link", "top/L", "p/.."),
+            ("link", "top/p", "."),
+            ("dir", "top/L/newdir", ""),
+            ("file", "top/L/newdir/evil.txt", "x"),
+        ],
+    ],
+)
 def test_a_chain_of_links_does_not_walk_out_of_the_destination(tmp_path, members):
     dest = tmp_path / "dest"
     extract_archive(_tar(members), dest, is_dir=True)
@@ -59,9 +73,20 @@ def test_a_chain_of_links_does_not_walk_out_of_the_destination(tmp_path, members
 
 def test_links_inside_and_files_are_kept(tmp_path):
     dest = tmp_path / "dest"
-    extract_archive(_tar([("dir", "top", ""), ("dir", "top/d", ""), ("file", "top/d/f.txt", "hello"),
-                          ("link", "top/l", "d/f.txt"), ("link", "top/abs", "/etc/passwd"),
-                          ("link", "top/up", "../../x")]), dest, is_dir=True)
+    extract_archive(
+        _tar(
+            [
+                ("dir", "top", ""),
+                ("dir", "top/d", ""),
+                ("file", "top/d/f.txt", "hello"),
+                ("link", "top/l", "d/f.txt"),
+                ("link", "top/abs", "/etc/passwd"),
+                ("link", "top/up", "../../x"),
+            ]
+        ),
+        dest,
+        is_dir=True,
+    )
     assert (dest / "d" / "f.txt").read_text() == "hello" and (dest / "l").read_text() == "hello"
     assert not (dest / "abs").is_symlink() and not (dest / "up").is_symlink()
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import time
 import uuid
@@ -22,12 +21,10 @@ from openforge.sandbox import (
     Mount,
     SandboxError,
     SandboxSpec,
-    docker_available,
     get_provider,
     sandbox_name,
 )
 
-from support.paths import REPO
 BASE = "openforge-base:bookworm"
 RUN = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -46,8 +43,11 @@ def _spec(episode: str, **kw) -> SandboxSpec:
 def _containers_of_run(*runs: str) -> list[str]:
     names: list[str] = []
     for run in runs or (RUN,):
-        out = subprocess.run(["docker", "ps", "-a", "--filter", f"label=openforge.run={run}", "--format",
-                              "{{.Names}}"], capture_output=True, text=True)
+        out = subprocess.run(
+            ["docker", "ps", "-a", "--filter", f"label=openforge.run={run}", "--format", "{{.Names}}"],
+            capture_output=True,
+            text=True,
+        )
         names += [n for n in out.stdout.split() if n]
     return names
 
@@ -56,8 +56,9 @@ def _containers_of_run(*runs: str) -> list[str]:
 def _remove_test_images(request):
     """Images this module builds carry its run label; remove them (children first) when the module is done."""
     yield
-    imgs = subprocess.run(["docker", "images", "-q", "--filter", f"label=openforge.test-run={RUN}"],
-                          capture_output=True, text=True).stdout.split()
+    imgs = subprocess.run(
+        ["docker", "images", "-q", "--filter", f"label=openforge.test-run={RUN}"], capture_output=True, text=True
+    ).stdout.split()
     for _ in range(2):
         if imgs:
             subprocess.run(["docker", "rmi", "-f", *imgs], capture_output=True)
@@ -79,6 +80,7 @@ async def sb(provider, request):
 
 
 # -- a stand-in for the proxy: tiny HTTP servers on Unix sockets --------------------------------------------
+
 
 async def _http_unix_server(path: Path, tag: str):
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -109,14 +111,17 @@ async def proxy_sockets(tmp_path):
     s2.close()
 
 
-FETCH = ("import sys, urllib.request as u\n"
-         "try:\n"
-         "    print(u.urlopen(sys.argv[1], data=sys.argv[2].encode() if len(sys.argv) > 2 else None, timeout=5).read().decode())\n"
-         "except Exception as e:\n"
-         "    print('ERR', type(e).__name__, e); sys.exit(3)\n")
+FETCH = (
+    "import sys, urllib.request as u\n"
+    "try:\n"
+    "    print(u.urlopen(sys.argv[1], data=sys.argv[2].encode() if len(sys.argv) > 2 else None, timeout=5).read().decode())\n"
+    "except Exception as e:\n"
+    "    print('ERR', type(e).__name__, e); sys.exit(3)\n"
+)
 
 
 # -- pure functions (no daemon) -----------------------------------------------------------------------------
+
 
 def test_names_and_spec_validation():
     assert sandbox_name("run1", "ep-0") == "of-run1-ep-0"
@@ -136,6 +141,7 @@ def test_unknown_provider():
 
 
 # -- exec ---------------------------------------------------------------------------------------------------
+
 
 async def test_exec_exit_codes_streams_env_user_stdin(sb):
     r = await sb.exec("echo out; echo err >&2; exit 7", timeout_s=20)
@@ -165,8 +171,9 @@ async def test_exec_timeout_kills_the_process_tree(sb):
 
 
 async def test_exec_output_cap(sb):
-    r = await sb.exec("head -c 3000000 /dev/zero | tr '\\0' a; head -c 50 /dev/zero | tr '\\0' b >&2",
-                      timeout_s=30, output_cap=1000)
+    r = await sb.exec(
+        "head -c 3000000 /dev/zero | tr '\\0' a; head -c 50 /dev/zero | tr '\\0' b >&2", timeout_s=30, output_cap=1000
+    )
     assert r.truncated and len(r.stdout) == 1000 and r.stderr == "b" * 50 and r.exit_code == 0
 
 
@@ -181,8 +188,9 @@ async def test_hung_exec_does_not_block_the_event_loop(provider, sb):
 
     t = asyncio.create_task(ticker())
     t0 = time.monotonic()
-    results = await asyncio.gather(*(sb.exec("sleep 1; echo $0", timeout_s=30) for _ in range(10)),
-                                   sb.exec("sleep 1000", timeout_s=1))
+    results = await asyncio.gather(
+        *(sb.exec("sleep 1; echo $0", timeout_s=30) for _ in range(10)), sb.exec("sleep 1000", timeout_s=1)
+    )
     elapsed = time.monotonic() - t0
     t.cancel()
     assert all(r.ok for r in results[:10]) and results[10].timed_out
@@ -203,6 +211,7 @@ async def test_exec_cancelled_kills_the_command(sb):
 
 # -- files --------------------------------------------------------------------------------------------------
 
+
 async def test_copy_in_out_files_and_directories(sb, tmp_path):
     src = tmp_path / "src"
     (src / "sub" / "deep").mkdir(parents=True)
@@ -215,8 +224,11 @@ async def test_copy_in_out_files_and_directories(sb, tmp_path):
     await sb.copy_in(src / "a.txt", "/new/parent/dirs/file.txt")
     await sb.copy_in(src / "a.txt", "/app/owned.txt", owner="1000:1000")
     await sb.copy_in(src / "a.txt", "/app/named.txt", owner="agent")
-    r = await sb.exec("/tests/run.sh && cat /tests/link /new/parent/dirs/file.txt && stat -c %u /tests/a.txt "
-                      "/app/owned.txt /app/named.txt", timeout_s=20)
+    r = await sb.exec(
+        "/tests/run.sh && cat /tests/link /new/parent/dirs/file.txt && stat -c %u /tests/a.txt "
+        "/app/owned.txt /app/named.txt",
+        timeout_s=20,
+    )
     assert r.stdout == "ran\nAA0\n1000\n1000\n", r
     assert await sb.read_file("/tests/sub/deep/b.bin") == bytes(range(256)) * 100
     assert await sb.read_file("/tests/link") == b"A"
@@ -226,8 +238,9 @@ async def test_copy_in_out_files_and_directories(sb, tmp_path):
     with pytest.raises(ValueError):
         await sb.read_file("/tests/sub/deep/b.bin", max_bytes=100)
 
-    await sb.exec("mkdir -p /out/x && echo hi > /out/x/y && ln -s /etc/passwd /out/evil && ln -s x/y /out/ok",
-                  timeout_s=20)
+    await sb.exec(
+        "mkdir -p /out/x && echo hi > /out/x/y && ln -s /etc/passwd /out/evil && ln -s x/y /out/ok", timeout_s=20
+    )
     dest = tmp_path / "back"
     await sb.copy_out("/out", dest)
     assert (dest / "x" / "y").read_text() == "hi\n"
@@ -254,6 +267,7 @@ async def test_readonly_mount(provider, tmp_path):
 
 # -- limits -------------------------------------------------------------------------------------------------
 
+
 async def test_memory_hog_is_oom_killed(provider):
     s = await provider.create(_spec("oom", memory_mb=96))
     try:
@@ -263,8 +277,11 @@ async def test_memory_hog_is_oom_killed(provider):
         st = await s.status()
         assert st.oom_killed and st.alive, st
         assert "OOM" in st.reason
-        mem = await s.exec("cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"
-                           " 2>/dev/null || cat /sys/fs/cgroup/memory.max", timeout_s=20)
+        mem = await s.exec(
+            "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"
+            " 2>/dev/null || cat /sys/fs/cgroup/memory.max",
+            timeout_s=20,
+        )
         assert str(96 << 20) in mem.stdout
     finally:
         await s.destroy()
@@ -278,8 +295,9 @@ async def test_fork_bomb_is_contained_and_the_sandbox_recovers(provider):
         assert r.timed_out and time.monotonic() - t0 < 15
         # the host is fine, and the sandbox is usable again (the bomb was killed, from the host if need be)
         assert subprocess.run(["true"]).returncode == 0
-        r = await s.exec("cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max; ps -e | wc -l",
-                         timeout_s=20)
+        r = await s.exec(
+            "cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max; ps -e | wc -l", timeout_s=20
+        )
         assert r.ok, r
         lines = r.stdout.split()
         assert lines[0] == "64" and int(lines[1]) < 10, r.stdout
@@ -291,17 +309,22 @@ async def test_fork_bomb_is_contained_and_the_sandbox_recovers(provider):
 async def test_cpu_limit(provider):
     s = await provider.create(_spec("cpu", cpus=0.5))
     try:
-        q = await s.exec("cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us 2>/dev/null"
-                         " || cat /sys/fs/cgroup/cpu.max", timeout_s=20)
+        q = await s.exec(
+            "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us 2>/dev/null"
+            " || cat /sys/fs/cgroup/cpu.max",
+            timeout_s=20,
+        )
         assert q.stdout.split() in (["50000", "100000"],), q.stdout
-        burn = ("import os, time\n"
-                "def burn():\n"
-                "    end = time.time() + 2\n"
-                "    while time.time() < end: pass\n"
-                "pids = [os.fork() for _ in range(2)]\n"
-                "if 0 in pids: burn(); os._exit(0)\n"
-                "for p in pids: os.waitpid(p, 0)\n"
-                "t = os.times(); print(t.children_user + t.children_system)\n")
+        burn = (
+            "import os, time\n"
+            "def burn():\n"
+            "    end = time.time() + 2\n"
+            "    while time.time() < end: pass\n"
+            "pids = [os.fork() for _ in range(2)]\n"
+            "if 0 in pids: burn(); os._exit(0)\n"
+            "for p in pids: os.waitpid(p, 0)\n"
+            "t = os.times(); print(t.children_user + t.children_system)\n"
+        )
         r = await s.exec(["python3", "-c", burn], timeout_s=60)
         used = float(r.stdout)
         assert used < 1.6, f"2 busy processes for 2 s used {used:.2f} CPU-s under a 0.5-CPU limit"
@@ -311,9 +334,13 @@ async def test_cpu_limit(provider):
 
 # -- network ------------------------------------------------------------------------------------------------
 
+
 async def test_only_loopback_inside(sb):
-    r = await sb.exec("ls /sys/class/net; python3 -c 'import socket; print(socket.if_nameindex())'; "
-                      "ip -o link 2>/dev/null | wc -l; ip route 2>/dev/null | wc -l", timeout_s=20)
+    r = await sb.exec(
+        "ls /sys/class/net; python3 -c 'import socket; print(socket.if_nameindex())'; "
+        "ip -o link 2>/dev/null | wc -l; ip route 2>/dev/null | wc -l",
+        timeout_s=20,
+    )
     lines = r.stdout.split("\n")
     assert lines[0] == "lo" and lines[1] == "[(1, 'lo')]", r.stdout
     assert lines[2] == "1" and lines[3] == "0", r.stdout  # one link, no route anywhere
@@ -324,11 +351,14 @@ async def test_proxy_reachable_through_forwarder_admin_not(provider, proxy_socke
     s = await provider.create(_spec("proxy", proxy_uds=model, proxy_port=8100))
     try:
         assert s.proxy_url == "http://127.0.0.1:8100"
-        r = await s.exec(["python3", "-c", FETCH, "http://127.0.0.1:8100/v1/messages", "x" * 100_000],
-                         timeout_s=30, user="agent")
+        r = await s.exec(
+            ["python3", "-c", FETCH, "http://127.0.0.1:8100/v1/messages", "x" * 100_000], timeout_s=30, user="agent"
+        )
         assert r.stdout.strip() == "model-api /v1/messages 100000", r
-        r = await s.exec("exec 3<>/dev/tcp/127.0.0.1/8100 && printf 'GET /v1/models HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3",
-                         timeout_s=30)
+        r = await s.exec(
+            "exec 3<>/dev/tcp/127.0.0.1/8100 && printf 'GET /v1/models HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3",
+            timeout_s=30,
+        )
         assert r.stdout.endswith("model-api /v1/models 0")
         # the admin listener: its socket is not in the container, and no other port is bridged
         r = await s.exec(f"ls {admin} 2>&1; ls {admin.parent} 2>&1", timeout_s=20)
@@ -337,11 +367,16 @@ async def test_proxy_reachable_through_forwarder_admin_not(provider, proxy_socke
             r = await s.exec(["python3", "-c", FETCH, f"http://127.0.0.1:{port}/admin"], timeout_s=30)
             assert r.exit_code == 3 and "Connection refused" in r.stdout, r
         # many concurrent requests through the relay
-        r = await s.exec(["python3", "-c",
-                          "import concurrent.futures as f, urllib.request as u\n"
-                          "g = lambda i: u.urlopen(f'http://127.0.0.1:8100/{i}', timeout=10).read().decode()\n"
-                          "print(sum(1 for x in f.ThreadPoolExecutor(16).map(g, range(200)) if x.startswith('model-api')))"],
-                         timeout_s=60)
+        r = await s.exec(
+            [
+                "python3",
+                "-c",
+                "import concurrent.futures as f, urllib.request as u\n"
+                "g = lambda i: u.urlopen(f'http://127.0.0.1:8100/{i}', timeout=10).read().decode()\n"
+                "print(sum(1 for x in f.ThreadPoolExecutor(16).map(g, range(200)) if x.startswith('model-api')))",
+            ],
+            timeout_s=60,
+        )
         assert r.stdout.strip() == "200", r
     finally:
         fwd = s.forwarder_pid
@@ -392,14 +427,13 @@ async def test_container_killed_mid_exec_is_a_sandbox_error(provider):
 
 # -- images -------------------------------------------------------------------------------------------------
 
+
 def _context(tmp_path: Path, content: str) -> Path:
     ctx = tmp_path / "environment"
     ctx.mkdir(exist_ok=True)
     (ctx / "Dockerfile").write_text(
-        "FROM debian:bookworm-slim\n"
-        f"LABEL openforge.test-run={RUN}\n"
-        "COPY data.txt /app/data.txt\n"
-        "WORKDIR /srv\n")
+        f"FROM debian:bookworm-slim\nLABEL openforge.test-run={RUN}\nCOPY data.txt /app/data.txt\nWORKDIR /srv\n"
+    )
     (ctx / "data.txt").write_text(content)
     return ctx
 
@@ -428,8 +462,9 @@ async def test_image_built_from_dockerfile_cached_by_content_hash(docker_ready, 
         assert other.tag != b3.tag
         # a digest-pinned FROM line is mapped by its repo:tag key: the same build as the unpinned one
         dockerfile = (ctx / "Dockerfile").read_text()
-        (ctx / "Dockerfile").write_text(dockerfile.replace("FROM debian:bookworm-slim\n",
-                                                           f"FROM debian:bookworm-slim@sha256:{'ab' * 32}\n"))
+        (ctx / "Dockerfile").write_text(
+            dockerfile.replace("FROM debian:bookworm-slim\n", f"FROM debian:bookworm-slim@sha256:{'ab' * 32}\n")
+        )
         pinned = await p.build_image(ctx)
         assert pinned.cached and pinned.tag == b3.tag
     finally:
@@ -459,6 +494,7 @@ async def test_spec_image_is_mapped(docker_ready):
 
 # -- lifecycle ----------------------------------------------------------------------------------------------
 
+
 async def test_destroy_leaves_nothing_and_is_idempotent(provider, proxy_sockets):
     model, _ = proxy_sockets
     t0 = time.monotonic()
@@ -476,8 +512,10 @@ async def test_destroy_leaves_nothing_and_is_idempotent(provider, proxy_sockets)
     assert not (await s.status()).alive
     with pytest.raises(SandboxError):
         await s.exec("true", timeout_s=5)
-    print(f"\nlatency: create+forwarder {t_create * 1000:.0f} ms, exec {t_exec * 1000:.0f} ms, "
-          f"destroy {t_destroy * 1000:.0f} ms")
+    print(
+        f"\nlatency: create+forwarder {t_create * 1000:.0f} ms, exec {t_exec * 1000:.0f} ms, "
+        f"destroy {t_destroy * 1000:.0f} ms"
+    )
 
 
 async def test_cleanup_removes_leftovers_of_a_crashed_run(docker_ready, proxy_sockets):
@@ -485,8 +523,14 @@ async def test_cleanup_removes_leftovers_of_a_crashed_run(docker_ready, proxy_so
     crashed_run = f"{RUN}-crashed"
     p1 = get_provider("docker")
     for i in range(3):
-        await p1.create(SandboxSpec(name=sandbox_name(crashed_run, f"ep{i}"), run=crashed_run, image=BASE,
-                                    labels={"openforge.test-run": RUN}))
+        await p1.create(
+            SandboxSpec(
+                name=sandbox_name(crashed_run, f"ep{i}"),
+                run=crashed_run,
+                image=BASE,
+                labels={"openforge.test-run": RUN},
+            )
+        )
     keep = await p1.create(_spec("keep"))
     # the "crash": the objects are dropped without destroy(); a new orchestrator cleans up by run label
     p2 = get_provider("docker")
@@ -507,8 +551,11 @@ async def test_cleanup_removes_leftovers_of_a_crashed_run(docker_ready, proxy_so
 
 async def test_foreign_container_name_is_not_touched(provider):
     name = _name("foreign")
-    subprocess.run(["docker", "create", "--name", name, "--label", f"openforge.run={RUN}", BASE, "true"],
-                   capture_output=True, check=True)
+    subprocess.run(
+        ["docker", "create", "--name", name, "--label", f"openforge.run={RUN}", BASE, "true"],
+        capture_output=True,
+        check=True,
+    )
     try:
         with pytest.raises(SandboxError, match="not created by openforge"):
             await provider.create(_spec("foreign"))

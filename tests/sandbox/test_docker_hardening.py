@@ -20,9 +20,22 @@ from openforge.sandbox.common import AGENT_CAPABILITIES, NOFILE_LIMIT
 
 RUN = f"pytest-hard-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 # Linux capability numbers (include/uapi/linux/capability.h)
-CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6, "SETUID": 7,
-               "SETPCAP": 8, "NET_BIND_SERVICE": 10, "NET_RAW": 13, "MKNOD": 27, "AUDIT_WRITE": 29,
-               "SETFCAP": 31, "SYS_CHROOT": 18}
+CAP_NUMBERS = {
+    "CHOWN": 0,
+    "DAC_OVERRIDE": 1,
+    "FOWNER": 3,
+    "FSETID": 4,
+    "KILL": 5,
+    "SETGID": 6,
+    "SETUID": 7,
+    "SETPCAP": 8,
+    "NET_BIND_SERVICE": 10,
+    "NET_RAW": 13,
+    "MKNOD": 27,
+    "AUDIT_WRITE": 29,
+    "SETFCAP": 31,
+    "SYS_CHROOT": 18,
+}
 
 
 def _spec(episode: str, **kw) -> SandboxSpec:
@@ -58,17 +71,21 @@ async def test_capabilities_no_new_privileges_and_open_files(sb):
     r = await sb.exec("mknod /tmp/null c 1 3", timeout_s=30)
     assert r.exit_code != 0 and "Operation not permitted" in r.stderr
     # what a Harbor task's root agent does still works: own files, chown to another user, switch user
-    r = await sb.exec("touch /etc/x && chown 1000:1000 /etc/x && setpriv --reuid=1000 --regid=1000 --clear-groups "
-                      "id -u", timeout_s=30)
+    r = await sb.exec(
+        "touch /etc/x && chown 1000:1000 /etc/x && setpriv --reuid=1000 --regid=1000 --clear-groups id -u", timeout_s=30
+    )
     assert r.ok and r.stdout.strip() == "1000", r
 
 
 async def test_every_process_the_agent_left_is_stopped_and_the_sandbox_lives_on(provider):
     sb = await provider.create(_spec("leftovers", pids=200))
     try:
-        r = await sb.exec("sleep 1001 & setsid sleep 1002 & env -i /bin/sh -c 'sleep 1003' & "
-                          "nohup sh -c 'while :; do echo x > /tmp/f; done' >/dev/null 2>&1 & "
-                          "(f(){ sleep 0.5; f & f & }; f) >/dev/null 2>&1 & echo started", timeout_s=30)
+        r = await sb.exec(
+            "sleep 1001 & setsid sleep 1002 & env -i /bin/sh -c 'sleep 1003' & "
+            "nohup sh -c 'while :; do echo x > /tmp/f; done' >/dev/null 2>&1 & "
+            "(f(){ sleep 0.5; f & f & }; f) >/dev/null 2>&1 & echo started",
+            timeout_s=30,
+        )
         assert r.ok
         await asyncio.sleep(2)  # the bomb fills the pids limit
         await sb.stop_agent_processes()
@@ -85,12 +102,17 @@ async def test_changes_and_lookups_are_read_from_outside(provider, tmp_path):
     (tmp_path / "bundle").mkdir()
     sb = await provider.create(_spec("changes", mounts=[Mount(source=tmp_path / "bundle", target="/opt/of/h")]))
     try:
-        r = await sb.exec("echo x >> /usr/bin/pytest; rm /usr/bin/yes; touch /app/unittest.py; "
-                          "rm /usr/bin/dash", timeout_s=30)  # no /bin/sh any more: nothing in band could run
+        r = await sb.exec(
+            "echo x >> /usr/bin/pytest; rm /usr/bin/yes; touch /app/unittest.py; rm /usr/bin/dash", timeout_s=30
+        )  # no /bin/sh any more: nothing in band could run
         assert r.ok, r
         changes = {(c.path, c.kind) for c in await sb.changed_paths()}
-        assert {("/usr/bin/pytest", "changed"), ("/usr/bin/yes", "deleted"), ("/app/unittest.py", "added"),
-                ("/usr/bin/dash", "deleted")} <= changes
+        assert {
+            ("/usr/bin/pytest", "changed"),
+            ("/usr/bin/yes", "deleted"),
+            ("/app/unittest.py", "added"),
+            ("/usr/bin/dash", "deleted"),
+        } <= changes
         assert not {p for p, _ in changes if p.startswith("/opt") or p == "/usr/sbin/docker-init"}, changes
         found = await sb.existing_paths(["/usr/bin/python3", "/usr/bin/dash", "/bin/python3", "/nope"])
         assert found == {"/usr/bin/python3", "/bin/python3"}
@@ -117,6 +139,7 @@ def test_storage_quota_is_used_where_supported_and_said_once_where_not(docker_re
 
 
 # -- building a task's image -----------------------------------------------------------------------------------
+
 
 def _context(tmp_path, dockerfile: str = "FROM debian:bookworm-slim\n"):
     ctx = tmp_path / "ctx"
@@ -156,7 +179,9 @@ async def test_the_build_context_size_is_capped_naming_the_largest_files(docker_
     (ctx / "small.txt").write_text("x")
     p = get_provider("docker", max_context_mb=1)
     try:
-        with pytest.raises(SandboxError, match=r"more than the 1\.0 MiB allowed; the largest files: big\.bin \(3\.0 MiB\)"):
+        with pytest.raises(
+            SandboxError, match=r"more than the 1\.0 MiB allowed; the largest files: big\.bin \(3\.0 MiB\)"
+        ):
             await p.build_image(ctx, image_map=MAP)
     finally:
         await p.close()
@@ -172,8 +197,10 @@ async def test_a_build_is_stopped_at_its_time_limit(provider, tmp_path):
 
 async def test_builds_are_offline_unless_the_task_allows_the_network(provider, tmp_path):
     def dockerfile() -> str:  # a fresh RUN line each time: the builder's cache ignores the network
-        return ("FROM debian:bookworm-slim\nLABEL openforge.test-run=" + RUN + "\n"
-                f"RUN echo {uuid.uuid4().hex} && ip -o link | grep -vc ': lo:' > /links || true\n")
+        return (
+            "FROM debian:bookworm-slim\nLABEL openforge.test-run=" + RUN + "\n"
+            f"RUN echo {uuid.uuid4().hex} && ip -o link | grep -vc ': lo:' > /links || true\n"
+        )
 
     ctx = _context(tmp_path, dockerfile())
     offline = await provider.build_image(ctx, image_map=MAP)

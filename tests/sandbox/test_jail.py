@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import unavailable
 from openforge.sandbox.local.bwrap import SYSTEM_RO, link_args
 from openforge.sandbox.local.jail import JailError, jail_argv, jail_available, prepare_workdir, run_jailed
-from conftest import unavailable
 
 
 @pytest.fixture(autouse=True)
@@ -28,8 +28,11 @@ def test_jail_confines_a_command(tmp_path):
     tmp_path.parent.parent.chmod(0o711)
     work = tmp_path / "w"
     prepare_workdir(work, {"a.txt": "x\n"})
-    out, err, code = run_jailed(work, "id -un; echo made > b.txt; ls /sys/class/net 2>&1 | head -1; "
-                                      "touch /usr/evil 2>&1; cat /etc/shadow 2>&1 | head -1")
+    out, err, code = run_jailed(
+        work,
+        "id -un; echo made > b.txt; ls /sys/class/net 2>&1 | head -1; "
+        "touch /usr/evil 2>&1; cat /etc/shadow 2>&1 | head -1",
+    )
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "nobody"
@@ -102,8 +105,9 @@ def test_one_jails_fork_bomb_leaves_the_others_alone(jail_root):
     done: dict[str, tuple] = {}
 
     def flood() -> None:
-        done["flood"] = run_jailed(bomb_dir, "for i in $(seq 600); do sleep 30 & done 2>/dev/null; sleep 4",
-                                   timeout_s=6)
+        done["flood"] = run_jailed(
+            bomb_dir, "for i in $(seq 600); do sleep 30 & done 2>/dev/null; sleep 4", timeout_s=6
+        )
         done["bomb"] = run_jailed(bomb_dir, "bomb() { bomb | bomb & }; bomb; sleep 3", timeout_s=4)
 
     t = threading.Thread(target=flood)

@@ -42,8 +42,13 @@ def fake_api(tmp_path_factory):
 
 @pytest.fixture
 async def provider(fake_api):
-    p = get_provider("kubernetes", configuration=fake_api.configuration(), namespace=NS,
-                     unschedulable_timeout_s=1.5, start_timeout_s=30)
+    p = get_provider(
+        "kubernetes",
+        configuration=fake_api.configuration(),
+        namespace=NS,
+        unschedulable_timeout_s=1.5,
+        start_timeout_s=30,
+    )
     yield p
     await p.cleanup(None)
     await p.close()
@@ -167,8 +172,9 @@ async def test_exec_timeout_kills_the_command(fake_api, provider):
 
 
 async def test_creation_is_rate_limited(fake_api):
-    p = get_provider("kubernetes", configuration=fake_api.configuration(), namespace=NS,
-                     creation_rate=2.0, creation_burst=1)
+    p = get_provider(
+        "kubernetes", configuration=fake_api.configuration(), namespace=NS, creation_rate=2.0, creation_burst=1
+    )
     try:
         sandboxes = await asyncio.gather(*(p.create(spec("rate", f"e{i}")) for i in range(4)))
         times = sorted(fake_api.create_times[sb.name] for sb in sandboxes)
@@ -211,8 +217,13 @@ async def test_images_and_mounts_map_to_pods(fake_api, provider, tmp_path):
     with pytest.raises(SandboxError, match=r"cannot bind-mount host paths"):
         await provider.create(spec("img", "e3", mounts=[Mount(source=tmp_path, target="/data")]))
 
-    p = get_provider("kubernetes", configuration=fake_api.configuration(), namespace=NS,
-                     harness_image="registry.example/openforge-harnesses:abc", image_map={"debian:bookworm-slim": "registry.example/base:1"})
+    p = get_provider(
+        "kubernetes",
+        configuration=fake_api.configuration(),
+        namespace=NS,
+        harness_image="registry.example/openforge-harnesses:abc",
+        image_map={"debian:bookworm-slim": "registry.example/base:1"},
+    )
     try:
         sb = await p.create(spec("img", "e4", mounts=[Mount(source=bundle, target="/opt/openforge/harnesses")]))
         pod = fake_api.pods[sb.name]
@@ -235,7 +246,10 @@ async def test_no_pod_outside_the_runs_network_policy(fake_api, provider, caplog
         with caplog.at_level("WARNING", logger="openforge.sandbox.kubernetes.provider"):
             made = [await loose.create(spec("loose", f"e{i}")) for i in range(2)]
         assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
-        assert "WITHOUT a NetworkPolicy" in caplog.records[0].getMessage() and "of-np-loose-egress" not in fake_api.policies
+        assert (
+            "WITHOUT a NetworkPolicy" in caplog.records[0].getMessage()
+            and "of-np-loose-egress" not in fake_api.policies
+        )
         for sb in made:
             await sb.destroy()
     finally:
@@ -246,8 +260,11 @@ async def test_grading_support_in_band(fake_api, provider):
     """Inside the pod, as a root agent would leave it: a process left behind (also one that hid its exec marker)
     is stopped, and what changed in the pod's file system is listed against its listing at start."""
     sb = await provider.create(spec("grade", "e1"))
-    r = await sb.exec("mkdir -p /srv/app && echo x > /srv/app/unittest.py; sleep 1001 >/dev/null 2>&1 & "
-                      "env -i /bin/sh -c 'sleep 1002' >/dev/null 2>&1 & echo ok", timeout_s=20)
+    r = await sb.exec(
+        "mkdir -p /srv/app && echo x > /srv/app/unittest.py; sleep 1001 >/dev/null 2>&1 & "
+        "env -i /bin/sh -c 'sleep 1002' >/dev/null 2>&1 & echo ok",
+        timeout_s=20,
+    )
     assert r.ok
     await sb.stop_agent_processes()
     ps = await sb.exec("for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline; echo; done", timeout_s=20)
@@ -276,4 +293,3 @@ async def test_every_created_pod_and_policy_validates(fake_api, provider):
         kubernetes_validate.validate(body, K8S_VERSION, strict=True)
     kinds = {b["kind"] for b in fake_api.created_bodies}
     assert kinds == {"Pod"} and any("initContainers" in b["spec"] for b in fake_api.created_bodies)
-

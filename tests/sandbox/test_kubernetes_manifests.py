@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from openforge.cli import app
+from openforge.sandbox import SandboxSpec
 from openforge.sandbox.kubernetes.manifests import (
     ADMIN_PORT,
     MODEL_PORT,
@@ -19,7 +20,6 @@ from openforge.sandbox.kubernetes.manifests import (
     run_network_policy,
     sandbox_pod,
 )
-from openforge.sandbox import SandboxSpec
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
@@ -36,17 +36,44 @@ def cli_manifests(*args: str) -> list[dict]:
     return [d for d in yaml.safe_load_all(r.output) if d]
 
 
-@pytest.mark.parametrize("args", [
-    ["--run", "demo"],
-    ["--run", "My_Run.2026", "--namespace", "rl-team", "--proxy-image", "registry.example/openforge:1",
-     "--backend", "vllm:http://vllm:8000", "--model-pvc", "models", "--runs-pvc", "runs",
-     "--admin-token-secret", "proxy-admin", "--run-label", "my-run-1a2b3c4d", "--no-dns"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--run", "demo"],
+        [
+            "--run",
+            "My_Run.2026",
+            "--namespace",
+            "rl-team",
+            "--proxy-image",
+            "registry.example/openforge:1",
+            "--backend",
+            "vllm:http://vllm:8000",
+            "--model-pvc",
+            "models",
+            "--runs-pvc",
+            "runs",
+            "--admin-token-secret",
+            "proxy-admin",
+            "--run-label",
+            "my-run-1a2b3c4d",
+            "--no-dns",
+        ],
+    ],
+)
 def test_every_output_of_k8s_manifests_validates(args):
     objects = cli_manifests(*args)
     kinds = [o["kind"] for o in objects]
-    assert kinds == ["Namespace", "ServiceAccount", "Role", "RoleBinding", "Deployment", "Service",
-                     "NetworkPolicy", "NetworkPolicy"]
+    assert kinds == [
+        "Namespace",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+        "NetworkPolicy",
+        "NetworkPolicy",
+    ]
     for o in objects:
         validate(o)
 
@@ -64,8 +91,17 @@ def test_validation_is_not_vacuous():
 
 
 def test_sandbox_pods_are_hardened():
-    pod = sandbox_pod(name="of-a-b", namespace="ns", image="img", labels={"a": "b"}, cpus=1, memory_mb=64,
-                      storage_mb=1024, harness_image="reg/h:1", harness_target="/opt/h")
+    pod = sandbox_pod(
+        name="of-a-b",
+        namespace="ns",
+        image="img",
+        labels={"a": "b"},
+        cpus=1,
+        memory_mb=64,
+        storage_mb=1024,
+        harness_image="reg/h:1",
+        harness_target="/opt/h",
+    )
     validate(pod)
     for c in pod["spec"]["containers"] + pod["spec"]["initContainers"]:
         sc = c["securityContext"]
@@ -80,12 +116,29 @@ def test_sandbox_pods_are_hardened():
 
 @pytest.mark.parametrize("optional", [False, True])
 def test_sandbox_pod_with_and_without_optional_fields(optional):
-    extra = {"env": {"A": "1"}, "workdir": "/app", "active_deadline_s": 900, "annotations": {"openforge.io/run": "r"},
-             "harness_image": "reg/openforge-harnesses:abc", "harness_target": "/opt/openforge/harnesses",
-             "node_selector": {"pool": "rollouts"},
-             "tolerations": [{"key": "rollouts", "operator": "Exists", "effect": "NoSchedule"}]} if optional else {}
-    pod = sandbox_pod(name="of-run-ep", namespace="openforge", image="debian:bookworm-slim",
-                      labels={"openforge.managed": "1"}, cpus=4, memory_mb=4096, **extra)
+    extra = (
+        {
+            "env": {"A": "1"},
+            "workdir": "/app",
+            "active_deadline_s": 900,
+            "annotations": {"openforge.io/run": "r"},
+            "harness_image": "reg/openforge-harnesses:abc",
+            "harness_target": "/opt/openforge/harnesses",
+            "node_selector": {"pool": "rollouts"},
+            "tolerations": [{"key": "rollouts", "operator": "Exists", "effect": "NoSchedule"}],
+        }
+        if optional
+        else {}
+    )
+    pod = sandbox_pod(
+        name="of-run-ep",
+        namespace="openforge",
+        image="debian:bookworm-slim",
+        labels={"openforge.managed": "1"},
+        cpus=4,
+        memory_mb=4096,
+        **extra,
+    )
     validate(pod)
     limits = pod["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"cpu": "4000m", "memory": "4096Mi"} == pod["spec"]["containers"][0]["resources"]["requests"]
@@ -95,17 +148,33 @@ def test_sandbox_pod_with_and_without_optional_fields(optional):
 def test_provider_pod_manifest_validates(tmp_path):
     from openforge.sandbox import get_provider
 
-    p = get_provider("kubernetes", namespace="ns", harness_image="reg/h:1", tolerations=[
-        {"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}])
+    p = get_provider(
+        "kubernetes",
+        namespace="ns",
+        harness_image="reg/h:1",
+        tolerations=[{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}],
+    )
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / "manifest.json").write_text("{}")
     from openforge.sandbox import Mount
 
-    for spec in (SandboxSpec(name="of-a-1", image="img"),
-                 SandboxSpec(name="of-a-2", run="a", image="img", cpus=0.25, memory_mb=100, workdir=None,
-                             env={"X": "y"}, timeout_s=77.5, proxy_uds=tmp_path / "s.sock", user="agent",
-                             mounts=[Mount(source=bundle, target="/opt/h")])):
+    for spec in (
+        SandboxSpec(name="of-a-1", image="img"),
+        SandboxSpec(
+            name="of-a-2",
+            run="a",
+            image="img",
+            cpus=0.25,
+            memory_mb=100,
+            workdir=None,
+            env={"X": "y"},
+            timeout_s=77.5,
+            proxy_uds=tmp_path / "s.sock",
+            user="agent",
+            mounts=[Mount(source=bundle, target="/opt/h")],
+        ),
+    ):
         body = p.pod_manifest(spec, p.resolve_image(spec), p._harness_target(spec))
         validate(body)
     assert body["spec"]["activeDeadlineSeconds"] == 78
@@ -133,8 +202,12 @@ def test_proxy_admin_port_only_from_the_orchestrator():
     objects = {(o["kind"], o["metadata"]["name"]): o for o in cli_manifests("--run", "demo")}
     ingress = objects[("NetworkPolicy", "openforge-proxy-ingress")]["spec"]["ingress"]
     admin = [r for r in ingress if r["ports"][0]["port"] == ADMIN_PORT]
-    assert admin == [{"from": [{"podSelector": {"matchLabels": {"openforge.role": "orchestrator"}}}],
-                      "ports": [{"protocol": "TCP", "port": ADMIN_PORT}]}]
+    assert admin == [
+        {
+            "from": [{"podSelector": {"matchLabels": {"openforge.role": "orchestrator"}}}],
+            "ports": [{"protocol": "TCP", "port": ADMIN_PORT}],
+        }
+    ]
     service_ports = {p["name"]: p["port"] for p in objects[("Service", "openforge-proxy")]["spec"]["ports"]}
     assert service_ports == {"model": MODEL_PORT, "admin": ADMIN_PORT}
     rules = objects[("Role", "openforge-orchestrator")]["rules"]
@@ -156,8 +229,16 @@ def test_harness_image_build_context_and_push(tmp_path):
 
         def build(self, fileobj, **kw):
             with tarfile.open(fileobj=io.BytesIO(fileobj.read())) as tf:
-                self.calls.append(("build", kw["tag"], kw["pull"], tf.extractfile("Dockerfile").read().decode(),
-                                   sorted(tf.getnames()), tf.getmember("bundle/codex/current").issym()))
+                self.calls.append(
+                    (
+                        "build",
+                        kw["tag"],
+                        kw["pull"],
+                        tf.extractfile("Dockerfile").read().decode(),
+                        sorted(tf.getnames()),
+                        tf.getmember("bundle/codex/current").issym(),
+                    )
+                )
             return iter([{"stream": "Step 1/2"}])
 
         def tag(self, image, repository, tag):

@@ -66,8 +66,10 @@ async def sb(provider, request):
 def _task_dir(tmp_path: Path) -> Path:
     """A task directory as the task loader holds it: tests/ and solution/ readable by root only."""
     task = tmp_path / "task"
-    for sub, fname, text in (("tests", "test.sh", "#!/bin/sh\necho graded > /logs/verifier/reward.txt\n"),
-                             ("solution", "solve.sh", "echo secret-solution\n")):
+    for sub, fname, text in (
+        ("tests", "test.sh", "#!/bin/sh\necho graded > /logs/verifier/reward.txt\n"),
+        ("solution", "solve.sh", "echo secret-solution\n"),
+    ):
         d = task / sub
         d.mkdir(parents=True)
         (d / fname).write_text(text)
@@ -96,8 +98,10 @@ def _status_fields(text: str) -> dict[str, str]:
 async def test_no_exec_keeps_a_capability(needs_root, sb):
     """The agent's commands and the verifier's (`user="root"`) alike run with every capability dropped and
     no_new_privs: root in the local sandbox cannot mount, mknod or regain privileges through a setuid file."""
-    probe = ("cat /proc/self/status; mknod /tmp/null c 1 3 && echo MKNOD-OK; "
-             "mount -t sysfs sysfs /tmp && echo MOUNT-OK; chown 0:0 /app && echo CHOWN-OK")
+    probe = (
+        "cat /proc/self/status; mknod /tmp/null c 1 3 && echo MKNOD-OK; "
+        "mount -t sysfs sysfs /tmp && echo MOUNT-OK; chown 0:0 /app && echo CHOWN-OK"
+    )
     for user in (None, "root"):
         r = await sb.exec(probe, timeout_s=20, user=user)
         status = _status_fields(r.stdout)
@@ -222,9 +226,11 @@ async def test_network_only_loopback_and_proxy_bridge(needs_root, provider, tmp_
     s = await provider.create(_spec("proxy", proxy_uds=model, proxy_port=8123))
     try:
         assert s.proxy_url == "http://127.0.0.1:8123"
-        fetch = ("import sys, urllib.request as u\n"
-                 "try: print(u.urlopen(sys.argv[1], timeout=5).read().decode())\n"
-                 "except Exception as e: print('ERR', e)\n")
+        fetch = (
+            "import sys, urllib.request as u\n"
+            "try: print(u.urlopen(sys.argv[1], timeout=5).read().decode())\n"
+            "except Exception as e: print('ERR', e)\n"
+        )
         r = await s.exec(["python3", "-c", "import socket; print(socket.if_nameindex())"], timeout_s=20)
         assert r.stdout.strip() == "[(1, 'lo')]"
         r = await s.exec(["python3", "-c", fetch, "http://127.0.0.1:8123/v1/models"], timeout_s=20)

@@ -77,7 +77,12 @@ def full_call(episode_id: str = "ep-1", index: int = 0, prompt_ids: list[int] | 
         output_ids=output,
         output_logprobs=(-rng.exponential(size=37)).tolist(),
         sampling=SamplingParams(
-            temperature=0.7, top_p=0.95, top_k=40, max_tokens=512, stop=["</s>", "Ω"], stop_token_ids=[2, 151645],
+            temperature=0.7,
+            top_p=0.95,
+            top_k=40,
+            max_tokens=512,
+            stop=["</s>", "Ω"],
+            stop_token_ids=[2, 151645],
             seed=7,
         ),
         finish_reason=FinishReason.length,
@@ -310,11 +315,15 @@ def test_threads_share_one_store(store):
 
 
 def _stored_prompt_layout(store, episode_id):
-    return store._conn().execute(
-        "SELECT call_index, prompt_ref, prompt_prefix_len, prompt_depth, prompt_len FROM calls "
-        "WHERE episode_id = ? ORDER BY call_index",
-        (episode_id,),
-    ).fetchall()
+    return (
+        store._conn()
+        .execute(
+            "SELECT call_index, prompt_ref, prompt_prefix_len, prompt_depth, prompt_len FROM calls "
+            "WHERE episode_id = ? ORDER BY call_index",
+            (episode_id,),
+        )
+        .fetchall()
+    )
 
 
 def _write_episode(store, episode_id, prompts, outputs, one_batch=False):

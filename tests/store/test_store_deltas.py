@@ -11,7 +11,9 @@ from openforge.store import TrajectoryStore
 
 
 def body(turns: int) -> bytes:
-    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "x" * 300} for i in range(turns)]
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "x" * 300} for i in range(turns)
+    ]
     return json.dumps({"model": "m", "messages": messages, "tools": [{"name": "bash", "schema": "y" * 4000}]}).encode()
 
 
@@ -51,13 +53,17 @@ def test_prompt_extension_hint(tmp_path):
         first = CallRecord(episode_id="ep", index=0, prompt_ids=list(range(100)), output_ids=[7, 8])
         store.add_call(first)
         prompt = list(range(100)) + [7, 8] + [5, 6, 7]
-        hinted = CallRecord(episode_id="ep", index=1, prompt_ids=prompt,
-                            metadata={"extends_call": 0, "reused_prompt_tokens": 102})
+        hinted = CallRecord(
+            episode_id="ep", index=1, prompt_ids=prompt, metadata={"extends_call": 0, "reused_prompt_tokens": 102}
+        )
         store.add_call(hinted)
         # a hint that does not match what is stored is ignored, not trusted
         wrong = [9] * 102 + [1]
-        store.add_call(CallRecord(episode_id="ep", index=2, prompt_ids=wrong,
-                                  metadata={"extends_call": 0, "reused_prompt_tokens": 102}))
+        store.add_call(
+            CallRecord(
+                episode_id="ep", index=2, prompt_ids=wrong, metadata={"extends_call": 0, "reused_prompt_tokens": 102}
+            )
+        )
         assert store.get_call("ep", 1).prompt_ids == prompt
         assert store.get_call("ep", 2).prompt_ids == wrong
     with TrajectoryStore.open(tmp_path) as fresh:

@@ -52,10 +52,11 @@ def test_summary_index_exists_and_covers_the_summary_query(run):
     with TrajectoryStore.open(path, readonly=True) as store:
         conn = store._conn()
         assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION >= 4
-        plan = conn.execute("EXPLAIN QUERY PLAN SELECT episode_id, count(*), sum(output_len), "
-                            "max(prompt_len + output_len), sum(side_call), count(break_reason), "
-                            "sum(call_error IS NOT NULL), sum(parse_error IS NOT NULL) FROM calls GROUP BY episode_id"
-                            ).fetchall()
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT episode_id, count(*), sum(output_len), "
+            "max(prompt_len + output_len), sum(side_call), count(break_reason), "
+            "sum(call_error IS NOT NULL), sum(parse_error IS NOT NULL) FROM calls GROUP BY episode_id"
+        ).fetchall()
     assert "COVERING INDEX calls_summary" in str(plan)
 
 
@@ -94,7 +95,9 @@ def test_filters_sorts_and_pages(run):
 def test_call_summaries_and_flags(run):
     path, named = run
     with TrajectoryStore.open(path, readonly=True) as store:
-        rows = {r.episode.id: r for r in store.query_episodes(EpisodeQuery(sort="faults", descending=True, limit=100)).rows}
+        rows = {
+            r.episode.id: r for r in store.query_episodes(EpisodeQuery(sort="faults", descending=True, limit=100)).rows
+        }
         brk = rows[named["break"].id].calls
         assert (brk.calls, brk.breaks, brk.faults) == (3, 1, 0)
         assert rows[named["parse"].id].calls.parse_errors == 1
@@ -111,8 +114,9 @@ def test_call_summaries_and_flags(run):
 
 def test_tampered_flag_from_outcome_reason(tmp_path):
     with TrajectoryStore.open(tmp_path) as store:
-        add_episode(store, random.Random(1), task="t", reward=0.0, outcome=Outcome.failed,
-                    reason="tampered: /usr/bin/python3")
+        add_episode(
+            store, random.Random(1), task="t", reward=0.0, outcome=Outcome.failed, reason="tampered: /usr/bin/python3"
+        )
     with TrajectoryStore.open(tmp_path, readonly=True) as store:
         assert store.query_episodes(EpisodeQuery(flagged_only=True)).rows[0].flags == ("tampered",)
 

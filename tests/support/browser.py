@@ -23,8 +23,18 @@ import httpx
 from websockets.sync.client import connect
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--no-default-browser-check", "--hide-scrollbars", "--mute-audio"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--hide-scrollbars",
+    "--mute-audio",
+]
 
 
 class BrowserError(RuntimeError):
@@ -43,9 +53,17 @@ class Browser:
         self.profile = Path(tempfile.mkdtemp(prefix="openforge-chromium-"))
         self.width, self.height = width, height
         self.proc = subprocess.Popen(
-            [executable, *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-port=0",
-             f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [
+                executable,
+                *FLAGS,
+                f"--user-data-dir={self.profile}",
+                "--remote-debugging-port=0",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             port = self._devtools_port()
             targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
@@ -123,11 +141,15 @@ class Browser:
         for message in self._events:
             method, params = message["method"], message.get("params", {})
             if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                load.errors.append("console: " + " ".join(str(a.get("value", a.get("description", "")))
-                                                          for a in params.get("args", [])))
+                load.errors.append(
+                    "console: "
+                    + " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
+                )
             elif method == "Runtime.exceptionThrown":
                 details = params.get("exceptionDetails", {})
-                load.errors.append(f"exception: {details.get('text')} {details.get('exception', {}).get('description')}")
+                load.errors.append(
+                    f"exception: {details.get('text')} {details.get('exception', {}).get('description')}"
+                )
             elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
                 entry = params["entry"]
                 load.errors.append(f"log ({entry.get('source')}): {entry.get('text')} {entry.get('url', '')}")
@@ -148,8 +170,9 @@ class Browser:
         if full_page:
             size = self.call("Page.getLayoutMetrics")["cssContentSize"]
             height = min(int(size["height"]) + 1, max_height)
-            params.update(captureBeyondViewport=True,
-                          clip={"x": 0, "y": 0, "width": self.width, "height": height, "scale": 1})
+            params.update(
+                captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": self.width, "height": height, "scale": 1}
+            )
         data = self.call("Page.captureScreenshot", **params)["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
@@ -157,13 +180,19 @@ class Browser:
 
     def screenshot_element(self, selector: str, path: Path, max_height: int = 1600, pad: int = 8) -> Path:
         """The part of the page from `selector`'s element down (at most `max_height` pixels)."""
-        box = self.evaluate(f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
-                            ".getBoundingClientRect(); return [r.x + window.scrollX, r.y + window.scrollY]; })()")
+        box = self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+            ".getBoundingClientRect(); return [r.x + window.scrollX, r.y + window.scrollY]; })()"
+        )
         x, y = max(0, box[0] - pad), max(0, box[1] - pad)
         size = self.call("Page.getLayoutMetrics")["cssContentSize"]
         height = min(max_height, int(size["height"] - y))
-        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                         clip={"x": 0, "y": y, "width": self.width, "height": height, "scale": 1})["data"]
+        data = self.call(
+            "Page.captureScreenshot",
+            format="png",
+            captureBeyondViewport=True,
+            clip={"x": 0, "y": y, "width": self.width, "height": height, "scale": 1},
+        )["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
         return path

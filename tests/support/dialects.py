@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import typing
-from pathlib import Path
 from typing import Any
 
 import anthropic.types as at
@@ -17,7 +16,6 @@ from openai.lib.streaming.responses._responses import ResponseStreamState
 
 from openforge.core import FinishReason, ParsedOutput, ToolCall
 from openforge.dialects import DIALECTS, DecodedRequest, Reply
-
 from support import paths
 
 FIXTURES = paths.FIXTURES / "wire"
@@ -38,14 +36,21 @@ EXEC_TOOL = {
 }
 
 SCENARIOS: dict[str, tuple[ParsedOutput, FinishReason]] = {
-    "text": (ParsedOutput(content="Hello there! Ünïcode ✓ and \"quotes\"\nnew line."), FinishReason.stop),
-    "reasoning": (ParsedOutput(reasoning="Two plus two.\nThat is four.", content="The answer is 4."), FinishReason.stop),
+    "text": (ParsedOutput(content='Hello there! Ünïcode ✓ and "quotes"\nnew line.'), FinishReason.stop),
+    "reasoning": (
+        ParsedOutput(reasoning="Two plus two.\nThat is four.", content="The answer is 4."),
+        FinishReason.stop,
+    ),
     "tools": (
         ParsedOutput(
             reasoning="I need the weather and a listing.",
             content="Checking both.",
             tool_calls=[
-                ToolCall(id="call_w1", name="get_weather", arguments={"city": "Paris", "units": ["c", "f"], "x": {"y": None, "z": 1.5}}),
+                ToolCall(
+                    id="call_w1",
+                    name="get_weather",
+                    arguments={"city": "Paris", "units": ["c", "f"], "x": {"y": None, "z": 1.5}},
+                ),
                 ToolCall(id="call_e2", name="exec", arguments={"cmd": "ls -la | grep '\"'"}),
             ],
         ),
@@ -73,7 +78,9 @@ def canned_reply(dialect: str, scenario: str, model: str = "test-model") -> Repl
     )
 
 
-def request_for(dialect: str, *, stream: bool = False, tools: bool = True, include_usage: bool = True) -> DecodedRequest:
+def request_for(
+    dialect: str, *, stream: bool = False, tools: bool = True, include_usage: bool = True
+) -> DecodedRequest:
     """A decoded request offering the canned replies' tools."""
     d = DIALECTS[dialect]
     if dialect == "anthropic":
@@ -81,10 +88,17 @@ def request_for(dialect: str, *, stream: bool = False, tools: bool = True, inclu
             "model": "test-model",
             "max_tokens": 100,
             "messages": [{"role": "user", "content": "hi"}],
-            "tools": [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in (WEATHER_TOOL, EXEC_TOOL)],
+            "tools": [
+                {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+                for t in (WEATHER_TOOL, EXEC_TOOL)
+            ],
         }
     elif dialect == "responses":
-        body = {"model": "test-model", "input": "hi", "tools": [{"type": "function", **t} for t in (WEATHER_TOOL, EXEC_TOOL)]}
+        body = {
+            "model": "test-model",
+            "input": "hi",
+            "tools": [{"type": "function", **t} for t in (WEATHER_TOOL, EXEC_TOOL)],
+        }
     else:
         body = {
             "model": "test-model",
@@ -220,23 +234,46 @@ def project(dialect: str, body: dict) -> dict:
                 blocks.append(("thinking", b["thinking"], b["signature"]))
             else:
                 blocks.append(("tool_use", b["id"], b["name"], b["input"]))
-        return {"id": body["id"], "blocks": blocks, "stop": body["stop_reason"], "usage": (body["usage"]["input_tokens"], body["usage"]["output_tokens"])}
+        return {
+            "id": body["id"],
+            "blocks": blocks,
+            "stop": body["stop_reason"],
+            "usage": (body["usage"]["input_tokens"], body["usage"]["output_tokens"]),
+        }
     if dialect == "responses":
         items = []
         for item in body["output"]:
             if item["type"] == "reasoning":
-                items.append(("reasoning", [c["text"] for c in item.get("content") or []], item.get("encrypted_content")))
+                items.append(
+                    ("reasoning", [c["text"] for c in item.get("content") or []], item.get("encrypted_content"))
+                )
             elif item["type"] == "message":
                 items.append(("message", [c["text"] for c in item["content"]]))
             elif item["type"] == "function_call":
-                items.append(("function_call", item["call_id"], item["name"], item.get("namespace"), json.loads(item["arguments"])))
+                items.append(
+                    (
+                        "function_call",
+                        item["call_id"],
+                        item["name"],
+                        item.get("namespace"),
+                        json.loads(item["arguments"]),
+                    )
+                )
             else:
                 items.append((item["type"], item["call_id"], item["name"], item.get("input")))
         usage = body["usage"]
-        return {"id": body["id"], "status": body["status"], "items": items, "usage": (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"])}
+        return {
+            "id": body["id"],
+            "status": body["status"],
+            "items": items,
+            "usage": (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]),
+        }
     choice = body["choices"][0]
     message = choice["message"]
-    calls = [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls") or []]
+    calls = [
+        (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+        for c in message.get("tool_calls") or []
+    ]
     return {
         "id": body["id"],
         "content": message.get("content") or "",

@@ -11,8 +11,14 @@ from starlette.routing import Route
 from openforge.models import ModelDir
 
 REPLY = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls /app"}}\n</tool_call>'
-BASH = {"type": "function", "function": {"name": "bash", "description": "Run a command.", "parameters": {
-    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
+BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a command.",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    },
+}
 
 
 class FakeVLLM:
@@ -22,8 +28,9 @@ class FakeVLLM:
     def __init__(self, model: ModelDir):
         self.output = model.encode_completion(REPLY) + [model.eos_token_ids[0]]
         self.prompts: list[list[int]] = []
-        self.app = Starlette(routes=[Route("/v1/models", self.models), Route("/v1/completions", self.complete,
-                                                                              methods=["POST"])])
+        self.app = Starlette(
+            routes=[Route("/v1/models", self.models), Route("/v1/completions", self.complete, methods=["POST"])]
+        )
 
     async def models(self, request: Request) -> JSONResponse:
         return JSONResponse({"object": "list", "data": [{"id": "fake-vllm", "object": "model", "max_model_len": 8192}]})
@@ -32,6 +39,19 @@ class FakeVLLM:
         body = await request.json()
         self.prompts.append(body["prompt"])
         n = len(self.output)
-        return JSONResponse({"id": "cmpl-fake", "object": "text_completion", "model": body["model"], "choices": [{
-            "index": 0, "text": "", "token_ids": self.output, "finish_reason": "stop",
-            "logprobs": {"token_logprobs": [-0.5] * n, "tokens": [f"token_id:{i}" for i in self.output]}}]})
+        return JSONResponse(
+            {
+                "id": "cmpl-fake",
+                "object": "text_completion",
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": "",
+                        "token_ids": self.output,
+                        "finish_reason": "stop",
+                        "logprobs": {"token_logprobs": [-0.5] * n, "tokens": [f"token_id:{i}" for i in self.output]},
+                    }
+                ],
+            }
+        )

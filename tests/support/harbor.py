@@ -28,13 +28,16 @@ def harbor_python() -> Path | None:
 
 
 def harbor_version(python: Path) -> str:
-    return subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('harbor'))"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('harbor'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def validate(python: Path, paths: list[Path]) -> dict[str, list[str]]:
     """{path: Harbor's errors} for every file (an empty list: valid)."""
-    result = subprocess.run([str(python), "-c", _SCRIPT, *map(str, paths)], capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run([str(python), "-c", _SCRIPT, *map(str, paths)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)

@@ -66,8 +66,18 @@ def _container_privileges(container: dict) -> list[str]:
 
 
 def _status(code: int, reason: str, message: str) -> JSONResponse:
-    return JSONResponse({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                         "message": message, "reason": reason, "code": code}, status_code=code)
+    return JSONResponse(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        },
+        status_code=code,
+    )
 
 
 def _labels_match(obj: dict, selector: str | None) -> bool:
@@ -107,8 +117,9 @@ class FakeKubernetesAPI:
         self.unschedulable: Callable[[str], bool] = lambda name: False
         self.pods: dict[str, dict] = {}
         self.policies: dict[str, dict] = {}
-        self.services: dict[str, dict] = {"openforge-proxy": {"metadata": {"name": "openforge-proxy"},
-                                                              "spec": {"clusterIP": "10.96.0.10"}}}
+        self.services: dict[str, dict] = {
+            "openforge-proxy": {"metadata": {"name": "openforge-proxy"}, "spec": {"clusterIP": "10.96.0.10"}}
+        }
         self.create_times: dict[str, float] = {}
         self.created_bodies: list[dict] = []
         self.events: list[tuple[int, str, str, dict]] = []  # (rv, kind, type, object)
@@ -185,12 +196,20 @@ class FakeKubernetesAPI:
     def write_kubeconfig(self, path: Path, namespace: str = "openforge") -> Path:
         import yaml
 
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
-        }))
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "fake",
+                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+                    "contexts": [
+                        {"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}
+                    ],
+                }
+            )
+        )
         return path
 
     def call(self, coro: Any, timeout: float = 30) -> Any:
@@ -229,9 +248,16 @@ class FakeKubernetesAPI:
         if pod is None:
             return
         pod["status"].update(phase="Failed", reason=reason, message=message)
-        pod["status"]["containerStatuses"] = [{
-            "name": "sandbox", "ready": False, "restartCount": 0, "image": pod["spec"]["containers"][0]["image"],
-            "imageID": "", "state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]
+        pod["status"]["containerStatuses"] = [
+            {
+                "name": "sandbox",
+                "ready": False,
+                "restartCount": 0,
+                "image": pod["spec"]["containers"][0]["image"],
+                "imageID": "",
+                "state": {"terminated": {"exitCode": 137, "reason": "Error"}},
+            }
+        ]
         self._kill_execs(name)
         await self._emit("pods", "MODIFIED", pod)
 
@@ -264,19 +290,35 @@ class FakeKubernetesAPI:
         if pod is None:
             return
         if self.unschedulable(name):
-            pod["status"]["conditions"] = [{
-                "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": _now(),
-                "message": "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available."}]
+            pod["status"]["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "lastTransitionTime": _now(),
+                    "message": "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available.",
+                }
+            ]
             await self._emit("pods", "MODIFIED", pod)
             return
         pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()}]
-        pod["status"]["containerStatuses"] = [{
-            "name": "sandbox", "ready": False, "restartCount": 0, "image": pod["spec"]["containers"][0]["image"],
-            "imageID": "", "state": {"waiting": {"reason": "ContainerCreating"}}}]
+        pod["status"]["containerStatuses"] = [
+            {
+                "name": "sandbox",
+                "ready": False,
+                "restartCount": 0,
+                "image": pod["spec"]["containers"][0]["image"],
+                "imageID": "",
+                "state": {"waiting": {"reason": "ContainerCreating"}},
+            }
+        ]
         await self._emit("pods", "MODIFIED", pod)
         container = pod["spec"]["containers"][0]
-        spec = SandboxSpec(name=name, workdir=container.get("workingDir") or "/app",
-                           proxy_tcp="127.0.0.1:1" if self.host_network else None)
+        spec = SandboxSpec(
+            name=name,
+            workdir=container.get("workingDir") or "/app",
+            proxy_tcp="127.0.0.1:1" if self.host_network else None,
+        )
         self._sandboxes[name] = await asyncio.to_thread(self._local._create_blocking, spec)
         await self._start_pid_namespace(name, container)
         await asyncio.sleep(self.schedule_delay_s)
@@ -284,24 +326,36 @@ class FakeKubernetesAPI:
             return
         pod["status"].update(phase="Running", startTime=_now(), podIP="10.0.0.7")
         pod["status"]["conditions"].append({"type": "Ready", "status": "True", "lastTransitionTime": _now()})
-        pod["status"]["containerStatuses"][0].update(ready=True, started=True,
-                                                     state={"running": {"startedAt": _now()}})
+        pod["status"]["containerStatuses"][0].update(ready=True, started=True, state={"running": {"startedAt": _now()}})
         await self._emit("pods", "MODIFIED", pod)
         deadline = pod["spec"].get("activeDeadlineSeconds")
         if deadline:
+
             async def expire() -> None:
                 await asyncio.sleep(deadline)
-                await self._fail_pod(name, "DeadlineExceeded",
-                                     "Pod was active on the node longer than the specified deadline")
+                await self._fail_pod(
+                    name, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+                )
+
             self._timers.setdefault(name, []).append(asyncio.create_task(expire()))
 
     async def _start_pid_namespace(self, name: str, container: dict) -> None:
         """The pod's pid namespace, its PID 1 running the pod's command (the keep-alive) as the container would."""
         argv = [*container.get("command", []), *container.get("args", [])] or ["sleep", "infinity"]
         holder = await asyncio.create_subprocess_exec(
-            "unshare", "--pid", "--mount", "--mount-proc", "--fork", "--kill-child", *_container_privileges(container),
-            *argv, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+            "unshare",
+            "--pid",
+            "--mount",
+            "--mount-proc",
+            "--fork",
+            "--kill-child",
+            *_container_privileges(container),
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self._pid1[name] = holder
         end = time.monotonic() + 10
         while time.monotonic() < end:
@@ -320,15 +374,17 @@ class FakeKubernetesAPI:
     def _app(self) -> Starlette:
         pods = "/api/v1/namespaces/{ns}/pods"
         nps = "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
-        return Starlette(routes=[
-            Route(pods, self._pods, methods=["GET", "POST"]),
-            Route(pods + "/{name}", self._pod, methods=["GET", "DELETE"]),
-            Route(pods + "/{name}/log", self._log, methods=["GET"]),
-            WebSocketRoute(pods + "/{name}/exec", self._exec),
-            Route(nps, self._policies, methods=["GET", "POST"]),
-            Route(nps + "/{name}", self._policy, methods=["GET", "DELETE"]),
-            Route("/api/v1/namespaces/{ns}/services/{name}", self._service, methods=["GET"]),
-        ])
+        return Starlette(
+            routes=[
+                Route(pods, self._pods, methods=["GET", "POST"]),
+                Route(pods + "/{name}", self._pod, methods=["GET", "DELETE"]),
+                Route(pods + "/{name}/log", self._log, methods=["GET"]),
+                WebSocketRoute(pods + "/{name}/exec", self._exec),
+                Route(nps, self._policies, methods=["GET", "POST"]),
+                Route(nps + "/{name}", self._policy, methods=["GET", "DELETE"]),
+                Route("/api/v1/namespaces/{ns}/services/{name}", self._service, methods=["GET"]),
+            ]
+        )
 
     async def _service(self, request: Request) -> Response:
         svc = self.services.get(request.path_params["name"])
@@ -355,10 +411,14 @@ class FakeKubernetesAPI:
         if q.get("watch") in ("true", "1"):
             self.watches += 1
             return StreamingResponse(self._watch("pods", q), media_type="application/json")
-        items = [p for p in self.pods.values()
-                 if _labels_match(p, q.get("labelSelector")) and _fields_match(p, q.get("fieldSelector"))]
-        return JSONResponse({"kind": "PodList", "apiVersion": "v1",
-                             "metadata": {"resourceVersion": str(self._rv)}, "items": items})
+        items = [
+            p
+            for p in self.pods.values()
+            if _labels_match(p, q.get("labelSelector")) and _fields_match(p, q.get("fieldSelector"))
+        ]
+        return JSONResponse(
+            {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+        )
 
     async def _watch(self, kind: str, q: Any):
         since = int(q.get("resourceVersion") or 0)
@@ -413,8 +473,14 @@ class FakeKubernetesAPI:
             return JSONResponse(body, status_code=201)
         sel = request.query_params.get("labelSelector")
         items = [p for p in self.policies.values() if _labels_match(p, sel)]
-        return JSONResponse({"kind": "NetworkPolicyList", "apiVersion": "networking.k8s.io/v1",
-                             "metadata": {"resourceVersion": str(self._rv)}, "items": items})
+        return JSONResponse(
+            {
+                "kind": "NetworkPolicyList",
+                "apiVersion": "networking.k8s.io/v1",
+                "metadata": {"resourceVersion": str(self._rv)},
+                "items": items,
+            }
+        )
 
     async def _policy(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -441,8 +507,12 @@ class FakeKubernetesAPI:
         argv = q.getlist("command")
         want_stdin = q.get("stdin") in ("true", "1")
         container = pod["spec"]["containers"][0]
-        env = {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8",
-               **{e["name"]: e.get("value", "") for e in container.get("env") or []}}
+        env = {
+            "PATH": BASE_PATH,
+            "HOME": "/root",
+            "LANG": "C.UTF-8",
+            **{e["name"]: e.get("value", "") for e in container.get("env") or []},
+        }
         bargv = sb._bwrap_argv(argv, workdir=container.get("workingDir") or "/", env=env, uid=0, gid=0)
         # The container's privileges, as the kubelet would set them from the pod's securityContext: the local
         # backend's launcher (which drops every capability) is replaced by `setpriv` keeping the capabilities
@@ -450,21 +520,27 @@ class FakeKubernetesAPI:
         start = bargv.index("--") + 1  # bwrap's own arguments end here; the launcher follows
         assert bargv[start + 2] == FORWARDER_IN_SANDBOX, bargv
         launcher = bargv.index("--", start)
-        bargv[start:launcher + 1] = _container_privileges(container)
+        bargv[start : launcher + 1] = _container_privileges(container)
         # execs of one pod share its pid namespace, as in a container: the backend's kill-by-marker exec must see
         # the command it kills, and the process stop must see everything but the pod's PID 1
         bargv.remove("--unshare-pid")
         bargv = ["nsenter", f"--target={self._init_pid[name]}", "--pid", "--mount", "--", *bargv]
         proc = await asyncio.create_subprocess_exec(
-            *bargv, stdin=asyncio.subprocess.PIPE if want_stdin else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+            *bargv,
+            stdin=asyncio.subprocess.PIPE if want_stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
         self._procs.setdefault(name, set()).add(proc)
         # the eviction clock starts once the command runs, so "evict 0 s later" always hits it mid-command
         evict_after = self.on_exec(name, argv)
         if evict_after is not None:
+
             async def evict_later() -> None:
                 await asyncio.sleep(evict_after)
                 await self._fail_pod(name, "Evicted", "The node was low on resource: memory.")
+
             self._timers.setdefault(name, []).append(asyncio.create_task(evict_later()))
 
         async def pump(stream: asyncio.StreamReader, channel: int) -> None:
@@ -491,9 +567,13 @@ class FakeKubernetesAPI:
             if code == 0:
                 status = {"metadata": {}, "status": "Success"}
             else:
-                status = {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
-                          "message": f"command terminated with non-zero exit code: exit status {code}",
-                          "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+                status = {
+                    "metadata": {},
+                    "status": "Failure",
+                    "reason": "NonZeroExitCode",
+                    "message": f"command terminated with non-zero exit code: exit status {code}",
+                    "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+                }
             await ws.send_bytes(b"\x03" + json.dumps(status).encode())
             await ws.close()
         except Exception:  # noqa: BLE001, S110 - the client disconnected mid-stream

@@ -10,7 +10,6 @@ import anthropic
 import openai
 
 from openforge.proxy.server import ProxyConfig, RunningProxy, running_proxy
-
 from support.paths import POLICIES
 
 
@@ -18,8 +17,13 @@ from support.paths import POLICIES
 async def live_proxy(tmp_path: Path, model_dir: Path, backend: str | None = None, **settings):
     """`backend`: a backend spec (default: the gated streaming policy, tests/policies/gated_stream.py)."""
     config = ProxyConfig(
-        model=model_dir, backend=backend or f"scripted:{POLICIES / 'gated_stream.py'}", run=tmp_path / "run",
-        listen="127.0.0.1:0", admin_listen="127.0.0.1:0", served_model="tiny", **settings,
+        model=model_dir,
+        backend=backend or f"scripted:{POLICIES / 'gated_stream.py'}",
+        run=tmp_path / "run",
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+        served_model="tiny",
+        **settings,
     )
     async with running_proxy(config) as proxy:
         yield proxy

@@ -18,8 +18,8 @@ from openforge.proxy.episodes import EpisodeRegistry
 from openforge.proxy.service import ProxyService, ProxySettings
 from openforge.store import TrajectoryStore
 from openforge.store.writer import AsyncCallWriter
-
 from support.paths import POLICIES
+
 ADMIN_TOKEN = "test-admin-token"
 BASE = "http://proxy.test"
 

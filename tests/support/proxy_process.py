@@ -21,7 +21,9 @@ class ProxyProcess:
     admin_token: str
 
     def admin(self) -> httpx.Client:
-        return httpx.Client(base_url=self.admin_url, headers={"authorization": f"Bearer {self.admin_token}"}, timeout=30)
+        return httpx.Client(
+            base_url=self.admin_url, headers={"authorization": f"Bearer {self.admin_token}"}, timeout=30
+        )
 
     def new_episode(self, task=None, harness=None) -> dict:
         with self.admin() as admin:
@@ -42,16 +44,32 @@ class ProxyProcess:
                 self.proc.kill()
 
 
-def start_proxy(run: Path, model_dir: Path, backend: str, *extra: str, command: list[str] | None = None) -> ProxyProcess:
+def start_proxy(
+    run: Path, model_dir: Path, backend: str, *extra: str, command: list[str] | None = None
+) -> ProxyProcess:
     """`command`: the `openforge` command to run (default: this interpreter's `python -m openforge.cli`)."""
     run.mkdir(parents=True, exist_ok=True)
     info_path = run / "proxy.json"
     info_path.unlink(missing_ok=True)
     log = open(run / "proxy.log", "ab")
     proc = subprocess.Popen(
-        [*(command or [sys.executable, "-m", "openforge.cli"]), "proxy", "--model", str(model_dir), "--backend", backend,
-         "--run", str(run), "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", *extra],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            *(command or [sys.executable, "-m", "openforge.cli"]),
+            "proxy",
+            "--model",
+            str(model_dir),
+            "--backend",
+            backend,
+            "--run",
+            str(run),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            *extra,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 90
     while not info_path.exists():

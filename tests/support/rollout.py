@@ -6,12 +6,20 @@ from pathlib import Path
 
 from openforge.tasks import ImageMap
 from support.paths import EXAMPLES
+
 IMAGE_MAP = ImageMap.load(EXAMPLES / "image-map.yaml").to_dict()  # the shipped tasks' map (a pinned digest too)
-PASSING_TEST = 'mkdir -p /logs/verifier\nif [ -f /app/done.txt ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n'
+PASSING_TEST = "mkdir -p /logs/verifier\nif [ -f /app/done.txt ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
 
 
-def make_task(root: Path, task_id: str, *, test_sh: str = PASSING_TEST, memory_mb: int = 512, solve: str = "touch done.txt\n",
-              agent_timeout_s: float = 120) -> Path:
+def make_task(
+    root: Path,
+    task_id: str,
+    *,
+    test_sh: str = PASSING_TEST,
+    memory_mb: int = 512,
+    solve: str = "touch done.txt\n",
+    agent_timeout_s: float = 120,
+) -> Path:
     d = root / task_id
     (d / "environment").mkdir(parents=True)
     (d / "tests").mkdir()

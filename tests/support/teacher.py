@@ -15,7 +15,6 @@ from openforge.inference.scripted import ScriptedBackend
 from openforge.inference.serve import create_app
 from openforge.models import ModelDir, TinyModelSpec, build_tiny_model
 from openforge.proxy.output_parser import parse_output
-
 from support.inference import ServerThread
 from support.paths import POLICIES
 

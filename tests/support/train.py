@@ -12,9 +12,16 @@ from openforge.train.batching import collate
 from openforge.train.losses import token_logprobs
 
 
-def make_sample(rng: random.Random, group: str, reward: float, length: int = 24, prompt: int = 8,
-                tool_turn: tuple[int, int] | None = None, vocab: tuple[int, int] = (10, 900),
-                temperature: float | None = None) -> Sample:
+def make_sample(
+    rng: random.Random,
+    group: str,
+    reward: float,
+    length: int = 24,
+    prompt: int = 8,
+    tool_turn: tuple[int, int] | None = None,
+    vocab: tuple[int, int] = (10, 900),
+    temperature: float | None = None,
+) -> Sample:
     """A sample of `length` random tokens: `prompt` context tokens (mask 0), then sampled ones (mask 1), with
     an optional tool-result span [a, b) in mask 0 (a multi-turn sample)."""
     ids = [rng.randrange(*vocab) for _ in range(length)]
@@ -23,8 +30,16 @@ def make_sample(rng: random.Random, group: str, reward: float, length: int = 24,
         for t in range(*tool_turn):
             mask[t] = 0
     metadata = {"temperature": temperature} if temperature is not None else {}
-    return Sample(token_ids=ids, loss_mask=mask, logprobs=[0.0] * length, reward=reward, group_id=group,
-                  episode_id=f"ep-{group}-{rng.randrange(10**9)}", prompt_length=prompt, metadata=metadata)
+    return Sample(
+        token_ids=ids,
+        loss_mask=mask,
+        logprobs=[0.0] * length,
+        reward=reward,
+        group_id=group,
+        episode_id=f"ep-{group}-{rng.randrange(10**9)}",
+        prompt_length=prompt,
+        metadata=metadata,
+    )
 
 
 def with_behaviour_logprobs(model, samples: list[Sample], temperature: float = 1.0) -> list[Sample]:

@@ -9,10 +9,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from conftest import unavailable
 
 VERL_CONFIG = "verl/trainer/config/_generated_ppo_trainer.yaml"
-SOLVE = "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": "touch /app/done.txt"}}) + "\n</tool_call>"
+SOLVE = (
+    "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": "touch /app/done.txt"}}) + "\n</tool_call>"
+)
 IDLE = "I will not do anything."
 
 
@@ -43,10 +46,18 @@ class CpuServerClientStandIn:
         self._assigned: dict[str, list[str]] = {}
         self._turn: dict[str, int] = {}
 
-    async def generate(self, request_id, *, prompt_ids: list[int], sampling_params: dict[str, Any],
-                       image_data: list[Any] | None = None, video_data: list[Any] | None = None,
-                       audio_data: list[Any] | None = None, mm_processor_kwargs: dict[str, Any] | None = None,
-                       **kwargs: Any):
+    async def generate(
+        self,
+        request_id,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: list[Any] | None = None,
+        video_data: list[Any] | None = None,
+        audio_data: list[Any] | None = None,
+        mm_processor_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ):
         from verl.workers.rollout.replica import TokenOutput
 
         from openforge.inference.scripted import encode_completion, end_of_turn_id
@@ -59,8 +70,12 @@ class CpuServerClientStandIn:
         self._turn[request_id] = turn + 1
         ids = encode_completion(model.tokenizer, script[min(turn, len(script) - 1)]) + [end_of_turn_id(model)]
         ids = ids[: sampling_params["max_tokens"]]
-        return TokenOutput(token_ids=ids, log_probs=[fake_logprob(t) for t in ids], stop_reason="completed",
-                           extra_fields={"global_steps": self.global_steps})
+        return TokenOutput(
+            token_ids=ids,
+            log_probs=[fake_logprob(t) for t in ids],
+            stop_reason="completed",
+            extra_fields={"global_steps": self.global_steps},
+        )
 
 
 def trainer_config(model_dir: Path, prompt_length: int = 4096, response_length: int = 4096):
@@ -92,9 +107,16 @@ def instantiate_loop(config, client, tokenizer, agent_loop_yaml: Path):
     for entry in OmegaConf.load(agent_loop_yaml):
         _agent_loop_registry[entry.name] = entry
     return hydra.utils.instantiate(
-        config=_agent_loop_registry["openforge"], trainer_config=DictConfigWrap(config=config), server_manager=client,
-        tokenizer=tokenizer, processor=None, hf_model_type=None, dataset_cls=RLHFDataset,
-        data_config=DictConfigWrap(config.data), tools=ToolListWrap([]))
+        config=_agent_loop_registry["openforge"],
+        trainer_config=DictConfigWrap(config=config),
+        server_manager=client,
+        tokenizer=tokenizer,
+        processor=None,
+        hf_model_type=None,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data),
+        tools=ToolListWrap([]),
+    )
 
 
 class CapturingTransferQueue:
@@ -141,8 +163,12 @@ def v1_advantages(queue: CapturingTransferQueue, n_sessions: int):
     data.non_tensor_batch["uid"] = np.array(data.batch.pop("uid").tolist(), dtype=object)
     data.batch["token_level_rewards"] = data.batch["token_level_scores"]
     return compute_advantage_for_multi_trajectories(
-        data, batch_keys=queue.keys, adv_estimator=core_algos.AdvantageEstimator.GRPO, num_repeat=n_sessions,
-        norm_adv_by_std_in_grpo=True)
+        data,
+        batch_keys=queue.keys,
+        adv_estimator=core_algos.AdvantageEstimator.GRPO,
+        num_repeat=n_sessions,
+        norm_adv_by_std_in_grpo=True,
+    )
 
 
 @pytest.fixture()

@@ -19,8 +19,8 @@ def _chunks(data: bytes):
         if BLOCK - pos % BLOCK < 7:  # a block's tail too short for a header is padding
             pos += BLOCK - pos % BLOCK
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind == 1:
             yield chunk
         elif kind == 2:

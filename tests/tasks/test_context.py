@@ -27,8 +27,10 @@ def test_a_link_out_of_the_build_context_is_an_error_naming_it(task_dir, tmp_pat
     secret.write_text("secret")
     (task_dir / "environment" / "leak").symlink_to(secret)
     errors = validate_task_dir(task_dir)
-    assert errors == [f"environment/leak: a symbolic link to {secret}, outside the build context: it would bring a "
-                      "host file into the image; copy the file into environment/ instead"]
+    assert errors == [
+        f"environment/leak: a symbolic link to {secret}, outside the build context: it would bring a "
+        "host file into the image; copy the file into environment/ instead"
+    ]
     with pytest.raises(TaskLoadError, match="environment/leak: a symbolic link"):
         load_task(task_dir)
     (task_dir / "environment" / "leak").unlink()

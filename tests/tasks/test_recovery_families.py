@@ -44,8 +44,10 @@ def test_registered_and_split_like_the_other_families(tmp_path):
     heldout = InstanceSampler("heldout", seed=2, families=NAMES).sample(100)
     assert check_split_disjoint(train, heldout) == []
     task = load_task(write_task(train[0], tmp_path / train[0].task_id()))
-    assert FaultTargets.from_metadata(task.config.metadata.model_extra).model_dump(exclude_none=True) == \
-        train[0].fault_targets
+    assert (
+        FaultTargets.from_metadata(task.config.metadata.model_extra).model_dump(exclude_none=True)
+        == train[0].fault_targets
+    )
     looked = next(i for i in train if i.look_command)
     task = load_task(write_task(looked, tmp_path / looked.task_id()))
     assert task.look_script is not None and task.look_script.read_text().strip().endswith(looked.look_command)

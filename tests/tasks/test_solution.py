@@ -28,7 +28,7 @@ def solution_dir(tmp_path: Path) -> Path:
     (sol / "lib" / "deep").mkdir(parents=True)
     (sol / "empty").mkdir()
     (sol / "solve.sh").write_bytes(
-        b'#!/bin/bash\r\n'
+        b"#!/bin/bash\r\n"
         b'here="$(cd "$(dirname "$0")" && pwd)"\r\n'
         b'cp "$here/data.bin" "$here/lib/deep/notes.txt" "$here/crlf.txt" .\r\n'
         b'python3 "$here/lib/tool.py" > tool.out\r\n'
@@ -36,9 +36,10 @@ def solution_dir(tmp_path: Path) -> Path:
         b'[ -d "$here/empty" ] && echo yes > empty.out\r\n'
         b'readlink "$here/link" > link.out\r\n'
         b'echo "$GREETING" > env.out\r\n'
-        b'pwd > cwd.out\r\n'
+        b"pwd > cwd.out\r\n"
         b'echo "$here" > here.out\r\n'
-        b'exit 7\r\n')
+        b"exit 7\r\n"
+    )
     (sol / "wrong.sh").write_text("#!/bin/bash\necho wrong > wrong.out\n")
     (sol / "data.bin").write_bytes(BINARY)
     (sol / "crlf.txt").write_bytes(b"data keeps\r\nits endings\r\n")  # not a script: byte for byte

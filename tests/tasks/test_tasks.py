@@ -32,8 +32,8 @@ from openforge.tasks.environment import task_environment
 from openforge.tasks.loader import inspect_task_dir, inspect_tree
 from openforge.tasks.local import run_task_locally
 from openforge.tasks.model import parse_size_mb
-
 from support.paths import REPO
+
 EXAMPLES = REPO / "examples" / "tasks"
 EXAMPLE_TASKS = load_tasks(EXAMPLES)
 
@@ -386,14 +386,15 @@ def test_image_map_applies_to_dockerfile_from_lines():
     assert out[8] == "COPY --from=build /x /x"
 
 
-
 def test_image_map_rewrites_from_lines_and_names_the_bases():
     """The rewrite the docker backend builds with: mapped FROM lines and the base images they then need."""
     base = "openforge-base:bookworm"
     m = ImageMap({"debian:bookworm-slim": base, "python:3.12": base, "ubuntu": "local/ubuntu:1"})
-    text = ("# syntax\nARG X=1\nFROM debian:bookworm-slim AS build\nRUN echo\n"
-            "from --platform=linux/amd64 docker.io/library/python:3.12\n"
-            "FROM build\nFROM ubuntu:latest\nFROM ${X}\nFROM scratch\n")
+    text = (
+        "# syntax\nARG X=1\nFROM debian:bookworm-slim AS build\nRUN echo\n"
+        "from --platform=linux/amd64 docker.io/library/python:3.12\n"
+        "FROM build\nFROM ubuntu:latest\nFROM ${X}\nFROM scratch\n"
+    )
     out, bases = m.rewrite_dockerfile(text)
     assert "FROM openforge-base:bookworm AS build\n" in out
     assert "from --platform=linux/amd64 openforge-base:bookworm\n" in out
@@ -422,6 +423,7 @@ def test_image_map_tag_key_matches_a_digest_pinned_from_line():
     assert both.map_image("python:3.12") == "repo:1"
     # a digest does not match a key of another tag
     assert ImageMap.parse("python:3.12=x:1").lookup(f"python:3.13@{digest}") is None
+
 
 # ---- rewards --------------------------------------------------------------------------------------------
 

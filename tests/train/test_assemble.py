@@ -24,8 +24,6 @@ from pathlib import Path
 
 import anthropic
 import pytest
-from support.proxy_process import start_proxy
-from support.proxy import in_process_proxy
 
 from openforge.core import CallRecord, Episode, Outcome, Sample
 from openforge.harness import LaunchContext, get_adapter
@@ -34,17 +32,24 @@ from openforge.harness.bundle import bundle_status, default_bundle_dir
 from openforge.store import TrajectoryStore
 from openforge.train import AssemblyMetrics, assemble, assemble_episode, assemble_run
 from openforge.train.assemble import UNEXPECTED_BREAK, drop_reason, group_id
-
 from support.paths import POLICIES
+from support.proxy import in_process_proxy
+from support.proxy_process import start_proxy
+
 NONCE_POLICY = POLICIES / "nonce_harness.py"
 INSTRUCTION = "Make a nonce, then save it to result.txt."
 REAL_HARNESSES = ["claude-code", "codex", "openclaw"]
 INFRASTRUCTURE_FAILURES = [o for o in Outcome if o.is_infrastructure_failure]
 
-BASH = {"name": "bash", "description": "Run a command.",
-        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
-BASH_OAI = {"type": "function", "function": {"name": "bash", "description": "Run a command.",
-                                              "parameters": BASH["input_schema"]}}
+BASH = {
+    "name": "bash",
+    "description": "Run a command.",
+    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+}
+BASH_OAI = {
+    "type": "function",
+    "function": {"name": "bash", "description": "Run a command.", "parameters": BASH["input_schema"]},
+}
 
 
 # ---- the checks every assembly must pass ---------------------------------------------------------------
@@ -195,7 +200,7 @@ def test_real_harness_episode_masks_are_exact(recorded, harness, tiny_model):
         texts = [tiny_model.decode(sample.token_ids[a:b]) for a, b in runs]
         assert "tee nonce.txt" in texts[0] and f"echo {nonce} > result.txt" in texts[1]
         assert texts[-1].startswith("Done: the nonce is saved in result.txt.")
-        first_gap = tiny_model.decode(sample.token_ids[runs[0][1]:runs[1][0]])
+        first_gap = tiny_model.decode(sample.token_ids[runs[0][1] : runs[1][0]])
         assert nonce in first_gap  # the tool result, mask 0
         assert INSTRUCTION in tiny_model.decode(sample.token_ids[: sample.prompt_length])
     for s in merged + per_call:
@@ -215,7 +220,9 @@ def test_assemble_run_reads_the_store_and_reports_merges_and_breaks(recorded):
     assert metrics.calls_merged == len(main) - 3 - (len(openclaw_main) - 1)
     assert metrics.side_calls == metrics.side_calls_excluded == sum(c.side_call for c in all_calls)
     assert metrics.samples == len(samples) == metrics.samples_by_mode["merged"]
-    assert metrics.training_tokens["merged"] == metrics.training_tokens["per-call"] == sum(len(c.output_ids) for c in main)
+    assert (
+        metrics.training_tokens["merged"] == metrics.training_tokens["per-call"] == sum(len(c.output_ids) for c in main)
+    )
     assert metrics.sequence_tokens["merged"] < metrics.sequence_tokens["per-call"]
     assert metrics.token_saving > 1 and 0 < metrics.merge_rate < 1
     assert AssemblyMetrics.model_validate_json(metrics.model_dump_json()) == metrics
@@ -248,15 +255,24 @@ class Thread:
 
     async def call(self, tools=True) -> anthropic.types.Message:
         kwargs = {"tools": [BASH]} if tools else {}
-        reply = await self.client.messages.create(model="m", max_tokens=1000, system=self.system,
-                                                  messages=self.messages, **kwargs)
+        reply = await self.client.messages.create(
+            model="m", max_tokens=1000, system=self.system, messages=self.messages, **kwargs
+        )
         if tools:
-            self.messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+            self.messages.append(
+                {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]}
+            )
             uses = [b for b in reply.content if b.type == "tool_use"]
             if uses:
-                self.messages.append({"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": u.id, "content": f"result of {u.input['command']}"}
-                    for u in uses]})
+                self.messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": u.id, "content": f"result of {u.input['command']}"}
+                            for u in uses
+                        ],
+                    }
+                )
         return reply
 
     def say(self, text: str) -> None:
@@ -298,9 +314,14 @@ async def test_compaction_side_calls_and_failed_calls(tmp_path, tiny_model_dir, 
         episode_id, calls = await _compaction_episode(proxy)
         episode = graded(proxy.store.get_episode(episode_id), reward=0.5, metadata={"step": 4})
     assert [(c.side_call, c.call_error is not None, c.break_reason) for c in calls] == [
-        (False, False, None), (False, False, None), (False, False, None), (False, False, None),
+        (False, False, None),
+        (False, False, None),
+        (False, False, None),
+        (False, False, None),
         (True, False, "side_call"),
-        (False, True, "history_rewritten"), (False, False, "history_rewritten"), (False, False, None),
+        (False, True, "history_rewritten"),
+        (False, False, "history_rewritten"),
+        (False, False, None),
     ]
     merged, per_call = check_both_modes(episode, calls, tiny_model.decode)
     assert [s.metadata["calls"] for s in merged] == [[0, 1, 2, 3], [6, 7]]
@@ -358,7 +379,13 @@ async def test_unexpected_break_starts_a_new_sample_and_is_counted(tmp_path, tin
     tampered = list(calls[2].prompt_ids)
     tampered[len(c1.prompt_ids)] += 1
     calls[2] = calls[2].model_copy(update={"prompt_ids": tampered})
-    calls[3] = calls[3].model_copy(update={"prompt_ids": tampered + calls[2].output_ids + calls[3].prompt_ids[len(tampered) + len(calls[2].output_ids):]})
+    calls[3] = calls[3].model_copy(
+        update={
+            "prompt_ids": tampered
+            + calls[2].output_ids
+            + calls[3].prompt_ids[len(tampered) + len(calls[2].output_ids) :]
+        }
+    )
     merged = assemble_episode(episode, calls)
     assert [s.metadata["calls"] for s in merged] == [[0, 1], [2, 3], [6, 7]]
     assert merged[1].metadata["opened_by"] == UNEXPECTED_BREAK
@@ -377,7 +404,12 @@ def test_infrastructure_failures_and_ungraded_episodes_are_dropped_whole():
     ok = base.model_copy(update={"outcome": Outcome.failed, "reward": 0.0})
     (sample,) = assemble_episode(ok, calls)
     assert (sample.token_ids, sample.loss_mask, sample.logprobs, sample.policy_versions, sample.prompt_length) == (
-        [1, 2, 3, 4], [0, 0, 1, 1], [0.0, 0.0, -0.5, -0.25], [-1, -1, 0, 0], 2)
+        [1, 2, 3, 4],
+        [0, 0, 1, 1],
+        [0.0, 0.0, -0.5, -0.25],
+        [-1, -1, 0, 0],
+        2,
+    )
     pairs = [(base.model_copy(update={"outcome": o, "reward": 0.0}), calls) for o in INFRASTRUCTURE_FAILURES]
     samples, metrics = assemble(pairs + [(ok, calls), (base, calls)])
     assert len(samples) == 1 and metrics.episodes_used == 1
@@ -390,7 +422,9 @@ def test_infrastructure_failures_and_ungraded_episodes_are_dropped_whole():
         assemble_episode(ok, calls, mode="both")
 
 
-async def test_embedded_logprobs_are_aligned_with_a_forward_pass_across_a_weight_swap(tmp_path, tiny_model_dir, tiny_model):
+async def test_embedded_logprobs_are_aligned_with_a_forward_pass_across_a_weight_swap(
+    tmp_path, tiny_model_dir, tiny_model
+):
     """Real logprobs: each trained position of the merged sample holds the log-probability that the policy
     version which sampled it gives that token in the merged sequence (causal model + exact prefix)."""
     import torch
@@ -400,8 +434,11 @@ async def test_embedded_logprobs_are_aligned_with_a_forward_pass_across_a_weight
     shutil.copytree(tiny_model_dir, new_dir)
     weights = load_file(new_dir / "model.safetensors")
     torch.manual_seed(0)
-    save_file({k: v + 0.05 * torch.randn_like(v) for k, v in weights.items()}, new_dir / "model.safetensors",
-              metadata={"format": "pt"})
+    save_file(
+        {k: v + 0.05 * torch.randn_like(v) for k, v in weights.items()},
+        new_dir / "model.safetensors",
+        metadata={"format": "pt"},
+    )
     async with in_process_proxy(tmp_path / "run", tiny_model_dir, backend="embedded", max_new_tokens=6) as proxy:
         episode_id, key = await proxy.new_episode(task="lp", harness="synthetic")
         client = proxy.openai(key)
@@ -410,11 +447,17 @@ async def test_embedded_logprobs_are_aligned_with_a_forward_pass_across_a_weight
             if turn == 2:  # new weights in the middle of the segment
                 async with proxy.admin() as admin:
                     await admin.post("/admin/pause")
-                    assert (await admin.post("/admin/weights", json={"path": str(new_dir)})).json() == {"policy_version": 1}
+                    assert (await admin.post("/admin/weights", json={"path": str(new_dir)})).json() == {
+                        "policy_version": 1
+                    }
                     await admin.post("/admin/resume")
-            r = await client.chat.completions.create(model="m", messages=messages, tools=[BASH_OAI],
-                                                     temperature=1.0, seed=turn)
-            messages += [r.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": f"next {turn}"}]
+            r = await client.chat.completions.create(
+                model="m", messages=messages, tools=[BASH_OAI], temperature=1.0, seed=turn
+            )
+            messages += [
+                r.choices[0].message.model_dump(exclude_none=True),
+                {"role": "user", "content": f"next {turn}"},
+            ]
         calls = proxy.store.list_calls(episode_id)
         episode = graded(proxy.store.get_episode(episode_id))
     assert [c.policy_version for c in calls] == [0, 0, 1, 1] and {c.segment for c in calls} == {0}

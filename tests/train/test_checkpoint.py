@@ -11,13 +11,20 @@ from openforge.models import ModelDir
 from openforge.train import CheckpointError, SFTConfig, SFTTrainer, load_checkpoint, read_trainer_state, save_checkpoint
 from support.train import make_sample
 
-SERVABLE = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-            "generation_config.json"}
+SERVABLE = {
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "generation_config.json",
+}
 
 
 def _train(model, samples, steps, optimizer=None):
-    trainer = SFTTrainer(model, SFTConfig(lr=2e-3, steps=steps, batch_size=4, warmup_steps=0, schedule="constant"),
-                         optimizer=optimizer)
+    trainer = SFTTrainer(
+        model, SFTConfig(lr=2e-3, steps=steps, batch_size=4, warmup_steps=0, schedule="constant"), optimizer=optimizer
+    )
     return trainer, trainer.train(samples)
 
 
@@ -28,8 +35,9 @@ def test_checkpoint_round_trip_and_resume(tmp_path, tiny_model):
     model = tiny_model.load_model()
     trainer, _ = _train(model, samples, steps=2)
 
-    out = save_checkpoint(model, tiny_model, tmp_path / "ckpt" / "step-2", optimizer=trainer.optimizer, step=2,
-                          extra={"run": "test"})
+    out = save_checkpoint(
+        model, tiny_model, tmp_path / "ckpt" / "step-2", optimizer=trainer.optimizer, step=2, extra={"run": "test"}
+    )
     rng_after_save = torch.rand(3)
     assert SERVABLE <= {p.name for p in out.iterdir()}
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temporary left behind

@@ -17,8 +17,8 @@ from openforge.train.config import TrainConfig
 from openforge.train.errors import TrainError
 from openforge.train.pipeline import run_training
 from openforge.train.records import read_jsonl
-
 from support.paths import REPO
+
 EXAMPLES = REPO / "examples" / "tasks"
 
 
@@ -61,8 +61,12 @@ def families_run(tmp_path_factory, tiny_model_dir, docker_ready):
     """2 RL steps on generated families (react in process), after SFT on 4 oracle demos recorded in Docker."""
     root = tmp_path_factory.mktemp("train-families")
     data = {
-        "run": str(root / "run"), "model": str(tiny_model_dir), "tasks": {"families": ["create_file", "append_line"]},
-        "harnesses": ["react"], "sandbox": "docker", "max_new_tokens": 64,
+        "run": str(root / "run"),
+        "model": str(tiny_model_dir),
+        "tasks": {"families": ["create_file", "append_line"]},
+        "harnesses": ["react"],
+        "sandbox": "docker",
+        "max_new_tokens": 64,
         "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
         "sft": {"teacher": "oracle", "demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 4},
         "rl": {"steps": 2, "prompts": 2, "group": 2, "eval_every": 1, "eval_instances": 4},
@@ -99,7 +103,9 @@ def test_families_run_trains_serves_and_reports(families_run):
     assert (run / "checkpoints" / "rl" / "model.safetensors").is_file()
     # the loggers were sent every step and every evaluation (RUN/metrics.jsonl: what each logger got)
     logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["metrics"]["train/reward"] for r in logged if "train/reward" in r["metrics"]] == [s["reward"] for s in steps]
+    assert [r["metrics"]["train/reward"] for r in logged if "train/reward" in r["metrics"]] == [
+        s["reward"] for s in steps
+    ]
     assert [r["step"] for r in logged if "eval/graded" in r["metrics"]] == [0, 1, 2]
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
 
@@ -123,12 +129,19 @@ def test_resume_continues_from_the_last_step(families_run):
 
 
 def test_task_dirs_run_through_the_orchestrator(docker_ready, tmp_path, tiny_model_dir):
-    config = TrainConfig.model_validate({
-        "run": str(tmp_path / "run"), "model": str(tiny_model_dir), "tasks": {"dirs": [str(EXAMPLES)]},
-        "harnesses": ["react"], "sandbox": "docker", "max_attempts": 1, "max_new_tokens": 16,
-        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
-        "rl": {"steps": 1, "prompts": 2, "group": 2, "eval_instances": 1},
-    })
+    config = TrainConfig.model_validate(
+        {
+            "run": str(tmp_path / "run"),
+            "model": str(tiny_model_dir),
+            "tasks": {"dirs": [str(EXAMPLES)]},
+            "harnesses": ["react"],
+            "sandbox": "docker",
+            "max_attempts": 1,
+            "max_new_tokens": 16,
+            "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
+            "rl": {"steps": 1, "prompts": 2, "group": 2, "eval_instances": 1},
+        }
+    )
     report = run_training(config)
     assert report["episode_path"] == "orchestrator"
     step = read_jsonl(tmp_path / "run" / "steps.jsonl")[0]

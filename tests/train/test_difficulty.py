@@ -14,7 +14,6 @@ from openforge.train.config import TrainConfig
 from openforge.train.difficulty import DifficultyTracker, no_signal_cost, task_results
 from openforge.train.pipeline import run_training
 from openforge.train.records import read_steps
-
 from support.paths import EXAMPLES
 
 
@@ -40,9 +39,14 @@ def test_a_task_is_dropped_after_so_many_visits_of_one_kind():
 
 
 def test_groups_without_signal_and_their_cost():
-    episodes = [Ep("a", "react", 1.0, 2.0), Ep("a", "react", 0.0, 3.0),  # signal
-                Ep("b", "react", 0.0, 5.0), Ep("b", "react", 0.0, 7.0), Ep("b", "react", None, 1.0),  # none
-                Ep("a", "codex", 1.0, 4.0)]  # one graded episode: none
+    episodes = [
+        Ep("a", "react", 1.0, 2.0),
+        Ep("a", "react", 0.0, 3.0),  # signal
+        Ep("b", "react", 0.0, 5.0),
+        Ep("b", "react", 0.0, 7.0),
+        Ep("b", "react", None, 1.0),  # none
+        Ep("a", "codex", 1.0, 4.0),
+    ]  # one graded episode: none
     cost = no_signal_cost(episodes)
     assert (cost.groups, cost.episodes, cost.seconds) == (2, 4, 17.0)
     assert task_results(episodes) == {"a": (2, 3), "b": (0, 2)}
@@ -57,12 +61,19 @@ def test_a_run_drops_the_tasks_its_policy_never_solves(docker_ready, tmp_path, t
     tasks = tmp_path / "tasks"
     for name in ("append-setting", "backup-csv"):
         shutil.copytree(EXAMPLES / "train" / name, tasks / "train" / name)
-    config = TrainConfig.model_validate({
-        "run": str(tmp_path / "run"), "model": str(tiny_model_dir), "tasks": {"dirs": [str(tasks)]},
-        "harnesses": ["react"], "sandbox": "docker", "max_attempts": 1,
-        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}}, "max_new_tokens": 8,
-        "rl": {"steps": 4, "prompts": 1, "group": 2, "drop_after": 1},
-    })
+    config = TrainConfig.model_validate(
+        {
+            "run": str(tmp_path / "run"),
+            "model": str(tiny_model_dir),
+            "tasks": {"dirs": [str(tasks)]},
+            "harnesses": ["react"],
+            "sandbox": "docker",
+            "max_attempts": 1,
+            "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
+            "max_new_tokens": 8,
+            "rl": {"steps": 4, "prompts": 1, "group": 2, "drop_after": 1},
+        }
+    )
     report = run_training(config)
     steps = read_steps(tmp_path / "run")
     # the random-init student solves nothing: each task is dropped on its first visit, then GRPO stops
@@ -75,4 +86,6 @@ def test_a_run_drops_the_tasks_its_policy_never_solves(docker_ready, tmp_path, t
     assert all(0 < s.train_s < s.seconds for s in steps)  # the checkpoint and weight push, even without an update
     assert report["grpo_step_records"][0]["dropped_tasks"] == steps[0].dropped_tasks
     markdown = (tmp_path / "run" / "report.md").read_text()
-    assert "Groups without signal (GRPO skips them) cost 4 of 4 episodes" in markdown and "impossible, step 0" in markdown
+    assert (
+        "Groups without signal (GRPO skips them) cost 4 of 4 episodes" in markdown and "impossible, step 0" in markdown
+    )

@@ -29,7 +29,8 @@ def test_group_advantages_by_hand():
     assert adv.tolist() == pytest.approx(expected, abs=1e-6)
     assert adv[4:7].tolist() == [0.0, 0.0, 0.0]  # all-equal group: exactly zero
     assert group_advantages(rewards, groups, norm_by_std=False).tolist() == pytest.approx(
-        [0.5, -0.5, -0.5, 0.5, 0, 0, 0, -0.5, 0, 0.5, 0.7], abs=1e-6)
+        [0.5, -0.5, -0.5, 0.5, 0, 0, 0, -0.5, 0, 0.5, 0.7], abs=1e-6
+    )
     assert groups_with_signal(rewards, groups) == {"a", "c"}
     # An all-equal group of a value float32 cannot average exactly still gives exact zeros.
     assert group_advantages([0.1] * 3, ["x"] * 3).tolist() == [0.0, 0.0, 0.0]
@@ -79,12 +80,16 @@ def test_clipped_loss_is_a_token_mean_over_the_mask():
     assert res.clip_fraction == pytest.approx(0.5, abs=1e-6)
     assert res.approx_kl == pytest.approx(-(math.log(1.1) + math.log(1.5) + math.log(0.5)) / 4, abs=1e-6)
     assert float(clipped_policy_loss(new, old, adv, mask, num_tokens=8).loss) == pytest.approx(
-        (-1.1 - 1.2 + 0.8 + 1.0) / 8, abs=1e-6)
+        (-1.1 - 1.2 + 0.8 + 1.0) / 8, abs=1e-6
+    )
 
 
 def _groups(rng, model, rewards_by_group, temperature=None):
-    samples = [make_sample(rng, g, r, length=20, prompt=6, temperature=temperature)
-               for g, rewards in rewards_by_group.items() for r in rewards]
+    samples = [
+        make_sample(rng, g, r, length=20, prompt=6, temperature=temperature)
+        for g, rewards in rewards_by_group.items()
+        for r in rewards
+    ]
     return with_behaviour_logprobs(model, samples)
 
 
@@ -143,13 +148,13 @@ def test_new_logprobs_use_the_sampling_temperature(model):
 
 def test_micro_batched_step_equals_one_pass(model):
     rng = random.Random(13)
-    samples = [make_sample(rng, g, r, length=rng.randrange(14, 30), prompt=5)
-               for g in "abc" for r in (1, 0, 0.5)]
+    samples = [make_sample(rng, g, r, length=rng.randrange(14, 30), prompt=5) for g in "abc" for r in (1, 0, 0.5)]
     samples = with_behaviour_logprobs(model, samples)
     a, b = copy.deepcopy(model), copy.deepcopy(model)
     ma = GRPOTrainer(a, GRPOConfig(), optimizer=torch.optim.SGD(a.parameters(), lr=1.0)).step(samples)
-    mb = GRPOTrainer(b, GRPOConfig(max_tokens_per_micro_batch=60),
-                     optimizer=torch.optim.SGD(b.parameters(), lr=1.0)).step(samples)
+    mb = GRPOTrainer(
+        b, GRPOConfig(max_tokens_per_micro_batch=60), optimizer=torch.optim.SGD(b.parameters(), lr=1.0)
+    ).step(samples)
     assert ma.loss == pytest.approx(mb.loss, abs=1e-6) and ma.tokens == mb.tokens
     assert ma.grad_norm == pytest.approx(mb.grad_norm, rel=1e-4)
     for pa, pb in zip(a.parameters(), b.parameters()):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 from conftest import unavailable
-
 from openforge.harness.bundle import bundle_status, default_bundle_dir
 from openforge.models import ModelDir
 from openforge.store import TrajectoryStore
@@ -20,10 +19,16 @@ def test_harnesses_recipe_smoke(docker_ready, tmp_path):
     missing = [h for h in ("claude-code", "codex") if not bundle_status(default_bundle_dir()).get(h)]
     if missing:
         unavailable(f"{', '.join(missing)} not in the harness bundle: run `openforge harness install`")
-    config = quickstart_config({"sandbox": "docker", "eval_harnesses": ["claude-code", "codex"],
-                                "sft": {"demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 4},
-                                "rl": {"seconds": 1, "steps": 1, "prompts": 2, "group": 2, "eval_instances": 2}},
-                               seed=0, recipe="harnesses")
+    config = quickstart_config(
+        {
+            "sandbox": "docker",
+            "eval_harnesses": ["claude-code", "codex"],
+            "sft": {"demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 4},
+            "rl": {"seconds": 1, "steps": 1, "prompts": 2, "group": 2, "eval_instances": 2},
+        },
+        seed=0,
+        recipe="harnesses",
+    )
     assert config.harnesses == ["claude-code"] and not config.in_process
     run = tmp_path / "run"
     report = run_quickstart(run, config)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import managed_containers
 from openforge.rollout.orchestrator import run_label
 from openforge.store import TrajectoryStore
-from conftest import managed_containers
 from support.paths import EXAMPLES
 from support.signals import default_sigint
 
@@ -47,12 +47,22 @@ PHASES = {
 def test_an_interrupted_run_stops_there_and_resumes(phase, docker_ready, tmp_path, tiny_model_dir):
     run = tmp_path / "run"
     config = tmp_path / "train.yaml"
-    config.write_text(yaml.safe_dump({
-        "run": str(run), "model": str(tiny_model_dir), "tasks": {"dirs": [str(EXAMPLES)]}, "harnesses": ["react"],
-        "sandbox": "docker", "max_attempts": 1, "evaluation": "policies",
-        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}}, "max_new_tokens": 8,
-        "rl": {"steps": 3, "prompts": 1, "group": 2, "concurrency": 2},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "run": str(run),
+                "model": str(tiny_model_dir),
+                "tasks": {"dirs": [str(EXAMPLES)]},
+                "harnesses": ["react"],
+                "sandbox": "docker",
+                "max_attempts": 1,
+                "evaluation": "policies",
+                "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
+                "max_new_tokens": 8,
+                "rl": {"steps": 3, "prompts": 1, "group": 2, "concurrency": 2},
+            }
+        )
+    )
     argv = [sys.executable, "-m", "openforge.cli", "train", "--config", str(config)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=default_sigint)
     named, reached = PHASES[phase]

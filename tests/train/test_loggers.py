@@ -10,24 +10,38 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
-from conftest import unavailable
-from support.paths import REPO
 
+from conftest import unavailable
 from openforge.train.config import LoggerSettings, TrainConfig
 from openforge.train.loggers import LoggerUnavailable, MetricLoggers, behaviour_metrics, open_loggers
 from openforge.train.records import EvalRecord, StepRecord
+from support.paths import REPO
 
 KINDS = ["tensorboard", "wandb", "mlflow", "trackio"]
 
 
 def step(n: int) -> StepRecord:
-    return StepRecord(step=n, reward=0.25 * n, pass_rate=0.25 * n, episodes=8, infrastructure_failures=n % 2,
-                      harnesses={"react": 8}, groups=4, groups_with_signal=n, updated=n > 0, loss=1.0 / (n + 1),
-                      tokens=100 + n, trained_tokens=50 + n, merge_rate=0.5, policy_version=n + 1, seconds=2.0,
-                      elapsed_s=2.0 * (n + 1), tasks=["t"])
+    return StepRecord(
+        step=n,
+        reward=0.25 * n,
+        pass_rate=0.25 * n,
+        episodes=8,
+        infrastructure_failures=n % 2,
+        harnesses={"react": 8},
+        groups=4,
+        groups_with_signal=n,
+        updated=n > 0,
+        loss=1.0 / (n + 1),
+        tokens=100 + n,
+        trained_tokens=50 + n,
+        merge_rate=0.5,
+        policy_version=n + 1,
+        seconds=2.0,
+        elapsed_s=2.0 * (n + 1),
+        tasks=["t"],
+    )
 
 
 LOG_SCRIPT = textwrap.dedent("""
@@ -48,8 +62,10 @@ LOG_SCRIPT = textwrap.dedent("""
     loggers.log_report(REPORT)
     loggers.close()
 """)
-EVALS = [EvalRecord(after_steps=0, pass_at_1=0.1, graded=4, policy="base"),
-         EvalRecord(after_steps=3, pass_at_1=0.5, graded=4, policy="rl")]
+EVALS = [
+    EvalRecord(after_steps=0, pass_at_1=0.1, graded=4, policy="base"),
+    EvalRecord(after_steps=3, pass_at_1=0.5, graded=4, policy="rl"),
+]
 REPORT = {"behaviour": {"overall": {"error_recovery": 0.75, "episodes": 12, "tools": {"bash": 0.5}}, "note": "text"}}
 
 
@@ -68,8 +84,13 @@ def logged(tmp_path_factory):
     root = tmp_path_factory.mktemp("loggers")
     run = root / "run"
     run.mkdir()
-    env = {**os.environ, "TRACKIO_DIR": str(root / "trackio"), "WANDB_SILENT": "true", "HOME": str(root / "home"),
-           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    env = {
+        **os.environ,
+        "TRACKIO_DIR": str(root / "trackio"),
+        "WANDB_SILENT": "true",
+        "HOME": str(root / "home"),
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]),
+    }
     script = LOG_SCRIPT.format(tests=str(REPO / "tests"), kinds=KINDS)
     r = subprocess.run([sys.executable, "-c", script, str(run)], env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -159,8 +180,9 @@ def test_policies_evaluated_after_training_are_logged_at_the_last_step():
     loggers = MetricLoggers([Memory()])
     loggers.log_step(step(4))
     for label in ("base", "sft", "rl"):
-        loggers.log_eval(EvalRecord(after_steps=5 if label == "rl" else 0, pass_at_1=0.5, graded=2, policy="p",
-                                    label=label))
+        loggers.log_eval(
+            EvalRecord(after_steps=5 if label == "rl" else 0, pass_at_1=0.5, graded=2, policy="p", label=label)
+        )
     assert [s for s, _ in seen] == [4, 4, 4, 5]
     assert "eval/sft/pass_at_1" in seen[2][1]
 
@@ -172,8 +194,9 @@ def test_a_logger_whose_package_is_missing_is_named_with_its_extra(tmp_path, mon
 
 
 def test_config_takes_names_or_settings():
-    config = TrainConfig.model_validate({"tasks": {"families": ["create_file"]},
-                                         "loggers": ["tensorboard", {"kind": "mlflow", "project": "x"}]})
+    config = TrainConfig.model_validate(
+        {"tasks": {"families": ["create_file"]}, "loggers": ["tensorboard", {"kind": "mlflow", "project": "x"}]}
+    )
     assert [(s.kind, s.project) for s in config.loggers] == [("tensorboard", "openforge"), ("mlflow", "x")]
     with pytest.raises(ValueError, match="loggers.0.kind"):
         TrainConfig.model_validate({"tasks": {"families": ["create_file"]}, "loggers": ["neptune"]})

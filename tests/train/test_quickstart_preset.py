@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from openforge.config import ConfigError
-from openforge.tasks import DEFAULT_IMAGE_MAP
-from openforge.tasks import QUICKSTART_FAMILIES, InstanceSampler
+from openforge.tasks import DEFAULT_IMAGE_MAP, QUICKSTART_FAMILIES, InstanceSampler
 from openforge.train.data import RL_SEED, InstanceStream
 from openforge.train.quickstart import quickstart_config
 
@@ -19,10 +18,25 @@ def test_the_preset_is_the_documented_quickstart():
     assert c.sandbox == "auto" and c.episode_image_map() == DEFAULT_IMAGE_MAP and c.evaluation == "policies"
     s = c.sft
     assert (s.teacher, s.demos, s.steps, s.lr, s.warmup_steps, s.schedule, s.batch_size, s.control) == (
-        "oracle", 200, 800, 1e-3, 30, "cosine", 16, False)
+        "oracle",
+        200,
+        800,
+        1e-3,
+        30,
+        "cosine",
+        16,
+        False,
+    )
     r = c.rl
     assert (r.seconds, r.prompts, r.group, r.lr, r.temperature, c.max_new_tokens, r.eval_instances) == (
-        240, 16, 8, 2e-4, 1.0, 64, 200)
+        240,
+        16,
+        8,
+        2e-4,
+        1.0,
+        64,
+        200,
+    )
     react = c.react()  # one command per episode, only bash, no system prompt, react's cap = the run's
     assert (react.max_steps, list(react.tools), react.system_prompt, react.max_tokens) == (1, ["bash"], "", 64)
 

@@ -9,9 +9,14 @@ from openforge.train.quickstart import quickstart_config, run_quickstart
 
 
 def test_quickstart_smoke(docker_ready, tmp_path):
-    config = quickstart_config({"sandbox": "docker", "sft": {"demos": 8, "steps": 2, "warmup_steps": 1},
-                                "rl": {"seconds": 10, "steps": 2, "prompts": 2, "group": 2, "eval_instances": 8}},
-                               seed=0)
+    config = quickstart_config(
+        {
+            "sandbox": "docker",
+            "sft": {"demos": 8, "steps": 2, "warmup_steps": 1},
+            "rl": {"seconds": 10, "steps": 2, "prompts": 2, "group": 2, "eval_instances": 8},
+        },
+        seed=0,
+    )
     report = run_quickstart(tmp_path / "run", config)
     saved = json.loads((tmp_path / "run" / "report.json").read_text())
     assert set(saved["heldout_pass_at_1"]) == {"base", "sft", "rl"}

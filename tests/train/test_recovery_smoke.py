@@ -12,17 +12,25 @@ from openforge.train.quickstart import quickstart_config, run_quickstart
 
 
 def test_recovery_recipe_smoke(docker_ready, tmp_path):
-    config = quickstart_config({"sandbox": "docker", "sft": {"demos": 6, "steps": 2, "warmup_steps": 1, "control": True},
-                                "rl": {"seconds": 10, "steps": 2, "prompts": 2, "group": 2, "eval_instances": 8}},
-                               seed=0, recipe="recovery")
+    config = quickstart_config(
+        {
+            "sandbox": "docker",
+            "sft": {"demos": 6, "steps": 2, "warmup_steps": 1, "control": True},
+            "rl": {"seconds": 10, "steps": 2, "prompts": 2, "group": 2, "eval_instances": 8},
+        },
+        seed=0,
+        recipe="recovery",
+    )
     run = tmp_path / "run"
     report = run_quickstart(run, config)
     saved = json.loads((run / "report.json").read_text())
     assert report["heldout_pass_at_1_with_faults"] == saved["heldout_pass_at_1_with_faults"]
     assert set(saved["heldout_pass_at_1_with_faults"]) == {"base", "sft", "rl", "sft_more"}
     assert set(saved["recovery_rate_with_faults"]) == {"base", "sft", "rl", "sft_more"}
-    assert saved["faults"] == {"rl": "transient:0.35,missing_dir:0.35,exclusive",
-                               "eval": "transient:0.5,missing_dir:0.5,exclusive"}
+    assert saved["faults"] == {
+        "rl": "transient:0.35,missing_dir:0.35,exclusive",
+        "eval": "transient:0.5,missing_dir:0.5,exclusive",
+    }
     assert saved["behaviour"]["sft"]["graded"] == 8
     # the teacher's happy path: no faults; its demonstrations run (a look and) the solution, then "Done."
     with TrajectoryStore.open(run / "teacher") as store:

@@ -23,8 +23,14 @@ def model(tiny_model):
 
 def test_collate_builds_masks_from_lengths_even_when_pad_equals_eos():
     eos = 7
-    a = Sample(token_ids=[1, 2, 3, eos], loss_mask=[0, 0, 1, 1], logprobs=[0, 0, -0.5, -0.25], reward=1.0,
-               group_id="g", episode_id="a")
+    a = Sample(
+        token_ids=[1, 2, 3, eos],
+        loss_mask=[0, 0, 1, 1],
+        logprobs=[0, 0, -0.5, -0.25],
+        reward=1.0,
+        group_id="g",
+        episode_id="a",
+    )
     b = Sample(token_ids=[4, 5], loss_mask=[0, 1], logprobs=[0, -1.0], reward=0.0, group_id="g", episode_id="b")
     batch = collate([a, b], pad_id=eos, advantages=[2.0, -1.0])
     assert batch.input_ids.tolist() == [[1, 2, 3, eos], [4, 5, eos, eos]]
@@ -39,8 +45,15 @@ def test_collate_refuses_what_cannot_be_trained():
     first = Sample(token_ids=[1, 2], loss_mask=[1, 1], logprobs=[0, 0], reward=0, group_id="g", episode_id="x")
     with pytest.raises(ValueError, match="first token"):
         collate([first])
-    greedy = Sample(token_ids=[1, 2], loss_mask=[0, 1], logprobs=[0, 0], reward=0, group_id="g", episode_id="y",
-                    metadata={"temperature": 0.0})
+    greedy = Sample(
+        token_ids=[1, 2],
+        loss_mask=[0, 1],
+        logprobs=[0, 0],
+        reward=0,
+        group_id="g",
+        episode_id="y",
+        metadata={"temperature": 0.0},
+    )
     with pytest.raises(ValueError, match="temperature"):
         collate([greedy])
     assert collate([greedy], sampling_temperatures=False).temperatures.tolist() == [1.0]  # SFT: fine
@@ -88,8 +101,9 @@ def test_only_trained_tokens_contribute(model):
     loss1, grads1 = loss_and_grads(tail, pad_id=5)
     assert loss1 == pytest.approx(loss0, abs=1e-6)
     assert all(torch.allclose(g0, g1, atol=1e-7) for g0, g1 in zip(grads0, grads1))
-    trained = base.model_copy(update={"token_ids": base.token_ids[:10] + [(base.token_ids[10] + 1) % 900]
-                                      + base.token_ids[11:]})
+    trained = base.model_copy(
+        update={"token_ids": base.token_ids[:10] + [(base.token_ids[10] + 1) % 900] + base.token_ids[11:]}
+    )
     assert abs(loss_and_grads(trained)[0] - loss0) > 1e-4
 
     # And the value is the hand-computed token-mean over trained tokens only.

@@ -25,8 +25,17 @@ def _samples(prefix: list[int], tails: list[list[int]], trained_from: int = 2) -
     for i, tail in enumerate(tails):
         ids = prefix + tail
         mask = [0] * (len(prefix) + trained_from) + [1] * (len(tail) - trained_from)
-        out.append(Sample(episode_id=f"e{i}", reward=1.0, group_id="g", token_ids=ids, loss_mask=mask, logprobs=[0.0] * len(ids),
-                          metadata={"temperature": 0.7 if i % 2 else 1.0}))
+        out.append(
+            Sample(
+                episode_id=f"e{i}",
+                reward=1.0,
+                group_id="g",
+                token_ids=ids,
+                loss_mask=mask,
+                logprobs=[0.0] * len(ids),
+                metadata={"temperature": 0.7 if i % 2 else 1.0},
+            )
+        )
     return out
 
 
@@ -45,7 +54,9 @@ def test_a_shared_prefix_gives_the_plain_forwards_logprobs_and_gradients(window,
     # rows of different lengths (right padding), each with its own tokens after the prefix
     tails = [torch.randint(10, 900, (n,), generator=gen).tolist() for n in (9, 30, 17, 5)]
     batch = collate(_samples(prefix, tails), pad_id=0)
-    assert shared_prefix_length(batch.input_ids, batch.attention_mask, batch.loss_mask) == 300  # the tails differ from their first token
+    assert (
+        shared_prefix_length(batch.input_ids, batch.attention_mask, batch.loss_mask) == 300
+    )  # the tails differ from their first token
     results = {}
     for share in (False, True):
         model.zero_grad(set_to_none=True)
@@ -94,8 +105,9 @@ def test_a_batch_mixing_prompts_shares_each_prompt_within_its_rows(tiny_model_di
     assert shared_prefix_length(batch.input_ids, batch.attention_mask, batch.loss_mask) == 0  # nothing shared by all
     assert prefix_groups(batch.input_ids, batch.attention_mask, batch.loss_mask) == [[0, 4], [1, 3], [2, 5]]
     positions: list[int] = []
-    hook = model.register_forward_pre_hook(lambda _, args, kwargs: positions.append(kwargs["input_ids"].numel()),
-                                           with_kwargs=True)
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: positions.append(kwargs["input_ids"].numel()), with_kwargs=True
+    )
     results = {}
     for share in (False, True):
         model.zero_grad(set_to_none=True)

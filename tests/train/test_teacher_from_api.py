@@ -19,18 +19,25 @@ from openforge.train.assemble import assemble
 from openforge.train.config import SFTSettings, TrainConfig
 from openforge.train.errors import TrainError
 from openforge.train.pipeline import run_training
-from openforge.train.rerender import rerender_calls, reply_ids
+from openforge.train.rerender import reply_ids, rerender_calls
 from openforge.train.teacher import check_teacher_tokenizer
 from openforge.train.teacher_selection import select_teacher_episodes
-
 from support.paths import EXAMPLES, REPO
 from support.proxy import in_process_proxy
 from support.teacher import TEACHER_VOCAB, teacher_model_dir, teacher_server
 
-BASH = {"type": "function", "function": {"name": "bash", "description": "Run a command.",
-                                         "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}
-TEACHER_TURN = ('<think>\nOne command does it.\n</think>\n<tool_call>\n{"name": "bash", "arguments": '
-                '{"command": "echo hi > hello.txt"}}\n</tool_call><|im_end|>')
+BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a command.",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+    },
+}
+TEACHER_TURN = (
+    '<think>\nOne command does it.\n</think>\n<tool_call>\n{"name": "bash", "arguments": '
+    '{"command": "echo hi > hello.txt"}}\n</tool_call><|im_end|>'
+)
 
 
 async def record_episode(proxy, instruction: str) -> str:
@@ -39,8 +46,10 @@ async def record_episode(proxy, instruction: str) -> str:
     client = proxy.openai(key)
     history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": instruction}]
     first = (await client.chat.completions.create(model="tiny", messages=history, tools=[BASH])).choices[0].message
-    history += [first.model_dump(exclude_none=True),
-                {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "(no output)"}]
+    history += [
+        first.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "(no output)"},
+    ]
     await client.chat.completions.create(model="tiny", messages=history, tools=[BASH])
     proxy.store.update_episode(episode_id, outcome=Outcome.passed, reward=1.0)
     return episode_id
@@ -62,13 +71,20 @@ async def test_samples_decode_to_the_teachers_text_in_the_students_template(tmp_
     assert max(sample.token_ids) < student.vocab_size
 
     # the whole sample is the student's template over the conversation, teacher's replies included
-    full = Conversation(system="Be brief.", tools=[ToolSpec(name="bash", description="Run a command.",
-                                                             parameters=BASH["function"]["parameters"])], messages=[
-        Message(role="user", content="Create hello.txt here."),
-        Message(role="assistant", reasoning="One command does it.",
-                tool_calls=[ToolCall(id="x", name="bash", arguments={"command": "echo hi > hello.txt"})]),
-        Message(role="tool", tool_call_id="x", content="(no output)"),
-        Message(role="assistant", content="Done.")])
+    full = Conversation(
+        system="Be brief.",
+        tools=[ToolSpec(name="bash", description="Run a command.", parameters=BASH["function"]["parameters"])],
+        messages=[
+            Message(role="user", content="Create hello.txt here."),
+            Message(
+                role="assistant",
+                reasoning="One command does it.",
+                tool_calls=[ToolCall(id="x", name="bash", arguments={"command": "echo hi > hello.txt"})],
+            ),
+            Message(role="tool", tool_call_id="x", content="(no output)"),
+            Message(role="assistant", content="Done."),
+        ],
+    )
     assert student.decode(sample.token_ids) == student.render_text(full, add_generation_prompt=False).rstrip("\n")
     # and the loss falls on the teacher's turns, exactly
     spans, current = [], []
@@ -106,8 +122,13 @@ def test_a_token_level_teacher_with_another_tokenizer_is_refused(tiny_model_dir,
     with pytest.raises(TrainError, match="another chat template"):
         check_teacher_tokenizer("vllm:http://x", same_tokens, tiny_model_dir)
     with pytest.raises(ConfigError, match="drop sft.teacher_model"):
-        validate_config({"tasks": {"families": ["create_file"]},
-                         "sft": {"teacher": "openai:http://x/v1", "teacher_model": str(tiny_model_dir)}}, TrainConfig)
+        validate_config(
+            {
+                "tasks": {"families": ["create_file"]},
+                "sft": {"teacher": "openai:http://x/v1", "teacher_model": str(tiny_model_dir)},
+            },
+            TrainConfig,
+        )
 
 
 def test_the_example_config_is_valid():
@@ -118,17 +139,34 @@ def test_the_example_config_is_valid():
 
 def test_the_recipe_keeps_passed_distinct_trajectories_up_to_the_cap(tmp_path):
     def episode(store, task, n, outcome, reward, command):
-        ep = Episode(id=f"{task}-{n}", key=f"k-{task}-{n}", task=task, harness="react", outcome=outcome,
-                     reward=reward, created_at=n, metadata={"final": True})
+        ep = Episode(
+            id=f"{task}-{n}",
+            key=f"k-{task}-{n}",
+            task=task,
+            harness="react",
+            outcome=outcome,
+            reward=reward,
+            created_at=n,
+            metadata={"final": True},
+        )
         store.create_episode(ep)
-        store.add_call(CallRecord(episode_id=ep.id, index=0, prompt_ids=[1], output_ids=[2], metadata={
-            "tool_calls": [{"id": "c", "name": "bash", "arguments": {"command": command}}]}))
+        store.add_call(
+            CallRecord(
+                episode_id=ep.id,
+                index=0,
+                prompt_ids=[1],
+                output_ids=[2],
+                metadata={"tool_calls": [{"id": "c", "name": "bash", "arguments": {"command": command}}]},
+            )
+        )
 
     with TrajectoryStore.open(tmp_path / "teacher") as store:
         passed, failed = Outcome.passed, Outcome.failed
         episode(store, "a", 0, passed, 1.0, "sort -u names.txt > out.txt")
         episode(store, "a", 1, passed, 1.0, "sort -u names.txt > out.txt")  # identical: a duplicate
-        episode(store, "a", 2, passed, 1.0, "python3 -c 'import sys; print(sorted(set(open(\"names.txt\"))))' > out.txt")
+        episode(
+            store, "a", 2, passed, 1.0, "python3 -c 'import sys; print(sorted(set(open(\"names.txt\"))))' > out.txt"
+        )
         episode(store, "a", 3, failed, 0.0, "cat names.txt > out.txt")
         episode(store, "a", 4, Outcome.sandbox_error, None, "")
         episode(store, "b", 0, passed, 1.0, "wc -l data.csv > count.txt")
@@ -151,22 +189,36 @@ def copy_tasks(root, names):
 def test_train_with_a_teacher_behind_an_api(docker_ready, tmp_path, tiny_model_dir):
     """`sft.teacher: openai:URL` through `openforge train`: 2 rollouts per task, near-identical ones dropped,
     samples re-rendered for the student, SFT trained, the report says what the recipe did."""
-    tasks = copy_tasks(tmp_path / "tasks", [("train", "append-setting"), ("train", "backup-csv"),
-                                            ("heldout", "append-db-setting")])
+    tasks = copy_tasks(
+        tmp_path / "tasks", [("train", "append-setting"), ("train", "backup-csv"), ("heldout", "append-db-setting")]
+    )
     solutions = {}
     for name in ("append-setting", "backup-csv"):
         d = tasks / "train" / name
         command = [ln for ln in (d / "solution/solve.sh").read_text().splitlines() if ln and not ln.startswith("#")]
         solutions[(d / "instruction.md").read_text().strip()] = command[0]
     with teacher_server(solutions, tmp_path) as url:
-        config = TrainConfig.model_validate({
-            "run": str(tmp_path / "run"), "model": str(tiny_model_dir), "tasks": {"dirs": [str(tasks)]},
-            "harnesses": ["react"], "sandbox": "docker", "max_attempts": 1,
-            "harness_options": {"react": {"max_steps": 2, "tools": ["bash"]}},
-            "sft": {"teacher": f"openai:{url}", "rollouts_per_task": 2, "dedup_similarity": 0.9, "steps": 2,
-                    "warmup_steps": 0, "batch_size": 2},
-            "max_new_tokens": 96, "rl": {"steps": 0, "eval_instances": 1},  # the teacher is held to it too
-        })
+        config = TrainConfig.model_validate(
+            {
+                "run": str(tmp_path / "run"),
+                "model": str(tiny_model_dir),
+                "tasks": {"dirs": [str(tasks)]},
+                "harnesses": ["react"],
+                "sandbox": "docker",
+                "max_attempts": 1,
+                "harness_options": {"react": {"max_steps": 2, "tools": ["bash"]}},
+                "sft": {
+                    "teacher": f"openai:{url}",
+                    "rollouts_per_task": 2,
+                    "dedup_similarity": 0.9,
+                    "steps": 2,
+                    "warmup_steps": 0,
+                    "batch_size": 2,
+                },
+                "max_new_tokens": 96,
+                "rl": {"steps": 0, "eval_instances": 1},  # the teacher is held to it too
+            }
+        )
         report = run_training(config)
     sft = report["sft"]
     assert sft["selection"]["episodes"] == 4 and sft["selection"]["kept"] == 2, sft

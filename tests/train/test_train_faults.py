@@ -16,19 +16,31 @@ from support.paths import EXAMPLES
 
 def test_train_with_faults_through_the_orchestrator(docker_ready, tmp_path, tiny_model_dir):
     config = tmp_path / "train.yaml"
-    config.write_text(yaml.safe_dump({
-        "run": str(tmp_path / "run"), "model": str(tiny_model_dir), "tasks": {"dirs": [str(EXAMPLES)]},
-        "harnesses": ["react"], "sandbox": "docker", "max_attempts": 1,
-        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"], "command_timeout_s": 2}},
-        "max_new_tokens": 16, "rl": {"steps": 1, "prompts": 2, "group": 2, "eval_instances": 1}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "run": str(tmp_path / "run"),
+                "model": str(tiny_model_dir),
+                "tasks": {"dirs": [str(EXAMPLES)]},
+                "harnesses": ["react"],
+                "sandbox": "docker",
+                "max_attempts": 1,
+                "harness_options": {"react": {"max_steps": 1, "tools": ["bash"], "command_timeout_s": 2}},
+                "max_new_tokens": 16,
+                "rl": {"steps": 1, "prompts": 2, "group": 2, "eval_instances": 1},
+            }
+        )
+    )
     result = CliRunner().invoke(app, ["train", "--config", str(config), "--faults", "hang:1,hang_s=5"])
     assert result.exit_code == 0, result.output
     run = tmp_path / "run"
     with TrajectoryStore.open(run / "rl") as store:
         episodes = [e for e in store.list_episodes() if e.metadata.get("final")]
     assert len(episodes) == 4
-    assert all([f["kind"] for f in e.metadata["faults"]] == ["hang"] and e.metadata["faults"][0]["applicable"]
-               for e in episodes)
+    assert all(
+        [f["kind"] for f in e.metadata["faults"]] == ["hang"] and e.metadata["faults"][0]["applicable"]
+        for e in episodes
+    )
     evals = read_jsonl(run / "evals.jsonl")
     assert [e["after_steps"] for e in evals] == [0, 1]
     for e in evals:
@@ -37,6 +49,7 @@ def test_train_with_faults_through_the_orchestrator(docker_ready, tmp_path, tiny
     report = json.loads((run / "report.json").read_text())
     assert report["faults"] == {"rl": "hang:1,hang_s=5", "eval": "hang:1,hang_s=5"}
     assert [set(e) for e in report["heldout_pass_at_1"]] == [
-        {"after_steps", "pass_at_1", "by_harness", "pass_at_1_with_faults", "recovery_rate_with_faults"}] * 2
+        {"after_steps", "pass_at_1", "by_harness", "pass_at_1_with_faults", "recovery_rate_with_faults"}
+    ] * 2
     assert len(report["behaviour_with_faults"]) == 2
     assert "| after 1 step(s) | faults |" in (run / "report.md").read_text()

@@ -10,8 +10,10 @@ from openforge.train.config import RLSettings, SFTSettings, TrainConfig
 from openforge.train.trainer_config import GRPOConfig, SFTConfig, SFTOptimization
 
 
-@pytest.mark.parametrize(("run_block", "trainer", "shared"), [
-    (SFTSettings, SFTConfig, SFTOptimization), (RLSettings, GRPOConfig, GRPOConfig)])
+@pytest.mark.parametrize(
+    ("run_block", "trainer", "shared"),
+    [(SFTSettings, SFTConfig, SFTOptimization), (RLSettings, GRPOConfig, GRPOConfig)],
+)
 def test_the_run_blocks_extend_the_trainers_settings_without_declaring_them_again(run_block, trainer, shared):
     assert issubclass(run_block, shared) and issubclass(trainer, shared)
     for cls in {run_block, trainer} - {shared}:
@@ -19,14 +21,32 @@ def test_the_run_blocks_extend_the_trainers_settings_without_declaring_them_agai
 
 
 def test_what_the_yaml_says_is_what_the_trainers_get():
-    config = validate_config({"tasks": {"families": ["create_file"]},
-                              "sft": {"lr": 3e-3, "warmup_steps": 2, "schedule": "constant", "batch_size": 8,
-                                      "max_grad_norm": 0.5, "weight_decay": 0.01},
-                              "rl": {"lr": 1e-4, "temperature": 0.7, "clip_high": 0.28, "norm_by_std": False}},
-                             TrainConfig)
+    config = validate_config(
+        {
+            "tasks": {"families": ["create_file"]},
+            "sft": {
+                "lr": 3e-3,
+                "warmup_steps": 2,
+                "schedule": "constant",
+                "batch_size": 8,
+                "max_grad_norm": 0.5,
+                "weight_decay": 0.01,
+            },
+            "rl": {"lr": 1e-4, "temperature": 0.7, "clip_high": 0.28, "norm_by_std": False},
+        },
+        TrainConfig,
+    )
     sft = config.sft.trainer_config(steps=40, seed=3)
-    assert sft == SFTConfig(lr=3e-3, warmup_steps=2, schedule="constant", batch_size=8, max_grad_norm=0.5,
-                            weight_decay=0.01, steps=40, seed=3)
+    assert sft == SFTConfig(
+        lr=3e-3,
+        warmup_steps=2,
+        schedule="constant",
+        batch_size=8,
+        max_grad_norm=0.5,
+        weight_decay=0.01,
+        steps=40,
+        seed=3,
+    )
     grpo = config.rl.grpo_config()
     assert grpo == GRPOConfig(lr=1e-4, temperature=0.7, clip_high=0.28, norm_by_std=False)
 

@@ -12,13 +12,17 @@ is an infrastructure failure: dropped (no output) and counted.
 from __future__ import annotations
 
 import asyncio
-import json
 import inspect
+import json
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+
+from openforge.core import CallRecord
+from openforge.store import TrajectoryStore
+from openforge.train import clipped_policy_loss, group_advantages
 from support.rollout import make_task
 from support.verl import (
     IDLE,
@@ -33,10 +37,6 @@ from support.verl import (
     v1_worker,
 )
 
-from openforge.core import CallRecord
-from openforge.store import TrajectoryStore
-from openforge.train import clipped_policy_loss, group_advantages
-
 SESSIONS = 4
 VERL_SAMPLING = {"temperature": 0.7, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": False}
 
@@ -48,12 +48,27 @@ def _verl():
 
 def loop_yaml(tmp: Path, model: Path, mode: str, agent_timeout_s: float = 60) -> Path:
     path = tmp / f"agent_loop_{mode}.yaml"
-    settings = {"run_dir": str(tmp / "runs"), "model": str(model), "sandbox": "local",
-                "sandbox_options": {"root": str(tmp / "sandboxes")}, "mode": mode, "agent_timeout_s": agent_timeout_s,
-                "max_attempts": 1,  # as examples/verl/agent_loop.yaml: an infrastructure failure is dropped at once
-                "harness_options": {"react": {"max_steps": 3, "tools": ["bash"]}}}
-    path.write_text(yaml.safe_dump([{"name": "openforge", "_target_": "openforge.train.verl.agent_loop.OpenForgeAgentLoop",
-                                     "openforge": settings}]))
+    settings = {
+        "run_dir": str(tmp / "runs"),
+        "model": str(model),
+        "sandbox": "local",
+        "sandbox_options": {"root": str(tmp / "sandboxes")},
+        "mode": mode,
+        "agent_timeout_s": agent_timeout_s,
+        "max_attempts": 1,  # as examples/verl/agent_loop.yaml: an infrastructure failure is dropped at once
+        "harness_options": {"react": {"max_steps": 3, "tools": ["bash"]}},
+    }
+    path.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "openforge",
+                    "_target_": "openforge.train.verl.agent_loop.OpenForgeAgentLoop",
+                    "openforge": settings,
+                }
+            ]
+        )
+    )
     return path
 
 
@@ -68,9 +83,13 @@ def dataset_rows(tmp: Path, tokenizer) -> list[dict]:
     make_task(tasks, "make-done")
     make_task(tasks, "broken-verifier", test_sh="exit 3\n")
     write_dataset([tasks], ["react"], tmp / "train.parquet")
-    data = RLHFDataset(str(tmp / "train.parquet"), tokenizer,
-                       OmegaConf.create({"max_prompt_length": 512, "filter_overlong_prompts_workers": 1,
-                                         "cache_dir": str(tmp / "cache")}))
+    data = RLHFDataset(
+        str(tmp / "train.parquet"),
+        tokenizer,
+        OmegaConf.create(
+            {"max_prompt_length": 512, "filter_overlong_prompts_workers": 1, "cache_dir": str(tmp / "cache")}
+        ),
+    )
     return {data[i]["extra_info"]["task_id"]: data[i] for i in range(len(data))}
 
 
@@ -98,8 +117,15 @@ async def drive(tmp: Path, model_dir: Path, tokenizer, mode: str, sessions: int)
         counters, run_dir = dict(runtime.counters), runtime.proxy.store.run_dir
     finally:
         await close_worker_runtime()
-    return {"outputs": outputs, "kwargs": kwargs, "dropped": dropped, "broken_kwargs": broken, "counters": counters,
-            "client": client, "run_dir": Path(run_dir)}
+    return {
+        "outputs": outputs,
+        "kwargs": kwargs,
+        "dropped": dropped,
+        "broken_kwargs": broken,
+        "counters": counters,
+        "client": client,
+        "run_dir": Path(run_dir),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +199,9 @@ def test_react_asks_for_the_loops_token_cap(merged):
     from openforge.train.verl.config import VerlLoopConfig
 
     cap = VerlLoopConfig().max_new_tokens  # the loop YAML leaves it at its default
-    asked = [json.loads(c.request_body)["max_tokens"] for calls in stored_calls(merged["run_dir"]).values()
-             for c in calls]
+    asked = [
+        json.loads(c.request_body)["max_tokens"] for calls in stored_calls(merged["run_dir"]).values() for c in calls
+    ]
     assert asked and set(asked) == {cap}
 
 
@@ -218,11 +245,24 @@ def test_verl_v1_postprocess_grpo_and_loss_agree_with_the_embedded_trainer(merge
     # veRL's vanilla policy loss, old = the rollout logprobs the loop returned, a moved policy as new
     old = data.batch["rollout_log_probs"]
     new = old + (torch.rand(old.shape, generator=torch.Generator().manual_seed(0)) - 0.5) * mask
-    config = ActorConfig(strategy="fsdp", rollout_n=SESSIONS, ppo_micro_batch_size_per_gpu=1, clip_ratio=0.2,
-                         clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=3.0, loss_agg_mode="token-mean")
+    config = ActorConfig(
+        strategy="fsdp",
+        rollout_n=SESSIONS,
+        ppo_micro_batch_size_per_gpu=1,
+        clip_ratio=0.2,
+        clip_ratio_low=0.2,
+        clip_ratio_high=0.2,
+        clip_ratio_c=3.0,
+        loss_agg_mode="token-mean",
+    )
     theirs, _ = core_algos.get_policy_loss_fn("vanilla")(
-        old_log_prob=old, log_prob=new, advantages=data.batch["advantages"], response_mask=mask,
-        loss_agg_mode="token-mean", config=config)
+        old_log_prob=old,
+        log_prob=new,
+        advantages=data.batch["advantages"],
+        response_mask=mask,
+        loss_agg_mode="token-mean",
+        config=config,
+    )
     mine = clipped_policy_loss(new, old, expected, mask, clip_low=0.2, clip_high=0.2, clip_ratio_c=3.0)
     assert abs(float(mine.loss) - float(theirs)) < 1e-6
     assert torch.isfinite(theirs) and float(theirs) != 0.0
@@ -292,8 +332,9 @@ def test_exported_run_round_trips_and_gives_the_embedded_trainers_advantages(mer
     from openforge.train.verl.batch import samples_to_dataproto
 
     out = tmp_path / f"{mode}.dataproto"
-    result = CliRunner().invoke(app, ["export", str(merged["run_dir"]), "--format", "verl", "--mode", mode,
-                                      "--out", str(out)])
+    result = CliRunner().invoke(
+        app, ["export", str(merged["run_dir"]), "--format", "verl", "--mode", mode, "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert "1 dropped" in result.output  # the broken verifier's episode
     loaded = DataProto.load_from_disk(str(out))
@@ -306,8 +347,12 @@ def test_exported_run_round_trips_and_gives_the_embedded_trainers_advantages(mer
     assert list(loaded.non_tensor_batch["uid"]) == [s.group_id for s in samples]
 
     theirs, _ = core_algos.compute_grpo_outcome_advantage(
-        token_level_rewards=loaded.batch["token_level_scores"], response_mask=loaded.batch["response_mask"].float(),
-        index=loaded.non_tensor_batch["uid"], epsilon=1e-6, norm_adv_by_std_in_grpo=True)
+        token_level_rewards=loaded.batch["token_level_scores"],
+        response_mask=loaded.batch["response_mask"].float(),
+        index=loaded.non_tensor_batch["uid"],
+        epsilon=1e-6,
+        norm_adv_by_std_in_grpo=True,
+    )
     ours = group_advantages([s.reward for s in samples], [s.group_id for s in samples])
     assert (theirs - ours[:, None] * loaded.batch["response_mask"]).abs().max() < 1e-6
     assert ours.abs().max() > 0.5

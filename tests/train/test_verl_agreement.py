@@ -32,8 +32,10 @@ def core_algos():
     try:
         from verl.trainer.ppo import core_algos
     except ImportError as e:
-        unavailable(f"veRL is not installed ({e}): pip install --no-deps verl==0.9.1 && pip install "
-                    '"ray>=2.41.0" "tensordict>=0.8.0,<=0.10.0,!=0.9.0" omegaconf codetiming')
+        unavailable(
+            f"veRL is not installed ({e}): pip install --no-deps verl==0.9.1 && pip install "
+            '"ray>=2.41.0" "tensordict>=0.8.0,<=0.10.0,!=0.9.0" omegaconf codetiming'
+        )
     return core_algos
 
 
@@ -41,8 +43,16 @@ def actor_config(clip_low: float, clip_high: float):
     from verl.workers.config import ActorConfig
 
     # The fields a CPU-only config must name; the loss reads clip_ratio*, clip_ratio_c, global_batch_info.
-    return ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1, clip_ratio=clip_low,
-                       clip_ratio_low=clip_low, clip_ratio_high=clip_high, clip_ratio_c=3.0, loss_agg_mode="token-mean")
+    return ActorConfig(
+        strategy="fsdp",
+        rollout_n=1,
+        ppo_micro_batch_size_per_gpu=1,
+        clip_ratio=clip_low,
+        clip_ratio_low=clip_low,
+        clip_ratio_high=clip_high,
+        clip_ratio_c=3.0,
+        loss_agg_mode="token-mean",
+    )
 
 
 def response_view(samples, batch):
@@ -67,8 +77,12 @@ def verl_advantages(core_algos, samples, response_mask):
         token_level_rewards[row, last] = s.reward
     index = np.array([s.group_id for s in samples], dtype=object)
     advantages, returns = core_algos.compute_grpo_outcome_advantage(
-        token_level_rewards=token_level_rewards, response_mask=response_mask, index=index,
-        epsilon=1e-6, norm_adv_by_std_in_grpo=True)
+        token_level_rewards=token_level_rewards,
+        response_mask=response_mask,
+        index=index,
+        epsilon=1e-6,
+        norm_adv_by_std_in_grpo=True,
+    )
     return advantages
 
 
@@ -113,10 +127,17 @@ def test_policy_loss_equals_verl_vanilla(core_algos, batch_of_samples, clip_low,
 
     loss_fn = core_algos.get_policy_loss_fn("vanilla")
     assert loss_fn is core_algos.compute_policy_loss_vanilla
-    theirs, metrics = loss_fn(old_log_prob=old, log_prob=new, advantages=advantages, response_mask=response_mask,
-                              loss_agg_mode="token-mean", config=actor_config(clip_low, clip_high))
-    ours = clipped_policy_loss(new, old, advantages, response_mask, clip_low=clip_low, clip_high=clip_high,
-                               clip_ratio_c=3.0)
+    theirs, metrics = loss_fn(
+        old_log_prob=old,
+        log_prob=new,
+        advantages=advantages,
+        response_mask=response_mask,
+        loss_agg_mode="token-mean",
+        config=actor_config(clip_low, clip_high),
+    )
+    ours = clipped_policy_loss(
+        new, old, advantages, response_mask, clip_low=clip_low, clip_high=clip_high, clip_ratio_c=3.0
+    )
     assert abs(float(ours.loss) - float(theirs)) < 1e-6
     assert abs(ours.clip_fraction - metrics["actor/pg_clipfrac"]) < 1e-6
     assert abs(ours.clip_fraction_lower - metrics["actor/pg_clipfrac_lower"]) < 1e-6
@@ -138,8 +159,13 @@ def test_trainer_step_loss_equals_verl(core_algos, batch_of_samples):
     with torch.no_grad():
         new = token_logprobs(moved, batch).gather(1, index)
     theirs, metrics = core_algos.compute_policy_loss_vanilla(
-        batch.old_logprobs.gather(1, index), new, verl_advantages(core_algos, kept, response_mask), response_mask,
-        "token-mean", actor_config(0.2, 0.2))
+        batch.old_logprobs.gather(1, index),
+        new,
+        verl_advantages(core_algos, kept, response_mask),
+        response_mask,
+        "token-mean",
+        actor_config(0.2, 0.2),
+    )
 
     step = GRPOTrainer(moved, GRPOConfig(max_tokens_per_micro_batch=200)).step(samples)
     assert step.groups_with_signal == 3 and step.groups_total == 5 and step.samples == len(kept)

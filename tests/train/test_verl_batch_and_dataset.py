@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 import torch
-from support.rollout import make_task
-from support.verl import hf_tokenizer, require_verl  # noqa: F401 - fixture
 
 from openforge.core import FinishReason, Sample, SamplingParams
 from openforge.inference import BackendError, GenerationContext
+from support.rollout import make_task
+from support.verl import hf_tokenizer, require_verl  # noqa: F401 - fixture
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -20,10 +20,16 @@ def _verl():
 
 
 def sample(prompt: list[int], response: list[int], mask: list[int], reward: float, group: str) -> Sample:
-    return Sample(token_ids=prompt + response, loss_mask=[0] * len(prompt) + mask,
-                  logprobs=[0.0] * len(prompt) + [-0.5 * m for m in mask], reward=reward, group_id=group,
-                  episode_id=f"e{reward}{len(prompt)}", prompt_length=len(prompt),
-                  metadata={"task": "t", "harness": "react"})
+    return Sample(
+        token_ids=prompt + response,
+        loss_mask=[0] * len(prompt) + mask,
+        logprobs=[0.0] * len(prompt) + [-0.5 * m for m in mask],
+        reward=reward,
+        group_id=group,
+        episode_id=f"e{reward}{len(prompt)}",
+        prompt_length=len(prompt),
+        metadata={"task": "t", "harness": "react"},
+    )
 
 
 def test_dataproto_left_pads_prompts_right_pads_responses_and_round_trips(tmp_path):
@@ -61,23 +67,44 @@ def test_dataset_parquet_loads_with_verls_rlhf_dataset(tmp_path, hf_tokenizer): 
     for split, name in (("train", "a"), ("train", "b"), ("heldout", "c")):
         make_task(tmp_path / "tasks" / split, name)
     out = tmp_path / "train.parquet"
-    result = CliRunner().invoke(app, ["verl", "dataset", "--tasks", str(tmp_path / "tasks"), "--harness",
-                                      "react,claude-code", "--split", "train", "--out", str(out)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "verl",
+            "dataset",
+            "--tasks",
+            str(tmp_path / "tasks"),
+            "--harness",
+            "react,claude-code",
+            "--split",
+            "train",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
-    data = RLHFDataset(str(out), hf_tokenizer, OmegaConf.create({"max_prompt_length": 512, "cache_dir": str(tmp_path),
-                                                                 "filter_overlong_prompts_workers": 1}))
+    data = RLHFDataset(
+        str(out),
+        hf_tokenizer,
+        OmegaConf.create({"max_prompt_length": 512, "cache_dir": str(tmp_path), "filter_overlong_prompts_workers": 1}),
+    )
     assert len(data) == 4  # 2 train tasks × 2 harnesses
     rows = [data[i] for i in range(len(data))]
     assert [(r["extra_info"]["task_id"], r["extra_info"]["harness"]) for r in rows] == [
-        ("a", "react"), ("a", "claude-code"), ("b", "react"), ("b", "claude-code")]
+        ("a", "react"),
+        ("a", "claude-code"),
+        ("b", "react"),
+        ("b", "claude-code"),
+    ]
     first = rows[0]
     assert first["agent_name"] == "openforge" and first["data_source"] == "openforge/react"
     assert first["raw_prompt"] == [{"role": "user", "content": "Task a: create done.txt.\n"}]
     assert first["index"] == 0 and first["extra_info"]["split"] == "train"
     assert (tmp_path / "tasks" / "train" / "a").samefile(first["extra_info"]["task_path"])
 
-    bad = CliRunner().invoke(app, ["verl", "dataset", "--tasks", str(tmp_path / "tasks"), "--harness", "nope",
-                                   "--out", str(out)])
+    bad = CliRunner().invoke(
+        app, ["verl", "dataset", "--tasks", str(tmp_path / "tasks"), "--harness", "nope", "--out", str(out)]
+    )
     assert bad.exit_code != 0 and "unknown harness(es) nope" in bad.output
 
 
@@ -108,7 +135,11 @@ def test_verl_server_backend_binds_episodes_and_reads_verls_answers():
     client = _Client(_Answer([5, 6, 2], [-1.0, -2.0, -0.5]))
     backend.bind("ep1", client, {"temperature": 0.8, "top_k": -1, "logprobs": False})
     result = asyncio.run(backend.generate([1, 1], sampling, ctx))
-    assert (result.output_ids, result.logprobs, result.finish_reason) == ([5, 6, 2], [-1.0, -2.0, -0.5], FinishReason.stop)
+    assert (result.output_ids, result.logprobs, result.finish_reason) == (
+        [5, 6, 2],
+        [-1.0, -2.0, -0.5],
+        FinishReason.stop,
+    )
     assert result.policy_version == 4
     request_id, params = client.calls[0]
     assert request_id == "ep1"

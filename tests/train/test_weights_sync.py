@@ -16,8 +16,15 @@ import torch
 
 from openforge.models import ModelDir
 from openforge.proxy.server import ProxyConfig, running_proxy
-from openforge.train import (SFTConfig, SFTTrainer, WeightSyncError, apush_weights, push_weights,
-                             push_weights_in_process, save_checkpoint)
+from openforge.train import (
+    SFTConfig,
+    SFTTrainer,
+    WeightSyncError,
+    apush_weights,
+    push_weights,
+    push_weights_in_process,
+    save_checkpoint,
+)
 from support.train import make_sample
 
 TEMPERATURE = 0.8  # not 1.0, so a forward pass that forgot the temperature would not match
@@ -33,7 +40,8 @@ def checkpoints(tmp_path, tiny_model):
     old = save_checkpoint(model, tiny_model, tmp_path / "ckpt" / "step-0", step=0)
     rng = random.Random(40)
     SFTTrainer(model, SFTConfig(lr=1e-2, steps=3, batch_size=4, warmup_steps=0, schedule="constant")).train(
-        [make_sample(rng, "g", 1.0) for _ in range(4)])
+        [make_sample(rng, "g", 1.0) for _ in range(4)]
+    )
     new = save_checkpoint(model, tiny_model, tmp_path / "ckpt" / "step-3", step=3)
     return old, new
 
@@ -56,8 +64,14 @@ async def new_episode(admin: httpx.AsyncClient, n: int) -> tuple[str, str]:
 
 async def test_weight_update_under_load(tmp_path, checkpoints):
     old_dir, new_dir = checkpoints
-    config = ProxyConfig(model=old_dir, run=tmp_path / "run", listen="127.0.0.1:0", admin_listen="127.0.0.1:0",
-                         max_new_tokens=6, temperature=TEMPERATURE)
+    config = ProxyConfig(
+        model=old_dir,
+        run=tmp_path / "run",
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+        max_new_tokens=6,
+        temperature=TEMPERATURE,
+    )
     async with running_proxy(config) as proxy:
         admin = httpx.AsyncClient(base_url=proxy.admin_url, headers={"authorization": f"Bearer {proxy.admin_token}"})
         episodes = [await new_episode(admin, n) for n in range(CLIENTS)]
@@ -73,7 +87,8 @@ async def test_weight_update_under_load(tmp_path, checkpoints):
                 started = time.monotonic()
                 # Any failure (non-200, dropped connection) raises here and fails the test.
                 reply = await sdk.chat.completions.create(
-                    model="m", messages=[{"role": "user", "content": f"client {n} call {i}"}])
+                    model="m", messages=[{"role": "user", "content": f"client {n} call {i}"}]
+                )
                 assert reply.choices[0].message is not None
                 done[episode_id].append((started, time.monotonic()))
                 after_swap[episode_id] += swapped.is_set()
@@ -117,8 +132,9 @@ async def test_weight_update_under_load(tmp_path, checkpoints):
 
 async def test_failed_load_resumes_and_reports(tmp_path, checkpoints):
     old_dir, new_dir = checkpoints
-    config = ProxyConfig(model=old_dir, run=tmp_path / "run", listen="127.0.0.1:0", admin_listen="127.0.0.1:0",
-                         max_new_tokens=4)
+    config = ProxyConfig(
+        model=old_dir, run=tmp_path / "run", listen="127.0.0.1:0", admin_listen="127.0.0.1:0", max_new_tokens=4
+    )
     async with running_proxy(config) as proxy:
         # The blocking client, as a synchronous trainer would use it (in a thread: the proxy runs on this loop).
         with pytest.raises(WeightSyncError, match="nowhere.*resumed on the old weights"):
@@ -132,8 +148,9 @@ async def test_failed_load_resumes_and_reports(tmp_path, checkpoints):
 
         assert await asyncio.to_thread(push_weights, proxy.admin_url, proxy.admin_token, new_dir) == 1
         assert await push_weights_in_process(proxy, old_dir) == 2
-        async with httpx.AsyncClient(base_url=proxy.admin_url,
-                                     headers={"authorization": f"Bearer {proxy.admin_token}"}) as admin:
+        async with httpx.AsyncClient(
+            base_url=proxy.admin_url, headers={"authorization": f"Bearer {proxy.admin_token}"}
+        ) as admin:
             episode_id, key = await new_episode(admin, 0)
         sdk = openai.AsyncOpenAI(api_key=key, base_url=f"{proxy.url}/v1", max_retries=0)
         await sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "after"}])

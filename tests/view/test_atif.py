@@ -75,8 +75,9 @@ def test_tokens_logprobs_and_tool_results(exported):
     # the first call's reply is known from the harness's echo (no tokenizer in this run); its tool result is
     # the observation of that step, the markup kept verbatim as data
     first = agents[0]
-    assert first["tool_calls"] == [{"tool_call_id": "call_1", "function_name": "bash",
-                                    "arguments": {"command": "solve probe-markup"}}]
+    assert first["tool_calls"] == [
+        {"tool_call_id": "call_1", "function_name": "bash", "arguments": {"command": "solve probe-markup"}}
+    ]
     [result] = first["observation"]["results"]
     assert (result["source_call_id"], result["content"]) == ("call_1", MARKUP)
     # the last reply has no echo and no tokenizer: said so, with the token ids still there
@@ -89,8 +90,9 @@ def test_tokens_logprobs_and_tool_results(exported):
 def test_breaks_errors_and_infrastructure_failures(exported):
     _, named, out = exported
     brk = load(out, named["break"])
-    assert brk["extra"]["openforge"]["continuity_breaks"] == [{"call_index": 2, "segment": 1,
-                                                               "reason": "history_rewritten"}]
+    assert brk["extra"]["openforge"]["continuity_breaks"] == [
+        {"call_index": 2, "segment": 1, "reason": "history_rewritten"}
+    ]
     last = brk["steps"][-1]
     assert last["extra"]["openforge"]["break_reason"] == "history_rewritten"
     assert any(s["source"] == "user" and "Summary so far" in s["message"] for s in brk["steps"])

@@ -42,9 +42,27 @@ TASKS = ["fix-mean", "write-json-config"]
 
 
 def _eval(run: Path, tasks: Path, model: Path, backend: str, samples: int) -> None:
-    args = ["eval", "--tasks", str(tasks), "--harness", "react,claude-code", "--sandbox", "docker",
-            "--samples", str(samples), "--concurrency", "4", "--model", str(model), "--backend", backend,
-            "--run", str(run), "--max-attempts", "2"]
+    args = [
+        "eval",
+        "--tasks",
+        str(tasks),
+        "--harness",
+        "react,claude-code",
+        "--sandbox",
+        "docker",
+        "--samples",
+        str(samples),
+        "--concurrency",
+        "4",
+        "--model",
+        str(model),
+        "--backend",
+        backend,
+        "--run",
+        str(run),
+        "--max-attempts",
+        "2",
+    ]
     for source, target in IMAGE_MAP.items():
         args += ["--image-map", f"{source}={target}"]
     result = CliRunner().invoke(app, args)
@@ -63,12 +81,20 @@ def runs(tmp_path_factory, tiny_model_dir, docker_ready) -> dict[str, Path]:
     _eval(paths["oracle"], tasks, tiny_model_dir, "oracle", samples=2)
     _eval(paths["probe"], tasks, tiny_model_dir, f"scripted:{POLICIES / 'markup_probe.py'}", samples=1)
     config = root / "train.yaml"
-    config.write_text(yaml.safe_dump({
-        "run": str(paths["train"]), "model": str(tiny_model_dir), "tasks": {"families": ["create_file", "append_line"]},
-        "harnesses": ["react"], "sandbox": "docker", "max_new_tokens": 32,
-        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
-        "rl": {"steps": 2, "prompts": 2, "group": 4, "eval_every": 1, "eval_instances": 4},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "run": str(paths["train"]),
+                "model": str(tiny_model_dir),
+                "tasks": {"families": ["create_file", "append_line"]},
+                "harnesses": ["react"],
+                "sandbox": "docker",
+                "max_new_tokens": 32,
+                "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
+                "rl": {"steps": 2, "prompts": 2, "group": 4, "eval_every": 1, "eval_instances": 4},
+            }
+        )
+    )
     result = CliRunner().invoke(app, ["train", "--config", str(config)])
     assert result.exit_code == 0, result.output
     return paths
@@ -77,9 +103,23 @@ def runs(tmp_path_factory, tiny_model_dir, docker_ready) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def viewer(runs):
     """`openforge view` on the three runs, as a user starts it (port 0: the URL it prints)."""
-    proc = subprocess.Popen([sys.executable, "-m", "openforge.cli", "view", str(runs["oracle"]), str(runs["probe"]),
-                             str(runs["train"]), "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "openforge.cli",
+            "view",
+            str(runs["oracle"]),
+            str(runs["probe"]),
+            str(runs["train"]),
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     try:
         line = proc.stdout.readline()
         found = re.search(r"http://127\.0\.0\.1:\d+/", line)
@@ -122,27 +162,47 @@ def test_every_page_loads_without_errors(runs, viewer, browser):
         check(browser, url(viewer, "/run", run=i), "#stores tbody tr", f"run-{name}")
     assert browser.evaluate("document.querySelectorAll('svg.chart').length") >= 4  # the train run's curves
     for i, label in [(0, "."), (1, "."), (2, "rl"), (2, "eval/after-000000"), (2, "eval/after-000002")]:
-        check(browser, url(viewer, "/episodes", run=i, store=label), "#episodes tbody tr td a",
-              f"episodes-{i}-{label.replace('/', '-')}")
-    check(browser, url(viewer, "/episodes", run=0, store=".", sort="tokens", desc=1, harness="claude-code"),
-          "#episodes th.sorted", "episodes-sorted")
+        check(
+            browser,
+            url(viewer, "/episodes", run=i, store=label),
+            "#episodes tbody tr td a",
+            f"episodes-{i}-{label.replace('/', '-')}",
+        )
+    check(
+        browser,
+        url(viewer, "/episodes", run=0, store=".", sort="tokens", desc=1, harness="claude-code"),
+        "#episodes th.sorted",
+        "episodes-sorted",
+    )
     for i, name in enumerate(("oracle", "probe")):
         for harness in ("react", "claude-code"):
             episode = episodes_of(runs[name], harness=harness)[0]
-            check(browser, url(viewer, "/episode", run=i, store=".", id=episode.id), "section.call",
-                  f"episode-{name}-{harness}")
+            check(
+                browser,
+                url(viewer, "/episode", run=i, store=".", id=episode.id),
+                "section.call",
+                f"episode-{name}-{harness}",
+            )
             assert browser.evaluate("document.querySelectorAll('section.sample span.t').length") > 0
             assert browser.evaluate("document.querySelector('#verifier').textContent").strip()
     trained = episodes_of(runs["train"] / "rl")[0]
     check(browser, url(viewer, "/episode", run=2, store="rl", id=trained.id), "section.sample", "episode-train")
     check(browser, url(viewer, "/groups", run=2, store="rl"), "#groups tbody tr td a", "groups")
-    check(browser, url(viewer, "/group", run=2, store="rl", step=0, task=trained.task, harness="react"),
-          "#members article.card", "group")
+    check(
+        browser,
+        url(viewer, "/group", run=2, store="rl", step=0, task=trained.task, harness="react"),
+        "#members article.card",
+        "group",
+    )
     assert browser.evaluate("document.querySelectorAll('#members article.card').length") == 4
     check(browser, url(viewer, "/compare", a="0:.", b="1:."), "#compare-tasks tbody tr", "compare")
     assert browser.evaluate("document.querySelectorAll('#compare-tasks tbody tr').length") == 2 * len(TASKS)
-    check(browser, url(viewer, "/compare", a="2:eval/after-000000", b="2:eval/after-000002"), "#compare-summary",
-          "compare-checkpoints")
+    check(
+        browser,
+        url(viewer, "/compare", a="2:eval/after-000000", b="2:eval/after-000002"),
+        "#compare-summary",
+        "compare-checkpoints",
+    )
 
 
 _DOM_SAMPLES = """[...document.querySelectorAll('section.sample')].map(s => [...s.querySelectorAll('span.t')].map(
@@ -208,9 +268,14 @@ def test_real_runs_export_as_valid_atif(runs, tmp_path):
     assert all(s["metrics"]["completion_token_ids"] for t in claude for s in t["steps"] if s["source"] == "agent")
 
 
-README_SHOTS = {"run-train": "viewer-run.png", "episodes-0-.": "viewer-episodes.png",
-                "episode-oracle-claude-code": "viewer-episode.png", "token-view": "viewer-tokens.png",
-                "group": "viewer-group.png", "compare": "viewer-compare.png"}
+README_SHOTS = {
+    "run-train": "viewer-run.png",
+    "episodes-0-.": "viewer-episodes.png",
+    "episode-oracle-claude-code": "viewer-episode.png",
+    "token-view": "viewer-tokens.png",
+    "group": "viewer-group.png",
+    "compare": "viewer-compare.png",
+}
 
 
 def test_zz_readme_screenshots(viewer, browser):

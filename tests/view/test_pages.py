@@ -27,9 +27,26 @@ def site(tmp_path_factory):
     named = make_run(root / "rl")
     make_run(root / "eval" / "after-000000", seed=1)
     make_run(root / "worker-host-123", seed=2)
-    (root / "steps.jsonl").write_text("".join(json.dumps(
-        {"step": i, "reward": 0.2 * i, "pass_rate": 0.1 * i, "groups": 4, "groups_with_signal": i, "tokens": 100,
-         "merge_rate": 1.0, "policy_version": i + 1, "seconds": 1.0}) + "\n" for i in range(3)) + "{truncated")
+    (root / "steps.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "step": i,
+                    "reward": 0.2 * i,
+                    "pass_rate": 0.1 * i,
+                    "groups": 4,
+                    "groups_with_signal": i,
+                    "tokens": 100,
+                    "merge_rate": 1.0,
+                    "policy_version": i + 1,
+                    "seconds": 1.0,
+                }
+            )
+            + "\n"
+            for i in range(3)
+        )
+        + "{truncated"
+    )
     (root / "evals.jsonl").write_text(json.dumps({"after_steps": 0, "pass_at_1": 0.25, "graded": 4}) + "\n")
     (root / "analysis.json").write_text(json.dumps({"recovery": {"rate": 0.5}, "tool_mix": {"shell": 0.75}}))
     (root / "tasks").mkdir()
@@ -81,7 +98,7 @@ def test_agent_written_markup_is_text(site):
     page = get(client, f"/episode?run=0&store=rl&id={named['markup'].id}")
     assert "&lt;script&gt;document.title=&#39;pwned&#39;&lt;/script&gt;" in page
     assert "&lt;img src=x onerror=" in page
-    assert "<img" not in page and "onerror=\"" not in page
+    assert "<img" not in page and 'onerror="' not in page
     image = get(client, f"/episode?run=0&store=rl&id={named['image'].id}")
     assert '<span class="media">[image omitted' in image
 

@@ -18,8 +18,16 @@ from .mistral import Mistral
 from .qwen3_coder import Qwen3Coder
 
 # In detection order (most specific first); `json` is the default.
-_FORMATS: tuple[ToolCallFormat, ...] = (GptOss(), KimiK2(), DeepSeekV3(), GLM45(), Qwen3Coder(), Mistral(),
-                                        Llama3JSON(), HermesJSON())
+_FORMATS: tuple[ToolCallFormat, ...] = (
+    GptOss(),
+    KimiK2(),
+    DeepSeekV3(),
+    GLM45(),
+    Qwen3Coder(),
+    Mistral(),
+    Llama3JSON(),
+    HermesJSON(),
+)
 FORMATS: dict[str, ToolCallFormat] = {f.name: f for f in _FORMATS}
 DEFAULT_FORMAT = "json"
 

@@ -50,14 +50,16 @@ class ToolCallFormat(ABC):
         raise NotImplementedError(f"{self.name}: read by openforge.proxy.output_parser as the text streams in")
 
 
-def finish(reasoning: str | None, content: str, calls: list[ToolCall], errors: list[str],
-           tools: list[ToolSpec] | None) -> ParsedOutput:
+def finish(
+    reasoning: str | None, content: str, calls: list[ToolCall], errors: list[str], tools: list[ToolSpec] | None
+) -> ParsedOutput:
     """The parsed reply, with calls to tools that were not offered named in `parse_error`."""
     if tools is not None:
         known = {t.name for t in tools}
         errors = errors + [f"tool {c.name!r} was not offered" for c in calls if c.name not in known]
-    return ParsedOutput(reasoning=reasoning, content=content.strip(), tool_calls=calls,
-                        parse_error="; ".join(errors) or None)
+    return ParsedOutput(
+        reasoning=reasoning, content=content.strip(), tool_calls=calls, parse_error="; ".join(errors) or None
+    )
 
 
 def json_object(raw: str, what: str = "tool call arguments") -> dict[str, Any]:

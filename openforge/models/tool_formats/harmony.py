@@ -18,8 +18,11 @@ from openforge.core import ParsedOutput, ToolCall, ToolSpec
 
 from .base import NameAndArguments, ToolCallFormat, finish, json_object
 
-_MESSAGE = re.compile(r"(?:<\|start\|>)?(?P<header>.*?)<\|message\|>(?P<body>.*?)"
-                      r"(?:<\|end\|>|<\|call\|>|<\|return\|>|(?=<\|start\|>)|$)", re.DOTALL)
+_MESSAGE = re.compile(
+    r"(?:<\|start\|>)?(?P<header>.*?)<\|message\|>(?P<body>.*?)"
+    r"(?:<\|end\|>|<\|call\|>|<\|return\|>|(?=<\|start\|>)|$)",
+    re.DOTALL,
+)
 _CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)")
 _RECIPIENT = re.compile(r"\bto=([^\s<]+)")
 
@@ -47,16 +50,21 @@ class GptOss(ToolCallFormat):
         errors: list[str] = []
         pos = 0
         for m in _MESSAGE.finditer(text):
-            if m.start() != pos and text[pos:m.start()].strip():
-                content.append(text[pos:m.start()])  # text between messages: kept, not lost
+            if m.start() != pos and text[pos : m.start()].strip():
+                content.append(text[pos : m.start()])  # text between messages: kept, not lost
             pos = m.end()
             header, body = m.group("header"), m.group("body")
             channel = _CHANNEL.search(header)
             recipient = _RECIPIENT.search(header)
             if recipient and recipient.group(1).startswith("functions."):
                 try:
-                    calls.append(ToolCall(id=call_id(), name=recipient.group(1)[len("functions."):],
-                                          arguments=json_object(body.strip())))
+                    calls.append(
+                        ToolCall(
+                            id=call_id(),
+                            name=recipient.group(1)[len("functions.") :],
+                            arguments=json_object(body.strip()),
+                        )
+                    )
                 except ValueError as e:
                     errors.append(str(e))
                     content.append(m.group(0))

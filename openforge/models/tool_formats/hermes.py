@@ -1,8 +1,8 @@
 """`json` — Hermes-style JSON in `<tool_call>` tags: the tiny model, Qwen2.5, Qwen3, Hermes 2/3.
 
-    <tool_call>
-    {"name": "bash", "arguments": {"command": "ls"}}
-    </tool_call>
+<tool_call>
+{"name": "bash", "arguments": {"command": "ls"}}
+</tool_call>
 """
 
 from __future__ import annotations

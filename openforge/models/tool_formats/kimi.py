@@ -1,7 +1,7 @@
 """`kimi_k2` — Kimi K2's calls, in a section, each with an id `functions.NAME:INDEX`:
 
-    <|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0<|tool_call_argument_begin|>
-    {"command": "ls"}<|tool_call_end|><|tool_calls_section_end|>
+<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0<|tool_call_argument_begin|>
+{"command": "ls"}<|tool_call_end|><|tool_calls_section_end|>
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from openforge.core import ToolSpec
 from .base import NameAndArguments, ToolCallFormat, json_object
 
 SECTION_BEGIN, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
-_CALL = re.compile(r"<\|tool_call_begin\|>\s*(.*?)\s*<\|tool_call_argument_begin\|>(.*?)(<\|tool_call_end\|>|$)",
-                   re.DOTALL)
+_CALL = re.compile(
+    r"<\|tool_call_begin\|>\s*(.*?)\s*<\|tool_call_argument_begin\|>(.*?)(<\|tool_call_end\|>|$)", re.DOTALL
+)
 _ID = re.compile(r"^(?:functions\.)?(.+?)(?::\d+)?$")
 
 

@@ -30,13 +30,14 @@ class Llama3JSON(ToolCallFormat):
 
     @classmethod
     def detect(cls, chat_template: str) -> bool:
-        return "<|start_header_id|>" in chat_template and ("<|python_tag|>" in chat_template
-                                                           or '"parameters"' in chat_template)
+        return "<|start_header_id|>" in chat_template and (
+            "<|python_tag|>" in chat_template or '"parameters"' in chat_template
+        )
 
     def parse(self, text: str, tools: list[ToolSpec] | None, call_id: Callable[[], str]) -> ParsedOutput:
         at = text.find(PYTHON_TAG)
         if at >= 0:
-            before, body = text[:at], text[at + len(PYTHON_TAG):]
+            before, body = text[:at], text[at + len(PYTHON_TAG) :]
         elif _BARE_CALL.match(text):
             before, body = "", text
         else:

@@ -41,6 +41,8 @@ class Qwen3Coder(ToolCallFormat):
             raise ValueError("malformed <function=...> block")
         name = match.group(1).strip()
         properties = parameter_schema(tools, name)
-        arguments = {param.strip(): typed_value(raw, properties.get(param.strip(), {}))
-                     for param, raw in _PARAMETER.findall(match.group(2))}
+        arguments = {
+            param.strip(): typed_value(raw, properties.get(param.strip(), {}))
+            for param, raw in _PARAMETER.findall(match.group(2))
+        }
         return [(name, arguments)]

@@ -26,16 +26,34 @@ async def start_forwarder(spec: SandboxSpec, pid: int, python: str) -> asyncio.s
     if not os.path.exists(f"/proc/{pid}/ns/net"):
         raise SandboxError(
             f"sandbox {spec.name}: the container's process {pid} is not visible here; the proxy bridge needs the "
-            "orchestrator on the Docker host (same pid namespace)")
-    argv = [nsenter, f"--net=/proc/{pid}/ns/net", "--", python, "-I", str(FORWARDER_PY),
-            "--listen", f"127.0.0.1:{spec.proxy_port}", "--uds", str(Path(spec.proxy_uds).resolve()),
-            "--parent-pid", str(os.getpid()), "--watch-pid", str(pid)]
+            "orchestrator on the Docker host (same pid namespace)"
+        )
+    argv = [
+        nsenter,
+        f"--net=/proc/{pid}/ns/net",
+        "--",
+        python,
+        "-I",
+        str(FORWARDER_PY),
+        "--listen",
+        f"127.0.0.1:{spec.proxy_port}",
+        "--uds",
+        str(Path(spec.proxy_uds).resolve()),
+        "--parent-pid",
+        str(os.getpid()),
+        "--watch-pid",
+        str(pid),
+    ]
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), 15)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         line = b""
     if not line.startswith(b"READY"):
         await stop_process(proc, 0.5)
@@ -61,7 +79,7 @@ async def stop_process(proc: asyncio.subprocess.Process | None, grace_s: float =
         pass
     try:
         await asyncio.wait_for(proc.wait(), grace_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         try:
             proc.kill()
         except ProcessLookupError:

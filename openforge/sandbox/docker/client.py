@@ -62,7 +62,8 @@ class DockerConnection:
             client.ping()
         except docker_errors() as e:
             raise SandboxSetupError(
-                f"cannot reach the Docker daemon ({short_error(e)}); start it with scripts/start-docker.sh") from e
+                f"cannot reach the Docker daemon ({short_error(e)}); start it with scripts/start-docker.sh"
+            ) from e
         return client
 
     def close(self) -> None:

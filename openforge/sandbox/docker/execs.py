@@ -33,8 +33,7 @@ class ContainerExec:
     """Runs commands in container `container_id` (named `name`, its init process `init_pid` on the host),
     blocking: call `run` on a worker thread."""
 
-    def __init__(self, conn: DockerConnection, container_id: str, name: str, init_pid: int,
-                 default_user: str | None):
+    def __init__(self, conn: DockerConnection, container_id: str, name: str, init_pid: int, default_user: str | None):
         self.conn = conn
         self.id = container_id
         self.name = name
@@ -42,8 +41,17 @@ class ContainerExec:
         self.default_user = default_user
         self._pids_visible = os.path.exists(f"/proc/{init_pid}")  # same pid namespace as the daemon?
 
-    def run(self, argv: list[str], timeout_s: float, env: dict[str, str] | None, workdir: str | None,
-            user: str | None, stdin: bytes | None, output_cap: int, cancel: threading.Event) -> ExecResult:
+    def run(
+        self,
+        argv: list[str],
+        timeout_s: float,
+        env: dict[str, str] | None,
+        workdir: str | None,
+        user: str | None,
+        stdin: bytes | None,
+        output_cap: int,
+        cancel: threading.Event,
+    ) -> ExecResult:
         """Run `argv` and wait for it, at most `timeout_s` (or until `cancel` is set): then its processes are
         killed and `timed_out` is set. SandboxError when the container itself goes away."""
         api = self.conn.api
@@ -53,9 +61,17 @@ class ContainerExec:
         user = user if user is not None else self.default_user
         start = time.monotonic()
         try:
-            exec_id = api.exec_create(self.id, argv, stdout=True, stderr=True, stdin=stdin is not None,
-                                      tty=False, environment=environment, workdir=workdir or None,
-                                      user=user or "")["Id"]
+            exec_id = api.exec_create(
+                self.id,
+                argv,
+                stdout=True,
+                stderr=True,
+                stdin=stdin is not None,
+                tty=False,
+                environment=environment,
+                workdir=workdir or None,
+                user=user or "",
+            )["Id"]
             sock_io = api.exec_start(exec_id, socket=True)
         except docker_errors() as e:
             raise infra_error(f"cannot start a command in sandbox {self.name}", e) from e
@@ -104,8 +120,8 @@ class ContainerExec:
                             stream, size = struct.unpack(">BxxxL", bytes(buf[:8]))
                             if len(buf) < 8 + size:
                                 break
-                            payload = bytes(buf[8:8 + size])
-                            del buf[:8 + size]
+                            payload = bytes(buf[8 : 8 + size])
+                            del buf[: 8 + size]
                             truncated |= append_capped(err if stream == 2 else out, payload, output_cap)
         finally:
             sel.close()
@@ -125,11 +141,18 @@ class ContainerExec:
             # killed because the whole container went away: the infrastructure's failure, not the command's
             raise SandboxError(f"sandbox {self.name}: the container stopped while running {argv[0]!r}")
         if exit_code == 126 and not out and not err:
-            err += (f"openforge: the container runtime could not start {argv[0]!r} (user {user or 'default'!r}, "
-                    f"workdir {workdir or 'default'!r}: does the user exist?)\n").encode()
-        return ExecResult(exit_code=exit_code, stdout=out.decode("utf-8", "replace"),
-                          stderr=err.decode("utf-8", "replace"), timed_out=timed_out, truncated=truncated,
-                          duration_s=round(time.monotonic() - start, 4))
+            err += (
+                f"openforge: the container runtime could not start {argv[0]!r} (user {user or 'default'!r}, "
+                f"workdir {workdir or 'default'!r}: does the user exist?)\n"
+            ).encode()
+        return ExecResult(
+            exit_code=exit_code,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            timed_out=timed_out,
+            truncated=truncated,
+            duration_s=round(time.monotonic() - start, 4),
+        )
 
     @staticmethod
     def _shut_wr(sock: socket.socket) -> None:

@@ -92,14 +92,19 @@ class ImageBuild:
         return f"ImageBuild(tag={self.tag!r}, cached={self.cached}, seconds={self.seconds:.2f})"
 
 
-
 class ImageBuilder:
     """Resolves and builds the images of one provider (`image_map`: the provider's map, under each spec's own;
     `build_network`: when given, the network of every build's `RUN` steps; None: offline unless a spec allows
     the network, then the daemon's default). `builds` counts cache misses."""
 
-    def __init__(self, conn: DockerConnection, pool: WorkerPool, image_map: ImageMap, build_network: str | None,
-                 max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES):
+    def __init__(
+        self,
+        conn: DockerConnection,
+        pool: WorkerPool,
+        image_map: ImageMap,
+        build_network: str | None,
+        max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
+    ):
         self.conn = conn
         self.pool = pool
         self.image_map = image_map
@@ -123,8 +128,9 @@ class ImageBuilder:
             return self.build_network
         return "default" if allow_network else "none"
 
-    async def build(self, context: Path, image_map: ImageMap, *, allow_network: bool = False,
-                    timeout_s: float | None = None) -> ImageBuild:
+    async def build(
+        self, context: Path, image_map: ImageMap, *, allow_network: bool = False, timeout_s: float | None = None
+    ) -> ImageBuild:
         """Build the image of a build context (a directory with a `Dockerfile`), or reuse the one built from
         identical content; `image_map` (over the provider's) rewrites its FROM lines. SandboxError when the
         context is unsafe (naming the file), the build fails or runs past `timeout_s`."""
@@ -148,14 +154,17 @@ class ImageBuilder:
                     raise SandboxError(
                         f"{context}/Dockerfile needs base image {base!r}, which is not on this machine and will not "
                         f"be pulled; map it to a local image (--image-map {base}=openforge-base:bookworm, built by "
-                        "scripts/build-base-image.sh) or load it with `docker load`")
-            await self.pool.submit(self._build_blocking, context, text, tag, digest, self.network_for(allow_network),
-                                   timeout_s)
+                        "scripts/build-base-image.sh) or load it with `docker load`"
+                    )
+            await self.pool.submit(
+                self._build_blocking, context, text, tag, digest, self.network_for(allow_network), timeout_s
+            )
             self.builds += 1
             return ImageBuild(tag, digest, False, time.monotonic() - start)
 
-    def _build_blocking(self, context: Path, dockerfile_text: str, tag: str, digest: str, network: str,
-                        timeout_s: float | None) -> None:
+    def _build_blocking(
+        self, context: Path, dockerfile_text: str, tag: str, digest: str, network: str, timeout_s: float | None
+    ) -> None:
         with tempfile.TemporaryDirectory(prefix="openforge-build-") as tmp:
             ctx = Path(tmp) / "ctx"
             shutil.copytree(context, ctx, symlinks=True)  # links stay links (checked: none leaves the context)
@@ -165,9 +174,16 @@ class ImageBuilder:
             error: str | None = None
             late = f"the build ran past its {timeout_s or 0:g}s limit ([environment] build_timeout_sec)"
             events = self.conn.api.build(
-                path=str(ctx), tag=tag, rm=True, forcerm=True, pull=False, decode=True,
-                labels={LABEL_MANAGED: "1", "openforge.context-hash": digest}, network_mode=network,
-                timeout=timeout_s + 30 if timeout_s else None)
+                path=str(ctx),
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+                labels={LABEL_MANAGED: "1", "openforge.context-hash": digest},
+                network_mode=network,
+                timeout=timeout_s + 30 if timeout_s else None,
+            )
             # at the deadline, cut the connection: the daemon cancels a build whose client went away
             watchdog = threading.Timer(timeout_s, _hang_up, (events,)) if timeout_s else None
             start = time.monotonic()
@@ -197,8 +213,11 @@ class ImageBuilder:
         """The local image a spec runs: built from `dockerfile_dir`, else `image` mapped through the map."""
         spec_map = ImageMap(spec.image_map)
         if spec.dockerfile_dir is not None:
-            return (await self.build(spec.dockerfile_dir, spec_map, allow_network=spec.build_network,
-                                     timeout_s=spec.build_timeout_s)).tag
+            return (
+                await self.build(
+                    spec.dockerfile_dir, spec_map, allow_network=spec.build_network, timeout_s=spec.build_timeout_s
+                )
+            ).tag
         if not spec.image:
             raise SandboxError(f"sandbox {spec.name}: the spec names neither an image nor a dockerfile_dir")
         ref = self.image_map.merged(spec_map).map_image(spec.image)
@@ -206,5 +225,6 @@ class ImageBuilder:
             hint = " (mapped from " + spec.image + ")" if ref != spec.image else ""
             raise SandboxError(
                 f"image {ref!r}{hint} is not on this machine and will not be pulled; map it to a local image "
-                f"(--image-map {spec.image}=openforge-base:bookworm) or load it with `docker load`")
+                f"(--image-map {spec.image}=openforge-base:bookworm) or load it with `docker load`"
+            )
         return ref

@@ -66,8 +66,9 @@ def _keep(init_pid: int, has_init: bool, procs: dict[int, tuple[str, int, int]])
     return keep
 
 
-def stop_container_processes(conn: DockerConnection, container_id: str, name: str, init_pid: int,
-                             has_init: bool) -> None:
+def stop_container_processes(
+    conn: DockerConnection, container_id: str, name: str, init_pid: int, has_init: bool
+) -> None:
     """Blocking: end every process of the container but its init and keep-alive (see the module docstring).
     SandboxError when they cannot be ended."""
     if not os.path.exists(f"/proc/{init_pid}") or not container_host_pids(container_id):
@@ -83,8 +84,11 @@ def stop_container_processes(conn: DockerConnection, container_id: str, name: st
             return
         stopped: set[int] = set()
         for _ in range(ROUNDS):  # stop everything, including what forked while we were stopping
-            running = [pid for pid, st in _living(container_host_pids(container_id)).items()
-                       if pid not in keep and pid not in stopped]
+            running = [
+                pid
+                for pid, st in _living(container_host_pids(container_id)).items()
+                if pid not in keep and pid not in stopped
+            ]
             if not running:
                 break
             for pid in running:
@@ -108,8 +112,9 @@ def _signal(pid: int, sig: int) -> None:
 def _stop_in_band(conn: DockerConnection, container_id: str, name: str, has_init: bool) -> None:
     api = conn.api
     try:
-        eid = api.exec_create(container_id, stop_script_argv(spare_keepalive=has_init), stdout=True, stderr=True,
-                              user="0:0", workdir="/")["Id"]
+        eid = api.exec_create(
+            container_id, stop_script_argv(spare_keepalive=has_init), stdout=True, stderr=True, user="0:0", workdir="/"
+        )["Id"]
         out = api.exec_start(eid)
         code = api.exec_inspect(eid).get("ExitCode")
     except docker_errors() as e:

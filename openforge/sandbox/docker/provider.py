@@ -48,9 +48,18 @@ class DockerProvider(SandboxProvider):
 
     name = "docker"
 
-    def __init__(self, *, image_map: dict[str, str] | None = None, base_url: str | None = None,
-                 build_network: str | None = None, max_context_mb: int = DEFAULT_MAX_CONTEXT_BYTES >> 20,
-                 init: bool = True, forwarder_python: str | None = None, max_workers: int = 64, client: Any = None):
+    def __init__(
+        self,
+        *,
+        image_map: dict[str, str] | None = None,
+        base_url: str | None = None,
+        build_network: str | None = None,
+        max_context_mb: int = DEFAULT_MAX_CONTEXT_BYTES >> 20,
+        init: bool = True,
+        forwarder_python: str | None = None,
+        max_workers: int = 64,
+        client: Any = None,
+    ):
         self.image_map = ImageMap(image_map or {})
         self.base_url = base_url
         self.build_network = build_network
@@ -88,12 +97,19 @@ class DockerProvider(SandboxProvider):
 
     # -- images --------------------------------------------------------------------------------------------
 
-    async def build_image(self, context: Path, *, image_map: dict[str, str] | None = None,
-                          allow_network: bool = False, timeout_s: float | None = None) -> ImageBuild:
+    async def build_image(
+        self,
+        context: Path,
+        *,
+        image_map: dict[str, str] | None = None,
+        allow_network: bool = False,
+        timeout_s: float | None = None,
+    ) -> ImageBuild:
         """Build the image of a build context (a directory with a `Dockerfile`), or reuse the one built from
         identical content: tag `openforge-task:<sha256[:16]>` (`ImageBuilder.build`)."""
-        return await self.images.build(context, ImageMap(image_map or {}), allow_network=allow_network,
-                                       timeout_s=timeout_s)
+        return await self.images.build(
+            context, ImageMap(image_map or {}), allow_network=allow_network, timeout_s=timeout_s
+        )
 
     async def resolve_image(self, spec: SandboxSpec) -> str:
         """The local image a spec runs: built from `dockerfile_dir`, else `image` mapped through the map."""
@@ -133,8 +149,12 @@ class DockerProvider(SandboxProvider):
 
         api = self.conn.api
         self._remove_stale(spec.name)
-        mounts = [docker.types.Mount(target=m.target, source=str(Path(m.source).resolve()), type="bind",
-                                     read_only=m.read_only) for m in spec.mounts]
+        mounts = [
+            docker.types.Mount(
+                target=m.target, source=str(Path(m.source).resolve()), type="bind", read_only=m.read_only
+            )
+            for m in spec.mounts
+        ]
         for m in spec.mounts:
             if not Path(m.source).exists():
                 raise SandboxError(f"sandbox {spec.name}: mount source {m.source} does not exist")
@@ -146,8 +166,10 @@ class DockerProvider(SandboxProvider):
             state = info.get("State", {})
             if not state.get("Running"):
                 logs = api.logs(cid, tail=20).decode(errors="replace").strip()
-                raise SandboxError(f"sandbox {spec.name}: the container stopped right after starting "
-                                   f"(exit code {state.get('ExitCode')}): {logs or state.get('Error', '')}")
+                raise SandboxError(
+                    f"sandbox {spec.name}: the container stopped right after starting "
+                    f"(exit code {state.get('ExitCode')}): {logs or state.get('Error', '')}"
+                )
             return cid, int(state["Pid"]), created
         except SandboxError:
             if cid:
@@ -157,7 +179,8 @@ class DockerProvider(SandboxProvider):
             if cid:
                 self.remove_container(cid)
             raise SandboxError(
-                f"sandbox {spec.name}: cannot create the container from {image}: {short_error(e)}") from e
+                f"sandbox {spec.name}: cannot create the container from {image}: {short_error(e)}"
+            ) from e
 
     def _create_container(self, spec: SandboxSpec, image: str, mounts: list[Any]) -> str:
         """Create (not start) the container; where the daemon cannot give a disk quota or the open-files limit,
@@ -179,11 +202,19 @@ class DockerProvider(SandboxProvider):
                     self.remove_container(cid)
                 msg = short_error(e)
                 if storage and "storage-opt" in msg:
-                    self._without("storage_quota", "the Docker daemon cannot limit a container's disk use (%s): "
-                                  "[environment] storage_mb is not enforced by this run's sandboxes", msg)
+                    self._without(
+                        "storage_quota",
+                        "the Docker daemon cannot limit a container's disk use (%s): "
+                        "[environment] storage_mb is not enforced by this run's sandboxes",
+                        msg,
+                    )
                 elif nofile and "rlimit" in msg:
-                    self._without("nofile_limit", "the Docker daemon cannot give containers an open-files limit of "
-                                  f"{NOFILE_LIMIT} (%s): they keep the daemon's", msg)
+                    self._without(
+                        "nofile_limit",
+                        "the Docker daemon cannot give containers an open-files limit of "
+                        f"{NOFILE_LIMIT} (%s): they keep the daemon's",
+                        msg,
+                    )
                 else:
                     raise
 
@@ -193,8 +224,7 @@ class DockerProvider(SandboxProvider):
                 log.warning(message, detail)
             setattr(self, feature, False)
 
-    def _new_container(self, spec: SandboxSpec, image: str, mounts: list[Any], *, storage: bool,
-                       nofile: bool) -> str:
+    def _new_container(self, spec: SandboxSpec, image: str, mounts: list[Any], *, storage: bool, nofile: bool) -> str:
         import docker.types
 
         api = self.conn.api
@@ -202,15 +232,31 @@ class DockerProvider(SandboxProvider):
         storage_opt = {"size": f"{spec.storage_mb}M"} if storage else None
         ulimits = [docker.types.Ulimit(name="nofile", soft=NOFILE_LIMIT, hard=NOFILE_LIMIT)] if nofile else None
         host_config = api.create_host_config(
-            network_mode="none", nano_cpus=int(spec.cpus * 1e9), mem_limit=mem, memswap_limit=mem,
-            pids_limit=spec.pids, mounts=mounts, init=self.init or None, auto_remove=False,
-            cap_drop=["ALL"], cap_add=list(AGENT_CAPABILITIES), security_opt=["no-new-privileges"],
-            ulimits=ulimits, storage_opt=storage_opt,
+            network_mode="none",
+            nano_cpus=int(spec.cpus * 1e9),
+            mem_limit=mem,
+            memswap_limit=mem,
+            pids_limit=spec.pids,
+            mounts=mounts,
+            init=self.init or None,
+            auto_remove=False,
+            cap_drop=["ALL"],
+            cap_add=list(AGENT_CAPABILITIES),
+            security_opt=["no-new-privileges"],
+            ulimits=ulimits,
+            storage_opt=storage_opt,
         )
         return api.create_container(
-            image, command=KEEPALIVE[1:], entrypoint=KEEPALIVE[:1], name=spec.name, labels=spec.all_labels(),
-            environment=dict(spec.env), working_dir=spec.workdir or None, host_config=host_config,
-            network_disabled=False, stop_signal="SIGKILL",
+            image,
+            command=KEEPALIVE[1:],
+            entrypoint=KEEPALIVE[:1],
+            name=spec.name,
+            labels=spec.all_labels(),
+            environment=dict(spec.env),
+            working_dir=spec.workdir or None,
+            host_config=host_config,
+            network_disabled=False,
+            stop_signal="SIGKILL",
         )["Id"]
 
     def _remove_stale(self, name: str) -> None:
@@ -222,8 +268,10 @@ class DockerProvider(SandboxProvider):
             return
         labels = (info.get("Config") or {}).get("Labels") or {}
         if labels.get(LABEL_MANAGED) != "1":
-            raise SandboxError(f"a container named {name} exists and was not created by openforge; "
-                               "remove it or choose another run name")
+            raise SandboxError(
+                f"a container named {name} exists and was not created by openforge; "
+                "remove it or choose another run name"
+            )
         if info["Id"] in self._live:
             raise SandboxError(f"sandbox {name} already exists in this process; names must be unique per episode")
         self.remove_container(info["Id"])

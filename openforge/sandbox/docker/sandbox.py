@@ -46,8 +46,15 @@ RUNTIME_FILES = ("/.dockerenv", "/etc/hostname", "/etc/hosts", "/etc/resolv.conf
 
 
 class DockerSandbox(Sandbox):
-    def __init__(self, provider: DockerProvider, spec: SandboxSpec, container_id: str, init_pid: int,
-                 created_at: float, forwarder: asyncio.subprocess.Process | None):
+    def __init__(
+        self,
+        provider: DockerProvider,
+        spec: SandboxSpec,
+        container_id: str,
+        init_pid: int,
+        created_at: float,
+        forwarder: asyncio.subprocess.Process | None,
+    ):
         self._p = provider
         self.spec = spec
         self.id = container_id
@@ -67,14 +74,26 @@ class DockerSandbox(Sandbox):
     def forwarder_pid(self) -> int | None:
         return self._forwarder.pid if self._forwarder is not None else None
 
-    async def exec(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
-                   workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
-                   output_cap: int = DEFAULT_OUTPUT_CAP) -> ExecResult:
+    async def exec(
+        self,
+        cmd: list[str] | str,
+        *,
+        timeout_s: float,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+        stdin: bytes | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
         self._check()
         argv = command_argv(cmd)
         cancel = threading.Event()
-        return await await_worker(self._p.pool.submit(self._execs.run, argv, float(timeout_s), env, workdir, user,
-                                                      stdin, int(output_cap), cancel), cancel)
+        return await await_worker(
+            self._p.pool.submit(
+                self._execs.run, argv, float(timeout_s), env, workdir, user, stdin, int(output_cap), cancel
+            ),
+            cancel,
+        )
 
     # -- files ---------------------------------------------------------------------------------------------
 
@@ -176,8 +195,9 @@ class DockerSandbox(Sandbox):
         none is left (`processes.stop_container_processes`); in band (as the base class does, sparing the
         keep-alive) where the daemon's pids are not visible from here."""
         self._check()
-        await self._p.pool.submit(stop_container_processes, self._p.conn, self.id, self.name, self.init_pid,
-                                  self._p.init)
+        await self._p.pool.submit(
+            stop_container_processes, self._p.conn, self.id, self.name, self.init_pid, self._p.init
+        )
 
     async def changed_paths(self) -> list[PathChange]:
         """`docker diff` against the image, minus what the runtime adds (mount points with what is below and
@@ -252,8 +272,9 @@ class DockerSandbox(Sandbox):
                 reason += f"; the OOM killer killed a process in it ({ooms}x, memory limit {self.spec.memory_mb} MiB)"
             return SandboxStatus(alive=True, oom_killed=oom, reason=reason)
         if running and fwd_dead:
-            return SandboxStatus(alive=False, oom_killed=oom,
-                                 reason=f"the proxy forwarder exited (code {self._forwarder.returncode})")
+            return SandboxStatus(
+                alive=False, oom_killed=oom, reason=f"the proxy forwarder exited (code {self._forwarder.returncode})"
+            )
         code = state.get("ExitCode")
         reason = f"container {state.get('Status', 'stopped')} with exit code {code}"
         if state.get("OOMKilled"):
@@ -267,8 +288,12 @@ class DockerSandbox(Sandbox):
         try:
             since = int(self.created_at) - 1
             until = int(time.time()) + 1
-            events = api.events(since=since, until=until, decode=True,
-                                filters={"container": self.id, "event": "oom", "type": "container"})
+            events = api.events(
+                since=since,
+                until=until,
+                decode=True,
+                filters={"container": self.id, "event": "oom", "type": "container"},
+            )
             try:
                 return sum(1 for _ in events)
             finally:

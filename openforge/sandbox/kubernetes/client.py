@@ -36,8 +36,9 @@ def short_error(e: BaseException) -> str:
 class KubeClient:
     """CoreV1 and NetworkingV1 clients for `namespace`, connected on first use."""
 
-    def __init__(self, namespace: str, *, configuration: Any = None, kubeconfig: str | None = None,
-                 context: str | None = None):
+    def __init__(
+        self, namespace: str, *, configuration: Any = None, kubeconfig: str | None = None, context: str | None = None
+    ):
         self.namespace = namespace
         self._configuration = configuration
         self._kubeconfig = kubeconfig
@@ -54,8 +55,9 @@ class KubeClient:
             try:
                 from kubernetes import client, config
             except ImportError as e:
-                raise SandboxSetupError("the kubernetes sandbox needs the `kubernetes` package: "
-                                        "pip install 'openforge-rl[kubernetes]'") from e
+                raise SandboxSetupError(
+                    "the kubernetes sandbox needs the `kubernetes` package: pip install 'openforge-rl[kubernetes]'"
+                ) from e
             if self._configuration is not None:
                 api = client.ApiClient(self._configuration)
             else:
@@ -66,12 +68,14 @@ class KubeClient:
                     config.load_incluster_config(client_configuration=cfg)
                 except config.ConfigException:
                     try:
-                        config.load_kube_config(config_file=self._kubeconfig, context=self._context,
-                                                client_configuration=cfg)
+                        config.load_kube_config(
+                            config_file=self._kubeconfig, context=self._context, client_configuration=cfg
+                        )
                     except (config.ConfigException, OSError) as e:
                         raise SandboxSetupError(
                             f"no Kubernetes credentials: {e}; run in-cluster with the service account of "
-                            "`openforge k8s manifests`, or give the sandbox option kubeconfig=PATH (and context=)") from e
+                            "`openforge k8s manifests`, or give the sandbox option kubeconfig=PATH (and context=)"
+                        ) from e
                 api = client.ApiClient(cfg)
             self._core = client.CoreV1Api(api)
             self._net = client.NetworkingV1Api(api)
@@ -99,8 +103,10 @@ class KubeClient:
     def api_error(self, what: str, e: BaseException) -> SandboxError:
         hint = ""
         if getattr(e, "status", None) == 403:
-            hint = (" (the orchestrator's service account lacks this permission: apply the RBAC of "
-                    "`openforge k8s manifests`)")
+            hint = (
+                " (the orchestrator's service account lacks this permission: apply the RBAC of "
+                "`openforge k8s manifests`)"
+            )
         elif getattr(e, "status", None) == 404 and "namespace" in short_error(e).lower():
             hint = f" (does namespace {self.namespace!r} exist? `openforge k8s manifests` creates it)"
         return SandboxError(f"{what}: {short_error(e)}{hint}")
@@ -128,8 +134,7 @@ class KubeClient:
         from kubernetes.client.rest import ApiException
 
         try:
-            return self.core.read_namespaced_pod_log(name, self.namespace, container=CONTAINER,
-                                                     tail_lines=tail_lines)
+            return self.core.read_namespaced_pod_log(name, self.namespace, container=CONTAINER, tail_lines=tail_lines)
         except ApiException as e:
             raise self.api_error(f"cannot read the log of pod {name}", e) from e
 
@@ -137,8 +142,9 @@ class KubeClient:
         from kubernetes.client.rest import ApiException
 
         try:
-            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0,
-                                            propagation_policy="Background")
+            self.core.delete_namespaced_pod(
+                name, self.namespace, grace_period_seconds=0, propagation_policy="Background"
+            )
             return True
         except ApiException as e:
             if e.status == 404:
@@ -151,8 +157,11 @@ class KubeClient:
         from kubernetes import watch
 
         w = watch.Watch()
-        kwargs: dict[str, Any] = {"field_selector": f"metadata.name={name}",
-                                  "timeout_seconds": max(1, math.ceil(timeout_s)), "deserialize": False}
+        kwargs: dict[str, Any] = {
+            "field_selector": f"metadata.name={name}",
+            "timeout_seconds": max(1, math.ceil(timeout_s)),
+            "deserialize": False,
+        }
         if resource_version:
             kwargs["resource_version"] = resource_version
         try:

@@ -36,12 +36,23 @@ def user_prefix(user: str | None) -> str:
     if name.isdigit():
         gid = group if group.isdigit() else name
         return f"setpriv --reuid={name} --regid={gid} --clear-groups -- "
-    regid = f"$(id -g {q(name)})" if not group else (group if group.isdigit() else f"$(getent group {q(group)} | cut -d: -f3)")
+    regid = (
+        f"$(id -g {q(name)})"
+        if not group
+        else (group if group.isdigit() else f"$(getent group {q(group)} | cut -d: -f3)")
+    )
     return f'setpriv --reuid="$(id -u {q(name)})" --regid="{regid}" --init-groups -- '
 
 
-def exec_script(argv: list[str], *, marker: str, env: dict[str, str] | None = None, workdir: str | None = None,
-                user: str | None = None, stdin_len: int | None = None) -> str:
+def exec_script(
+    argv: list[str],
+    *,
+    marker: str,
+    env: dict[str, str] | None = None,
+    workdir: str | None = None,
+    user: str | None = None,
+    stdin_len: int | None = None,
+) -> str:
     """The `/bin/sh -c` script that runs `argv` the way `Sandbox.exec` promises: environment + marker exported,
     in `workdir` (created if missing), as `user`, with exactly `stdin_len` bytes of stdin (else /dev/null)."""
     q = shlex.quote
@@ -93,8 +104,17 @@ class RawExec:
         self.duration = 0.0
 
 
-def pump(ws: Any, stdin: bytes | None, *, start: float, timeout_s: float, output_cap: int, cancel: threading.Event,
-         sink: IO[bytes] | None, kill: Callable[[], None]) -> RawExec:
+def pump(
+    ws: Any,
+    stdin: bytes | None,
+    *,
+    start: float,
+    timeout_s: float,
+    output_cap: int,
+    cancel: threading.Event,
+    sink: IO[bytes] | None,
+    kill: Callable[[], None],
+) -> RawExec:
     """Feed `stdin` to an open exec stream and read stdout/stderr (stdout into `sink` when given) until it
     ends. At the deadline (`start` + `timeout_s`) or on `cancel`: `kill()`, `timed_out`, and a grace for the
     stream to end (`ExecDeadline`). `code` stays None when the stream broke without an exit status."""
@@ -115,7 +135,7 @@ def pump(ws: Any, stdin: bytes | None, *, start: float, timeout_s: float, output
     try:
         if stdin:
             for i in range(0, len(stdin), 1 << 20):
-                ws.write_channel(0, stdin[i:i + (1 << 20)])
+                ws.write_channel(0, stdin[i : i + (1 << 20)])
         while ws.is_open() and clock.keep_reading():
             ws.update(timeout=clock.wait_s())
             drain()

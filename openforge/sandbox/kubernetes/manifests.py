@@ -65,8 +65,12 @@ EXPIRES_ANNOTATION = "openforge.io/expires-at"
 RUN_ANNOTATION = "openforge.io/run"
 
 
-def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None,
-          annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def _meta(
+    name: str,
+    namespace: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
@@ -84,11 +88,16 @@ def network_policy_name(run_label: str) -> str:
 
 # -- sandbox pods --------------------------------------------------------------------------------------------
 
+
 def security_context() -> dict[str, Any]:
     """The container security context of every sandbox container (see the module docstring)."""
-    return {"runAsUser": 0, "allowPrivilegeEscalation": False, "privileged": False,
-            "capabilities": {"drop": ["ALL"], "add": list(AGENT_CAPABILITIES)},
-            "seccompProfile": {"type": "RuntimeDefault"}}
+    return {
+        "runAsUser": 0,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"], "add": list(AGENT_CAPABILITIES)},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def harness_init_container(image: str, *, pull_policy: str = "IfNotPresent") -> dict[str, Any]:
@@ -100,18 +109,30 @@ def harness_init_container(image: str, *, pull_policy: str = "IfNotPresent") -> 
         "imagePullPolicy": pull_policy,
         "command": ["/bin/sh", "-c", f"cp -a {HARNESS_IMAGE_DIR}/. /bundle/"],
         "volumeMounts": [{"name": HARNESS_VOLUME, "mountPath": "/bundle"}],
-        "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
-                      "requests": {"cpu": "500m", "memory": "256Mi"}},
+        "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "500m", "memory": "256Mi"}},
         "securityContext": security_context(),
     }
 
 
-def sandbox_pod(*, name: str, namespace: str, image: str, labels: dict[str, str], cpus: float, memory_mb: int,
-                env: dict[str, str] | None = None, workdir: str | None = None,
-                active_deadline_s: int | None = None, annotations: dict[str, str] | None = None,
-                harness_image: str | None = None, harness_target: str | None = None,
-                pull_policy: str = "IfNotPresent", node_selector: dict[str, str] | None = None,
-                tolerations: list[dict[str, Any]] | None = None, storage_mb: int | None = None) -> dict[str, Any]:
+def sandbox_pod(
+    *,
+    name: str,
+    namespace: str,
+    image: str,
+    labels: dict[str, str],
+    cpus: float,
+    memory_mb: int,
+    env: dict[str, str] | None = None,
+    workdir: str | None = None,
+    active_deadline_s: int | None = None,
+    annotations: dict[str, str] | None = None,
+    harness_image: str | None = None,
+    harness_target: str | None = None,
+    pull_policy: str = "IfNotPresent",
+    node_selector: dict[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    storage_mb: int | None = None,
+) -> dict[str, Any]:
     """One rollout's pod: a bare Pod with `restartPolicy: Never` (a dead sandbox is never silently
     restarted: the episode fails as `sandbox_error` and the orchestrator retries it in a new pod)."""
     cpu = f"{max(1, round(cpus * 1000))}m"
@@ -154,65 +175,114 @@ def sandbox_pod(*, name: str, namespace: str, image: str, labels: dict[str, str]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(name, namespace, labels, annotations), "spec": spec}
 
 
-def run_network_policy(run_label: str, namespace: str, *, proxy_port: int = MODEL_PORT,
-                       proxy_labels: dict[str, str] | None = None, allow_dns: bool = False) -> dict[str, Any]:
+def run_network_policy(
+    run_label: str,
+    namespace: str,
+    *,
+    proxy_port: int = MODEL_PORT,
+    proxy_labels: dict[str, str] | None = None,
+    allow_dns: bool = False,
+) -> dict[str, Any]:
     """Deny all ingress to the run's sandbox pods; allow egress only to the proxy's pods on the model port
     (sandboxes reach it by its Service's cluster IP); with `allow_dns` also to kube-dns on port 53."""
-    egress: list[dict[str, Any]] = [{
-        "to": [{"podSelector": {"matchLabels": dict(proxy_labels or PROXY_LABELS)}}],
-        "ports": [{"protocol": "TCP", "port": int(proxy_port)}],
-    }]
+    egress: list[dict[str, Any]] = [
+        {
+            "to": [{"podSelector": {"matchLabels": dict(proxy_labels or PROXY_LABELS)}}],
+            "ports": [{"protocol": "TCP", "port": int(proxy_port)}],
+        }
+    ]
     if allow_dns:
-        egress.append({
-            "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-        })
+        egress.append(
+            {
+                "to": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }
+                ],
+                "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+            }
+        )
     selector = run_selector(run_label)
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": _meta(network_policy_name(run_label), namespace, selector),
-        "spec": {"podSelector": {"matchLabels": selector}, "policyTypes": ["Ingress", "Egress"],
-                 "ingress": [], "egress": egress},
+        "spec": {
+            "podSelector": {"matchLabels": selector},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": egress,
+        },
     }
 
 
 # -- what a run needs besides its pods -----------------------------------------------------------------------
 
+
 def namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels={LABEL_MANAGED: "1"})}
 
 
-def proxy_deployment(run: str, namespace: str, image: str, *, model_path: str = "/models/policy",
-                     backend: str = "embedded", model_pvc: str | None = None, runs_pvc: str | None = None,
-                     admin_token_secret: str | None = None, cpus: float = 2, memory_mb: int = 8192) -> dict[str, Any]:
+def proxy_deployment(
+    run: str,
+    namespace: str,
+    image: str,
+    *,
+    model_path: str = "/models/policy",
+    backend: str = "embedded",
+    model_pvc: str | None = None,
+    runs_pvc: str | None = None,
+    admin_token_secret: str | None = None,
+    cpus: float = 2,
+    memory_mb: int = 8192,
+) -> dict[str, Any]:
     """The recording proxy (`openforge proxy`): model API on MODEL_PORT, admin API on ADMIN_PORT. Its run
     directory (trajectories.db) is on `runs_pvc` when given, else an emptyDir (lost with the pod)."""
     run_dir = f"/runs/{run}"
-    args = ["proxy", "--model", model_path, "--backend", backend, "--run", run_dir,
-            "--listen", f"0.0.0.0:{MODEL_PORT}", "--admin-listen", f"0.0.0.0:{ADMIN_PORT}"]
+    args = [
+        "proxy",
+        "--model",
+        model_path,
+        "--backend",
+        backend,
+        "--run",
+        run_dir,
+        "--listen",
+        f"0.0.0.0:{MODEL_PORT}",
+        "--admin-listen",
+        f"0.0.0.0:{ADMIN_PORT}",
+    ]
     cpu = f"{max(1, round(cpus * 1000))}m"
     container: dict[str, Any] = {
         "name": "proxy",
         "image": image,
         "command": ["openforge"],
         "args": args,
-        "ports": [{"name": "model", "containerPort": MODEL_PORT, "protocol": "TCP"},
-                  {"name": "admin", "containerPort": ADMIN_PORT, "protocol": "TCP"}],
-        "resources": {"requests": {"cpu": cpu, "memory": f"{memory_mb}Mi"},
-                      "limits": {"cpu": cpu, "memory": f"{memory_mb}Mi"}},
+        "ports": [
+            {"name": "model", "containerPort": MODEL_PORT, "protocol": "TCP"},
+            {"name": "admin", "containerPort": ADMIN_PORT, "protocol": "TCP"},
+        ],
+        "resources": {
+            "requests": {"cpu": cpu, "memory": f"{memory_mb}Mi"},
+            "limits": {"cpu": cpu, "memory": f"{memory_mb}Mi"},
+        },
         "readinessProbe": {"tcpSocket": {"port": MODEL_PORT}, "periodSeconds": 5},
         "volumeMounts": [{"name": "runs", "mountPath": "/runs"}],
     }
     volumes: list[dict[str, Any]] = [
-        {"name": "runs", **({"persistentVolumeClaim": {"claimName": runs_pvc}} if runs_pvc else {"emptyDir": {}})}]
+        {"name": "runs", **({"persistentVolumeClaim": {"claimName": runs_pvc}} if runs_pvc else {"emptyDir": {}})}
+    ]
     if model_pvc:
         volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": model_pvc, "readOnly": True}})
         container["volumeMounts"].append({"name": "model", "mountPath": model_path, "readOnly": True})
     if admin_token_secret:
-        container["env"] = [{"name": "OPENFORGE_ADMIN_TOKEN", "valueFrom": {
-            "secretKeyRef": {"name": admin_token_secret, "key": "token"}}}]
+        container["env"] = [
+            {
+                "name": "OPENFORGE_ADMIN_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": admin_token_secret, "key": "token"}},
+            }
+        ]
     labels = {**PROXY_LABELS, LABEL_RUN: label_value(run)}
     return {
         "apiVersion": "apps/v1",
@@ -222,9 +292,10 @@ def proxy_deployment(run: str, namespace: str, image: str, *, model_path: str = 
             "replicas": 1,  # one proxy per run: it owns the run's trajectory store
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": dict(PROXY_LABELS)},
-            "template": {"metadata": {"labels": labels},
-                         "spec": {"automountServiceAccountToken": False, "containers": [container],
-                                  "volumes": volumes}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"automountServiceAccountToken": False, "containers": [container], "volumes": volumes},
+            },
         },
     }
 
@@ -235,9 +306,13 @@ def proxy_service(namespace: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _meta(PROXY_NAME, namespace, PROXY_LABELS),
-        "spec": {"selector": dict(PROXY_LABELS),
-                 "ports": [{"name": "model", "port": MODEL_PORT, "targetPort": MODEL_PORT, "protocol": "TCP"},
-                           {"name": "admin", "port": ADMIN_PORT, "targetPort": ADMIN_PORT, "protocol": "TCP"}]},
+        "spec": {
+            "selector": dict(PROXY_LABELS),
+            "ports": [
+                {"name": "model", "port": MODEL_PORT, "targetPort": MODEL_PORT, "protocol": "TCP"},
+                {"name": "admin", "port": ADMIN_PORT, "targetPort": ADMIN_PORT, "protocol": "TCP"},
+            ],
+        },
     }
 
 
@@ -252,11 +327,17 @@ def proxy_network_policy(namespace: str) -> dict[str, Any]:
             "podSelector": {"matchLabels": dict(PROXY_LABELS)},
             "policyTypes": ["Ingress"],
             "ingress": [
-                {"from": [{"podSelector": {"matchLabels": {LABEL_MANAGED: "1"}}},
-                          {"podSelector": {"matchLabels": dict(ORCHESTRATOR_LABELS)}}],
-                 "ports": [{"protocol": "TCP", "port": MODEL_PORT}]},
-                {"from": [{"podSelector": {"matchLabels": dict(ORCHESTRATOR_LABELS)}}],
-                 "ports": [{"protocol": "TCP", "port": ADMIN_PORT}]},
+                {
+                    "from": [
+                        {"podSelector": {"matchLabels": {LABEL_MANAGED: "1"}}},
+                        {"podSelector": {"matchLabels": dict(ORCHESTRATOR_LABELS)}},
+                    ],
+                    "ports": [{"protocol": "TCP", "port": MODEL_PORT}],
+                },
+                {
+                    "from": [{"podSelector": {"matchLabels": dict(ORCHESTRATOR_LABELS)}}],
+                    "ports": [{"protocol": "TCP", "port": ADMIN_PORT}],
+                },
             ],
         },
     }
@@ -265,36 +346,64 @@ def proxy_network_policy(namespace: str) -> dict[str, Any]:
 def orchestrator_rbac(namespace: str) -> list[dict[str, Any]]:
     """ServiceAccount + Role + RoleBinding: what the `kubernetes` sandbox backend calls, in one namespace."""
     rules = [
-        {"apiGroups": [""], "resources": ["pods"],
-         "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"]},
+        {
+            "apiGroups": [""],
+            "resources": ["pods"],
+            "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"],
+        },
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
-        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
-         "verbs": ["create", "get", "list", "delete", "patch"]},
+        {
+            "apiGroups": ["networking.k8s.io"],
+            "resources": ["networkpolicies"],
+            "verbs": ["create", "get", "list", "delete", "patch"],
+        },
     ]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(ORCHESTRATOR_SA, namespace)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": _meta(ORCHESTRATOR_SA, namespace), "rules": rules},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": _meta(ORCHESTRATOR_SA, namespace),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ORCHESTRATOR_SA},
-         "subjects": [{"kind": "ServiceAccount", "name": ORCHESTRATOR_SA, "namespace": namespace}]},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _meta(ORCHESTRATOR_SA, namespace),
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(ORCHESTRATOR_SA, namespace),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ORCHESTRATOR_SA},
+            "subjects": [{"kind": "ServiceAccount", "name": ORCHESTRATOR_SA, "namespace": namespace}],
+        },
     ]
 
 
-def run_manifests(run: str, *, namespace_name: str = "openforge", proxy_image: str = PROXY_IMAGE,
-                  backend: str = "embedded", model_pvc: str | None = None, runs_pvc: str | None = None,
-                  admin_token_secret: str | None = None, allow_dns: bool = False,
-                  run_label: str | None = None) -> list[dict[str, Any]]:
+def run_manifests(
+    run: str,
+    *,
+    namespace_name: str = "openforge",
+    proxy_image: str = PROXY_IMAGE,
+    backend: str = "embedded",
+    model_pvc: str | None = None,
+    runs_pvc: str | None = None,
+    admin_token_secret: str | None = None,
+    allow_dns: bool = False,
+    run_label: str | None = None,
+) -> list[dict[str, Any]]:
     """Everything a run needs before its first sandbox: Namespace, proxy Deployment + Service + ingress policy,
     the orchestrator's RBAC, and the run's sandbox NetworkPolicy (`run_label` defaults to `run`)."""
     return [
         namespace(namespace_name),
         *orchestrator_rbac(namespace_name),
-        proxy_deployment(run, namespace_name, proxy_image, backend=backend, model_pvc=model_pvc, runs_pvc=runs_pvc,
-                         admin_token_secret=admin_token_secret),
+        proxy_deployment(
+            run,
+            namespace_name,
+            proxy_image,
+            backend=backend,
+            model_pvc=model_pvc,
+            runs_pvc=runs_pvc,
+            admin_token_secret=admin_token_secret,
+        ),
         proxy_service(namespace_name),
         proxy_network_policy(namespace_name),
         run_network_policy(run_label or run, namespace_name, allow_dns=allow_dns),
@@ -306,4 +415,3 @@ def to_yaml(objects: list[dict[str, Any]]) -> str:
     import yaml
 
     return "".join("---\n" + yaml.safe_dump(o, sort_keys=False) for o in objects)
-

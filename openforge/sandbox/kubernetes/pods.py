@@ -12,8 +12,16 @@ __all__ = ["CONTAINER", "StartWait", "container_status", "is_running", "pod_prob
 
 CONTAINER = "sandbox"  # the name of the sandbox's container in its pod
 # container waiting reasons that will not resolve by waiting
-FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
-                 "CreateContainerError", "ErrImageNeverPull", "CrashLoopBackOff", "RunContainerError"}
+FATAL_WAITING = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "ErrImageNeverPull",
+    "CrashLoopBackOff",
+    "RunContainerError",
+}
 
 
 def condition(pod: dict, kind: str) -> dict | None:
@@ -96,11 +104,14 @@ class StartWait:
         else:
             self.unschedulable_since = self.unschedulable_since or now
             if now - self.unschedulable_since >= self.unschedulable_timeout_s:
-                raise SandboxError(f"sandbox {name}: the pod stayed unschedulable for "
-                                   f"{self.unschedulable_timeout_s:g}s: {why}")
+                raise SandboxError(
+                    f"sandbox {name}: the pod stayed unschedulable for {self.unschedulable_timeout_s:g}s: {why}"
+                )
         if now - self.start >= self.start_timeout_s:
-            raise SandboxError(f"sandbox {name}: the pod did not start within {self.start_timeout_s:g}s "
-                               f"(phase {(pod.get('status') or {}).get('phase')})")
+            raise SandboxError(
+                f"sandbox {name}: the pod did not start within {self.start_timeout_s:g}s "
+                f"(phase {(pod.get('status') or {}).get('phase')})"
+            )
         if self.cancel.is_set():
             raise SandboxError(f"sandbox {name}: creation cancelled")
         return False

@@ -96,19 +96,36 @@ class KubernetesProvider(SandboxProvider):
 
     name = "kubernetes"
 
-    def __init__(self, *, namespace: str = "openforge", proxy_url: str | None = None,
-                 harness_image: str | None = None, image_map: dict[str, str] | None = None,
-                 creation_rate: float = 5.0, creation_burst: int = 10, unschedulable_timeout_s: float = 120.0,
-                 start_timeout_s: float = 600.0, default_deadline_s: float = 4 * 3600, network_policy: bool = True,
-                 allow_dns: bool = False, track_changes: bool = True, pull_policy: str = "IfNotPresent",
-                 node_selector: dict[str, str] | None = None, tolerations: list[dict[str, Any]] | None = None,
-                 configuration: Any = None, kubeconfig: str | None = None, context: str | None = None,
-                 max_workers: int = 64):
+    def __init__(
+        self,
+        *,
+        namespace: str = "openforge",
+        proxy_url: str | None = None,
+        harness_image: str | None = None,
+        image_map: dict[str, str] | None = None,
+        creation_rate: float = 5.0,
+        creation_burst: int = 10,
+        unschedulable_timeout_s: float = 120.0,
+        start_timeout_s: float = 600.0,
+        default_deadline_s: float = 4 * 3600,
+        network_policy: bool = True,
+        allow_dns: bool = False,
+        track_changes: bool = True,
+        pull_policy: str = "IfNotPresent",
+        node_selector: dict[str, str] | None = None,
+        tolerations: list[dict[str, Any]] | None = None,
+        configuration: Any = None,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        max_workers: int = 64,
+    ):
         self.namespace = namespace
         if proxy_url is not None and not allow_dns and not _host_is_ip(proxy_url):
-            raise ValueError(f"proxy_url {proxy_url!r} names a host, but sandboxes get no DNS: give the proxy's "
-                             "cluster IP (or leave proxy_url out: the Service's is read through the API), or set "
-                             "allow_dns=True")
+            raise ValueError(
+                f"proxy_url {proxy_url!r} names a host, but sandboxes get no DNS: give the proxy's "
+                "cluster IP (or leave proxy_url out: the Service's is read through the API), or set "
+                "allow_dns=True"
+            )
         self.proxy_url = proxy_url
         self.harness_image = harness_image
         self.image_map = ImageMap(image_map or {})
@@ -145,8 +162,9 @@ class KubernetesProvider(SandboxProvider):
                 f"sandbox {spec.name}: the task builds its image from {spec.dockerfile_dir}/Dockerfile, and the "
                 "kubernetes backend builds nothing in the cluster. Build and push the image "
                 "(docker build -t REGISTRY/NAME:TAG . && docker push ...), then name it in the task's task.toml "
-                "([environment] docker_image = \"REGISTRY/NAME:TAG\") or map the task's image to it with "
-                "--image-map / the rollout's image_map")
+                '([environment] docker_image = "REGISTRY/NAME:TAG") or map the task\'s image to it with '
+                "--image-map / the rollout's image_map"
+            )
         if not spec.image:
             raise SandboxError(f"sandbox {spec.name}: the spec names no image")
         return self.image_map.merged(ImageMap(spec.image_map)).map_image(spec.image)
@@ -161,16 +179,19 @@ class KubernetesProvider(SandboxProvider):
                     raise SandboxError(
                         f"sandbox {spec.name}: the harness bundle ({m.source}) cannot be bind-mounted into a pod; "
                         "build its image with `openforge harness image --push REGISTRY` and give the sandbox "
-                        "option harness_image=REGISTRY/openforge-harnesses:TAG")
+                        "option harness_image=REGISTRY/openforge-harnesses:TAG"
+                    )
                 target = m.target
             else:
                 raise SandboxError(
                     f"sandbox {spec.name}: mount {m.source} -> {m.target}: kubernetes pods cannot bind-mount "
-                    "host paths; put the files in the task's image or copy them in with copy_in")
+                    "host paths; put the files in the task's image or copy them in with copy_in"
+                )
         return target
 
-    def pod_manifest(self, spec: SandboxSpec, image: str, harness_target: str | None,
-                     proxy_url: str | None = None) -> dict[str, Any]:
+    def pod_manifest(
+        self, spec: SandboxSpec, image: str, harness_target: str | None, proxy_url: str | None = None
+    ) -> dict[str, Any]:
         deadline = math.ceil(spec.timeout_s if spec.timeout_s is not None else self.default_deadline_s)
         expires = datetime.now(UTC) + timedelta(seconds=deadline)
         env = dict(spec.env)
@@ -180,11 +201,23 @@ class KubernetesProvider(SandboxProvider):
         if spec.run is not None:
             annotations[RUN_ANNOTATION] = spec.run
         return sandbox_pod(
-            name=spec.name, namespace=self.namespace, image=image, labels=spec.all_labels(), cpus=spec.cpus,
-            memory_mb=spec.memory_mb, env=env, workdir=spec.workdir, active_deadline_s=deadline,
-            annotations=annotations, harness_image=self.harness_image if harness_target else None,
-            harness_target=harness_target, pull_policy=self.pull_policy, node_selector=self.node_selector,
-            tolerations=self.tolerations, storage_mb=spec.storage_mb)
+            name=spec.name,
+            namespace=self.namespace,
+            image=image,
+            labels=spec.all_labels(),
+            cpus=spec.cpus,
+            memory_mb=spec.memory_mb,
+            env=env,
+            workdir=spec.workdir,
+            active_deadline_s=deadline,
+            annotations=annotations,
+            harness_image=self.harness_image if harness_target else None,
+            harness_target=harness_target,
+            pull_policy=self.pull_policy,
+            node_selector=self.node_selector,
+            tolerations=self.tolerations,
+            storage_mb=spec.storage_mb,
+        )
 
     def _proxy_url_blocking(self) -> str:
         """The model API as pods reach it: `proxy_url`, else the proxy Service's cluster IP (read once)."""
@@ -196,7 +229,9 @@ class KubernetesProvider(SandboxProvider):
             except ApiException as e:
                 raise self.kube.api_error(
                     f"cannot read the proxy's Service {PROXY_NAME} (pods reach the proxy by its cluster IP; "
-                    "apply `openforge k8s manifests`, or give the sandbox option proxy_url=http://IP:PORT)", e) from e
+                    "apply `openforge k8s manifests`, or give the sandbox option proxy_url=http://IP:PORT)",
+                    e,
+                ) from e
             ip = (json.loads(resp.data).get("spec") or {}).get("clusterIP")
             if not ip or ip == "None":
                 raise SandboxError(f"the Service {PROXY_NAME} has no cluster IP; give proxy_url=http://IP:PORT")
@@ -236,14 +271,19 @@ class KubernetesProvider(SandboxProvider):
         if not self.network_policy:
             if not self._warned_no_policy:
                 self._warned_no_policy = True
-                log.warning("kubernetes sandboxes of namespace %s are created WITHOUT a NetworkPolicy "
-                            "(network_policy=False): they reach whatever the cluster's network lets them, not only "
-                            "the proxy", self.namespace)
+                log.warning(
+                    "kubernetes sandboxes of namespace %s are created WITHOUT a NetworkPolicy "
+                    "(network_policy=False): they reach whatever the cluster's network lets them, not only "
+                    "the proxy",
+                    self.namespace,
+                )
             return
         if spec.run is None:
-            raise SandboxError(f"sandbox {spec.name}: no run label, so the run's NetworkPolicy (which selects pods "
-                               "by it) would not isolate it; give SandboxSpec.run (or network_policy=False, "
-                               "knowingly)")
+            raise SandboxError(
+                f"sandbox {spec.name}: no run label, so the run's NetworkPolicy (which selects pods "
+                "by it) would not isolate it; give SandboxSpec.run (or network_policy=False, "
+                "knowingly)"
+            )
 
     def _create_blocking(self, spec: SandboxSpec, body: dict[str, Any], cancel: threading.Event) -> str:
         from kubernetes.client.rest import ApiException
@@ -307,8 +347,10 @@ class KubernetesProvider(SandboxProvider):
             return
         labels = (pod.get("metadata") or {}).get("labels") or {}
         if labels.get(LABEL_MANAGED) != "1":
-            raise SandboxError(f"a pod named {name} exists in namespace {self.namespace} and was not created by "
-                               "openforge; remove it or choose another run name")
+            raise SandboxError(
+                f"a pod named {name} exists in namespace {self.namespace} and was not created by "
+                "openforge; remove it or choose another run name"
+            )
         if name in self._live:
             raise SandboxError(f"sandbox {name} already exists in this process; names must be unique per episode")
         self.kube.delete_pod(name)
@@ -332,8 +374,9 @@ class KubernetesProvider(SandboxProvider):
         from kubernetes.client.rest import ApiException
 
         try:
-            resp = self.kube.core.list_namespaced_pod(self.namespace, label_selector=self._selector(run_label),
-                                                      _preload_content=False)
+            resp = self.kube.core.list_namespaced_pod(
+                self.namespace, label_selector=self._selector(run_label), _preload_content=False
+            )
         except ApiException as e:
             raise self.kube.api_error("cannot list pods", e) from e
         return sorted(p["metadata"]["name"] for p in json.loads(resp.data).get("items") or [])
@@ -346,7 +389,8 @@ class KubernetesProvider(SandboxProvider):
 
         try:
             resp = self.kube.net.list_namespaced_network_policy(
-                self.namespace, label_selector=self._selector(run_label), _preload_content=False)
+                self.namespace, label_selector=self._selector(run_label), _preload_content=False
+            )
             names = [p["metadata"]["name"] for p in json.loads(resp.data).get("items") or []]
         except ApiException as e:
             raise self.kube.api_error("cannot list NetworkPolicies", e) from e

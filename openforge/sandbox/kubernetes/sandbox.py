@@ -68,22 +68,47 @@ class KubernetesSandbox(Sandbox):
 
     # -- exec ----------------------------------------------------------------------------------------------
 
-    async def exec(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
-                   workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
-                   output_cap: int = DEFAULT_OUTPUT_CAP) -> ExecResult:
+    async def exec(
+        self,
+        cmd: list[str] | str,
+        *,
+        timeout_s: float,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+        stdin: bytes | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
         self._check()
         argv = command_argv(cmd)
         marker = uuid.uuid4().hex
-        script = exec_script(argv, marker=marker, env=env, workdir=workdir or self.spec.workdir,
-                             user=user if user is not None else self.spec.user,
-                             stdin_len=None if stdin is None else len(stdin))
+        script = exec_script(
+            argv,
+            marker=marker,
+            env=env,
+            workdir=workdir or self.spec.workdir,
+            user=user if user is not None else self.spec.user,
+            stdin_len=None if stdin is None else len(stdin),
+        )
         raw = await self._run(script, marker, stdin, float(timeout_s), int(output_cap))
-        return ExecResult(exit_code=-1 if raw.code is None else raw.code, stdout=raw.out.decode("utf-8", "replace"),
-                          stderr=raw.err.decode("utf-8", "replace"), timed_out=raw.timed_out,
-                          truncated=raw.truncated, duration_s=round(raw.duration, 4))
+        return ExecResult(
+            exit_code=-1 if raw.code is None else raw.code,
+            stdout=raw.out.decode("utf-8", "replace"),
+            stderr=raw.err.decode("utf-8", "replace"),
+            timed_out=raw.timed_out,
+            truncated=raw.truncated,
+            duration_s=round(raw.duration, 4),
+        )
 
-    async def _run(self, script: str, marker: str, stdin: bytes | None, timeout_s: float, output_cap: int,
-                   sink: IO[bytes] | None = None) -> RawExec:
+    async def _run(
+        self,
+        script: str,
+        marker: str,
+        stdin: bytes | None,
+        timeout_s: float,
+        output_cap: int,
+        sink: IO[bytes] | None = None,
+    ) -> RawExec:
         cancel = threading.Event()
         work = self._p.pool.submit(self._exec_blocking, script, marker, stdin, timeout_s, output_cap, cancel, sink)
         return await await_worker(work, cancel)
@@ -93,18 +118,44 @@ class KubernetesSandbox(Sandbox):
         from kubernetes.stream import stream
 
         try:
-            return stream(self._p.kube.core.connect_get_namespaced_pod_exec, self.name, self._p.namespace,
-                          command=argv, container=CONTAINER, stdin=stdin, stdout=True, stderr=True, tty=False,
-                          _preload_content=False, binary=True)
+            return stream(
+                self._p.kube.core.connect_get_namespaced_pod_exec,
+                self.name,
+                self._p.namespace,
+                command=argv,
+                container=CONTAINER,
+                stdin=stdin,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                _preload_content=False,
+                binary=True,
+            )
         except ApiException as e:
             raise self._p.kube.pod_error(self.name, f"cannot start a command ({short_error(e)})") from e
 
-    def _exec_blocking(self, script: str, marker: str, stdin: bytes | None, timeout_s: float, output_cap: int,
-                       cancel: threading.Event, sink: IO[bytes] | None) -> RawExec:
+    def _exec_blocking(
+        self,
+        script: str,
+        marker: str,
+        stdin: bytes | None,
+        timeout_s: float,
+        output_cap: int,
+        cancel: threading.Event,
+        sink: IO[bytes] | None,
+    ) -> RawExec:
         start = time.monotonic()
         ws = self._open_stream(["/bin/sh", "-c", script], stdin is not None)
-        raw = pump(ws, stdin, start=start, timeout_s=timeout_s, output_cap=output_cap, cancel=cancel, sink=sink,
-                   kill=lambda: self._kill_marker(marker))
+        raw = pump(
+            ws,
+            stdin,
+            start=start,
+            timeout_s=timeout_s,
+            output_cap=output_cap,
+            cancel=cancel,
+            sink=sink,
+            kill=lambda: self._kill_marker(marker),
+        )
         if not raw.timed_out and (raw.code is None or raw.code >= 128):
             # killed from outside, or the stream broke: the pod's state says whose failure it was
             problem = pod_problem(self._p.kube.get_pod(self.name))
@@ -125,12 +176,18 @@ class KubernetesSandbox(Sandbox):
         except Exception:  # noqa: BLE001, S110 - best effort: closing the stream and the pod's deadline remain
             pass
 
-    async def _script(self, script: str, *, stdin: bytes | None = None, timeout_s: float = 300,
-                      output_cap: int = DEFAULT_OUTPUT_CAP, sink: IO[bytes] | None = None) -> RawExec:
+    async def _script(
+        self,
+        script: str,
+        *,
+        stdin: bytes | None = None,
+        timeout_s: float = 300,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+        sink: IO[bytes] | None = None,
+    ) -> RawExec:
         """Run a helper script as the container's user (root)."""
         marker = uuid.uuid4().hex
-        wrapped = exec_script(["/bin/sh", "-c", script], marker=marker,
-                              stdin_len=None if stdin is None else len(stdin))
+        wrapped = exec_script(["/bin/sh", "-c", script], marker=marker, stdin_len=None if stdin is None else len(stdin))
         raw = await self._run(wrapped, marker, stdin, timeout_s, output_cap, sink)
         if raw.timed_out:
             raise SandboxError(f"sandbox {self.name}: a file transfer ran past {timeout_s:g}s")
@@ -154,9 +211,11 @@ class KubernetesSandbox(Sandbox):
         self._check()
         p = PurePosixPath(src)
         q = shlex.quote
-        script = (f"[ -e {q(src)} ] || [ -L {q(src)} ] || exit {MISSING}\n"
-                  f"if [ -d {q(src)} ]; then printf D; else printf F; fi\n"
-                  f"cd {q(str(p.parent))} && exec tar -c -f - {q(p.name or '.')}\n")
+        script = (
+            f"[ -e {q(src)} ] || [ -L {q(src)} ] || exit {MISSING}\n"
+            f"if [ -d {q(src)} ]; then printf D; else printf F; fi\n"
+            f"cd {q(str(p.parent))} && exec tar -c -f - {q(p.name or '.')}\n"
+        )
         with tempfile.SpooledTemporaryFile(max_size=32 << 20) as tmp:
             raw = await self._script(script, sink=tmp, timeout_s=600)
             if raw.code == MISSING:
@@ -175,8 +234,10 @@ class KubernetesSandbox(Sandbox):
     async def read_file(self, path: str, *, max_bytes: int = 16 << 20) -> bytes | None:
         self._check()
         q = shlex.quote(path)
-        script = (f"[ -e {q} ] || exit {MISSING}\n[ -d {q} ] && exit {IS_DIR}\n"
-                  f"[ \"$(wc -c < {q})\" -gt {int(max_bytes)} ] && exit {TOO_BIG}\nexec cat {q}\n")
+        script = (
+            f"[ -e {q} ] || exit {MISSING}\n[ -d {q} ] && exit {IS_DIR}\n"
+            f'[ "$(wc -c < {q})" -gt {int(max_bytes)} ] && exit {TOO_BIG}\nexec cat {q}\n'
+        )
         raw = await self._script(script, output_cap=max_bytes + 1)
         if raw.code == MISSING:
             return None
@@ -197,8 +258,10 @@ class KubernetesSandbox(Sandbox):
             if raw.code == NO_GNU_FIND:
                 return None
             if raw.code != 0:
-                raise SandboxError(f"listing the files of {self.name} failed (exit {raw.code}): "
-                                   f"{raw.err.decode(errors='replace')[-500:]}")
+                raise SandboxError(
+                    f"listing the files of {self.name} failed (exit {raw.code}): "
+                    f"{raw.err.decode(errors='replace')[-500:]}"
+                )
             tmp.seek(0)
             return await asyncio.to_thread(lambda: Snapshot(tmp.read()))
 
@@ -230,13 +293,18 @@ class KubernetesSandbox(Sandbox):
         pod = await self._p.pool.submit(self._p.kube.get_pod, self.name)
         problem = pod_problem(pod)
         cs = (container_status(pod) or {}) if pod else {}
-        oom = any(((cs.get(k) or {}).get("terminated") or {}).get("reason") == "OOMKilled"
-                  for k in ("state", "lastState"))
+        oom = any(
+            ((cs.get(k) or {}).get("terminated") or {}).get("reason") == "OOMKilled" for k in ("state", "lastState")
+        )
         if problem is None and pod is not None and is_running(pod):
             return SandboxStatus(alive=True, oom_killed=oom, reason="running")
         exit_code = ((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
-        return SandboxStatus(alive=False, oom_killed=oom, exit_code=exit_code,
-                             reason=problem[1] if problem else f"pod phase {(pod.get('status') or {}).get('phase')}")
+        return SandboxStatus(
+            alive=False,
+            oom_killed=oom,
+            exit_code=exit_code,
+            reason=problem[1] if problem else f"pod phase {(pod.get('status') or {}).get('phase')}",
+        )
 
     async def destroy(self) -> None:
         async with self._destroy_lock:

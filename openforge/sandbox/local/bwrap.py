@@ -75,8 +75,7 @@ class Bwrap:
     def __init__(self, exe: str = "bwrap"):
         self._args = [exe, "--die-with-parent", "--new-session"]
 
-    def namespaces(self, *, share_network: bool = False, user: bool = False,
-                   hostname: str | None = None) -> Bwrap:
+    def namespaces(self, *, share_network: bool = False, user: bool = False, hostname: str | None = None) -> Bwrap:
         """Fresh pid, ipc, uts and cgroup namespaces, and a fresh network namespace (loopback only) unless
         `share_network`. `user`: a user namespace too, for a bwrap started unprivileged."""
         self._args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -134,8 +133,9 @@ class Bwrap:
         return [*self._args, "--", *argv]
 
 
-def drop_privileges(uid: int, gid: int, *, max_procs: int | None = None,
-                    max_memory_bytes: int | None = None) -> list[str]:
+def drop_privileges(
+    uid: int, gid: int, *, max_procs: int | None = None, max_memory_bytes: int | None = None
+) -> list[str]:
     """The prefix that starts bwrap as `uid:gid` with no supplementary groups (setpriv), under RLIMIT_NPROC /
     RLIMIT_AS (prlimit; NPROC counts every process of that user, all its sandboxes together)."""
     limits = []

@@ -21,8 +21,15 @@ from ..filesnap import Snapshot
 
 __all__ = ["host_snapshot"]
 
-_TYPES = ((stat.S_ISDIR, "d"), (stat.S_ISREG, "f"), (stat.S_ISLNK, "l"), (stat.S_ISFIFO, "p"),
-          (stat.S_ISSOCK, "s"), (stat.S_ISCHR, "c"), (stat.S_ISBLK, "b"))
+_TYPES = (
+    (stat.S_ISDIR, "d"),
+    (stat.S_ISREG, "f"),
+    (stat.S_ISLNK, "l"),
+    (stat.S_ISFIFO, "p"),
+    (stat.S_ISSOCK, "s"),
+    (stat.S_ISCHR, "c"),
+    (stat.S_ISBLK, "b"),
+)
 
 
 def _record(st: os.stat_result, path: str) -> bytes:

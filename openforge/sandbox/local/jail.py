@@ -90,8 +90,9 @@ def prepare_workdir(workdir: Path, files: dict[str, str]) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     for parent in workdir.resolve().parents:
         if not parent.stat().st_mode & 0o001:
-            raise JailError(f"{parent} is not traversable by others (chmod o+x): the jail's user could not "
-                            f"reach {workdir}")
+            raise JailError(
+                f"{parent} is not traversable by others (chmod o+x): the jail's user could not reach {workdir}"
+            )
     for rel, content in files.items():
         path = workdir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,21 +102,44 @@ def prepare_workdir(workdir: Path, files: dict[str, str]) -> None:
         os.chown(path, uid, uid, follow_symlinks=False)
 
 
-def jail_argv(workdir: Path, command: str, *, max_procs: int = JAIL_PIDS, max_memory_mb: int = JAIL_MEMORY_MB,
-              uid: int = NOBODY, cgroup_procs: list[Path] | None = None) -> list[str]:
+def jail_argv(
+    workdir: Path,
+    command: str,
+    *,
+    max_procs: int = JAIL_PIDS,
+    max_memory_mb: int = JAIL_MEMORY_MB,
+    uid: int = NOBODY,
+    cgroup_procs: list[Path] | None = None,
+) -> list[str]:
     """`command` (bash) as `uid` (`nobody` inside) in fresh namespaces (network included), the host's system
     directories read-only, a private /tmp and `workdir` at /app; first moved into the cgroups whose
     `cgroup.procs` files are given (as root, before anything of the command runs)."""
-    jail = (Bwrap().namespaces(user=True).system().tmpfs("/tmp").bind(workdir, "/app", read_only=False)
-            .chdir("/app").environment({"PATH": JAIL_PATH, "HOME": "/tmp", "LC_ALL": "C.UTF-8"}))
+    jail = (
+        Bwrap()
+        .namespaces(user=True)
+        .system()
+        .tmpfs("/tmp")
+        .bind(workdir, "/app", read_only=False)
+        .chdir("/app")
+        .environment({"PATH": JAIL_PATH, "HOME": "/tmp", "LC_ALL": "C.UTF-8"})
+    )
     if uid != NOBODY:
         jail = jail.ids(NOBODY, NOBODY)
     enter: list[str] = []
     if cgroup_procs:
-        enter = ["sh", "-c", 'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; '
-                 'shift; exec "$@"', "sh", *map(str, cgroup_procs), "--"]
-    return [*enter, *drop_privileges(uid, uid, max_procs=max_procs, max_memory_bytes=max_memory_mb * 1024 * 1024),
-            *jail.command(["bash", "-c", command])]
+        enter = [
+            "sh",
+            "-c",
+            'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"',
+            "sh",
+            *map(str, cgroup_procs),
+            "--",
+        ]
+    return [
+        *enter,
+        *drop_privileges(uid, uid, max_procs=max_procs, max_memory_bytes=max_memory_mb * 1024 * 1024),
+        *jail.command(["bash", "-c", command]),
+    ]
 
 
 class _CappedStream:
@@ -177,8 +201,7 @@ def _jail_cgroup(max_memory_mb: int) -> Cgroup | None:
     return cg if cg.create(max_memory_mb, JAIL_PIDS, 1.0) else None
 
 
-def run_jailed(workdir: Path, command: str, timeout_s: float = 30.0, *,
-               output_cap: int = OUTPUT_CAP) -> JailResult:
+def run_jailed(workdir: Path, command: str, timeout_s: float = 30.0, *, output_cap: int = OUTPUT_CAP) -> JailResult:
     """(stdout, stderr, exit code) of `command` run in the jail as the work directory's owner; exit code 124
     after a timeout. Each stream keeps its first and last `output_cap / 2` bytes; when anything was dropped,
     stderr ends with `[output truncated: N bytes dropped]`."""
@@ -187,8 +210,13 @@ def run_jailed(workdir: Path, command: str, timeout_s: float = 30.0, *,
         uid = NOBODY
     cg = _jail_cgroup(JAIL_MEMORY_MB)
     procs = [d / "cgroup.procs" for d in cg.dirs.values()] if cg is not None else None
-    proc = subprocess.Popen(jail_argv(workdir, command, uid=uid, cgroup_procs=procs), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        jail_argv(workdir, command, uid=uid, cgroup_procs=procs),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     timed_out = True
     try:
         out, err, timed_out = _read_capped(proc, timeout_s, output_cap)

@@ -35,8 +35,16 @@ class LocalProvider(SandboxProvider):
 
     name = "local"
 
-    def __init__(self, *, root: Path | str | None = None, agent_user: str = "openforge-agent", bwrap: str = "bwrap",
-                 cgroups: bool = True, rlimit_memory: bool = False, **_ignored: Any):
+    def __init__(
+        self,
+        *,
+        root: Path | str | None = None,
+        agent_user: str = "openforge-agent",
+        bwrap: str = "bwrap",
+        cgroups: bool = True,
+        rlimit_memory: bool = False,
+        **_ignored: Any,
+    ):
         self.root = Path(root or os.environ.get("OPENFORGE_SANDBOX_ROOT") or "/var/tmp/openforge-sandboxes")
         self.agent_user = agent_user
         self.bwrap = shutil.which(bwrap) or bwrap
@@ -105,9 +113,13 @@ class LocalProvider(SandboxProvider):
             workdir = PurePosixPath(spec.workdir or "/app")
             if workdir.parts[1] in RESERVED_TOPS:
                 raise SandboxError(f"sandbox {spec.name}: workdir {workdir} is inside the host's read-only system dirs")
-            for sub, mode, owner in (("tmp", 0o1777, None), ("root", 0o700, None), ("logs/verifier", 0o755, None),
-                                     (home.lstrip("/"), 0o755, (uid, gid)),
-                                     (str(workdir).lstrip("/"), 0o755, (uid, gid))):
+            for sub, mode, owner in (
+                ("tmp", 0o1777, None),
+                ("root", 0o700, None),
+                ("logs/verifier", 0o755, None),
+                (home.lstrip("/"), 0o755, (uid, gid)),
+                (str(workdir).lstrip("/"), 0o755, (uid, gid)),
+            ):
                 p = fs / sub
                 p.mkdir(parents=True, exist_ok=True)
                 os.chmod(p, mode)

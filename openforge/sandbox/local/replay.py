@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 __all__ = ["replay_dockerfile"]
 
 # Why a replayed RUN step may fail where Docker's would not.
-RUN_HINT = (" (a replayed RUN step has no capability — no chown to another user, mknod, mount or writes to the "
-            "host's read-only /usr and /etc: such a task needs the docker sandbox)")
+RUN_HINT = (
+    " (a replayed RUN step has no capability — no chown to another user, mknod, mount or writes to the "
+    "host's read-only /usr and /etc: such a task needs the docker sandbox)"
+)
 
 
 async def replay_dockerfile(sandbox: LocalSandbox, task: Task, *, owner: str, timeout_s: float | None = None) -> None:
@@ -62,8 +64,15 @@ async def replay_dockerfile(sandbox: LocalSandbox, task: Task, *, owner: str, ti
     await sandbox.mark_initial_state()
 
 
-async def _checked(sandbox: LocalSandbox, cmd: list[str] | str, workdir: str, env: dict[str, str], timeout: float,
-                   what: str, hint: str = "") -> None:
+async def _checked(
+    sandbox: LocalSandbox,
+    cmd: list[str] | str,
+    workdir: str,
+    env: dict[str, str],
+    timeout: float,
+    what: str,
+    hint: str = "",
+) -> None:
     """Run one step as root; LocalEmulationError with its output when it fails."""
     r = await sandbox.exec(cmd, timeout_s=timeout, user="root", workdir=workdir, env=env or None)
     if r.exit_code != 0 or r.timed_out:

@@ -19,13 +19,21 @@ from typing import TYPE_CHECKING
 from openforge.tasks.model import Task
 
 from ..archive import copy_in_target, extract_archive, make_tar
-from ..base import (DEFAULT_OUTPUT_CAP, ExecResult, PathChange, Sandbox, SandboxError, SandboxSpec, SandboxStatus,
-                    command_argv)
+from ..base import (
+    DEFAULT_OUTPUT_CAP,
+    ExecResult,
+    PathChange,
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+    SandboxStatus,
+    command_argv,
+)
 from ..common import FORWARDER_PY, KILL_GRACE_S, append_capped
 from ..filesnap import Snapshot, diff_snapshots
 from .bwrap import RESERVED_TOPS, SYSTEM_RO, Bwrap, make_links
-from .changes import host_snapshot
 from .cgroups import Cgroup
+from .changes import host_snapshot
 from .replay import replay_dockerfile
 from .users import is_root
 
@@ -43,8 +51,9 @@ BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class LocalSandbox(Sandbox):
-    def __init__(self, provider: LocalProvider, spec: SandboxSpec, directory: Path, cgroup: Cgroup,
-                 agent: tuple[int, int, str]):
+    def __init__(
+        self, provider: LocalProvider, spec: SandboxSpec, directory: Path, cgroup: Cgroup, agent: tuple[int, int, str]
+    ):
         self._p = provider
         self.spec = spec
         self.name = spec.name
@@ -101,13 +110,18 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"sandbox {self.name}: no user {a!r} on this machine") from e
         return pw.pw_uid, (int(b) if b.isdigit() else pw.pw_gid), pw.pw_dir, pw.pw_name
 
-    def _bwrap_argv(self, argv: list[str], *, workdir: str, env: dict[str, str], uid: int, gid: int,
-                    keep_caps: str = "") -> list[str]:
+    def _bwrap_argv(
+        self, argv: list[str], *, workdir: str, env: dict[str, str], uid: int, gid: int, keep_caps: str = ""
+    ) -> list[str]:
         p = self._p
         # The sandbox's own root (persists across execs: a directory made anywhere stays), then the host's
         # system directories read-only on top of it.
-        b = (Bwrap(p.bwrap).namespaces(share_network=self.spec.proxy_tcp is not None, hostname=self.name[:63])
-             .root(self.fs).system(existing_root=self.fs))
+        b = (
+            Bwrap(p.bwrap)
+            .namespaces(share_network=self.spec.proxy_tcp is not None, hostname=self.name[:63])
+            .root(self.fs)
+            .system(existing_root=self.fs)
+        )
         if p.python_prefix is not None:
             b.bind(p.python_prefix, p.python_prefix)
         b.tmpfs("/run").dir(RUN_DIR).bind(FORWARDER_PY, f"{RUN_DIR}/forwarder.py")
@@ -140,19 +154,41 @@ class LocalSandbox(Sandbox):
 
     # -- exec ----------------------------------------------------------------------------------------------
 
-    async def exec(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
-                   workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
-                   output_cap: int = DEFAULT_OUTPUT_CAP) -> ExecResult:
+    async def exec(
+        self,
+        cmd: list[str] | str,
+        *,
+        timeout_s: float,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+        stdin: bytes | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
         code, out, err, timed_out, truncated, dur = await self._run(
-            cmd, timeout_s=timeout_s, env=env, workdir=workdir, user=user, stdin=stdin, output_cap=output_cap)
-        return ExecResult(exit_code=code, stdout=out.decode("utf-8", "replace"),
-                          stderr=err.decode("utf-8", "replace"), timed_out=timed_out, truncated=truncated,
-                          duration_s=round(dur, 4))
+            cmd, timeout_s=timeout_s, env=env, workdir=workdir, user=user, stdin=stdin, output_cap=output_cap
+        )
+        return ExecResult(
+            exit_code=code,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            timed_out=timed_out,
+            truncated=truncated,
+            duration_s=round(dur, 4),
+        )
 
-    async def _run(self, cmd: list[str] | str, *, timeout_s: float, env: dict[str, str] | None = None,
-                   workdir: str | None = None, user: str | None = None, stdin: bytes | None = None,
-                   output_cap: int = DEFAULT_OUTPUT_CAP,
-                   keep_caps: str = "") -> tuple[int, bytes, bytes, bool, bool, float]:
+    async def _run(
+        self,
+        cmd: list[str] | str,
+        *,
+        timeout_s: float,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+        stdin: bytes | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+        keep_caps: str = "",
+    ) -> tuple[int, bytes, bytes, bool, bool, float]:
         """One command in the sandbox. `keep_caps`: only for the backend's own file operations (FILE_CAPS)."""
         self._check()
         argv = command_argv(cmd)
@@ -161,15 +197,20 @@ class LocalSandbox(Sandbox):
         full_env.update(self.spec.env)
         full_env.update(env or {})
         make_links(self.fs)  # the system links as the host has them, whatever a command before did
-        bargv = self._bwrap_argv(argv, workdir=workdir or self.workdir, env=full_env, uid=uid, gid=gid,
-                                 keep_caps=keep_caps)
+        bargv = self._bwrap_argv(
+            argv, workdir=workdir or self.workdir, env=full_env, uid=uid, gid=gid, keep_caps=keep_caps
+        )
         cg = self._cg
         start = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *bargv, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                preexec_fn=cg.attach_self if cg.ok else None)
+                *bargv,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=cg.attach_self if cg.ok else None,
+            )
         except OSError as e:
             raise SandboxError(f"sandbox {self.name}: cannot start bubblewrap: {e}") from e
         self._procs.add(proc)
@@ -203,16 +244,16 @@ class LocalSandbox(Sandbox):
             try:
                 await asyncio.wait_for(asyncio.shield(readers), timeout=max(0.0, timeout_s))
                 await asyncio.wait_for(proc.wait(), timeout=max(0.1, timeout_s - (time.monotonic() - start)))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 timed_out = True
                 self._kill(proc)
                 try:
                     await asyncio.wait_for(asyncio.shield(readers), KILL_GRACE_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     readers.cancel()
                 try:
                     await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         except asyncio.CancelledError:
             self._kill(proc)
@@ -248,8 +289,9 @@ class LocalSandbox(Sandbox):
         privileged step of replaying a task's environment (its workdir handed to the agent's user), since
         every `exec` runs without capabilities. A path that does not exist is left alone."""
         script = '[ -e "$2" ] || [ -L "$2" ] || exit 0; exec chown -hR -- "$1" "$2"'
-        code, _, err, timed_out, _, _ = await self._run(["sh", "-c", script, "sh", owner, path], timeout_s=300,
-                                                        user="root", workdir="/", keep_caps=FILE_CAPS)
+        code, _, err, timed_out, _, _ = await self._run(
+            ["sh", "-c", script, "sh", owner, path], timeout_s=300, user="root", workdir="/", keep_caps=FILE_CAPS
+        )
         if code != 0 or timed_out:
             raise SandboxError(f"chown {owner} {path} failed in {self.name}: {err.decode(errors='replace').strip()}")
 
@@ -271,8 +313,14 @@ class LocalSandbox(Sandbox):
         # Extract inside the sandbox (as root), so in-sandbox paths, mounts and symlinks mean what they mean
         # there — a symlink planted by the agent cannot redirect a host-side write.
         script = 'mkdir -p -- "$1" && exec tar --numeric-owner -xpf - -C "$1"'
-        code, _, err, timed_out, _, _ = await self._run(["sh", "-c", script, "sh", str(d.parent)], timeout_s=300,
-                                                        user="root", stdin=data, workdir="/", keep_caps=FILE_CAPS)
+        code, _, err, timed_out, _, _ = await self._run(
+            ["sh", "-c", script, "sh", str(d.parent)],
+            timeout_s=300,
+            user="root",
+            stdin=data,
+            workdir="/",
+            keep_caps=FILE_CAPS,
+        )
         if code != 0 or timed_out:
             raise SandboxError(f"copy into {self.name}:{dest} failed: {err.decode(errors='replace').strip()}")
         if chown is not None:
@@ -281,11 +329,18 @@ class LocalSandbox(Sandbox):
     async def copy_out(self, src: str, dest: Path) -> None:
         self._check()
         s = PurePosixPath(src)
-        script = ('[ -e "$1" ] || [ -L "$1" ] || exit 44; cd -- "$(dirname -- "$1")" && '
-                  'exec tar --numeric-owner -cf - -- "$(basename -- "$1")"')
+        script = (
+            '[ -e "$1" ] || [ -L "$1" ] || exit 44; cd -- "$(dirname -- "$1")" && '
+            'exec tar --numeric-owner -cf - -- "$(basename -- "$1")"'
+        )
         code, out, err, timed_out, truncated, _ = await self._run(
-            ["sh", "-c", script, "sh", str(s)], timeout_s=600, user="root", workdir="/", output_cap=1 << 40,
-            keep_caps=FILE_CAPS)
+            ["sh", "-c", script, "sh", str(s)],
+            timeout_s=600,
+            user="root",
+            workdir="/",
+            output_cap=1 << 40,
+            keep_caps=FILE_CAPS,
+        )
         if code == 44:
             raise FileNotFoundError(f"{self.name}:{src}")
         if code != 0 or timed_out:
@@ -304,8 +359,13 @@ class LocalSandbox(Sandbox):
         self._check()
         script = '[ -d "$1" ] && exit 43; [ -e "$1" ] || exit 44; exec cat -- "$1"'
         code, out, err, timed_out, truncated, _ = await self._run(
-            ["sh", "-c", script, "sh", path], timeout_s=120, user="root", workdir="/", output_cap=max_bytes,
-            keep_caps=FILE_CAPS)
+            ["sh", "-c", script, "sh", path],
+            timeout_s=120,
+            user="root",
+            workdir="/",
+            output_cap=max_bytes,
+            keep_caps=FILE_CAPS,
+        )
         if code == 44:
             return None
         if code == 43:
@@ -358,8 +418,9 @@ class LocalSandbox(Sandbox):
             return SandboxStatus(alive=False, reason=f"its directory {self.dir} is gone")
         ooms = self._cg.oom_kills() if self._cg.ok else 0
         if self.spec.proxy_uds is not None and not Path(self.spec.proxy_uds).exists():
-            return SandboxStatus(alive=False, oom_killed=ooms > 0,
-                                 reason=f"the proxy socket {self.spec.proxy_uds} is gone")
+            return SandboxStatus(
+                alive=False, oom_killed=ooms > 0, reason=f"the proxy socket {self.spec.proxy_uds} is gone"
+            )
         reason = "ready"
         if ooms:
             reason += f"; the OOM killer killed a process in it ({ooms}x, memory limit {self.spec.memory_mb} MiB)"

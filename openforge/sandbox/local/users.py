@@ -24,8 +24,21 @@ def ensure_user(name: str) -> tuple[int, int, str]:
         pass
     if not is_root():
         raise SandboxError(f"user {name} does not exist and only root can create it")
-    r = subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", f"/home/{name}",
-                        "--shell", "/bin/bash", name], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            "useradd",
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            f"/home/{name}",
+            "--shell",
+            "/bin/bash",
+            name,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode not in (0, 9):  # 9: exists (a concurrent creation)
         raise SandboxError(f"cannot create user {name}: {r.stderr.strip()}")
     pw = pwd.getpwnam(name)

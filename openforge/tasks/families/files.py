@@ -17,8 +17,22 @@ from openforge.tasks.families.language import (
     instance,
 )
 
-__all__ = ["DATA_EXTS", "FILE_DIRS", "FILE_FAMILIES", "TEXT_EXTS", "append_line", "copy_file", "count_lines",
-           "create_file", "delete_file", "grep_lines", "head_lines", "rename_file", "replace_word", "sum_numbers"]
+__all__ = [
+    "DATA_EXTS",
+    "FILE_DIRS",
+    "FILE_FAMILIES",
+    "TEXT_EXTS",
+    "append_line",
+    "copy_file",
+    "count_lines",
+    "create_file",
+    "delete_file",
+    "grep_lines",
+    "head_lines",
+    "rename_file",
+    "replace_word",
+    "sum_numbers",
+]
 
 FILE_DIRS = ["notes", "data", "cfg", "docs", "logs", "src", "work", "tmp"]
 
@@ -36,11 +50,18 @@ def create_file(c: FamilyContext) -> FamilyInstance:
     c.distractor(setup, FILE_DIRS)
     expected = {**setup, path: f"{word} {nn}\n"}
     sol = f"mkdir -p {c.d} && echo '{word} {nn}' > {path}"
-    wrong = (
-        f"echo '{word} {nn}' >> {path}" if state != "dir_exists" else f"mkdir -p {c.d} && echo '{word}' > {path}"
+    wrong = f"echo '{word} {nn}' >> {path}" if state != "dir_exists" else f"mkdir -p {c.d} && echo '{word}' > {path}"
+    return instance(
+        f"Create the file {path} containing '{word} {nn}'.",
+        setup,
+        expected,
+        sol,
+        wrong,
+        path=path,
+        word=word,
+        number=nn,
+        state=state,
     )
-    return instance(f"Create the file {path} containing '{word} {nn}'.", setup, expected, sol, wrong,
-                 path=path, word=word, number=nn, state=state)
 
 
 def append_line(c: FamilyContext) -> FamilyInstance:
@@ -60,8 +81,17 @@ def append_line(c: FamilyContext) -> FamilyInstance:
     wrong = (
         f"echo '{key}={n}' > {path}" if state == "file_exists" else f"mkdir -p {c.d} && echo '{key} = {n}' >> {path}"
     )
-    return instance(f"Append the line '{key}={n}' to {path}.", setup, expected, sol, wrong,
-                 path=path, key=key, number=n, state=state)
+    return instance(
+        f"Append the line '{key}={n}' to {path}.",
+        setup,
+        expected,
+        sol,
+        wrong,
+        path=path,
+        key=key,
+        number=n,
+        state=state,
+    )
 
 
 def _lines(c: FamilyContext, n: int) -> list[str]:
@@ -85,9 +115,14 @@ def count_lines(c: FamilyContext) -> FamilyInstance:
     od, dst = _out_path(c, setup)
     expected = {**setup, dst: f"{n}\n"}
     return instance(
-        f"Count the lines of {src} and write the count to {dst}.", setup, expected,
-        f"mkdir -p {od} && wc -l < {src} > {dst}", f"mkdir -p {od} && wc -l {src} > {dst}",
-        src=src, dst=dst, count=n,
+        f"Count the lines of {src} and write the count to {dst}.",
+        setup,
+        expected,
+        f"mkdir -p {od} && wc -l < {src} > {dst}",
+        f"mkdir -p {od} && wc -l {src} > {dst}",
+        src=src,
+        dst=dst,
+        count=n,
     )
 
 
@@ -99,8 +134,15 @@ def copy_file(c: FamilyContext) -> FamilyInstance:
     if c.rng.random() < 0.5:
         setup[f"{d2}/{c.name(avoid=[dst.split('/')[1].split('.')[0]])}.{c.ext}"] = "x\n"
     expected = {**setup, dst: setup[src]}
-    return instance(f"Copy {src} to {dst}.", setup, expected, f"mkdir -p {d2} && cp {src} {dst}",
-                 f"mkdir -p {d2} && mv {src} {dst}", src=src, dst=dst)
+    return instance(
+        f"Copy {src} to {dst}.",
+        setup,
+        expected,
+        f"mkdir -p {d2} && cp {src} {dst}",
+        f"mkdir -p {d2} && mv {src} {dst}",
+        src=src,
+        dst=dst,
+    )
 
 
 def rename_file(c: FamilyContext) -> FamilyInstance:
@@ -134,8 +176,14 @@ def replace_word(c: FamilyContext) -> FamilyInstance:
     setup = {path: "\n".join(lines) + "\n"}
     expected = {path: setup[path].replace(old, new)}
     return instance(
-        f"Replace every '{old}' with '{new}' in {path}.", setup, expected,
-        f"sed -i 's/{old}/{new}/g' {path}", f"sed -i 's/{old}/{new}/' {path}", path=path, old=old, new=new,
+        f"Replace every '{old}' with '{new}' in {path}.",
+        setup,
+        expected,
+        f"sed -i 's/{old}/{new}/g' {path}",
+        f"sed -i 's/{old}/{new}/' {path}",
+        path=path,
+        old=old,
+        new=new,
     )
 
 
@@ -148,9 +196,14 @@ def head_lines(c: FamilyContext) -> FamilyInstance:
     od, dst = _out_path(c, setup)
     expected = {**setup, dst: "\n".join(lines[:k]) + "\n"}
     return instance(
-        f"Write the first {k} lines of {src} to {dst}.", setup, expected,
-        f"mkdir -p {od} && head -n {k} {src} > {dst}", f"mkdir -p {od} && tail -n {k} {src} > {dst}",
-        src=src, dst=dst, number=k,
+        f"Write the first {k} lines of {src} to {dst}.",
+        setup,
+        expected,
+        f"mkdir -p {od} && head -n {k} {src} > {dst}",
+        f"mkdir -p {od} && tail -n {k} {src} > {dst}",
+        src=src,
+        dst=dst,
+        number=k,
     )
 
 
@@ -169,9 +222,14 @@ def grep_lines(c: FamilyContext) -> FamilyInstance:
     od, dst = _out_path(c, setup)
     expected = {**setup, dst: "\n".join(lines[i] for i in hits) + "\n"}
     return instance(
-        f"Write the lines of {src} that contain '{word}' to {dst}.", setup, expected,
-        f"mkdir -p {od} && grep '{word}' {src} > {dst}", f"mkdir -p {od} && grep -v '{word}' {src} > {dst}",
-        src=src, dst=dst, word=word,
+        f"Write the lines of {src} that contain '{word}' to {dst}.",
+        setup,
+        expected,
+        f"mkdir -p {od} && grep '{word}' {src} > {dst}",
+        f"mkdir -p {od} && grep -v '{word}' {src} > {dst}",
+        src=src,
+        dst=dst,
+        word=word,
     )
 
 
@@ -183,10 +241,14 @@ def sum_numbers(c: FamilyContext) -> FamilyInstance:
     od, dst = _out_path(c, setup)
     expected = {**setup, dst: f"{sum(nums)}\n"}
     return instance(
-        f"Write the sum of the numbers in {src} (one per line) to {dst}.", setup, expected,
+        f"Write the sum of the numbers in {src} (one per line) to {dst}.",
+        setup,
+        expected,
         f"mkdir -p {od} && awk '{{s += $1}} END {{print s}}' {src} > {dst}",
         f"mkdir -p {od} && wc -l < {src} > {dst}",
-        src=src, dst=dst, total=sum(nums),
+        src=src,
+        dst=dst,
+        total=sum(nums),
     )
 
 
@@ -196,24 +258,78 @@ DATA_EXTS = ["csv", "txt", "log", "dat"]
 FILE_FAMILIES: dict[str, Family] = {
     f.name: f
     for f in [
-        Family("create_file", "Create the file D/NAME.EXT containing 'WORD NN'.", FILE_DIRS, TEXT_EXTS,
-               create_file, "create (or overwrite) a file with a word and a two-digit number"),
-        Family("append_line", "Append the line 'KEY=N' to D/NAME.EXT.", FILE_DIRS, ["ini", "cfg", "conf", "env", "txt"],
-               append_line, "append a key=value line; the file or its directory may not exist yet"),
-        Family("count_lines", "Count the lines of D/NAME.EXT and write the count to OUT/NAME.txt.",
-               ["data", "logs", "notes", "docs", "src", "work"], DATA_EXTS, count_lines, "wc -l into a file"),
-        Family("copy_file", "Copy D/NAME.EXT to D2/NAME2.EXT.", FILE_DIRS, TEXT_EXTS, copy_file,
-               "copy a file into another (maybe missing) directory"),
+        Family(
+            "create_file",
+            "Create the file D/NAME.EXT containing 'WORD NN'.",
+            FILE_DIRS,
+            TEXT_EXTS,
+            create_file,
+            "create (or overwrite) a file with a word and a two-digit number",
+        ),
+        Family(
+            "append_line",
+            "Append the line 'KEY=N' to D/NAME.EXT.",
+            FILE_DIRS,
+            ["ini", "cfg", "conf", "env", "txt"],
+            append_line,
+            "append a key=value line; the file or its directory may not exist yet",
+        ),
+        Family(
+            "count_lines",
+            "Count the lines of D/NAME.EXT and write the count to OUT/NAME.txt.",
+            ["data", "logs", "notes", "docs", "src", "work"],
+            DATA_EXTS,
+            count_lines,
+            "wc -l into a file",
+        ),
+        Family(
+            "copy_file",
+            "Copy D/NAME.EXT to D2/NAME2.EXT.",
+            FILE_DIRS,
+            TEXT_EXTS,
+            copy_file,
+            "copy a file into another (maybe missing) directory",
+        ),
         Family("rename_file", "Rename D/A.EXT to D/B.EXT.", FILE_DIRS, TEXT_EXTS, rename_file, "rename in place"),
-        Family("delete_file", "Delete the file D/NAME.EXT.", FILE_DIRS, TEXT_EXTS, delete_file,
-               "delete one file, keeping its siblings"),
-        Family("replace_word", "Replace every 'OLD' with 'NEW' in D/NAME.EXT.", FILE_DIRS, TEXT_EXTS, replace_word,
-               "global substitution (some lines hold the word twice)"),
-        Family("head_lines", "Write the first K lines of D/NAME.EXT to OUT/NAME.txt.",
-               ["data", "logs", "notes", "docs", "src", "work"], DATA_EXTS, head_lines, "head -n K into a file"),
-        Family("grep_lines", "Write the lines of D/NAME.EXT that contain 'WORD' to OUT/NAME.txt.",
-               ["data", "logs", "notes", "docs", "src", "work"], DATA_EXTS, grep_lines, "grep into a file"),
-        Family("sum_numbers", "Write the sum of the numbers in D/NAME.EXT (one per line) to OUT/NAME.txt.",
-               ["data", "logs", "notes", "docs", "src", "work"], DATA_EXTS, sum_numbers, "awk sum into a file"),
+        Family(
+            "delete_file",
+            "Delete the file D/NAME.EXT.",
+            FILE_DIRS,
+            TEXT_EXTS,
+            delete_file,
+            "delete one file, keeping its siblings",
+        ),
+        Family(
+            "replace_word",
+            "Replace every 'OLD' with 'NEW' in D/NAME.EXT.",
+            FILE_DIRS,
+            TEXT_EXTS,
+            replace_word,
+            "global substitution (some lines hold the word twice)",
+        ),
+        Family(
+            "head_lines",
+            "Write the first K lines of D/NAME.EXT to OUT/NAME.txt.",
+            ["data", "logs", "notes", "docs", "src", "work"],
+            DATA_EXTS,
+            head_lines,
+            "head -n K into a file",
+        ),
+        Family(
+            "grep_lines",
+            "Write the lines of D/NAME.EXT that contain 'WORD' to OUT/NAME.txt.",
+            ["data", "logs", "notes", "docs", "src", "work"],
+            DATA_EXTS,
+            grep_lines,
+            "grep into a file",
+        ),
+        Family(
+            "sum_numbers",
+            "Write the sum of the numbers in D/NAME.EXT (one per line) to OUT/NAME.txt.",
+            ["data", "logs", "notes", "docs", "src", "work"],
+            DATA_EXTS,
+            sum_numbers,
+            "awk sum into a file",
+        ),
     ]
 }

@@ -45,12 +45,43 @@ class FamilyError(ConfigurationError, ValueError):
     more distinct instances than the families hold); the message names what is allowed."""
 
 
-__all__ = ["HELDOUT_FRACTION", "KEYS", "LETTERS", "OUT_DIRS", "WORDS", "Family", "FamilyContext", "FamilyInstance",
-           "combo_key", "instance", "instance_key", "is_heldout_number", "run_in_tempdir"]
+__all__ = [
+    "HELDOUT_FRACTION",
+    "KEYS",
+    "LETTERS",
+    "OUT_DIRS",
+    "WORDS",
+    "Family",
+    "FamilyContext",
+    "FamilyInstance",
+    "combo_key",
+    "instance",
+    "instance_key",
+    "is_heldout_number",
+    "run_in_tempdir",
+]
 
 WORDS = [
-    "blue", "red", "green", "amber", "gold", "silver", "lime", "teal", "plum", "rose",
-    "fox", "owl", "cat", "bee", "elk", "yak", "emu", "ant", "cod", "eel",
+    "blue",
+    "red",
+    "green",
+    "amber",
+    "gold",
+    "silver",
+    "lime",
+    "teal",
+    "plum",
+    "rose",
+    "fox",
+    "owl",
+    "cat",
+    "bee",
+    "elk",
+    "yak",
+    "emu",
+    "ant",
+    "cod",
+    "eel",
 ]
 KEYS = ["port", "retries", "level", "limit", "size", "depth", "workers", "timeout", "mode", "rate"]
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -139,7 +170,11 @@ def run_in_tempdir(setup_files: Mapping[str, str], command: str, timeout_s: floa
             p.write_text(content)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "LC_ALL": "C"}
         subprocess.run(
-            ["bash", "-c", command], cwd=root, env=env, capture_output=True, timeout=timeout_s,
+            ["bash", "-c", command],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            timeout=timeout_s,
             stdin=subprocess.DEVNULL,
         )
         return state_check.read_state(str(root))
@@ -220,10 +255,18 @@ class Family:
         return inst
 
 
-def instance(instruction: str, setup: dict[str, str], expected: dict[str, str], sol: str, wrong: str,
-             **params: object) -> FamilyInstance:
+def instance(
+    instruction: str, setup: dict[str, str], expected: dict[str, str], sol: str, wrong: str, **params: object
+) -> FamilyInstance:
     """A family's instance; `Family.sample` fills in its family, split and combination."""
     return FamilyInstance(
-        family="", split="", instruction=instruction, setup_files=setup, expected_files=expected,
-        solution_command=sol, wrong_command=wrong, combo=("", "", ""), params=params,
+        family="",
+        split="",
+        instruction=instruction,
+        setup_files=setup,
+        expected_files=expected,
+        solution_command=sol,
+        wrong_command=wrong,
+        combo=("", "", ""),
+        params=params,
     )

@@ -45,8 +45,16 @@ def _appended(c: FamilyContext, path: str, line: str, d: str, make_existing: Cal
     expected = {**setup, path: setup[path] + line + "\n"}
     targets = {"permission": path, **({"missing_dir": d} if empty else {})}
     sol = f"echo '{line}' >> {path}"
-    inst = instance("", setup, expected, sol, f"echo '{line}' > {path}" if not empty else f"{sol}; {sol}",
-                 path=path, line=line, state="empty" if empty else "lines")
+    inst = instance(
+        "",
+        setup,
+        expected,
+        sol,
+        f"echo '{line}' > {path}" if not empty else f"{sol}; {sol}",
+        path=path,
+        line=line,
+        state="empty" if empty else "lines",
+    )
     inst.fault_targets = targets
     inst.look_command = _look(c, d)
     return inst
@@ -88,12 +96,30 @@ def _write_line(c: FamilyContext) -> FamilyInstance:
 RECOVERY_FAMILIES: dict[str, Family] = {
     f.name: f
     for f in [
-        Family("append_log", "Append the line 'WORD NN' to D/NAME.EXT.", LOG_DIRS, ["log", "txt", "md"],
-               _append_log, "append a line to a file that exists (empty, or with lines)"),
-        Family("add_setting", "Add the setting 'KEY=N' to D/NAME.EXT.", CONF_DIRS, ["ini", "cfg", "conf", "env"],
-               _add_setting, "append a key=value line to a config file that exists"),
-        Family("write_line", "Create the file D/NAME.EXT containing 'WORD NN'.", LOG_DIRS + CONF_DIRS,
-               ["txt", "md", "cfg"], _write_line, "create_file (its directory may not exist yet)"),
+        Family(
+            "append_log",
+            "Append the line 'WORD NN' to D/NAME.EXT.",
+            LOG_DIRS,
+            ["log", "txt", "md"],
+            _append_log,
+            "append a line to a file that exists (empty, or with lines)",
+        ),
+        Family(
+            "add_setting",
+            "Add the setting 'KEY=N' to D/NAME.EXT.",
+            CONF_DIRS,
+            ["ini", "cfg", "conf", "env"],
+            _add_setting,
+            "append a key=value line to a config file that exists",
+        ),
+        Family(
+            "write_line",
+            "Create the file D/NAME.EXT containing 'WORD NN'.",
+            LOG_DIRS + CONF_DIRS,
+            ["txt", "md", "cfg"],
+            _write_line,
+            "create_file (its directory may not exist yet)",
+        ),
     ]
 }
 

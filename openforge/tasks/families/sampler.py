@@ -13,8 +13,14 @@ from openforge.tasks.families.files import FILE_FAMILIES
 from openforge.tasks.families.language import Family, FamilyError, FamilyInstance, instance_key
 from openforge.tasks.families.recovery import RECOVERY_FAMILIES
 
-__all__ = ["FAMILIES", "QUICKSTART_FAMILIES", "InstanceSampler", "check_split_disjoint", "generate_instances",
-           "get_families"]
+__all__ = [
+    "FAMILIES",
+    "QUICKSTART_FAMILIES",
+    "InstanceSampler",
+    "check_split_disjoint",
+    "generate_instances",
+    "get_families",
+]
 
 # Every family by name: the file families, then the recovery families (`get_families` and `--family` know them).
 FAMILIES: dict[str, Family] = {**FILE_FAMILIES, **RECOVERY_FAMILIES}
@@ -31,8 +37,10 @@ def get_families(families: str | Iterable[str] | None = None) -> list[Family]:
     names = [n.strip().replace("-", "_") for part in names for n in part.split(",") if n.strip()]
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
-        raise FamilyError(f"unknown task famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
-                         f"known: {', '.join(FAMILIES)}")
+        raise FamilyError(
+            f"unknown task famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+            f"known: {', '.join(FAMILIES)}"
+        )
     return [FAMILIES[n] for n in names]
 
 

@@ -83,7 +83,10 @@ def write_task(inst: FamilyInstance, task_dir: str | Path, seed: int | None = No
     (d / "instruction.md").write_text(inst.instruction + "\n")
     (d / "task.toml").write_text(
         _TASK_TOML.format(
-            id=tid, split=inst.split, family=inst.family, combo=json.dumps(list(inst.combo)),
+            id=tid,
+            split=inst.split,
+            family=inst.family,
+            combo=json.dumps(list(inst.combo)),
             seed=json.dumps(seed) if seed is not None else '"none"',
             fault_targets=_fault_targets_toml(inst.fault_targets),
         )

@@ -54,10 +54,20 @@ def _open(s: Any, run: Path, config: dict[str, Any]) -> MetricLogger:
 
             return TrackioLogger(run, s.project, name, config, options)
     except ImportError as e:
-        raise LoggerUnavailable(f"logger {s.kind!r} needs {_PACKAGES[s.kind]} ({e}): pip install "
-                                f"'openforge-rl[{s.kind}]'") from None
+        raise LoggerUnavailable(
+            f"logger {s.kind!r} needs {_PACKAGES[s.kind]} ({e}): pip install 'openforge-rl[{s.kind}]'"
+        ) from None
     raise ValueError(f"unknown logger {s.kind!r}; known: jsonl (always on), {', '.join(LOGGER_KINDS)}")
 
 
-__all__ = ["LOGGER_KINDS", "METRICS_FILE", "LoggerUnavailable", "MetricLogger", "MetricLoggers", "behaviour_metrics",
-           "eval_metrics", "open_loggers", "step_metrics"]
+__all__ = [
+    "LOGGER_KINDS",
+    "METRICS_FILE",
+    "LoggerUnavailable",
+    "MetricLogger",
+    "MetricLoggers",
+    "behaviour_metrics",
+    "eval_metrics",
+    "open_loggers",
+    "step_metrics",
+]

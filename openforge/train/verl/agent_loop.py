@@ -64,14 +64,18 @@ class OpenForgeAgentLoop(AgentLoopBase):
     def __init__(self, *args, openforge: dict[str, Any] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         if not self.config.trainer.get("use_v1", True):
-            raise ValueError("the openforge agent loop needs veRL's v1 trainer (trainer.use_v1=true, the 0.9.1 "
-                             "default): the legacy trainer takes exactly one output per rollout, so it can "
-                             "neither train a multi-segment episode nor drop an infrastructure failure")
+            raise ValueError(
+                "the openforge agent loop needs veRL's v1 trainer (trainer.use_v1=true, the 0.9.1 "
+                "default): the legacy trainer takes exactly one output per rollout, so it can "
+                "neither train a multi-segment episode nor drop an infrastructure failure"
+            )
         self.settings = VerlLoopConfig.model_validate(_plain(openforge) or {})
         model = self.settings.model or Path(self.config.actor_rollout_ref.model.path)
         if not Path(model).is_dir():
-            raise ValueError(f"the proxy needs the model as a local directory (chat template, tokenizer); "
-                             f"{str(model)!r} is not one: set `openforge.model` in agent_loop.yaml")
+            raise ValueError(
+                f"the proxy needs the model as a local directory (chat template, tokenizer); "
+                f"{str(model)!r} is not one: set `openforge.model` in agent_loop.yaml"
+            )
         self.model_dir = Path(model)
         rollout = self.rollout_config
         self.limits = Limits(int(rollout.prompt_length), int(rollout.response_length))
@@ -82,16 +86,22 @@ class OpenForgeAgentLoop(AgentLoopBase):
         info = _plain(row.get("extra_info")) or {}
         harness = info.get("harness")
         if not harness or "task_id" not in info:
-            raise ValueError("dataset row lacks extra_info.task_id / extra_info.harness: build the dataset with "
-                             "`openforge verl dataset`")
+            raise ValueError(
+                "dataset row lacks extra_info.task_id / extra_info.harness: build the dataset with "
+                "`openforge verl dataset`"
+            )
         task = runtime.task(info["task_id"], info.get("task_path"))
         step = _row_field(row, "global_steps")
         session = _row_field(row, "session_id")
-        metadata = {"step": step if step is not None else 0, "verl_uid": _row_field(row, "uid"),
-                    "verl_session": session}
+        metadata = {
+            "step": step if step is not None else 0,
+            "verl_uid": _row_field(row, "uid"),
+            "verl_session": session,
+        }
         t0 = time.monotonic()
-        done = await runtime.run_episode(task, harness, int(session or 0), self.server_manager, sampling_params,
-                                         metadata)
+        done = await runtime.run_episode(
+            task, harness, int(session or 0), self.server_manager, sampling_params, metadata
+        )
         return self._outputs(runtime, done, metadata["step"], time.monotonic() - t0)
 
     def _outputs(self, runtime: WorkerRuntime, done: EpisodeRun, step: int, elapsed_s: float) -> list:
@@ -100,22 +110,36 @@ class OpenForgeAgentLoop(AgentLoopBase):
         outcome = done.result.outcome
         if outcome.is_infrastructure_failure:
             counters[f"dropped/{outcome.value}"] += 1
-            log.warning("openforge: dropped episode %s (%s: %s); worker counters %s", done.episode.id,
-                        outcome.value, done.result.reason, dict(counters))
+            log.warning(
+                "openforge: dropped episode %s (%s: %s); worker counters %s",
+                done.episode.id,
+                outcome.value,
+                done.result.reason,
+                dict(counters),
+            )
             return []
         if done.result.reward == 0.0 and agent_caused(done.result.reason):
             counters["failed/agent"] += 1
-        samples = assemble_episode(done.episode, done.calls, mode=self.settings.mode,
-                                   include_side_calls=self.settings.include_side_calls, step=step)
-        converted = samples_to_outputs(samples, self.limits, self._metrics(done, elapsed_s),
-                                       self._extra(done, counters))
+        samples = assemble_episode(
+            done.episode,
+            done.calls,
+            mode=self.settings.mode,
+            include_side_calls=self.settings.include_side_calls,
+            step=step,
+        )
+        converted = samples_to_outputs(
+            samples, self.limits, self._metrics(done, elapsed_s), self._extra(done, counters)
+        )
         counters["samples"] += len(converted.outputs)
         counters["samples_over_prompt_length"] += converted.over_prompt_length
         counters["responses_cut"] += converted.responses_cut
         if not converted.outputs:
             counters["dropped/no_samples"] += 1
-            log.warning("openforge: episode %s gave no sample that fits (prompt_length %d)", done.episode.id,
-                        self.limits.prompt_length)
+            log.warning(
+                "openforge: episode %s gave no sample that fits (prompt_length %d)",
+                done.episode.id,
+                self.limits.prompt_length,
+            )
         return converted.outputs
 
     @staticmethod
@@ -124,15 +148,24 @@ class OpenForgeAgentLoop(AgentLoopBase):
         generating = sum((c.finished_at or c.started_at) - c.started_at for c in done.calls)
         timings = done.result.timings
         acting = timings.get("agent_s", elapsed_s)
-        return {"generate_sequences": generating, "tool_calls": max(0.0, acting - generating),
-                "compute_score": timings.get("verify_s", 0.0)}
+        return {
+            "generate_sequences": generating,
+            "tool_calls": max(0.0, acting - generating),
+            "compute_score": timings.get("verify_s", 0.0),
+        }
 
     def _extra(self, done: EpisodeRun, counters: Counter) -> dict[str, Any]:
         episode = done.episode
         return {
             # v1 copies the last output's reward_extra_info onto the others: every output needs one
             "reward_extra_info": {"passed": float(done.result.outcome.value == "passed")},
-            "openforge": {"episode_id": episode.id, "task": episode.task, "harness": episode.harness,
-                          "outcome": done.result.outcome.value, "attempts": done.attempts,
-                          "mode": self.settings.mode, "worker": dict(counters)},
+            "openforge": {
+                "episode_id": episode.id,
+                "task": episode.task,
+                "harness": episode.harness,
+                "outcome": done.result.outcome.value,
+                "attempts": done.attempts,
+                "mode": self.settings.mode,
+                "worker": dict(counters),
+            },
         }

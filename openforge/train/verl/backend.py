@@ -64,19 +64,24 @@ class VerlServerBackend(Backend):
 
     def request_params(self, binding: Binding, sampling: SamplingParams, max_tokens: int) -> dict[str, Any]:
         params = {k: binding.sampling_params[k] for k in VERL_SAMPLING_KEYS if k in binding.sampling_params}
-        params.update(max_tokens=max_tokens, logprobs=True,
-                      stop_token_ids=sorted(set(sampling.stop_token_ids) | set(self._eos)))
+        params.update(
+            max_tokens=max_tokens, logprobs=True, stop_token_ids=sorted(set(sampling.stop_token_ids) | set(self._eos))
+        )
         if sampling.stop:
             params["stop"] = list(sampling.stop)
         if sampling.seed is not None:
             params["seed"] = sampling.seed
         return params
 
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext) -> GenerationResult:
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
+    ) -> GenerationResult:
         binding = self._bindings.get(ctx.episode_id)
         if binding is None:
-            raise BackendError(f"episode {ctx.episode_id} is not bound to a veRL server client (only episodes "
-                               "started by the openforge agent loop can sample here)")
+            raise BackendError(
+                f"episode {ctx.episode_id} is not bound to a veRL server client (only episodes "
+                "started by the openforge agent loop can sample here)"
+            )
         self.check_request(prompt_ids, sampling)
         max_tokens = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
         params = self.request_params(binding, sampling, max_tokens)
@@ -92,12 +97,14 @@ class VerlServerBackend(Backend):
         ids = [int(t) for t in out.token_ids]
         logprobs = [float(v) for v in out.log_probs] if out.log_probs is not None else None
         if logprobs is None or len(logprobs) != len(ids):
-            raise BackendError(f"veRL answered {len(ids)} token ids but "
-                               f"{'no' if logprobs is None else len(logprobs)} logprobs")
+            raise BackendError(
+                f"veRL answered {len(ids)} token ids but {'no' if logprobs is None else len(logprobs)} logprobs"
+            )
         # veRL reports "completed" for stop and length alike: tell them apart by the last token
         stopped = bool(ids) and ids[-1] in stop_ids
         finish = FinishReason.stop if stopped or len(ids) < max_tokens else FinishReason.length
         version = out.extra_fields.get("global_steps")
         self.policy_version = int(version) if version is not None else self.policy_version
-        return GenerationResult(output_ids=ids, logprobs=logprobs, finish_reason=finish,
-                                policy_version=self.policy_version)
+        return GenerationResult(
+            output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version
+        )

@@ -30,8 +30,10 @@ def _check(samples: Sequence[Sample]) -> None:
         raise ValueError("no samples to put in a DataProto (did every episode fail or lack a reward?)")
     for s in samples:
         if not 0 < s.prompt_length < len(s.token_ids):
-            raise ValueError(f"sample of episode {s.episode_id} has prompt_length {s.prompt_length} outside "
-                             f"(0, {len(s.token_ids)}): it needs a prompt and at least one response token")
+            raise ValueError(
+                f"sample of episode {s.episode_id} has prompt_length {s.prompt_length} outside "
+                f"(0, {len(s.token_ids)}): it needs a prompt and at least one response token"
+            )
 
 
 def samples_to_dataproto(samples: Sequence[Sample], pad_token_id: int):
@@ -52,8 +54,8 @@ def samples_to_dataproto(samples: Sequence[Sample], pad_token_id: int):
     logprobs = torch.zeros((n, width_r), dtype=torch.float32)
     for row, s in enumerate(samples):
         p, r = s.prompt_length, len(s.token_ids) - s.prompt_length
-        prompts[row, width_p - p:] = torch.tensor(s.token_ids[:p])
-        prompt_attention[row, width_p - p:] = 1
+        prompts[row, width_p - p :] = torch.tensor(s.token_ids[:p])
+        prompt_attention[row, width_p - p :] = 1
         responses[row, :r] = torch.tensor(s.token_ids[p:])
         response_attention[row, :r] = 1
         response_mask[row, :r] = torch.tensor(s.loss_mask[p:])
@@ -79,8 +81,9 @@ def samples_to_dataproto(samples: Sequence[Sample], pad_token_id: int):
     return DataProto.from_dict(tensors=tensors, non_tensors=non_tensors, meta_info={"source": "openforge"})
 
 
-def export_run_dataproto(run_dir: str | Path, out: str | Path, *, mode: str = "merged",
-                         pad_token_id: int | None = None) -> tuple[int, dict]:
+def export_run_dataproto(
+    run_dir: str | Path, out: str | Path, *, mode: str = "merged", pad_token_id: int | None = None
+) -> tuple[int, dict]:
     """Assemble a recorded run (`mode`: merged or per-call) and save it with `DataProto.save_to_disk`.
     `pad_token_id`: default, the pad id of the run's model directory (from the run's rollout info).
     Returns (rows written, assembly metrics summary)."""
@@ -106,6 +109,7 @@ def _run_pad_token_id(store: TrajectoryStore) -> int:
     info = store.get_run_info() or {}
     model = info.get("rollout", {}).get("model") or info.get("model")  # `openforge rollout` / the agent loop
     if not model or not Path(model).is_dir():
-        raise ModelDirError(f"the run names no model directory that exists here ({model!r} in its run info): "
-                         "pass --pad-token-id")
+        raise ModelDirError(
+            f"the run names no model directory that exists here ({model!r} in its run info): pass --pad-token-id"
+        )
     return ModelDir(model).pad_token_id

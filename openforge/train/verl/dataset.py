@@ -32,19 +32,21 @@ def dataset_rows(tasks, harnesses: Sequence[str]) -> list[dict[str, Any]]:
     rows = []
     for task in tasks:
         for harness in harnesses:
-            rows.append({
-                "data_source": f"openforge/{harness}",
-                "prompt": [{"role": "user", "content": task.instruction}],
-                "agent_name": AGENT_NAME,
-                "reward_model": {"style": "verifier", "ground_truth": ""},
-                "extra_info": {
-                    "index": len(rows),
-                    "task_id": task.id,
-                    "task_path": str(Path(task.path).resolve()),
-                    "harness": harness,
-                    "split": task.split or "",
-                },
-            })
+            rows.append(
+                {
+                    "data_source": f"openforge/{harness}",
+                    "prompt": [{"role": "user", "content": task.instruction}],
+                    "agent_name": AGENT_NAME,
+                    "reward_model": {"style": "verifier", "ground_truth": ""},
+                    "extra_info": {
+                        "index": len(rows),
+                        "task_id": task.id,
+                        "task_path": str(Path(task.path).resolve()),
+                        "harness": harness,
+                        "split": task.split or "",
+                    },
+                }
+            )
     return rows
 
 
@@ -52,8 +54,9 @@ class DatasetError(ConfigurationError, ValueError):
     """The dataset cannot be written as asked (an unknown harness, no tasks); the message says what is allowed."""
 
 
-def write_dataset(task_roots: Sequence[str | Path], harnesses: Sequence[str], out: str | Path,
-                  split: str | None = None) -> int:
+def write_dataset(
+    task_roots: Sequence[str | Path], harnesses: Sequence[str], out: str | Path, split: str | None = None
+) -> int:
     """Load the tasks under `task_roots` (only `split` if given), write the parquet, return its row count."""
     import pyarrow as pa
     import pyarrow.parquet as pq

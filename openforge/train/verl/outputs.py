@@ -43,14 +43,22 @@ def sample_to_output(sample: Sample, limits: Limits, metrics: dict[str, Any], ex
         reward_score=sample.reward,
         num_turns=2 * len(calls),  # each call: a user/tool turn and an assistant turn
         metrics=AgentLoopMetrics(**metrics),
-        extra_fields={**extra, "openforge": {**extra.get("openforge", {}), "calls": calls,
-                                             "segment": sample.segment, "opened_by": sample.metadata.get("opened_by"),
-                                             "response_cut": end < len(sample.token_ids)}},
+        extra_fields={
+            **extra,
+            "openforge": {
+                **extra.get("openforge", {}),
+                "calls": calls,
+                "segment": sample.segment,
+                "opened_by": sample.metadata.get("opened_by"),
+                "response_cut": end < len(sample.token_ids),
+            },
+        },
     )
 
 
-def samples_to_outputs(samples: list[Sample], limits: Limits, metrics: dict[str, Any],
-                       extra: dict[str, Any]) -> Converted:
+def samples_to_outputs(
+    samples: list[Sample], limits: Limits, metrics: dict[str, Any], extra: dict[str, Any]
+) -> Converted:
     converted = Converted()
     for sample in samples:
         output = sample_to_output(sample, limits, metrics, extra)

@@ -27,8 +27,8 @@ from openforge.harness.bundle import default_bundle_dir
 from openforge.proxy.server import ProxyConfig, RunningProxy, running_proxy
 from openforge.rollout.episode import EpisodeRunner, Slot
 from openforge.rollout.orchestrator import run_label
-from openforge.rollout.sandbox_choice import choose_sandbox
 from openforge.rollout.outcome import AttemptResult, record_outcome
+from openforge.rollout.sandbox_choice import choose_sandbox
 from openforge.sandbox import SandboxProvider, get_provider
 from openforge.tasks import ImageMap, Task, load_task, load_tasks
 from openforge.train.verl.backend import VerlServerBackend
@@ -63,16 +63,21 @@ class WorkerRuntime:
         if self.tasks_by_id is not None:
             task = self.tasks_by_id.get(task_id)
             if task is None:
-                raise KeyError(f"task {task_id!r} of the dataset row is not under the loop's `tasks` "
-                               f"({', '.join(map(str, self.config.tasks or []))})")
+                raise KeyError(
+                    f"task {task_id!r} of the dataset row is not under the loop's `tasks` "
+                    f"({', '.join(map(str, self.config.tasks or []))})"
+                )
             return task
         if not task_path:
-            raise KeyError(f"dataset row of task {task_id!r} has no extra_info.task_path: rebuild the dataset "
-                           "with `openforge verl dataset`, or set `tasks` in the loop config")
+            raise KeyError(
+                f"dataset row of task {task_id!r} has no extra_info.task_path: rebuild the dataset "
+                "with `openforge verl dataset`, or set `tasks` in the loop config"
+            )
         return load_task(task_path)
 
-    async def run_episode(self, task: Task, harness: str, sample: int, client, sampling_params: dict,
-                          metadata: dict[str, Any]) -> EpisodeRun:
+    async def run_episode(
+        self, task: Task, harness: str, sample: int, client, sampling_params: dict, metadata: dict[str, Any]
+    ) -> EpisodeRun:
         """One graded episode (retrying infrastructure failures up to `max_attempts`), its calls sampled by
         veRL's `client` with `sampling_params`; `metadata` (veRL's uid, step, ...) is added to the episode's."""
         store = self.proxy.store
@@ -134,8 +139,15 @@ async def _start(config: VerlLoopConfig, model_dir: Path, max_context: int) -> W
     run = config.run_dir / f"worker-{socket.gethostname()}-{os.getpid()}"
     socket_dir = Path(tempfile.mkdtemp(prefix="openforge-verl-"))  # short: AF_UNIX paths hold ~107 bytes
     backend = VerlServerBackend(max_context, ModelDir(model_dir).eos_token_ids)
-    proxy_config = ProxyConfig(**config.proxy_settings(), model=model_dir, backend="verl", run=run,
-                               listen=config.proxy_listen, uds=socket_dir / "model.sock", admin_listen="127.0.0.1:0")
+    proxy_config = ProxyConfig(
+        **config.proxy_settings(),
+        model=model_dir,
+        backend="verl",
+        run=run,
+        listen=config.proxy_listen,
+        uds=socket_dir / "model.sock",
+        admin_listen="127.0.0.1:0",
+    )
     sandbox = choose_sandbox(config.sandbox, Console(stderr=True))
     stack = AsyncExitStack()
     try:

@@ -61,9 +61,15 @@ def not_dumpable():
 def answers_of(module, function, inputs):
     """The child's answers, or None when it gave none (crashed, exited early, timed out, wrote garbage)."""
     read_end, write_end = os.pipe()
-    child = subprocess.Popen([sys.executable, "-I", "-B", "-c", CHILD, module, function, str(write_end)],
-                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             pass_fds=(write_end,), start_new_session=True, cwd="/")
+    child = subprocess.Popen(
+        [sys.executable, "-I", "-B", "-c", CHILD, module, function, str(write_end)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pass_fds=(write_end,),
+        start_new_session=True,
+        cwd="/",
+    )
     os.close(write_end)
     try:
         child.stdin.write(json.dumps(inputs).encode())
@@ -97,6 +103,7 @@ def answers_of(module, function, inputs):
 
 def _readable(fd):
     import select
+
     return bool(select.select([fd], [], [], 0)[0])
 
 
@@ -182,8 +189,11 @@ def main():
                 good += 1
     for case, answer in zip(cases, answers if isinstance(answers, list) else [None] * len(cases)):
         ok = isinstance(answer, dict) and "value" in answer and _same(answer["value"], case["expect"])
-        print(("ok  " if ok else "FAIL") + f" {spec['function']}{tuple(case['args'])!r} == {case['expect']!r}"
-              + ("" if ok else f": got {answer!r}"))
+        print(
+            ("ok  " if ok else "FAIL")
+            + f" {spec['function']}{tuple(case['args'])!r} == {case['expect']!r}"
+            + ("" if ok else f": got {answer!r}")
+        )
     passed = good == len(cases)
     print("PASS" if passed else f"FAIL: {good}/{len(cases)} cases")
     write_reward(out_dir, passed, good)
