@@ -9,7 +9,7 @@ from statistics import mean
 
 from pydantic import BaseModel, Field
 
-from openforge.analysis.trace import EpisodeTrace
+from openforge.analysis.trace import EpisodeTrace, ToolStep
 from openforge.core import Episode, Outcome
 from openforge.harness.tools import ToolKind
 
@@ -98,7 +98,7 @@ def behaviour(
     )
 
 
-def _last_writing_part(step) -> int:
+def _last_writing_part(step: ToolStep) -> int:
     return max(i for i, p in enumerate(step.parts) if p.writes) if any(p.writes for p in step.parts) else -1
 
 

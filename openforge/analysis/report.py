@@ -118,9 +118,9 @@ def plot(path: Path, analysis: RunAnalysis) -> None:
     kinds = sorted({k for _, s in groups for k in s.tool_mix})
     base = [0.0] * len(groups)
     for kind in kinds:
-        values = [100 * s.tool_mix.get(kind, 0) for _, s in groups]
-        right.barh(range(len(groups)), values, left=base, label=kind)
-        base = [b + v for b, v in zip(base, values)]
+        shares = [100 * s.tool_mix.get(kind, 0) for _, s in groups]
+        right.barh(range(len(groups)), shares, left=base, label=kind)
+        base = [b + v for b, v in zip(base, shares)]
     right.set_yticks(range(len(groups)), labels, fontsize=8)
     right.invert_yaxis()
     right.set_xlabel("tool mix (% of tool steps)")

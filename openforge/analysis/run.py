@@ -10,6 +10,7 @@ harness): from `--reference DIR`, or else the run's own `teacher/` store when it
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -17,7 +18,7 @@ from openforge.analysis.metrics import BehaviourSummary, EpisodeBehaviour, behav
 from openforge.analysis.trace import EpisodeTrace, trace_calls
 from openforge.core import Episode, Outcome
 from openforge.harness import ADAPTERS, get_adapter
-from openforge.harness.base import HarnessAdapter
+from openforge.harness.base import HarnessAdapter, Launch, LaunchContext
 from openforge.store import DB_FILENAME, NotARunError, TrajectoryStore, find_stores
 
 
@@ -47,10 +48,10 @@ class _Unknown(HarnessAdapter):
 
     name = "unknown"
 
-    def launch(self, *args, **kwargs):  # pragma: no cover - never launched
+    def launch(self, ctx: LaunchContext) -> Launch:  # pragma: no cover - never launched
         raise NotImplementedError
 
-    def parse_transcript(self, stdout: str) -> dict:  # pragma: no cover
+    def parse_transcript(self, stdout: str) -> dict[str, Any]:  # pragma: no cover
         return {}
 
 

@@ -5,17 +5,19 @@ attempts that passed is the task's estimated pass rate; the tokens the solver us
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
+from openforge.core import CallRecord
 from openforge.core.errors import Interrupted
 from openforge.curate.config import SolverSettings
 from openforge.curate.ledger import Tokens
 from openforge.inference import MESSAGE_LEVEL
 from openforge.rollout import run_rollouts
 from openforge.rollout.config import RolloutConfig
+from openforge.rollout.settings import SandboxName
 from openforge.store import TrajectoryStore
 
 
@@ -23,8 +25,8 @@ from openforge.store import TrajectoryStore
 class Attempts:
     passed: int = 0
     graded: int = 0
-    failures: list[str] | None = None  # infrastructure failures' reasons, when nothing could be graded
-    tokens: Tokens | None = None
+    failures: list[str] = field(default_factory=list)  # infrastructure failures' reasons
+    tokens: Tokens = field(default_factory=Tokens)
 
 
 class SolverInterrupted(Interrupted, RuntimeError):
@@ -36,7 +38,7 @@ async def solver_attempts(
     settings: SolverSettings,
     model: Path,
     run: Path,
-    sandbox: str,
+    sandbox: SandboxName,
     image_map: dict[str, str],
     console: Console,
 ) -> dict[str, Attempts]:
@@ -59,7 +61,7 @@ async def solver_attempts(
     summary = await run_rollouts(config, console)
     if summary.interrupted:
         raise SolverInterrupted("interrupted while the solver attempted the tasks")
-    out = {task: Attempts(failures=[], tokens=Tokens()) for task in tasks}
+    out = {task: Attempts() for task in tasks}
     with TrajectoryStore.open(run) as store:
         for episode in store.final_episodes():  # each slot's last attempt: retried ones are not attempts here
             attempts = out.get(episode.task or "")
@@ -77,7 +79,7 @@ async def solver_attempts(
     return out
 
 
-def call_tokens(call) -> Tokens:
+def call_tokens(call: CallRecord) -> Tokens:
     """What a call cost: the upstream's own counts for a model behind an API, else the ids the proxy recorded."""
     level = call.metadata.get(MESSAGE_LEVEL)
     if level is not None:

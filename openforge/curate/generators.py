@@ -11,8 +11,10 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 from openforge.core.errors import ModelError
@@ -77,17 +79,19 @@ class ScriptedGenerator:
         self.path = Path(path)
         self.name = f"scripted:{self.path}"
         module = _load(self.path)
-        self._propose = getattr(module, "propose", None)
-        if not callable(self._propose):
+        propose, refine = getattr(module, "propose", None), getattr(module, "refine", None)
+        if not callable(propose):
             raise GeneratorError(f"{self.path} must define propose(request) -> dict of files, or None")
-        self._refine = getattr(module, "refine", None)
+        # the script's functions, sync or async; what they return is checked (`_checked`)
+        self._propose: Callable[[ProposalRequest], object] = propose
+        self._refine: Callable[[dict[str, str], Evidence, int], object] | None = refine if callable(refine) else None
 
     async def propose(self, request: ProposalRequest) -> Proposal | None:
         files = await _maybe_await(self._propose(request))
         return None if files is None else Proposal(_checked(files, self.path))
 
     async def refine(self, files: dict[str, str], evidence: Evidence, round: int) -> Proposal | None:
-        if not callable(self._refine):
+        if self._refine is None:
             return None
         new = await _maybe_await(self._refine(dict(files), evidence, round))
         return None if new is None else Proposal(_checked(new, self.path))
@@ -105,10 +109,12 @@ def make_generator(spec: str, options: dict[str, Any] | None = None) -> Generato
     return ModelGenerator(spec, options or {})
 
 
-def _load(path: Path):
+def _load(path: Path) -> ModuleType:
     if not path.is_file():
         raise GeneratorError(f"scripted generator {path} does not exist")
     spec = importlib.util.spec_from_file_location(f"openforge_generator_{uuid.uuid4().hex}", path)
+    if spec is None or spec.loader is None:  # a suffix Python does not import (only .py files are scripts)
+        raise GeneratorError(f"scripted generator {path} is not a Python file: name it NAME.py")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
@@ -117,11 +123,11 @@ def _load(path: Path):
     return module
 
 
-async def _maybe_await(value):
+async def _maybe_await(value: object) -> object:
     return await value if inspect.isawaitable(value) else value
 
 
-def _checked(files: Any, path: Path) -> dict[str, str]:
+def _checked(files: object, path: Path) -> dict[str, str]:
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise GeneratorError(f"{path} returned {type(files).__name__}, not a dict of path → text")
     return files

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 # attempts; "select" accepts or rejects by the pass rate).
 STAGES = ("propose", "prune", "build", "test", "difficulty", "select")
 Status = Literal["pending", "rejected", "refined", "accepted"]
+Split = Literal["train", "heldout"]
 
 
 class Tokens(BaseModel):
@@ -41,7 +42,7 @@ class Candidate(BaseModel):
     detail: str = ""  # the evidence: build log, verifier output, the task it duplicates
     pass_rate: float | None = None
     graded: int = 0
-    split: Literal["train", "heldout"] | None = None
+    split: Split | None = None
     seconds: dict[str, float] = Field(default_factory=dict)
     generator_tokens: Tokens = Field(default_factory=Tokens)
     solver_tokens: Tokens = Field(default_factory=Tokens)

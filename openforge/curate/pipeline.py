@@ -305,7 +305,7 @@ async def difficulty(s: Session, round_: int) -> None:
         attempts = results[candidate.id]
         candidate.solver_tokens = attempts.tokens
         if attempts.graded == 0:
-            detail = "; ".join(attempts.failures or []) or "no attempt ran"
+            detail = "; ".join(attempts.failures) or "no attempt ran"
             candidate.rejected_at("difficulty", "solver_failed", f"no attempt could be graded: {detail}", share)
             continue
         candidate.pass_rate, candidate.graded = attempts.passed / attempts.graded, attempts.graded
@@ -374,8 +374,8 @@ def write_tasks(out: Path, ledger: Ledger, config: CurateConfig) -> list[Candida
     splits = split(accepted, config.heldout_fraction, config.seed)
     shutil.rmtree(out / "tasks", ignore_errors=True)
     for candidate in accepted:
-        candidate.split = splits[candidate.id]
-        shutil.copytree(out / "candidates" / candidate.id, out / "tasks" / candidate.split / candidate.lineage)
+        where = candidate.split = splits[candidate.id]
+        shutil.copytree(out / "candidates" / candidate.id, out / "tasks" / where / candidate.lineage)
     ledger.save(out)
     return accepted
 

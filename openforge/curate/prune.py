@@ -13,6 +13,7 @@ Tasks already solved by doing nothing need the environment: the test stage runs 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from openforge.core.similarity import ShingleIndex
 from openforge.curate.files import problems
@@ -29,7 +30,7 @@ def task_text(files: dict[str, str]) -> tuple[str, str]:
     return files.get("instruction.md", ""), rest
 
 
-def schema_problems(files: dict[str, str], task_dir) -> list[str]:
+def schema_problems(files: dict[str, str], task_dir: Path) -> list[str]:
     found = problems(files)
     return found or validate_task_dir(task_dir)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
-from openforge.curate.ledger import Candidate
+from openforge.curate.ledger import Candidate, Split
 
 
 def out_of_band(candidate: Candidate, band: tuple[float, float]) -> tuple[str, str] | None:
@@ -23,7 +23,7 @@ def out_of_band(candidate: Candidate, band: tuple[float, float]) -> tuple[str, s
     return None
 
 
-def split(accepted: list[Candidate], fraction: float, seed: int) -> dict[str, str]:
+def split(accepted: list[Candidate], fraction: float, seed: int) -> dict[str, Split]:
     """candidate id → "train" | "heldout"."""
     order = sorted(accepted, key=lambda c: hashlib.sha256(f"{seed}:{c.lineage}".encode()).hexdigest())
     held = round(fraction * len(order))

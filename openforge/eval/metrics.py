@@ -10,7 +10,7 @@ Only graded episodes count (outcome `passed` or `failed`); infrastructure failur
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from math import comb
 
 
@@ -42,7 +42,9 @@ def task_counts(results: Iterable[tuple[str, bool]]) -> dict[str, tuple[int, int
     return {t: (n, c) for t, (n, c) in counts.items()}
 
 
-def mean_over_tasks(counts: dict[str, tuple[int, int]], k: int, estimator) -> float | None:
+def mean_over_tasks(
+    counts: dict[str, tuple[int, int]], k: int, estimator: Callable[[int, int, int], float]
+) -> float | None:
     """Mean of `estimator(n, c, k)` over the tasks with at least k graded samples (None if there are none)."""
     values = [estimator(n, c, k) for n, c in counts.values() if n >= k]
     return sum(values) / len(values) if values else None

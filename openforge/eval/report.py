@@ -53,18 +53,18 @@ def build_report(store: TrajectoryStore) -> dict[str, Any]:
         **reply_problems(store, episodes),
         **tampering(episodes),
     }
-    by_harness: dict[str, list] = defaultdict(list)
+    by_harness: dict[str, list[Episode]] = defaultdict(list)
     for e in graded:
-        by_harness[e.harness].append(e)
+        by_harness[e.harness or "?"].append(e)  # the runners name both; an episode made by hand may not
     for harness, eps in sorted(by_harness.items()):
         report["by_harness"][harness] = {
             "episodes": len(eps),
-            **pass_table(task_counts((e.task, e.outcome == Outcome.passed) for e in eps)),
+            **pass_table(task_counts((e.task or "?", e.outcome == Outcome.passed) for e in eps)),
             **_usage(store, eps),
         }
-    by_task: dict[str, list] = defaultdict(list)
+    by_task: dict[str, list[Episode]] = defaultdict(list)
     for e in graded:
-        by_task[e.task].append(e)
+        by_task[e.task or "?"].append(e)
     for task, eps in sorted(by_task.items()):
         n, c = len(eps), sum(e.outcome == Outcome.passed for e in eps)
         report["by_task"][task] = {"samples": n, "passed": c, **pass_table({task: (n, c)})}

@@ -7,19 +7,27 @@ control), `rl_stage.py` (GRPO steps), `evaluation.py` (held-out pass@1) — shar
 the steps.jsonl / evals.jsonl records, `report.py` and `plots.py` write the report, `progress.py` the
 phases and bars."""
 
-from openforge.train.assemble import (
-    AssemblyMetrics,
-    assemble,
-    assemble_episode,
-    assemble_run,
-)
+import importlib
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "AssemblyMetrics",
-    "assemble",
-    "assemble_episode",
-    "assemble_run",
-]
+from openforge.train.assemble import AssemblyMetrics, assemble, assemble_episode, assemble_run
+
+if TYPE_CHECKING:  # the names `__getattr__` resolves, as type checkers (which do not run it) see them
+    from openforge.train.advantages import group_advantages, groups_with_signal
+    from openforge.train.batching import TrainBatch, collate, micro_batches
+    from openforge.train.checkpoint import (
+        CheckpointError,
+        TrainerState,
+        load_checkpoint,
+        read_trainer_state,
+        restore_rng,
+        save_checkpoint,
+    )
+    from openforge.train.grpo import GRPOMetrics, GRPOTrainer
+    from openforge.train.losses import PolicyLoss, clipped_policy_loss, sft_loss, token_logprobs
+    from openforge.train.sft import SFTTrainer, sft_step
+    from openforge.train.trainer_config import GRPOConfig, SFTConfig
+    from openforge.train.weights_sync import WeightSyncError, apush_weights, push_weights, push_weights_in_process
 
 # The trainers import torch (seconds); importing the assembler should not. Resolved on first use.
 _TRAINER_EXPORTS = {
@@ -49,13 +57,41 @@ _TRAINER_EXPORTS = {
     "push_weights": "weights_sync",
     "push_weights_in_process": "weights_sync",
 }
-__all__ += list(_TRAINER_EXPORTS)
+__all__ = [  # the assembler and every name of _TRAINER_EXPORTS (tests/train/test_exports.py holds them equal)
+    "AssemblyMetrics",
+    "assemble",
+    "assemble_episode",
+    "assemble_run",
+    "TrainBatch",
+    "collate",
+    "micro_batches",
+    "group_advantages",
+    "groups_with_signal",
+    "PolicyLoss",
+    "clipped_policy_loss",
+    "sft_loss",
+    "token_logprobs",
+    "SFTConfig",
+    "SFTTrainer",
+    "sft_step",
+    "GRPOConfig",
+    "GRPOMetrics",
+    "GRPOTrainer",
+    "CheckpointError",
+    "TrainerState",
+    "load_checkpoint",
+    "read_trainer_state",
+    "restore_rng",
+    "save_checkpoint",
+    "WeightSyncError",
+    "apush_weights",
+    "push_weights",
+    "push_weights_in_process",
+]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     module = _TRAINER_EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'openforge.train' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(f"openforge.train.{module}"), name)

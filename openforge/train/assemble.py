@@ -50,7 +50,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from pydantic import BaseModel, Field
 
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from openforge.store import TrajectoryStore
 
 Mode = Literal["merged", "per-call"]
-MODES: tuple[str, ...] = ("merged", "per-call")
+MODES: tuple[Mode, ...] = ("merged", "per-call")
 UNEXPECTED_BREAK = "unexpected_break"
 
 
@@ -217,6 +217,7 @@ def _sort_calls(calls: list[CallRecord], include_side_calls: bool, episode: Epis
             current.calls.append(call)
             out.merged += 1
             continue
+        reason: str | None
         if current is not None:
             reason = UNEXPECTED_BREAK  # same segment, yet not an extension: never mis-align masks
         else:
@@ -239,9 +240,10 @@ class _Context:
     """What every sample of one episode shares."""
 
     episode: Episode
+    reward: float  # the episode's (one without a reward gives no sample: `drop_reason`)
     group_id: str
     step: int
-    mode: str
+    mode: Mode
 
     def metadata(self, sequence_calls: list[CallRecord], opened_by: str | None) -> dict[str, Any]:
         missing = [c.index for c in sequence_calls if c.output_ids and not c.output_logprobs]
@@ -285,7 +287,7 @@ def _sample(ctx: _Context, token_ids: list[int], trained: list[CallRecord], open
         token_ids=token_ids,
         loss_mask=loss_mask,
         logprobs=logprobs,
-        reward=float(ctx.episode.reward),
+        reward=float(ctx.reward),
         group_id=ctx.group_id,
         episode_id=ctx.episode.id,
         segment=trained[0].segment,
@@ -316,14 +318,21 @@ def _per_call_samples(ctx: _Context, sequences: list[Sequence]) -> list[Sample]:
     return samples
 
 
-def _check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+def is_mode(value: str) -> TypeGuard[Mode]:
+    return value in MODES
 
 
-def _context(episode: Episode, mode: str, step: int | None) -> _Context:
+def checked_mode(value: str) -> Mode:
+    """`value` as an assembly mode; ValueError naming the modes when it is not one."""
+    if not is_mode(value):
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {value!r}")
+    return value
+
+
+def _context(episode: Episode, mode: Mode, step: int | None) -> _Context:
+    assert episode.reward is not None  # callers pass only episodes `drop_reason` keeps, which have a reward
     step = episode.metadata.get("step", 0) if step is None else step
-    return _Context(episode, group_id(episode, step), step, mode)
+    return _Context(episode, episode.reward, group_id(episode, step), step, mode)
 
 
 def _build(ctx: _Context, sorted_calls: _EpisodeCalls) -> list[Sample]:
@@ -344,7 +353,7 @@ def assemble_episode(
 ) -> list[Sample]:
     """The training samples of one episode (see the module docstring). Pure: reads only its arguments.
     An infrastructure failure or an episode without reward gives []."""
-    _check_mode(mode)
+    checked_mode(mode)  # a caller without types may pass any string
     if drop_reason(episode) is not None:
         return []
     return _build(_context(episode, mode, step), _sort_calls(calls, include_side_calls, episode))
@@ -362,7 +371,7 @@ def assemble(
 
     `final_only`: leave out episodes that are not final (`openforge.store.final`: attempts the orchestrator
     retried, and unfinished episodes), counted as `not_final`."""
-    _check_mode(mode)
+    checked_mode(mode)  # a caller without types may pass any string
     metrics = AssemblyMetrics(mode=mode)
     samples: list[Sample] = []
     for episode, calls in episodes:

@@ -20,12 +20,15 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from openforge.core.errors import ModelError
 from openforge.models import ModelDir
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 TRAINER_STATE = "trainer_state.pt"
 TRAINER_STATE_JSON = "trainer_state.json"
@@ -61,7 +64,7 @@ def _template_path(model_dir_template: ModelDir | str | Path) -> Path:
 
 
 def save_checkpoint(
-    model,
+    model: PreTrainedModel,
     model_dir_template: ModelDir | str | Path,
     out_dir: str | Path,
     optimizer: torch.optim.Optimizer | None = None,
@@ -135,7 +138,9 @@ def restore_rng(state: TrainerState) -> None:
         random.setstate((version, tuple(internal), gauss))
 
 
-def load_checkpoint(checkpoint_dir: str | Path, restore_rng_state: bool = True):
+def load_checkpoint(
+    checkpoint_dir: str | Path, restore_rng_state: bool = True
+) -> tuple[PreTrainedModel, dict[str, Any] | None, int]:
     """(model, optimizer_state or None, step). Load the optimizer state into an optimizer built over the
     returned model's parameters: `opt = AdamW(model.parameters(), lr); opt.load_state_dict(optimizer_state)`.
     With `restore_rng_state`, the global RNGs continue where the saved run left off."""

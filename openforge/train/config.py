@@ -32,7 +32,7 @@ from openforge.tasks.images import DEFAULT_IMAGE_MAP
 from openforge.train.trainer_config import GRPOConfig, SFTConfig, SFTOptimization
 
 if TYPE_CHECKING:
-    from openforge.harness.base import HarnessAdapter
+    from openforge.harness.react import ReactAdapter
 
 # Keys that moved: old dotted path → new (the old one still works, with a deprecation warning naming the new).
 MOVED_KEYS = {"rl.max_new_tokens": "max_new_tokens"}
@@ -288,9 +288,12 @@ class TrainConfig(EpisodeSettings):
         this machine needs no registry unless its config says otherwise."""
         return {**DEFAULT_IMAGE_MAP, **self.image_map}
 
-    def react(self) -> HarnessAdapter:
+    def react(self) -> ReactAdapter:
         """The react harness as this run configures it (what the in-process episodes run: the same options, and
         the same rule for the token cap, as a sandboxed react episode)."""
         from openforge.harness import get_adapter
+        from openforge.harness.react import ReactAdapter
 
-        return get_adapter("react", **self.adapter_options("react"))
+        adapter = get_adapter("react", **self.adapter_options("react"))
+        assert isinstance(adapter, ReactAdapter)  # the registry's `react`
+        return adapter

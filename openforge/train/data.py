@@ -84,17 +84,19 @@ def load_data(config: TrainConfig, run: Path) -> Data:
         if not config.in_process_eval:
             data.heldout_tasks = write_instances(heldout, run / "tasks" / "heldout")
         return data
+    dirs = config.tasks.dirs
+    assert dirs is not None  # TaskSource holds exactly one of families and dirs
     try:
-        train = load_tasks(config.tasks.dirs, split="train")
-        heldout = load_tasks(config.tasks.dirs, split="heldout")
+        train = load_tasks(dirs, split="train")
+        heldout_tasks = load_tasks(dirs, split="heldout")
     except TaskLoadError as e:
         raise TrainError(f"tasks.dirs: {e}") from None
     if not train:
         raise TrainError(
-            f"tasks.dirs: no task of the train split in {', '.join(map(str, config.tasks.dirs))} (a "
+            f"tasks.dirs: no task of the train split in {', '.join(map(str, dirs))} (a "
             "task's split comes from `split` in task.toml or a train/ or heldout/ parent directory)"
         )
-    return Data(train_tasks=train, heldout_tasks=heldout[: rl.eval_instances])
+    return Data(train_tasks=train, heldout_tasks=heldout_tasks[: rl.eval_instances])
 
 
 def write_instances(instances: list[FamilyInstance], root: Path) -> list[Task]:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.progress import Progress
+
 from openforge.analysis import analyze_store
 from openforge.core import Episode, Outcome
 from openforge.eval.metrics import pass_at_1
@@ -27,6 +29,7 @@ from openforge.train.context import RunContext
 from openforge.train.errors import TrainInterrupted
 from openforge.train.records import EVALS_FILE, EvalRecord, append_jsonl
 from openforge.train.serving import rollout_config, serving
+from openforge.train.stored import stored_episode
 
 FAULTS_SUFFIX = "+faults"  # RUN/eval/<name>+faults: the same evaluation with faults injected
 
@@ -46,7 +49,7 @@ async def evaluate(
     provider: SandboxProvider | None,
     after_steps: int,
     label: str | None = None,
-    progress=None,
+    progress: Progress | None = None,
 ) -> EvalRecord:
     """One measurement of `policy` (its episodes recorded in `run`; with `faults.eval`, also with faults in
     `run`+faults), appended to RUN/evals.jsonl."""
@@ -76,7 +79,7 @@ async def evaluate(
         ctx.console.print(
             f"{name}: held-out pass@1 = [bold]{100 * clean.score:.1f}%[/] ({clean.graded} graded episodes)"
         )
-    if faulted is not None and faulted.score is not None:
+    if faults is not None and faulted is not None and faulted.score is not None:
         recovery = (faulted.behaviour or {}).get("recovery_rate")
         ctx.console.print(
             f"{name}: with faults ({faults.text()}) pass@1 = [bold]{100 * faulted.score:.1f}%[/] "
@@ -93,7 +96,7 @@ async def measure(
     provider: SandboxProvider | None,
     after_steps: int,
     faults: FaultSpec | None,
-    progress=None,
+    progress: Progress | None = None,
 ) -> Measurement:
     shutil.rmtree(run, ignore_errors=True)  # a crashed earlier attempt: start clean
     if ctx.config.in_process_eval:
@@ -118,7 +121,7 @@ async def measure(
 def graded_episodes(run: Path, episode_ids: list[str], injected_only: bool = False) -> list[Episode]:
     """The episodes that were graded (with `injected_only`, those that had a fault put in)."""
     with TrajectoryStore.open(run) as store:
-        episodes = [store.get_episode(i) for i in episode_ids]
+        episodes = [stored_episode(store, i) for i in episode_ids]
     graded = [
         e
         for e in episodes
@@ -151,7 +154,7 @@ async def task_eval(
     provider: SandboxProvider,
     after_steps: int,
     faults: FaultSpec | None,
-    progress=None,
+    progress: Progress | None = None,
 ) -> list[str]:
     """Held-out tasks × the evaluation's harnesses, one episode each, through the orchestrator."""
     async with serving(ctx.config, policy, run, 0.0) as proxy:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import torch
 from pydantic import BaseModel, ConfigDict
+from torch import nn
 
 from openforge.core.records import Sample
 from openforge.train.advantages import group_advantages, group_indices, groups_with_signal
@@ -51,7 +52,7 @@ class GRPOTrainer:
 
     def __init__(
         self,
-        model,
+        model: nn.Module,
         config: GRPOConfig | None = None,
         pad_id: int = 0,
         optimizer: torch.optim.Optimizer | None = None,

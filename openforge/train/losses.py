@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from openforge.train.batching import TrainBatch
 from openforge.train.shared_prefix import (
@@ -29,7 +30,7 @@ from openforge.train.shared_prefix import (
 
 
 def token_logprobs(
-    model, batch: TrainBatch, rows: list[int] | None = None, *, share_prefix: bool = True
+    model: nn.Module, batch: TrainBatch, rows: list[int] | None = None, *, share_prefix: bool = True
 ) -> torch.Tensor:
     """log p(token t | tokens < t) under `model` at each sample's temperature, aligned with `input_ids`
     (column 0, which nothing predicts, is 0). Shape (B, T), float32, with grad if the model has it.
@@ -52,7 +53,7 @@ def token_logprobs(
     return torch.cat(parts)[torch.argsort(order)]  # back in the order of `rows`
 
 
-def _rows_logprobs(model, batch: TrainBatch, rows: list[int], *, share_prefix: bool) -> torch.Tensor:
+def _rows_logprobs(model: nn.Module, batch: TrainBatch, rows: list[int], *, share_prefix: bool) -> torch.Tensor:
     """token_logprobs of `rows` in one forward pass (two when they share a long enough prefix), from the first
     position a trained token can depend on (`receptive_start`); after such a cut the positions before the first
     trained token are 0 (never trained)."""

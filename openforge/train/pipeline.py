@@ -20,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
-from typing import Any
 
 import yaml
 from rich.console import Console
 
+from openforge.core.json_types import JSONObject
 from openforge.core.runlock import RunDirBusy, locked_run_dir
 from openforge.models import ModelDir, ModelRef, build_tiny_model, resolve_model
 from openforge.train.config import TrainConfig
@@ -52,7 +52,7 @@ def run_training(
     *,
     title: str = "Training report",
     restart: bool = False,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The whole run; returns the report. TrainError if the run cannot start or go on (another process holds
     the run directory, a finished run without `resume`, no teacher success, held-out data trained on);
     TrainInterrupted if Ctrl-C or SIGTERM stopped it."""
@@ -68,7 +68,7 @@ def run_training(
 
 def _run_training(
     config: TrainConfig, run: Path, resume: bool, restart: bool, title: str, console: Console
-) -> dict[str, Any]:
+) -> JSONObject:
     import torch
 
     config = config.model_copy(update={"run": run})
@@ -89,9 +89,7 @@ def _run_training(
         loggers.close()
 
 
-def _train(
-    ctx: RunContext, config: TrainConfig, run: Path, resume: bool, title: str, model_path: Path
-) -> dict[str, Any]:
+def _train(ctx: RunContext, config: TrainConfig, run: Path, resume: bool, title: str, model_path: Path) -> JSONObject:
     console, timings = ctx.console, ctx.timings
     start = sft_path = None
     if config.sft is not None:
@@ -115,7 +113,7 @@ def _train(
             **({"sft": sft_path} if sft_path else {}),
             "rl": run / "checkpoints" / RL_DIR if state.steps else start,
         }
-        if config.sft is not None and config.sft.control:
+        if config.sft is not None and config.sft.control and sft_path is not None:  # sft_path: set whenever sft is
             with Phase("4b. control: more SFT instead of GRPO", console, timings):
                 policies["sft_more"] = more_sft(ctx, sft_path, seconds=timings[GRPO_PHASE])
         with Phase("5. held-out evaluation", console, timings):

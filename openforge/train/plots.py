@@ -25,15 +25,15 @@ def plot(path: Path, steps: list[StepRecord], evals: list[EvalRecord], by_policy
     left.set_ylim(-0.05, 1.05)
     left.set_title("training reward per step (fresh instances)")
     left.legend()
-    scored = [e for e in evals if e.pass_at_1 is not None]
-    faulted = [e for e in scored if e.pass_at_1_with_faults is not None]
+    scored = [(e, e.pass_at_1) for e in evals if e.pass_at_1 is not None]
+    faulted = [(e, e.pass_at_1_with_faults) for e, _ in scored if e.pass_at_1_with_faults is not None]
     if by_policy:
-        labels = [e.label or "?" for e in scored]
+        labels = [e.label or "?" for e, _ in scored]
         width = 0.4 if faulted else 0.8
         xs = list(range(len(scored)))
         right.bar(
             [x - (width / 2 if faulted else 0) for x in xs],
-            [100 * e.pass_at_1 for e in scored],
+            [100 * score for _, score in scored],
             width=width,
             color=[POLICY_COLORS.get(k, "#999") for k in labels],
             label="no faults",
@@ -41,7 +41,7 @@ def plot(path: Path, steps: list[StepRecord], evals: list[EvalRecord], by_policy
         if faulted:
             right.bar(
                 [x + width / 2 for x in xs],
-                [100 * (e.pass_at_1_with_faults or 0) for e in scored],
+                [100 * (e.pass_at_1_with_faults or 0) for e, _ in scored],
                 width=width,
                 color=[POLICY_COLORS.get(k, "#999") for k in labels],
                 hatch="//",
@@ -58,16 +58,16 @@ def plot(path: Path, steps: list[StepRecord], evals: list[EvalRecord], by_policy
     else:
         right.xaxis.set_major_locator(MaxNLocator(integer=True))
         right.plot(
-            [e.after_steps for e in scored],
-            [100 * e.pass_at_1 for e in scored],
+            [e.after_steps for e, _ in scored],
+            [100 * score for _, score in scored],
             marker="o",
             color="#c63",
             label="no faults",
         )
         if faulted:
             right.plot(
-                [e.after_steps for e in faulted],
-                [100 * e.pass_at_1_with_faults for e in faulted],
+                [e.after_steps for e, _ in faulted],
+                [100 * score for _, score in faulted],
                 marker="s",
                 linestyle="--",
                 color="#c63",

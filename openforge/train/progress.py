@@ -19,7 +19,7 @@ class Phase:
         self.console.rule(f"[bold]{self.name}")
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.timings[self.name] = round(time.monotonic() - self.started, 1)
 
 

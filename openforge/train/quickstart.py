@@ -33,6 +33,7 @@ from typing import Any
 from rich.console import Console
 
 from openforge.config import ConfigError, read_mapping, validate_config
+from openforge.core.json_types import JSONObject
 from openforge.tasks import QUICKSTART_FAMILIES, RECOVERY_FAMILIES
 from openforge.train.config import TrainConfig
 from openforge.train.pipeline import run_training
@@ -190,7 +191,7 @@ def run_quickstart(
     config: TrainConfig | None = None,
     console: Console | None = None,
     title: str = "Quickstart report",
-) -> dict:
+) -> JSONObject:
     """The quickstart in `run_dir` (default: the config's `run`; TrainError if another process holds it);
     returns the report. A run directory of an earlier quickstart keeps its model and teacher episodes; SFT
     and GRPO start over."""
@@ -205,7 +206,7 @@ def run_recipe(
     smoke: bool = False,
     run_dir: Path | None = None,
     console: Console | None = None,
-) -> dict:
+) -> JSONObject:
     """`openforge quickstart`: the recipe's preset with the TrainConfig fields of `config_file` laid over it,
     then `seed` and the smoke sizes (`quickstart_config`), run in `run_dir` (default: the config's `run`);
     returns the report."""

@@ -4,10 +4,13 @@ evaluation). One definition of every field; the report and `--resume` read them 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from openforge.core.json_types import JSONObject
 
 STEPS_FILE = "steps.jsonl"
 EVALS_FILE = "evals.jsonl"
@@ -77,7 +80,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def write_jsonl(path: Path, records: list[BaseModel]) -> None:
+def write_jsonl(path: Path, records: Sequence[BaseModel]) -> None:
     if path.is_file() or records:
         path.write_text("".join(r.model_dump_json() + "\n" for r in records))
 
@@ -100,10 +103,11 @@ GRPO_STEPS = "grpo_steps"
 GRPO_STEP_RECORDS = "grpo_step_records"
 
 
-def report_step_records(report: dict[str, Any]) -> list[dict[str, Any]]:
+def report_step_records(report: Mapping[str, object]) -> list[JSONObject]:
     """The GRPO step records of a report.json, also of a report written before they had their own name (then
     `rl_steps` with `evaluation: policies`, `steps` with `evaluation: curve`); [] where there are none."""
     for key in (GRPO_STEP_RECORDS, "rl_steps", "steps"):
-        if isinstance(report.get(key), list):
-            return [r for r in report[key] if isinstance(r, dict)]
+        records = report.get(key)
+        if isinstance(records, list):
+            return [r for r in records if isinstance(r, dict)]
     return []

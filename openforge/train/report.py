@@ -16,32 +16,36 @@ or per evaluation) sit beside them.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from openforge.core.json_types import JSONObject, JSONValue
 from openforge.train.context import RunContext
 from openforge.train.plots import plot
 from openforge.train.records import GRPO_STEP_RECORDS, GRPO_STEPS, EvalRecord, StepRecord
 
 
-def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecord]) -> dict[str, Any]:
-    step_dicts = [s.model_dump() for s in steps]
+def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecord]) -> JSONObject:
+    """RUN/report.json's content (what `run_training` returns)."""
+    step_dicts: list[JSONValue] = [s.model_dump(mode="json") for s in steps]
     faults = ctx.config.eval_faults is not None
-    if ctx.config.evaluation == "policies":
+    evaluation: JSONObject
+    if ctx.config.evaluation == "policies":  # every evaluation is a policy's, labelled base, sft, rl, sft_more
         evaluation = {
-            "heldout_pass_at_1": {e.label: e.pass_at_1 for e in evals},
-            "heldout_pass_at_1_by_harness": {e.label: e.pass_at_1_by_harness for e in evals},
-            "behaviour": {e.label: e.behaviour for e in evals},
+            "heldout_pass_at_1": {_name(e): e.pass_at_1 for e in evals},
+            "heldout_pass_at_1_by_harness": {_name(e): dict(e.pass_at_1_by_harness) for e in evals},
+            "behaviour": {_name(e): e.behaviour for e in evals},
         }
         if faults:
             evaluation.update(
-                heldout_pass_at_1_with_faults={e.label: e.pass_at_1_with_faults for e in evals},
-                recovery_rate_with_faults={e.label: _get(e.behaviour_with_faults, "recovery_rate") for e in evals},
-                recovery_by_fault={e.label: _get(e.behaviour_with_faults, "recovery_by_fault") for e in evals},
-                behaviour_with_faults={e.label: e.behaviour_with_faults for e in evals},
+                heldout_pass_at_1_with_faults={_name(e): e.pass_at_1_with_faults for e in evals},
+                recovery_rate_with_faults={_name(e): _get(e.behaviour_with_faults, "recovery_rate") for e in evals},
+                recovery_by_fault={_name(e): _get(e.behaviour_with_faults, "recovery_by_fault") for e in evals},
+                behaviour_with_faults={_name(e): e.behaviour_with_faults for e in evals},
             )
     else:
         scored = [e for e in evals if e.pass_at_1 is not None]
@@ -50,7 +54,7 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
                 {
                     "after_steps": e.after_steps,
                     "pass_at_1": e.pass_at_1,
-                    "by_harness": e.pass_at_1_by_harness,
+                    "by_harness": dict(e.pass_at_1_by_harness),
                     **(
                         {
                             "pass_at_1_with_faults": e.pass_at_1_with_faults,
@@ -73,15 +77,16 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
         GRPO_STEP_RECORDS: step_dicts,
         "run": str(ctx.run),
         "model": str(ctx.model_path),
-        "harnesses": ctx.config.harnesses,
-        "eval_harnesses": ctx.config.heldout_harnesses,
+        # copies, as JSON (a list[str] is not a list[JSONValue] to a type checker: lists are invariant)
+        "harnesses": list(ctx.config.harnesses),
+        "eval_harnesses": list(ctx.config.heldout_harnesses),
         "episode_path": "in-process" if ctx.config.in_process else "orchestrator",
         "sandbox": ctx.sandbox_used,
         "heldout_instances": len(ctx.data.heldout_ids),
-        "heldout_task_ids": ctx.data.heldout_ids,
+        "heldout_task_ids": list(ctx.data.heldout_ids),
         "teacher_episodes": (ctx.sft or {}).get("teacher_episodes"),
         "sft": ctx.sft,
-        "timings_s": ctx.timings,
+        "timings_s": dict(ctx.timings),
         "faults": (
             {
                 "rl": ctx.config.rl_faults.text() if ctx.config.rl_faults else None,
@@ -105,7 +110,7 @@ def _get(summary: dict[str, Any] | None, key: str) -> Any:
 
 
 def write_report(
-    run: Path, title: str, report: dict[str, Any], steps: list[StepRecord], evals: list[EvalRecord], console: Console
+    run: Path, title: str, report: JSONObject, steps: list[StepRecord], evals: list[EvalRecord], console: Console
 ) -> None:
     (run / "report.json").write_text(json.dumps(report, indent=2, default=str))
     (run / "report.md").write_text(markdown(title, report, steps, evals))
@@ -125,7 +130,7 @@ def write_report(
     console.print(f"report: {run / 'report.md'}, {run / 'report.json'}, {run / 'report.png'}")
 
 
-def markdown(title: str, report: dict[str, Any], steps: list[StepRecord], evals: list[EvalRecord]) -> str:
+def markdown(title: str, report: Mapping[str, Any], steps: list[StepRecord], evals: list[EvalRecord]) -> str:
     intro = (
         f"Model `{report['model']}`, harnesses {', '.join(report['harnesses'])} "
         f"({report['episode_path']} episodes), {len(steps)} GRPO step(s)."
@@ -223,7 +228,8 @@ def behaviour_table(evals: list[EvalRecord]) -> list[str]:
             lines.append(
                 f"| {_name(e)} | "
                 + " | ".join(
-                    f"{_pct(by_kind[k]['pass_rate'])} / {_pct(by_kind[k].get('recovery_rate'))} ({by_kind[k]['episodes']})"
+                    f"{_pct(by_kind[k]['pass_rate'])} / {_pct(by_kind[k].get('recovery_rate'))} "
+                    f"({by_kind[k]['episodes']})"
                     if k in by_kind
                     else "–"
                     for k in kinds

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.progress import Progress
 
@@ -46,14 +47,18 @@ from openforge.train.records import (
     write_jsonl,
 )
 from openforge.train.serving import rollout_config, sandboxes, serving
+from openforge.train.stored import stored_episode
 from openforge.train.weights_sync import push_weights_in_process
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 RL_DIR = "rl"  # under RUN/checkpoints
 
 
 @dataclass
 class RLState:
-    model: Any
+    model: PreTrainedModel
     trainer: GRPOTrainer
     serve: Path  # what the proxy serves first
     next_step: int
@@ -133,11 +138,11 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
         started = time.monotonic() - (state.steps[-1].elapsed_s if state.steps else 0.0)
         proxy.store.set_run_info({"train": c.model_dump(mode="json")})
         with progress_bar(console) as progress:
-            by_time = c.rl.seconds is not None
+            budget = c.rl.seconds  # the bar counts seconds against it when set, else steps
             bar = progress.add_task(
                 "GRPO",
-                total=c.rl.seconds if by_time else c.rl.steps,
-                completed=0 if by_time else state.next_step,
+                total=budget if budget is not None else c.rl.steps,
+                completed=0 if budget is not None else state.next_step,
                 info="",
             )
             env = StepEnv(ctx, proxy, provider, progress)
@@ -162,7 +167,7 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
                 ctx.loggers.log_step(record)
                 progress.update(
                     bar,
-                    completed=min(c.rl.seconds, record.elapsed_s) if by_time else step + 1,
+                    completed=min(budget, record.elapsed_s) if budget is not None else step + 1,
                     info=summary_line(record),
                 )
                 console.print(summary_line(record))
@@ -192,9 +197,10 @@ async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> St
     if ctx.config.in_process:
         episodes, task_ids = await family_step(env, step)
     else:
-        episodes, task_ids = await orchestrated_step(env, step, state.difficulty.dropped)
-        if episodes is None:
+        ran, task_ids = await orchestrated_step(env, step, state.difficulty.dropped)
+        if ran is None:
             return None
+        episodes = ran
     results = task_results(episodes)
     dropped = state.difficulty.observe(results)
     for task, why in dropped.items():
@@ -243,7 +249,7 @@ async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> St
     )
 
 
-def _count(items) -> dict[str, int]:
+def _count(items: Iterable[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in items:
         out[item] = out.get(item, 0) + 1
@@ -260,7 +266,7 @@ async def family_step(env: StepEnv, step: int) -> tuple[list[StepEpisode], list[
     store = env.proxy.store
     return [
         StepEpisode(
-            e.episode_id, e.reward, "react", e.instance.task_id(), episode_seconds(store.get_episode(e.episode_id))
+            e.episode_id, e.reward, "react", e.instance.task_id(), episode_seconds(stored_episode(store, e.episode_id))
         )
         for e in episodes
     ], [i.task_id() for i in instances]
@@ -285,7 +291,7 @@ async def orchestrated_step(
     )
     if summary.interrupted:
         return None, []
-    final = [env.proxy.store.get_episode(i) for i in summary.episode_ids]
+    final = [stored_episode(env.proxy.store, i) for i in summary.episode_ids]
     rows = [
         StepEpisode(
             e.id,

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
+from torch import nn
 
 from openforge.core.records import Sample
 from openforge.train.batching import collate, micro_batches
@@ -22,7 +23,7 @@ from openforge.train.trainer_config import SFTConfig
 
 
 def sft_step(
-    model,
+    model: nn.Module,
     optimizer: torch.optim.Optimizer,
     samples: Sequence[Sample],
     pad_id: int = 0,
@@ -53,7 +54,9 @@ def sft_step(
 class SFTTrainer:
     """AdamW over shuffled batches of samples. `losses` is the curve, one value per step."""
 
-    def __init__(self, model, config: SFTConfig, pad_id: int = 0, optimizer: torch.optim.Optimizer | None = None):
+    def __init__(
+        self, model: nn.Module, config: SFTConfig, pad_id: int = 0, optimizer: torch.optim.Optimizer | None = None
+    ):
         self.model = model
         self.config = config
         self.pad_id = pad_id
@@ -67,6 +70,7 @@ class SFTTrainer:
     def total_steps(self, num_samples: int) -> int:
         if self.config.steps is not None:
             return self.config.steps
+        assert self.config.epochs is not None  # SFTConfig holds exactly one of steps and epochs
         return -(-num_samples // self.config.batch_size) * self.config.epochs
 
     def lr_at(self, step: int, total: int) -> float:
@@ -79,7 +83,7 @@ class SFTTrainer:
             return self.config.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
         return self.config.lr
 
-    def batches(self, samples: Sequence[Sample]):
+    def batches(self, samples: Sequence[Sample]) -> Iterator[list[Sample]]:
         """Shuffled batches: `epochs` passes, or batches until `steps` (reshuffling after each pass)."""
         rng = random.Random(self.config.seed)
         size = self.config.batch_size
@@ -96,7 +100,7 @@ class SFTTrainer:
             if self.config.epochs is not None and epoch >= self.config.epochs:
                 return
 
-    def train(self, samples: Sequence[Sample], on_step=None) -> list[float]:
+    def train(self, samples: Sequence[Sample], on_step: Callable[[int, float], object] | None = None) -> list[float]:
         """Train and return the loss curve. `on_step(step, loss)` is called after each step (progress bars)."""
         trainable = [s for s in samples if any(s.loss_mask)]
         if not trainable:

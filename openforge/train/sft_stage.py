@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -22,8 +22,12 @@ from openforge.train.errors import TrainError
 from openforge.train.progress import progress_bar
 from openforge.train.rerender import RerenderError, rerender_calls
 from openforge.train.sft import SFTTrainer
+from openforge.train.stored import stored_episode
 from openforge.train.teacher import check_teacher_tokenizer
 from openforge.train.teacher_selection import TeacherSelection, select_teacher_episodes
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 SFT_DIR, MORE_SFT_DIR = "sft", "sft-more"  # under RUN/checkpoints
 
@@ -48,7 +52,9 @@ def teacher_demos(ctx: RunContext) -> tuple[list[Sample], TeacherSelection, Asse
     with TrajectoryStore.open(ctx.run / "teacher") as store:
         selection = select_teacher_episodes(store, settings)
         try:
-            pairs = [(store.get_episode(i), rerender_calls(store.list_calls(i), student)) for i in selection.kept_ids]
+            pairs = [
+                (stored_episode(store, i), rerender_calls(store.list_calls(i), student)) for i in selection.kept_ids
+            ]
         except RerenderError as e:
             raise TrainError(f"the teacher's recordings cannot be re-rendered for the student: {e}") from None
     samples, metrics = assemble(pairs)
@@ -91,7 +97,7 @@ def sft_stage(ctx: RunContext, teacher_episodes: int) -> Path:
 
 
 def train_sft(
-    model: Any,
+    model: PreTrainedModel,
     model_dir: ModelDir,
     demos: list[Sample],
     settings: SFTSettings,

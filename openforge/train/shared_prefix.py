@@ -11,6 +11,7 @@ over the repeat) gradients are those of the plain pass, up to float rounding (te
 from __future__ import annotations
 
 import torch
+from torch import nn
 from transformers import DynamicCache
 
 from openforge.inference.engine import cache_argument
@@ -31,7 +32,7 @@ def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     return int(shared.int().cumprod(0).sum())
 
 
-def receptive_start(config, loss_mask: torch.Tensor) -> int:
+def receptive_start(config: object, loss_mask: torch.Tensor) -> int:
     """The first position any trained token can depend on. With sliding-window attention in every layer a
     position sees at most `window` positions back per layer, so a trained token depends only on the
     layers × window tokens before it: the positions before that never reach the loss and need no compute (Codex's
@@ -72,7 +73,7 @@ def _picked(logits: torch.Tensor, targets: torch.Tensor, temperatures: torch.Ten
 
 
 def shared_prefix_logprobs(
-    model,
+    model: nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     temperatures: torch.Tensor,

@@ -53,6 +53,7 @@ def record_teacher(ctx: RunContext) -> int:
         write_instances(ctx.data.teacher_instances, ctx.run / "tasks" / "teacher")
         tasks, samples, split = [ctx.run / "tasks" / "teacher"], settings.rollouts_per_task or 1, None
     else:
+        assert c.tasks.dirs is not None  # TaskSource holds exactly one of families and dirs
         tasks, samples, split = list(c.tasks.dirs), settings.rollouts_per_task or settings.demos, "train"
     # a teacher behind an API renders nothing: the proxy keeps the student's model for token counts
     config = rollout_config(

@@ -8,7 +8,7 @@ Content-Security-Policy with no script source at all, so even markup that slippe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,7 +38,9 @@ SECURITY_HEADERS = {
     "x-frame-options": "DENY",
     "cache-control": "no-store",
 }
-PAGES: tuple[tuple[str, Callable[[Library, QueryParams], dict[str, Any]], str], ...] = (
+# a page: the template's context from the library and the query string
+PageBuilder = Callable[[Library, QueryParams], dict[str, Any]]
+PAGES: tuple[tuple[str, PageBuilder, str], ...] = (
     ("/", pages.index_page, "index.html"),
     ("/run", pages.run_page, "run.html"),
     ("/episodes", pages.episodes_page, "episodes.html"),
@@ -90,7 +92,7 @@ def create_app(library: Library) -> Starlette:
     def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(**context), status_code=status)
 
-    def build(builder, template: str, params: QueryParams) -> HTMLResponse:
+    def build(builder: PageBuilder, template: str, params: QueryParams) -> HTMLResponse:
         try:
             context = builder(library, params)
         except UnknownRun as e:
@@ -99,7 +101,7 @@ def create_app(library: Library) -> Starlette:
             return render("error.html", 400, title="Bad request", message=str(e))
         return render(template, **context)
 
-    def page(builder, template: str):
+    def page(builder: PageBuilder, template: str) -> Callable[[Request], Awaitable[HTMLResponse]]:
         async def endpoint(request: Request) -> HTMLResponse:
             # the stores and templates are synchronous: keep them off the event loop
             return await run_in_threadpool(build, builder, template, request.query_params)
@@ -113,8 +115,14 @@ def create_app(library: Library) -> Starlette:
         message = f"no page at {request.url.path}" if exc.status_code == 404 else str(exc.detail)
         return render("error.html", exc.status_code, title=str(exc.detail), message=message)
 
-    routes = [Route(path, page(builder, template), methods=["GET"]) for path, builder, template in PAGES]
+    routes: list[BaseRoute] = [
+        Route(path, page(builder, template), methods=["GET"]) for path, builder, template in PAGES
+    ]
     routes += [Route("/favicon.ico", favicon, methods=["GET"]), Mount("/static", StaticFiles(directory=STATIC))]
+    # starlette types every handler as taking any Exception, though it calls this one with HTTPException only
+    handlers = {HTTPException: http_error}
     return Starlette(
-        routes=routes, middleware=[Middleware(SecurityHeaders)], exception_handlers={HTTPException: http_error}
+        routes=routes,
+        middleware=[Middleware(SecurityHeaders)],
+        exception_handlers=handlers,  # type: ignore[arg-type]
     )

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import openforge
-from openforge.core import CallRecord, Episode, Message, ParsedOutput
+from openforge.core import CallRecord, Episode, Message, ParsedOutput, ToolCall
 from openforge.store import TrajectoryStore, is_final
 from openforge.view.conversation import Turn, read_turns, reply_of
 from openforge.view.discover import discover
@@ -108,7 +108,7 @@ class _Builder:
             )
 
 
-def _tool_calls(calls) -> list[dict[str, Any]]:
+def _tool_calls(calls: list[ToolCall]) -> list[dict[str, Any]]:
     return [{"tool_call_id": tc.id, "function_name": tc.name, "arguments": tc.arguments} for tc in calls]
 
 
@@ -193,7 +193,7 @@ def trajectory(
         for c in sorted(calls, key=lambda c: c.index)
         if c.break_reason
     ]
-    task = meta.get("task") if isinstance(meta.get("task"), dict) else {}
+    task = meta.get("task")  # the task as the runner posted it (a mapping), if it did
     return _drop_none(
         {
             "schema_version": ATIF_VERSION,
@@ -246,7 +246,7 @@ def trajectory(
                         "reward": episode.reward,
                         "outcome": episode.outcome.value if episode.outcome else None,
                         "outcome_reason": episode.outcome_reason,
-                        "instruction": task.get("instruction"),
+                        "instruction": task.get("instruction") if isinstance(task, dict) else None,
                         "created_at": _iso(episode.created_at),
                         "ended_at": _iso(episode.ended_at),
                         "verifier": verifier,

@@ -32,8 +32,8 @@ def _ticks(lo: float, hi: float, count: int = 5, whole: bool = False) -> list[fl
     if hi <= lo:
         return [lo]
     if whole:  # counts and versions: whole-number ticks only
-        step = max(1, math.ceil((hi - lo) / (count - 1)))
-        return [float(v) for v in range(math.floor(lo), math.ceil(hi) + 1, step)]
+        every = max(1, math.ceil((hi - lo) / (count - 1)))
+        return [float(v) for v in range(math.floor(lo), math.ceil(hi) + 1, every)]
     step = (hi - lo) / (count - 1)
     return [lo + i * step for i in range(count)]
 

@@ -88,14 +88,15 @@ def read_turns(calls: list[CallRecord], tokens: TokenText | None = None) -> list
             turn.system, turn.tools = request.system, list(request.tools)
             turn.opens_segment = True
         else:
-            _continue(previous, turn)
+            _continue(previous, previous.request, turn, request)
         if not call.side_call:
             last_in_segment[call.segment] = turn
     return turns
 
 
-def _continue(previous: Turn, turn: Turn) -> None:
-    before, now = previous.request.messages, turn.request.messages
+def _continue(previous: Turn, asked_before: Conversation, turn: Turn, asked: Conversation) -> None:
+    """What `turn` (asking `asked`) adds to `previous`, the turn before it in its segment (asking `asked_before`)."""
+    before, now = asked_before.messages, asked.messages
     common = _common_prefix(before, now)
     start = common
     if common == len(before):
@@ -106,10 +107,10 @@ def _continue(previous: Turn, turn: Turn) -> None:
         turn.rewritten = True
     turn.new_messages = list(now[start:])
     turn.repeated = start
-    if turn.request.system != previous.request.system:
-        turn.system = turn.request.system
-    if [t.name for t in turn.request.tools] != [t.name for t in previous.request.tools]:
-        turn.tools = list(turn.request.tools)
+    if asked.system != asked_before.system:
+        turn.system = asked.system
+    if [t.name for t in asked.tools] != [t.name for t in asked_before.tools]:
+        turn.tools = list(asked.tools)
 
 
 def reply_of(turn: Turn) -> ParsedOutput | None:

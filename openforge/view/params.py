@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import overload
 from urllib.parse import urlencode
 
 from openforge.core.errors import RequestError
@@ -14,6 +15,11 @@ class BadParameter(RequestError, ValueError):
     pass
 
 
+# With a default, a parameter always has a value: the overloads say so to the pages that read it.
+@overload
+def text(params: Mapping[str, str], name: str, default: str) -> str: ...
+@overload
+def text(params: Mapping[str, str], name: str, default: None = None) -> str | None: ...
 def text(params: Mapping[str, str], name: str, default: str | None = None) -> str | None:
     value = params.get(name)
     if value is None or value == "":
@@ -30,6 +36,14 @@ def required(params: Mapping[str, str], name: str) -> str:
     return value
 
 
+@overload
+def integer(
+    params: Mapping[str, str], name: str, default: int, lo: int | None = None, hi: int | None = None
+) -> int: ...
+@overload
+def integer(
+    params: Mapping[str, str], name: str, default: None = None, lo: int | None = None, hi: int | None = None
+) -> int | None: ...
 def integer(
     params: Mapping[str, str], name: str, default: int | None = None, lo: int | None = None, hi: int | None = None
 ) -> int | None:

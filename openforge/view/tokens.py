@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from markupsafe import Markup
 
 from openforge.core import CallRecord, Episode, Sample
-from openforge.train.assemble import MODES, assemble, drop_reason
+from openforge.train.assemble import assemble, checked_mode, drop_reason
 from openforge.view.tokentext import TokenText
 
 # p = exp(logprob) at or above each bound → colour class b0 (sure) … b7 (a long shot)
@@ -52,13 +52,12 @@ def bucket(logprob: float) -> int:
 
 
 def token_view(episode: Episode, calls: list[CallRecord], tokens: TokenText | None, mode: str = "merged") -> TokenView:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    checked = checked_mode(mode)
     reason = drop_reason(episode)
     if reason is not None:
         return TokenView(mode, [], f"the trainer leaves this episode out ({reason.replace('_', ' ')})")
     # final_only=False: a retried attempt is shown too, with a note on the page that the trainer skips it
-    samples, _ = assemble([(episode, calls)], mode=mode, final_only=False)
+    samples, _ = assemble([(episode, calls)], mode=checked, final_only=False)
     by_index = {c.index: c for c in calls}
     views = [_sample_view(s, by_index, tokens) for s in samples]
     return TokenView(mode, views, None if views else "no call of this episode sampled a token to train on")

@@ -4,6 +4,7 @@ scores (its report's `heldout_pass_at_1` dict), and behaviour metrics (analysis.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +41,13 @@ def training(files: RunFiles) -> Training:
     return Training(steps, evals, by_policy)
 
 
-def _series(name: str, rows: list[dict[str, Any]], x: str, y: str, scale=None) -> Series:
+def _series(
+    name: str,
+    rows: list[dict[str, Any]],
+    x: str,
+    y: str,
+    scale: Callable[[dict[str, Any], float], float] | None = None,
+) -> Series:
     points = []
     for row in rows:
         xv, yv = _number(row.get(x)), _number(row.get(y))

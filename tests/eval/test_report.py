@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from openforge.core import FinishReason, Outcome
+from openforge.core import Episode, FinishReason, Outcome
 from openforge.eval.report import build_report, report_markdown
 from openforge.rollout import RolloutConfig, run_rollouts
 from openforge.store import TrajectoryStore
@@ -52,3 +52,18 @@ async def test_cut_and_unparsed_replies_are_named_in_the_report(local_ready, tmp
     text = report_markdown(report)
     assert "## Replies cut off or not parsed (1 cut off by a length cap, 2 not parsed)" in text
     assert f"- long-reply / react (sample 0): **failed** — {long['reason']}" in text
+
+
+def test_an_episode_without_a_harness_is_reported_under_a_question_mark(tmp_path):
+    """The runners name every episode's task and harness; the proxy's admin API and the store's own take either as
+    optional, and such an episode counts once graded (`openforge.store.final`). It is reported under "?" beside
+    the named ones, where a None key among names broke the report (sorting None beside str)."""
+    with TrajectoryStore.open(tmp_path / "run") as store:
+        for episode_id, task, harness, reward in (("a", "t", "react", 1.0), ("b", None, None, 0.0)):
+            store.create_episode(Episode(id=episode_id, key=f"key-{episode_id}", task=task, harness=harness))
+            outcome = Outcome.passed if reward else Outcome.failed
+            store.update_episode(episode_id, outcome=outcome, reward=reward)
+        report = build_report(store)
+    assert report["graded"] == 2
+    assert report["by_harness"]["react"]["episodes"] == 1 and report["by_harness"]["?"]["episodes"] == 1
+    assert report["by_task"]["t"]["passed"] == 1 and report["by_task"]["?"]["passed"] == 0

@@ -28,10 +28,11 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, register
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
 from openforge.rollout.outcome import agent_caused
 from openforge.train.assemble import assemble_episode
@@ -54,14 +55,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _row_field(row: dict[str, Any], key: str) -> Any:
-    value = row.get(key)
-    return value.item() if hasattr(value, "item") else value  # numpy scalars from veRL's batches
+def _row_field(row: Mapping[str, Any], key: str) -> Any:
+    """A dataset row's field as a plain value (veRL's batches hold numpy scalars)."""
+    value: Any = row.get(key)  # whatever veRL's batch holds: an int, a str, a numpy scalar, None
+    return value.item() if hasattr(value, "item") else value
 
 
 @register(AGENT_NAME)
 class OpenForgeAgentLoop(AgentLoopBase):
-    def __init__(self, *args, openforge: dict[str, Any] | None = None, **kwargs):
+    # veRL's constructor arguments (config, server manager, tokenizer, ...) pass through to its own class
+    def __init__(self, *args: Any, openforge: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if not self.config.trainer.get("use_v1", True):
             raise ValueError(
@@ -81,7 +84,8 @@ class OpenForgeAgentLoop(AgentLoopBase):
         self.limits = Limits(int(rollout.prompt_length), int(rollout.response_length))
         self.max_context = int(rollout.get("max_model_len") or self.limits.prompt_length + self.limits.response_length)
 
-    async def run(self, sampling_params: dict[str, Any], **row) -> list:
+    # veRL 0.9.1's base class declares one output; its v1 trainer takes a list (the module docstring)
+    async def run(self, sampling_params: dict[str, Any], **row: Any) -> list[AgentLoopOutput]:  # type: ignore[override]
         runtime = await worker_runtime(self.settings, self.model_dir, self.max_context)
         info = _plain(row.get("extra_info")) or {}
         harness = info.get("harness")
@@ -104,7 +108,7 @@ class OpenForgeAgentLoop(AgentLoopBase):
         )
         return self._outputs(runtime, done, metadata["step"], time.monotonic() - t0)
 
-    def _outputs(self, runtime: WorkerRuntime, done: EpisodeRun, step: int, elapsed_s: float) -> list:
+    def _outputs(self, runtime: WorkerRuntime, done: EpisodeRun, step: int, elapsed_s: float) -> list[AgentLoopOutput]:
         counters = runtime.counters
         counters["episodes"] += 1
         outcome = done.result.outcome

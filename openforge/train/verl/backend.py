@@ -17,8 +17,9 @@ the harness's request as the proxy clamped it. Logprobs are always asked for: th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openforge.core import FinishReason, SamplingParams
 from openforge.inference.base import (
@@ -29,13 +30,25 @@ from openforge.inference.base import (
     clamp_max_tokens,
 )
 
+if TYPE_CHECKING:
+    from verl.workers.rollout.replica import TokenOutput
+
+
+class ServerClient(Protocol):
+    """What this backend uses of veRL's server client (`LLMServerClient`, the agent loop's `server_manager`)."""
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any]
+    ) -> TokenOutput: ...
+
+
 #: the keys of veRL's per-rollout sampling params this backend forwards (AgentLoopWorker.generate_sequences)
 VERL_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "repetition_penalty")
 
 
 @dataclass
 class Binding:
-    client: Any  # veRL's LLMServerClient (or anything with its `generate` signature)
+    client: ServerClient
     sampling_params: dict[str, Any]
 
 
@@ -52,7 +65,7 @@ class VerlServerBackend(Backend):
     def max_context(self) -> int:
         return self._max_context
 
-    def bind(self, episode_id: str, client, sampling_params: dict[str, Any]) -> None:
+    def bind(self, episode_id: str, client: ServerClient, sampling_params: Mapping[str, Any]) -> None:
         self._bindings[episode_id] = Binding(client, dict(sampling_params))
 
     def unbind(self, episode_id: str) -> None:
@@ -91,7 +104,7 @@ class VerlServerBackend(Backend):
             raise BackendError(f"veRL server: {type(e).__name__}: {e}") from e
         return self._result(out, max_tokens, set(params["stop_token_ids"]))
 
-    def _result(self, out, max_tokens: int, stop_ids: set[int]) -> GenerationResult:
+    def _result(self, out: TokenOutput, max_tokens: int, stop_ids: set[int]) -> GenerationResult:
         if out.stop_reason in ("aborted", "abort"):
             raise BackendError("veRL aborted the request (weights were being updated?)")
         ids = [int(t) for t in out.token_ids]

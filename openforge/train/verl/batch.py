@@ -17,12 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from openforge.core import Sample
 from openforge.store import NotARunError, TrajectoryStore
+
+if TYPE_CHECKING:
+    from verl.protocol import DataProto
 
 
 def _check(samples: Sequence[Sample]) -> None:
@@ -36,7 +40,7 @@ def _check(samples: Sequence[Sample]) -> None:
             )
 
 
-def samples_to_dataproto(samples: Sequence[Sample], pad_token_id: int):
+def samples_to_dataproto(samples: Sequence[Sample], pad_token_id: int) -> DataProto:
     """One DataProto row per sample (see the module docstring)."""
     from verl.protocol import DataProto
     from verl.utils.model import compute_position_id_with_mask
@@ -83,17 +87,17 @@ def samples_to_dataproto(samples: Sequence[Sample], pad_token_id: int):
 
 def export_run_dataproto(
     run_dir: str | Path, out: str | Path, *, mode: str = "merged", pad_token_id: int | None = None
-) -> tuple[int, dict]:
+) -> tuple[int, dict[str, Any]]:
     """Assemble a recorded run (`mode`: merged or per-call) and save it with `DataProto.save_to_disk`.
     `pad_token_id`: default, the pad id of the run's model directory (from the run's rollout info).
     Returns (rows written, assembly metrics summary)."""
-    from openforge.train.assemble import assemble_run
+    from openforge.train.assemble import assemble_run, checked_mode
 
     run_dir = Path(run_dir)
     if not (run_dir / "trajectories.db").is_file():
         raise NotARunError(f"{run_dir} holds no trajectories.db: is it a run directory?")
     with TrajectoryStore.open(run_dir) as store:
-        samples, metrics = assemble_run(store, mode=mode)
+        samples, metrics = assemble_run(store, mode=checked_mode(mode))
         if pad_token_id is None:
             pad_token_id = _run_pad_token_id(store)
     batch = samples_to_dataproto(samples, pad_token_id)

@@ -17,19 +17,22 @@ beats training on one: docs/design.md, "What the reference system found").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openforge.core.errors import ConfigurationError
 from openforge.train.verl import AGENT_NAME
 
+if TYPE_CHECKING:
+    from openforge.tasks import Task
 
-def dataset_rows(tasks, harnesses: Sequence[str]) -> list[dict[str, Any]]:
+
+def dataset_rows(tasks: Iterable[Task], harnesses: Sequence[str]) -> list[dict[str, Any]]:
     """The rows for `tasks` (loaded `Task`s) × `harnesses`, task-major."""
     if not harnesses:
         raise ValueError("no harness given: pass at least one (e.g. --harness react,claude-code)")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for task in tasks:
         for harness in harnesses:
             rows.append(

@@ -4,9 +4,12 @@ rest, its mask and rollout logprobs), cut to the rollout's prompt / response len
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openforge.core import Sample
+
+if TYPE_CHECKING:
+    from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
 
 @dataclass
@@ -17,12 +20,14 @@ class Limits:
 
 @dataclass
 class Converted:
-    outputs: list = field(default_factory=list)
+    outputs: list[AgentLoopOutput] = field(default_factory=list)
     over_prompt_length: int = 0  # samples left out: their prompt does not fit rollout.prompt_length
     responses_cut: int = 0  # samples whose response was cut at rollout.response_length
 
 
-def sample_to_output(sample: Sample, limits: Limits, metrics: dict[str, Any], extra: dict[str, Any]):
+def sample_to_output(
+    sample: Sample, limits: Limits, metrics: dict[str, Any], extra: dict[str, Any]
+) -> AgentLoopOutput | None:
     """One `AgentLoopOutput`, or None when the prompt is longer than `limits.prompt_length` (veRL would cut
     its start, and the trained tokens would be conditioned on a context they were not sampled in)."""
     from verl.experimental.agent_loop.agent_loop import (

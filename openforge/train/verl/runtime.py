@@ -15,6 +15,7 @@ import shutil
 import socket
 import tempfile
 from collections import Counter
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,8 @@ from openforge.rollout.outcome import AttemptResult, record_outcome
 from openforge.rollout.sandbox_choice import choose_sandbox
 from openforge.sandbox import SandboxProvider, get_provider
 from openforge.tasks import ImageMap, Task, load_task, load_tasks
-from openforge.train.verl.backend import VerlServerBackend
+from openforge.train.stored import stored_episode
+from openforge.train.verl.backend import ServerClient, VerlServerBackend
 from openforge.train.verl.config import VerlLoopConfig
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,13 @@ class WorkerRuntime:
         return load_task(task_path)
 
     async def run_episode(
-        self, task: Task, harness: str, sample: int, client, sampling_params: dict, metadata: dict[str, Any]
+        self,
+        task: Task,
+        harness: str,
+        sample: int,
+        client: ServerClient,
+        sampling_params: Mapping[str, Any],
+        metadata: Mapping[str, Any],
     ) -> EpisodeRun:
         """One graded episode (retrying infrastructure failures up to `max_attempts`), its calls sampled by
         veRL's `client` with `sampling_params`; `metadata` (veRL's uid, step, ...) is added to the episode's."""
@@ -100,7 +108,7 @@ class WorkerRuntime:
         finally:
             for episode_id in bound:
                 self.backend.unbind(episode_id)
-        episode = store.get_episode(result.episode_id)
+        episode = stored_episode(store, result.episode_id)
         return EpisodeRun(result, episode, store.list_calls(episode.id), attempt + 1)
 
     async def close(self) -> None:
