@@ -10,6 +10,7 @@ from openforge.config import ConfigError, validate_config
 from openforge.core.similarity import ShingleIndex, similarity
 from openforge.curate import CurateConfig
 from openforge.curate.files import TASK_FILES, problems, read_task_files, without_own_keys, write_task_dir
+from openforge.curate.generators import GeneratorError, make_generator
 from openforge.curate.hacks import mentioned_paths
 from openforge.curate.ledger import Candidate
 from openforge.curate.model_generator import parse_files, render_files
@@ -110,3 +111,14 @@ def test_config_errors_name_the_field_and_the_fix():
     assert "solver.harness" in invalid(
         {"generator": "scripted:x.py", "topics": ["t"], "solver": {"backend": "oracle", "harness": "clod"}}
     )
+
+
+def test_a_scripted_generator_must_be_a_python_file(tmp_path):
+    """Python imports only .py files by path: a script under another name is refused with the fix, not an
+    AttributeError from importlib."""
+    script = tmp_path / "generator.txt"
+    script.write_text("def propose(request):\n    return None\n")
+    with pytest.raises(GeneratorError, match=r"generator\.txt is not a Python file: name it NAME\.py"):
+        make_generator(f"scripted:{script}")
+    renamed = script.rename(tmp_path / "generator.py")
+    assert make_generator(f"scripted:{renamed}").name == f"scripted:{renamed}"
