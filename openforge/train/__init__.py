@@ -4,8 +4,8 @@ The pipeline (`openforge train`; `openforge quickstart` runs it on the preset in
 `pipeline.py` runs the stages — `teacher.py` (teacher episodes), `sft_stage.py` (SFT and its same-compute
 control), `rl_stage.py` (GRPO steps), `evaluation.py` (held-out pass@1) — sharing a `context.RunContext`;
 `data.py` draws and splits the tasks, `serving.py` starts the proxy and the sandboxes, `records.py` defines
-the steps.jsonl / evals.jsonl records, `report.py` and `plots.py` write the report, `progress.py` the
-phases and bars."""
+the steps.jsonl / evals.jsonl records, `stored.py` reads back the episodes a stage ran, `report.py` and
+`plots.py` write the report, `progress.py` the phases and bars."""
 
 import importlib
 from typing import TYPE_CHECKING
