@@ -29,9 +29,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from transformers import DynamicCache
 
 from openforge.core import FinishReason, SamplingParams
 from openforge.inference import kv as kvlib
@@ -39,9 +40,14 @@ from openforge.inference.base import BackendError, GenerationResult
 from openforge.inference.sampling import sample_token
 from openforge.inference.stopping import StopChecker
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 log = logging.getLogger(__name__)
 
-Deliver = Callable[[Any], None]  # called from the engine thread with a result or an exception
+# Called from the engine thread with a job's result (a weight swap's new policy version) or an exception.
+DeliverResult = Callable[[GenerationResult | BaseException], None]
+DeliverVersion = Callable[[int | BaseException], None]
 
 
 @dataclass(eq=False)
@@ -51,7 +57,7 @@ class Job:
     stopper: StopChecker
     generator: torch.Generator
     cache_key: str  # where this job's final cache is kept for the next call ("" = not kept)
-    deliver: Deliver
+    deliver: DeliverResult
     on_token: Callable[[int, float], None] | None = None  # streaming: called per sampled token (engine thread)
     cancelled: bool = False
     before_swap: bool = False  # queued before a pending weight swap: runs under the old weights
@@ -59,8 +65,8 @@ class Job:
     logprobs: list[float] = field(default_factory=list)
     policy_version: int = 0
     # prefill progress
-    cache: Any = None  # DynamicCache while reading a long prompt in chunks
-    prefix_kv: Any = None  # the cached prefix found for a short prompt, until it is read
+    cache: DynamicCache | None = None  # while reading a long prompt in chunks
+    prefix_kv: kvlib.KV | None = None  # the cached prefix found for a short prompt, until it is read
     prompt_done: int = 0
     reused: int = 0
     # timings (perf_counter seconds)
@@ -72,19 +78,22 @@ class Job:
 @dataclass(eq=False)
 class WeightSwap:
     state_dict: dict[str, torch.Tensor]
-    deliver: Deliver
+    deliver: DeliverVersion
 
 
 class _Stop:
     pass
 
 
-def cache_argument(model) -> str:
+_CACHE_ARGUMENTS: dict[type, str] = {}  # by model class, found once
+
+
+def cache_argument(model: torch.nn.Module) -> str:
     """The forward() keyword for the KV cache: `cache` in transformers 5, `past_key_values` before."""
-    name = getattr(model, "_openforge_cache_argument", None)
+    name = _CACHE_ARGUMENTS.get(type(model))
     if name is None:
         name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        model._openforge_cache_argument = name
+        _CACHE_ARGUMENTS[type(model)] = name
     return name
 
 
@@ -99,17 +108,22 @@ class DecodeBatch:
 
     SPARE_COLUMNS = 64  # room for this many decode steps before the buffers are widened
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.jobs: list[Job] = []
         self.lengths: list[int] = []  # real (unpadded) tokens in each row's cache
-        self.cache = None  # DynamicCache of BufferedLayers, kept across steps
+        self.layers: list[kvlib.BufferedLayer] = []  # kept across steps
+        self.cache: DynamicCache | None = None  # made of `layers` (None while there are none)
 
     def __len__(self) -> int:
         return len(self.jobs)
 
     @property
     def width(self) -> int:
-        return self.cache.layers[0].length if self.cache is not None else 0
+        return self.layers[0].length if self.layers else 0
+
+    def _use(self, layers: list[kvlib.BufferedLayer]) -> None:
+        self.layers = layers
+        self.cache = kvlib.cache_of(layers) if layers else None
 
     def add(self, arrivals: list[tuple[Job, kvlib.KV]]) -> None:
         """Add jobs with their own (unpadded, one-row) caches."""
@@ -117,7 +131,7 @@ class DecodeBatch:
             return
         new_lengths = [kvlib.kv_length(job_kv) for _, job_kv in arrivals]
         rows, width = len(self.jobs), self.width
-        layers = self.cache.layers if self.cache is not None else []
+        layers = self.layers
         if layers and max(new_lengths) <= width and rows + len(arrivals) <= layers[0].key_buffer.shape[0]:
             for i, layer in enumerate(layers):
                 for r, ((_, job_kv), n) in enumerate(zip(arrivals, new_lengths), start=rows):
@@ -127,11 +141,13 @@ class DecodeBatch:
                 layer.view(rows + len(arrivals), width)
         else:
             current = [[(layer.keys, layer.values) for layer in layers]] if layers else []
-            self.cache = kvlib.buffered_cache(
-                current + [job_kv for _, job_kv in arrivals],
-                max(width, *new_lengths),
-                spare_rows=(rows + len(arrivals)) // 4,
-                spare_columns=self.SPARE_COLUMNS,
+            self._use(
+                kvlib.buffered_layers(
+                    current + [job_kv for _, job_kv in arrivals],
+                    max(width, *new_lengths),
+                    spare_rows=(rows + len(arrivals)) // 4,
+                    spare_columns=self.SPARE_COLUMNS,
+                )
             )
         self.jobs.extend(job for job, _ in arrivals)
         self.lengths.extend(new_lengths)
@@ -140,7 +156,7 @@ class DecodeBatch:
         """Take jobs out; returns each with its own unpadded cache (for the prefix cache)."""
         if not leaving:
             return []
-        layers, width = self.cache.layers, self.width
+        layers, width = self.layers, self.width
         current = [(layer.keys, layer.values) for layer in layers]
         gone = [i for i, job in enumerate(self.jobs) if job in leaving]
         out = [(self.jobs[i], kvlib.row(current, i, width - self.lengths[i])) for i in gone]
@@ -164,15 +180,16 @@ class DecodeBatch:
             layer.view(rows, width)
         unused = width - max(self.lengths)  # padding columns no remaining row needs
         if unused > width // 2:
-            kept = [(k[:, :, unused:], v[:, :, unused:]) for k, v in kvlib.from_dynamic_cache(self.cache)]
-            self.cache = kvlib.buffered_cache([kept], width - unused, spare_columns=self.SPARE_COLUMNS)
+            kept = [(layer.keys[:, :, unused:], layer.values[:, :, unused:]) for layer in layers]
+            self._use(kvlib.buffered_layers([kept], width - unused, spare_columns=self.SPARE_COLUMNS))
         return out
 
     def clear(self) -> list[Job]:
-        jobs, self.jobs, self.lengths, self.cache = self.jobs, [], [], None
+        jobs, self.jobs, self.lengths = self.jobs, [], []
+        self._use([])
         return jobs
 
-    def step(self, model) -> torch.Tensor:
+    def step(self, model: PreTrainedModel) -> torch.Tensor:
         """Feed each row's newest token; returns next-token logits, shape (rows, vocab), float32."""
         width = self.width
         lengths = torch.tensor(self.lengths, dtype=torch.long)
@@ -191,7 +208,7 @@ class DecodeBatch:
 class Engine:
     def __init__(
         self,
-        model,
+        model: PreTrainedModel,
         prefix_cache: kvlib.PrefixCache,
         max_batch: int = 16,
         prefill_chunk: int = 1024,
@@ -207,7 +224,7 @@ class Engine:
         self.prefill_chunk = prefill_chunk
         self.batched_prefill = batched_prefill
         self.policy_version = policy_version
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Job | WeightSwap | _Stop | None] = queue.SimpleQueue()
         self._waiting: deque[Job] = deque()
         self._prefilling: deque[Job] = deque()
         self._batch = DecodeBatch()
@@ -300,7 +317,7 @@ class Engine:
             job.policy_version = self.policy_version
             self._prefilling.append(job)
 
-    def _guarded(self, step, jobs: list[Job], *args) -> None:
+    def _guarded(self, step: Callable[..., None], jobs: list[Job], *args: object) -> None:
         try:
             step(*args)
         except Exception as exc:  # a failed forward pass fails its jobs, not the engine
