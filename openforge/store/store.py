@@ -26,6 +26,7 @@ from typing import Any
 
 import openforge
 from openforge.core import CallRecord, Episode, EpisodeState, Outcome
+from openforge.core.json_types import JSONObject
 from openforge.store import queries
 from openforge.store.calls import CallTable
 from openforge.store.connection import DEFAULT_BUSY_TIMEOUT_S, ConnectionPool, enable_wal, write_transaction
@@ -143,7 +144,7 @@ class TrajectoryStore:
 
     # ---- run metadata ----------------------------------------------------------------------------------
 
-    def set_run_info(self, info: Mapping[str, Any]) -> None:
+    def set_run_info(self, info: Mapping[str, object]) -> None:
         """Merge `info` into the run's metadata (keys not named are kept). Values must be JSON-serializable."""
         rows = [(str(k), to_json(v, f"run info {k!r}")) for k, v in info.items()]
         conn = self._conn()
@@ -155,6 +156,7 @@ class TrajectoryStore:
             )
 
     def get_run_info(self) -> dict[str, Any]:
+        """The run's metadata (JSON values; typed Any until its readers narrow what they read, e.g. train/verl)."""
         rows = self._conn().execute("SELECT key, value FROM run_info ORDER BY key").fetchall()
         return {k: json.loads(v) for k, v in rows}
 
@@ -186,7 +188,7 @@ class TrajectoryStore:
         row = self._conn().execute(f"{_EPISODE_SELECT} WHERE key = ?", (key,)).fetchone()
         return row_to_episode(row) if row else None
 
-    def update_episode(self, episode_id: str, **fields: Any) -> Episode:
+    def update_episode(self, episode_id: str, **fields: object) -> Episode:
         """Change some of `state`, `outcome`, `outcome_reason`, `reward`, `ended_at`, `metadata` (replaced
         whole) and return the updated episode. Values are validated as `Episode` fields."""
         unknown = set(fields) - UPDATABLE_EPISODE_FIELDS
@@ -233,7 +235,7 @@ class TrajectoryStore:
     def count_episodes(self) -> int:
         return int(self._conn().execute("SELECT count(*) FROM episodes").fetchone()[0])
 
-    def record_verifier_result(self, episode_id: str, reward: float | None, details: Mapping[str, Any]) -> None:
+    def record_verifier_result(self, episode_id: str, reward: float | None, details: Mapping[str, object]) -> None:
         """Store what the verifier reported and set the episode's reward, in one transaction."""
         conn = self._conn()
         with write_transaction(conn):
@@ -245,7 +247,7 @@ class TrajectoryStore:
                 (episode_id, reward, to_json(dict(details), "verifier details"), time.time()),
             )
 
-    def get_verifier_result(self, episode_id: str) -> dict[str, Any] | None:
+    def get_verifier_result(self, episode_id: str) -> JSONObject | None:
         """`{"reward", "details", "recorded_at"}` as recorded, or None."""
         row = (
             self._conn()
