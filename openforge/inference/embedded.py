@@ -28,7 +28,8 @@ from openforge.inference.base import (
     check_token_ids,
     clamp_max_tokens,
 )
-from openforge.inference.engine import DeliverResult, Engine, Job, WeightSwap
+from openforge.inference.decode_batch import DeliverResult, Job
+from openforge.inference.engine import Engine, WeightSwap
 from openforge.inference.sampling import seeded_generator
 from openforge.inference.stopping import StopChecker
 
