@@ -3,9 +3,9 @@ backend is handed with every call of that episode (`GenerationContext.task`, as 
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from openforge.core.json_types import JSONObject
 
 
 class TaskPayload(BaseModel):
@@ -31,12 +31,12 @@ class TaskPayload(BaseModel):
     # for the behaviour analytics' tool coverage; None: not declared (the oracle's episode stands in)
     required_tools: tuple[str, ...] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The stored form (every field present, `None` where unset)."""
         return self.model_dump(mode="json")
 
     @classmethod
-    def from_json(cls, data: Any) -> TaskPayload | None:
+    def from_json(cls, data: object) -> TaskPayload | None:
         """The payload stored with an episode. An orchestrator of its own may post any JSON task through the
         admin API: its known fields are read (`id`, else `name`) and the rest ignored; None for a bare task
         name or fields of the wrong type."""

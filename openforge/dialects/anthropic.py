@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from openforge.core import Conversation, ToolCall, ToolSpec
+from openforge.core.json_types import JSONObject
 from openforge.dialects import wire
 from openforge.dialects.anthropic_output import MessageStream, message_body, request_body
 from openforge.dialects.base import (
@@ -288,8 +289,9 @@ class AnthropicMessages(Dialect):
         offered = ToolSet()
         for tool, path in wire.each_object(data, "tools"):
             kind = wire.opt_str(tool, "type", path)
-            if kind not in (None, "custom"):
-                offered.dropped.append(tool.get("name") if isinstance(tool.get("name"), str) else kind)
+            if kind is not None and kind != "custom":
+                label = tool.get("name")
+                offered.dropped.append(label if isinstance(label, str) else kind)
                 continue  # a server tool (web search, hosted bash, ...): nothing here can run it
             name = offered.claim(wire.req_str(tool, "name", path, nonempty=True), wire.at(path, "name"))
             schema = tool.get("input_schema")
@@ -379,7 +381,7 @@ class AnthropicMessages(Dialect):
         return schema
 
     # ---- canonical → response -----------------------------------------------------------------------
-    def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
+    def encode(self, reply: Reply, request: DecodedRequest) -> JSONObject:
         return message_body(reply)
 
     def stream_encoder(
@@ -387,10 +389,10 @@ class AnthropicMessages(Dialect):
     ) -> StreamEncoder:
         return MessageStream(start, request, chunk_chars)
 
-    def encode_count(self, input_tokens: int) -> dict[str, Any]:
+    def encode_count(self, input_tokens: int) -> JSONObject:
         return {"input_tokens": input_tokens}
 
-    def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
+    def error(self, err: DialectError) -> tuple[int, JSONObject]:
         status, kind = _ERROR_TYPES[err.kind]
         return status, {"type": "error", "error": {"type": kind, "message": err.message}}
 
@@ -399,7 +401,7 @@ class AnthropicMessages(Dialect):
         return wire.sse(body, "error")
 
     # ---- response → canonical (a client of an upstream model) -----------------------------------------
-    def decode_reply(self, body: bytes | dict[str, Any]) -> DecodedReply:
+    def decode_reply(self, body: bytes | JSONObject) -> DecodedReply:
         data = body if isinstance(body, dict) else wire.parse_body(body)
         content = wire.req_list(data, "content", "")
         builder = ConversationBuilder()  # the reply, read as the assistant turn of a history
@@ -413,5 +415,7 @@ class AnthropicMessages(Dialect):
         )
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
-    def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
+    def encode_request(
+        self, conversation: Conversation, *, model: str = "openforge", stream: bool = False
+    ) -> JSONObject:
         return request_body(conversation, model=model, stream=stream)

@@ -193,8 +193,8 @@ def wire_messages(conversation: Conversation) -> list[dict[str, Any]]:
             out.append({"role": "assistant", "content": assistant_blocks(message)})
         else:
             out.append({"role": message.role, "content": [{"type": "text", "text": message.content}]})
-    for wire in out:
-        wire.pop("_results", None)
+    for entry in out:
+        entry.pop("_results", None)
     return out
 
 

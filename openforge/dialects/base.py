@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from openforge.core import Conversation, FinishReason, Message, ParsedOutput
+from openforge.core.json_types import JSONObject
 from openforge.dialects import wire
 from openforge.dialects.errors import DialectError
 
@@ -194,7 +195,7 @@ class Dialect(abc.ABC):
         """
 
     @abc.abstractmethod
-    def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
+    def encode(self, reply: Reply, request: DecodedRequest) -> JSONObject:
         """The non-streaming response body."""
 
     @abc.abstractmethod
@@ -221,7 +222,7 @@ class Dialect(abc.ABC):
         return events + encoder.finish(reply)
 
     @abc.abstractmethod
-    def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
+    def error(self, err: DialectError) -> tuple[int, JSONObject]:
         """HTTP status and body of an error, in this dialect's own error shape."""
 
     @abc.abstractmethod
@@ -229,7 +230,7 @@ class Dialect(abc.ABC):
         """An error as SSE, for a stream whose 200 status is already sent. `response_id` is used by
         dialects whose in-stream error carries a response object (Responses)."""
 
-    def decode_reply(self, body: bytes | dict[str, Any]) -> DecodedReply:
+    def decode_reply(self, body: bytes | JSONObject) -> DecodedReply:
         """A non-streaming response body of this API (what `encode` writes) back in canonical form, for a client
         of an upstream model. The reply is read as the assistant turn a client sends back in its history, by
         the request decoder: one reading of the format. Raises `DialectError` naming the field at fault."""
@@ -249,12 +250,14 @@ class Dialect(abc.ABC):
             model=model or "",
         )
 
-    def encode_count(self, input_tokens: int) -> dict[str, Any]:
+    def encode_count(self, input_tokens: int) -> JSONObject:
         """The answer to a token-count request (served on `count_routes`)."""
         raise NotImplementedError(f"the {self.name} dialect has no token-count endpoint")
 
     @abc.abstractmethod
-    def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
+    def encode_request(
+        self, conversation: Conversation, *, model: str = "openforge", stream: bool = False
+    ) -> JSONObject:
         """The request body a client of this dialect would send for `conversation` (tests, teachers)."""
 
     def _decoded(self, data: dict[str, Any], conversation: Conversation, **facts: Any) -> DecodedRequest:

@@ -7,7 +7,8 @@ every other client gets OpenAI's `{"object": "list", "data": [...]}`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+from openforge.core.json_types import JSONObject, JSONValue
 
 MODELS_ROUTE = "/v1/models"
 
@@ -17,8 +18,9 @@ def is_anthropic_client(headers: Mapping[str, str]) -> bool:
     return "anthropic-version" in headers
 
 
-def model_list(model: str, *, anthropic: bool, created: int = 0, **extra: Any) -> dict[str, Any]:
+def model_list(model: str, *, anthropic: bool, created: int = 0, **extra: JSONValue) -> JSONObject:
     """The listing of the one model served; `extra` adds fields to an OpenAI entry (vLLM's `max_model_len`)."""
+    entry: JSONObject
     if anthropic:
         entry = {"type": "model", "id": model, "display_name": model, "created_at": "2026-01-01T00:00:00Z"}
         return {"data": [entry], "has_more": False, "first_id": model, "last_id": model}

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from openforge.core import Conversation, Message, ToolCall, ToolSpec
+from openforge.core.json_types import JSONObject
 from openforge.dialects import openai_common, wire
 from openforge.dialects.base import (
     AUDIO_PLACEHOLDER,
@@ -230,7 +231,7 @@ class ChatCompletions(Dialect):
         )
 
     # ---- canonical → response -----------------------------------------------------------------------
-    def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
+    def encode(self, reply: Reply, request: DecodedRequest) -> JSONObject:
         out = reply.output
         message: dict[str, Any] = {
             "role": "assistant",
@@ -257,7 +258,7 @@ class ChatCompletions(Dialect):
     ) -> StreamEncoder:
         return _ChunkStream(start, request, chunk_chars)
 
-    def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
+    def error(self, err: DialectError) -> tuple[int, JSONObject]:
         return openai_common.openai_error(err, context_param="messages")
 
     def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
@@ -266,7 +267,7 @@ class ChatCompletions(Dialect):
         return wire.sse(body)
 
     # ---- response → canonical (a client of an upstream model) -----------------------------------------
-    def decode_reply(self, body: bytes | dict[str, Any]) -> DecodedReply:
+    def decode_reply(self, body: bytes | JSONObject) -> DecodedReply:
         data = body if isinstance(body, dict) else wire.parse_body(body)
         choices = wire.req_list(data, "choices", "")
         if not choices:
@@ -285,7 +286,9 @@ class ChatCompletions(Dialect):
         )
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
-    def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
+    def encode_request(
+        self, conversation: Conversation, *, model: str = "openforge", stream: bool = False
+    ) -> JSONObject:
         s = conversation.sampling
         messages: list[dict[str, Any]] = []
         if conversation.system is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
+from openforge.core.json_types import JSONObject
 from openforge.dialects import wire
 from openforge.dialects.errors import DialectError
 
@@ -27,10 +28,15 @@ _OPENAI_ERRORS: dict[str, tuple[int, str, str | None]] = {
 }
 
 
-def openai_error(err: DialectError, *, context_param: str) -> tuple[int, dict[str, Any]]:
+def openai_error(err: DialectError, *, context_param: str) -> tuple[int, JSONObject]:
     status, kind, code = _OPENAI_ERRORS[err.kind]
     param = err.param if err.param is not None else (context_param if err.kind == "prompt_too_long" else None)
     return status, {"error": {"message": err.message, "type": kind, "param": param, "code": code}}
+
+
+def openai_error_code(err: DialectError) -> str | None:
+    """The `code` of `err`'s error object (None for a plain invalid request)."""
+    return _OPENAI_ERRORS[err.kind][2]
 
 
 def tool_choice(data: dict) -> str | dict[str, Any]:

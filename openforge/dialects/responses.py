@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openforge.core import Conversation, Message, ToolCall, ToolSpec
+from openforge.core.json_types import JSONObject
 from openforge.dialects import openai_common, wire
 from openforge.dialects.base import (
     AUDIO_PLACEHOLDER,
@@ -245,14 +246,14 @@ class OpenAIResponses(Dialect):
                         wire.at(path, "role"), f"must be 'user', 'assistant', 'system' or 'developer', got {role!r}"
                     )
             elif kind == "reasoning":
-                text = self._reasoning_text(item, path)
-                if text is None:
+                reasoning = self._reasoning_text(item, path)
+                if reasoning is None:
                     continue  # reasoning we cannot read (another provider's encrypted blob)
                 if turn is None or turn.has_text or turn.message.tool_calls:
-                    turn = _OpenTurn(builder.assistant(reasoning=text, param=path))
+                    turn = _OpenTurn(builder.assistant(reasoning=reasoning, param=path))
                 else:
                     previous = turn.message.reasoning
-                    turn.message.reasoning = text if previous is None else previous + BLOCK_SEPARATOR + text
+                    turn.message.reasoning = reasoning if previous is None else previous + BLOCK_SEPARATOR + reasoning
                 continue
             elif kind in ("function_call", "custom_tool_call"):
                 call = self._call(item, kind, path, routes, top_level)
@@ -341,7 +342,7 @@ class OpenAIResponses(Dialect):
         return openai_common.response_format(fmt, "text.format", json_schema)
 
     # ---- canonical → response -----------------------------------------------------------------------
-    def encode(self, reply: Reply, request: DecodedRequest) -> dict[str, Any]:
+    def encode(self, reply: Reply, request: DecodedRequest) -> JSONObject:
         return completed_response(reply, request)
 
     def stream_encoder(
@@ -349,14 +350,13 @@ class OpenAIResponses(Dialect):
     ) -> StreamEncoder:
         return EventStream(start, request, chunk_chars)
 
-    def error(self, err: DialectError) -> tuple[int, dict[str, Any]]:
+    def error(self, err: DialectError) -> tuple[int, JSONObject]:
         return openai_common.openai_error(err, context_param="input")
 
     def error_stream(self, err: DialectError, *, response_id: str | None = None) -> bytes:
         """`response.created` then `response.failed` with the error's code — Codex reads `code`
         (`context_length_exceeded` → compaction, `server_error` → retry, `invalid_prompt` → give up)."""
-        _, body = self.error(err)
-        code = body["error"]["code"] or ("invalid_prompt" if err.status < 500 else "server_error")
+        code = openai_common.openai_error_code(err) or ("invalid_prompt" if err.status < 500 else "server_error")
         base = {
             "id": response_id or f"{self.reply_id_prefix}error",
             "object": "response",
@@ -377,7 +377,9 @@ class OpenAIResponses(Dialect):
         return event("response.created", {"response": base}) + event("response.failed", {"response": failed})
 
     # ---- canonical → request (tests, teachers) ------------------------------------------------------
-    def encode_request(self, conversation: Conversation, *, model: str = "openforge", stream: bool = False) -> dict:
+    def encode_request(
+        self, conversation: Conversation, *, model: str = "openforge", stream: bool = False
+    ) -> JSONObject:
         s = conversation.sampling
         body: dict[str, Any] = {"model": model, "input": _input_items(conversation)}
         if conversation.system is not None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from pydantic import ValidationError
 
 from openforge.core import SamplingParams
 from openforge.dialects.errors import DialectError
@@ -301,7 +303,7 @@ def sampling_params(
     try:
         return SamplingParams(**given)
     except ValueError as e:  # pydantic's ValidationError is a ValueError
-        errors = getattr(e, "errors", lambda: [])()
+        errors = e.errors() if isinstance(e, ValidationError) else []
         field = str(errors[0]["loc"][0]) if errors else ""
         message = errors[0]["msg"] if errors else str(e)
         raise bad(names.get(field, field), message) from None
@@ -323,12 +325,12 @@ def sampling_fields(s: SamplingParams, *, stop: str | None, top_k: bool = True, 
     return fields
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     """Compact JSON, non-ASCII kept as is (what the APIs send)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
+def sse(data: Mapping[str, object] | str, event: str | None = None) -> bytes:
     """One server-sent event. JSON escapes newlines, so a single `data:` line is always enough."""
     payload = data if isinstance(data, str) else dumps(data)
     head = f"event: {event}\n" if event else ""

@@ -17,6 +17,7 @@ Heavy modules (torch, transformers) are imported only by the backends that need 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from openforge.inference.base import (
     Backend,
@@ -33,14 +34,18 @@ from openforge.inference.base import (
 )
 from openforge.inference.message import MESSAGE_LEVEL, MessageBackend, MessageResult
 
+if TYPE_CHECKING:
+    from openforge.models import ModelDir
+
 SPEC_FORMS = "embedded, vllm:URL, sglang:URL, scripted:FILE, oracle, openai:URL, anthropic:URL"
 MESSAGE_LEVEL_KINDS = ("openai", "anthropic")
 
 
-def make_backend(spec: str, model_dir=None, **options) -> Backend:
+def make_backend(spec: str, model_dir: str | Path | ModelDir | None = None, **given: object) -> Backend:
     """A backend from `spec` (one of SPEC_FORMS). `model_dir` (a path or ModelDir) is needed by `embedded`
-    and `scripted` and gives the remote ones their default context length. `options` go to the backend's
-    constructor (e.g. seed=0 for embedded, timeout=60 for vllm)."""
+    and `scripted` and gives the remote ones their default context length. `given` options go to the backend's
+    constructor (e.g. seed=0 for embedded, timeout=60 for vllm), which checks them."""
+    options: dict[str, Any] = dict(given)  # passed through: each backend's constructor names its own
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
     if kind == "embedded" and not arg:
@@ -76,20 +81,20 @@ def is_message_level(spec: str) -> bool:
     return spec.partition(":")[0].strip().lower() in MESSAGE_LEVEL_KINDS
 
 
-def _require(model_dir, spec: str):
+def _require(model_dir: str | Path | ModelDir | None, spec: str) -> str | Path | ModelDir:
     if model_dir is None:
         raise BackendSpecError(f"backend {spec!r} needs a model directory (--model)")
     return model_dir
 
 
-def _max_context(model_dir) -> int | None:
+def _max_context(model_dir: str | Path | ModelDir | None) -> int | None:
     if model_dir is None:
         return None
-    if hasattr(model_dir, "max_context"):
-        return model_dir.max_context
-    from openforge.models import ModelDir
+    if isinstance(model_dir, str | Path):
+        from openforge.models import ModelDir
 
-    return ModelDir(model_dir).max_context
+        model_dir = ModelDir(model_dir)
+    return model_dir.max_context
 
 
 __all__ = [

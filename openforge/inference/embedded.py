@@ -10,8 +10,9 @@ import asyncio
 import itertools
 import os
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 
@@ -27,9 +28,17 @@ from openforge.inference.base import (
     check_token_ids,
     clamp_max_tokens,
 )
-from openforge.inference.engine import Engine, Job, WeightSwap
+from openforge.inference.decode_batch import DeliverResult, Job
+from openforge.inference.engine import Engine, WeightSwap
 from openforge.inference.sampling import seeded_generator
 from openforge.inference.stopping import StopChecker
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from openforge.models import ModelDir
+
+T = TypeVar("T")
 
 
 def default_num_threads() -> int:
@@ -63,7 +72,7 @@ class EmbeddedBackend(Backend):
 
     def __init__(
         self,
-        model_dir,
+        model_dir: str | Path | ModelDir,
         *,
         seed: int | None = None,
         num_threads: int | None = None,
@@ -106,7 +115,7 @@ class EmbeddedBackend(Backend):
         return self._engine.policy_version
 
     @property
-    def model(self):
+    def model(self) -> PreTrainedModel:
         """The live model (read-only use: e.g. a test's reference forward pass)."""
         return self._engine.model
 
@@ -118,7 +127,7 @@ class EmbeddedBackend(Backend):
         self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
     ) -> GenerationResult:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future = loop.create_future()
+        future: asyncio.Future[GenerationResult] = loop.create_future()
         job = self._job(prompt_ids, sampling, ctx, _deliverer(loop, future))
         self._engine.submit(job)
         try:
@@ -135,9 +144,9 @@ class EmbeddedBackend(Backend):
         """Like `generate`, but yields each token as the engine samples it (a per-job callback on the engine
         thread), then the GenerationResult. Leaving the iteration early (or cancelling it) stops the job."""
         loop = asyncio.get_running_loop()
-        events: asyncio.Queue = asyncio.Queue()
+        events: asyncio.Queue[SampledToken | GenerationResult | BaseException] = asyncio.Queue()
 
-        def push(item) -> None:
+        def push(item: SampledToken | GenerationResult | BaseException) -> None:
             try:
                 loop.call_soon_threadsafe(events.put_nowait, item)
             except RuntimeError:  # loop closed
@@ -161,7 +170,14 @@ class EmbeddedBackend(Backend):
             if not finished:
                 self._engine.cancel(job)
 
-    def _job(self, prompt_ids, sampling: SamplingParams, ctx: GenerationContext, deliver, on_token=None) -> Job:
+    def _job(
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        ctx: GenerationContext,
+        deliver: DeliverResult,
+        on_token: Callable[[int, float], None] | None = None,
+    ) -> Job:
         self.check_request(prompt_ids, sampling)
         check_token_ids(prompt_ids, self.vocab_size)
         check_token_ids(sampling.stop_token_ids, self.vocab_size, what="stop_token_ids")
@@ -196,7 +212,7 @@ class EmbeddedBackend(Backend):
         """
         state_dict = await asyncio.to_thread(self._read_weights, Path(path))
         loop = asyncio.get_running_loop()
-        future: asyncio.Future = loop.create_future()
+        future: asyncio.Future[int] = loop.create_future()
         self._engine.submit(WeightSwap(state_dict, _deliverer(loop, future)))
         return await future
 
@@ -235,10 +251,10 @@ class EmbeddedBackend(Backend):
         await asyncio.to_thread(self._engine.close)
 
 
-def _deliverer(loop: asyncio.AbstractEventLoop, future: asyncio.Future):
+def _deliverer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[T]) -> Callable[[T | BaseException], None]:
     """A callback for the engine thread that completes `future` on its own event loop."""
 
-    def settle(outcome) -> None:
+    def settle(outcome: T | BaseException) -> None:
         if future.done():  # cancelled meanwhile
             return
         if isinstance(outcome, BaseException):
@@ -246,7 +262,7 @@ def _deliverer(loop: asyncio.AbstractEventLoop, future: asyncio.Future):
         else:
             future.set_result(outcome)
 
-    def deliver(outcome) -> None:
+    def deliver(outcome: T | BaseException) -> None:
         try:
             loop.call_soon_threadsafe(settle, outcome)
         except RuntimeError:  # the loop is closed: nobody is waiting any more

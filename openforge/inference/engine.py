@@ -8,8 +8,9 @@ the caches or a weight swap. Scheduling, per loop turn:
    other entry, e.g. the system prompt every episode shares). The admitted jobs whose remaining prompt is short
    are read *together*, in one forward pass over a right-padded batch (at most `prefill_chunk` tokens,
    padding included), oldest first; and one chunk (`prefill_chunk` tokens) of the oldest long prompt is read;
-3. run one decode step for *all* jobs past their prompt, batched in one forward pass over a left-padded cache.
-   The jobs that finished reading their prompt join it together (one rebuild of the batch cache per turn).
+3. run one decode step for *all* jobs past their prompt, batched in one forward pass over a left-padded cache
+   (`decode_batch.DecodeBatch`). The jobs that finished reading their prompt join it together (one rebuild of the
+   batch cache per turn).
 
 Long prompts are thus read in slices between decode steps, so a 30k-token prompt does not stall the others.
 A prompt's cache is kept (`PrefixCache`, under the job's key) as soon as the prompt is read, so the jobs admitted
@@ -21,177 +22,46 @@ under one policy version, the one its result reports.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from openforge.core import FinishReason, SamplingParams
+from openforge.core import FinishReason
 from openforge.inference import kv as kvlib
 from openforge.inference.base import BackendError, GenerationResult
+from openforge.inference.decode_batch import DecodeBatch, Job, cache_argument
 from openforge.inference.sampling import sample_token
-from openforge.inference.stopping import StopChecker
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
-Deliver = Callable[[Any], None]  # called from the engine thread with a result or an exception
-
-
-@dataclass(eq=False)
-class Job:
-    prompt: list[int]
-    sampling: SamplingParams
-    stopper: StopChecker
-    generator: torch.Generator
-    cache_key: str  # where this job's final cache is kept for the next call ("" = not kept)
-    deliver: Deliver
-    on_token: Callable[[int, float], None] | None = None  # streaming: called per sampled token (engine thread)
-    cancelled: bool = False
-    before_swap: bool = False  # queued before a pending weight swap: runs under the old weights
-    output: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    policy_version: int = 0
-    # prefill progress
-    cache: Any = None  # DynamicCache while reading a long prompt in chunks
-    prefix_kv: Any = None  # the cached prefix found for a short prompt, until it is read
-    prompt_done: int = 0
-    reused: int = 0
-    # timings (perf_counter seconds)
-    submitted: float = field(default_factory=time.perf_counter)
-    started: float = 0.0
-    first_token: float = 0.0
+# Called from the engine thread with a weight swap's new policy version or an exception.
+DeliverVersion = Callable[[int | BaseException], None]
 
 
 @dataclass(eq=False)
 class WeightSwap:
     state_dict: dict[str, torch.Tensor]
-    deliver: Deliver
+    deliver: DeliverVersion
 
 
 class _Stop:
     pass
 
 
-def cache_argument(model) -> str:
-    """The forward() keyword for the KV cache: `cache` in transformers 5, `past_key_values` before."""
-    name = getattr(model, "_openforge_cache_argument", None)
-    if name is None:
-        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        model._openforge_cache_argument = name
-    return name
-
-
-class DecodeBatch:
-    """The jobs past their prompt, decoded together. Row i's cache is left-padded to the batch width.
-
-    The cache lives in buffers with spare rows and columns (`kv.BufferedLayer`): a decode step writes its column
-    in place, jobs join in free rows when their caches fit the width, and a job leaving hands its row to one of
-    the last rows. The whole cache is copied only when it must be widened for a longer newcomer, when it runs
-    out of rows, or when most of its width has become padding.
-    """
-
-    SPARE_COLUMNS = 64  # room for this many decode steps before the buffers are widened
-
-    def __init__(self):
-        self.jobs: list[Job] = []
-        self.lengths: list[int] = []  # real (unpadded) tokens in each row's cache
-        self.cache = None  # DynamicCache of BufferedLayers, kept across steps
-
-    def __len__(self) -> int:
-        return len(self.jobs)
-
-    @property
-    def width(self) -> int:
-        return self.cache.layers[0].length if self.cache is not None else 0
-
-    def add(self, arrivals: list[tuple[Job, kvlib.KV]]) -> None:
-        """Add jobs with their own (unpadded, one-row) caches."""
-        if not arrivals:
-            return
-        new_lengths = [kvlib.kv_length(job_kv) for _, job_kv in arrivals]
-        rows, width = len(self.jobs), self.width
-        layers = self.cache.layers if self.cache is not None else []
-        if layers and max(new_lengths) <= width and rows + len(arrivals) <= layers[0].key_buffer.shape[0]:
-            for i, layer in enumerate(layers):
-                for r, ((_, job_kv), n) in enumerate(zip(arrivals, new_lengths), start=rows):
-                    for buffer, t in ((layer.key_buffer, job_kv[i][0]), (layer.value_buffer, job_kv[i][1])):
-                        buffer[r, :, : width - n] = 0
-                        buffer[r, :, width - n : width] = t[0]
-                layer.view(rows + len(arrivals), width)
-        else:
-            current = [[(layer.keys, layer.values) for layer in layers]] if layers else []
-            self.cache = kvlib.buffered_cache(
-                current + [job_kv for _, job_kv in arrivals],
-                max(width, *new_lengths),
-                spare_rows=(rows + len(arrivals)) // 4,
-                spare_columns=self.SPARE_COLUMNS,
-            )
-        self.jobs.extend(job for job, _ in arrivals)
-        self.lengths.extend(new_lengths)
-
-    def remove(self, leaving: list[Job]) -> list[tuple[Job, kvlib.KV]]:
-        """Take jobs out; returns each with its own unpadded cache (for the prefix cache)."""
-        if not leaving:
-            return []
-        layers, width = self.cache.layers, self.width
-        current = [(layer.keys, layer.values) for layer in layers]
-        gone = [i for i, job in enumerate(self.jobs) if job in leaving]
-        out = [(self.jobs[i], kvlib.row(current, i, width - self.lengths[i])) for i in gone]
-        rows = len(self.jobs) - len(gone)
-        if rows == 0:
-            self.clear()
-            return out
-        # The last rows that stay move into the holes that the leaving jobs leave among the first `rows`.
-        holes = [i for i in gone if i < rows]
-        leaving_rows = set(gone)
-        movers = [i for i in range(rows, len(self.jobs)) if i not in leaving_rows]
-        if holes:
-            dst, src = torch.tensor(holes), torch.tensor(movers)
-            for layer in layers:
-                for buffer in (layer.key_buffer, layer.value_buffer):
-                    buffer[dst, :, :width] = buffer[src, :, :width]
-        for d, m in zip(holes, movers):
-            self.jobs[d], self.lengths[d] = self.jobs[m], self.lengths[m]
-        del self.jobs[rows:], self.lengths[rows:]
-        for layer in layers:
-            layer.view(rows, width)
-        unused = width - max(self.lengths)  # padding columns no remaining row needs
-        if unused > width // 2:
-            kept = [(k[:, :, unused:], v[:, :, unused:]) for k, v in kvlib.from_dynamic_cache(self.cache)]
-            self.cache = kvlib.buffered_cache([kept], width - unused, spare_columns=self.SPARE_COLUMNS)
-        return out
-
-    def clear(self) -> list[Job]:
-        jobs, self.jobs, self.lengths, self.cache = self.jobs, [], [], None
-        return jobs
-
-    def step(self, model) -> torch.Tensor:
-        """Feed each row's newest token; returns next-token logits, shape (rows, vocab), float32."""
-        width = self.width
-        lengths = torch.tensor(self.lengths, dtype=torch.long)
-        input_ids = torch.tensor([[job.output[-1]] for job in self.jobs], dtype=torch.long)
-        position_ids = lengths.unsqueeze(1)  # the new token's position in its own (unpadded) sequence
-        kwargs: dict[str, Any] = {}
-        if any(n != width for n in self.lengths):
-            columns = torch.arange(width + 1).unsqueeze(0)
-            kwargs["attention_mask"] = (columns >= (width - lengths).unsqueeze(1)).long()
-        kwargs[cache_argument(model)] = self.cache
-        out = model(input_ids=input_ids, position_ids=position_ids, use_cache=True, **kwargs)
-        self.lengths = [n + 1 for n in self.lengths]
-        return out.logits[:, -1, :].float()
-
-
 class Engine:
     def __init__(
         self,
-        model,
+        model: PreTrainedModel,
         prefix_cache: kvlib.PrefixCache,
         max_batch: int = 16,
         prefill_chunk: int = 1024,
@@ -207,7 +77,7 @@ class Engine:
         self.prefill_chunk = prefill_chunk
         self.batched_prefill = batched_prefill
         self.policy_version = policy_version
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Job | WeightSwap | _Stop | None] = queue.SimpleQueue()
         self._waiting: deque[Job] = deque()
         self._prefilling: deque[Job] = deque()
         self._batch = DecodeBatch()
@@ -300,7 +170,7 @@ class Engine:
             job.policy_version = self.policy_version
             self._prefilling.append(job)
 
-    def _guarded(self, step, jobs: list[Job], *args) -> None:
+    def _guarded(self, step: Callable[..., None], jobs: list[Job], *args: object) -> None:
         try:
             step(*args)
         except Exception as exc:  # a failed forward pass fails its jobs, not the engine

@@ -88,7 +88,9 @@ class JSONClient:
                     try:
                         yield json.loads(data)
                     except json.JSONDecodeError:
-                        raise BackendError(f"{self.server} at {url} streamed an event that is not JSON: {data[:200]!r}")
+                        raise BackendError(
+                            f"{self.server} at {url} streamed an event that is not JSON: {data[:200]!r}"
+                        ) from None
         except httpx.HTTPError as exc:
             raise self._failure(url, exc) from None
 

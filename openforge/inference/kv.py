@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, PretrainedConfig
 from transformers.cache_utils import DynamicLayer
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]
@@ -29,15 +30,19 @@ def to_dynamic_cache(kv: KV | None) -> DynamicCache:
 
 
 def from_dynamic_cache(cache: DynamicCache) -> KV:
-    if hasattr(cache, "layers"):  # transformers >= 4.56
-        return [(layer.keys, layer.values) for layer in cache.layers]
-    return list(zip(cache.key_cache, cache.value_cache))  # older releases
+    return [_layer_kv(layer) for layer in cache.layers]
+
+
+def _layer_kv(layer: object) -> tuple[torch.Tensor, torch.Tensor]:
+    # Every cache here is made of DynamicLayers (to_dynamic_cache, BufferedLayer) that a forward pass has filled.
+    assert isinstance(layer, DynamicLayer) and layer.keys is not None and layer.values is not None, layer
+    return layer.keys, layer.values
 
 
 ATTENTION_LAYERS = {"full_attention", "sliding_attention"}
 
 
-def check_attention_layers(config) -> None:
+def check_attention_layers(config: PretrainedConfig) -> None:
     """The caches here hold keys and values: a model with other layers (recurrent, linear attention) is refused."""
     other = sorted(set(getattr(config, "layer_types", None) or ["full_attention"]) - ATTENTION_LAYERS)
     if other:
@@ -68,6 +73,8 @@ class BufferedLayer(DynamicLayer):
     whole cache at every decode step: for a large batch, most of the step's time.)"""
 
     _layer_type = None  # never registered as the class transformers builds for a layer type
+    keys: torch.Tensor  # set by `view`: never None, unlike a DynamicLayer's before its first update
+    values: torch.Tensor
 
     def __init__(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, rows: int, length: int):
         super().__init__()
@@ -80,7 +87,9 @@ class BufferedLayer(DynamicLayer):
         self.keys = self.key_buffer[:rows, :, :length]
         self.values = self.value_buffer[:rows, :, :length]
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         end = self.length + key_states.shape[-2]
         if end > self.key_buffer.shape[-2]:  # out of room: half as much again
             self.key_buffer = _widened(self.key_buffer, end + end // 2)
@@ -97,28 +106,41 @@ def _widened(buffer: torch.Tensor, columns: int) -> torch.Tensor:
     return out
 
 
-def buffered_cache(blocks: list[KV | None], width: int, spare_rows: int = 0, spare_columns: int = 0) -> DynamicCache:
-    """A cache of BufferedLayers holding `blocks` (caches of one or more rows each; None: one row without
+def buffered_cache(
+    blocks: Sequence[KV | None], width: int, spare_rows: int = 0, spare_columns: int = 0
+) -> DynamicCache:
+    """A cache of `buffered_layers(blocks, width, spare_rows, spare_columns)`."""
+    return cache_of(buffered_layers(blocks, width, spare_rows, spare_columns))
+
+
+def cache_of(layers: Sequence[BufferedLayer]) -> DynamicCache:
+    """A DynamicCache made of `layers` (the same objects: what a forward pass writes, they hold)."""
+    cache = DynamicCache()
+    cache.layers = list(layers)
+    return cache
+
+
+def buffered_layers(
+    blocks: Sequence[KV | None], width: int, spare_rows: int = 0, spare_columns: int = 0
+) -> list[BufferedLayer]:
+    """BufferedLayers holding `blocks` (caches of one or more rows each; None: one row without
     tokens) one under the other, every row left-padded with zeros to `width` columns; with room for
     `spare_rows` more rows and `spare_columns` more columns. One copy of the data."""
     template = next(b for b in blocks if b)
     rows = sum(b[0][0].shape[0] if b else 1 for b in blocks)
-    layers = []
-    for layer, (k0, v0) in enumerate(template):
-        buffers = []
-        for part, t0 in enumerate((k0, v0)):
-            buffer = t0.new_zeros((rows + spare_rows, t0.shape[1], width + spare_columns, t0.shape[3]))
-            r = 0
-            for block in blocks:
-                if block:
-                    t = block[layer][part]
-                    buffer[r : r + t.shape[0], :, width - t.shape[2] : width] = t
-                r += block[0][0].shape[0] if block else 1
-            buffers.append(buffer)
-        layers.append(BufferedLayer(buffers[0], buffers[1], rows, width))
-    cache = DynamicCache()
-    cache.layers = layers
-    return cache
+
+    def stacked(layer: int, part: int) -> torch.Tensor:
+        t0 = template[layer][part]
+        buffer = t0.new_zeros((rows + spare_rows, t0.shape[1], width + spare_columns, t0.shape[3]))
+        r = 0
+        for block in blocks:
+            if block:
+                t = block[layer][part]
+                buffer[r : r + t.shape[0], :, width - t.shape[2] : width] = t
+            r += block[0][0].shape[0] if block else 1
+        return buffer
+
+    return [BufferedLayer(stacked(layer, 0), stacked(layer, 1), rows, width) for layer in range(len(template))]
 
 
 def kv_bytes(kv: KV) -> int:

@@ -19,16 +19,21 @@ recorded with finish_reason `length` and shows in the evaluation report.
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from openforge.core import Conversation, TaskPayload
 from openforge.inference.scripted import ScriptedBackend, ScriptError, _Policy
+
+if TYPE_CHECKING:
+    from openforge.models import ModelDir
 
 FINAL_ANSWER = "Done."
 SHELL_ARGUMENTS = ("command", "cmd")
 
 
 class OraclePolicy(_Policy):
-    def respond(self, conversation: Conversation | None, call_index: int, task) -> str:
+    def respond(self, conversation: Conversation | None, call_index: int, task: object) -> str:
         payload = TaskPayload.from_json(task)
         if payload is None or payload.solution is None:
             raise ScriptError(
@@ -46,7 +51,7 @@ class OraclePolicy(_Policy):
         # the same text the chat template renders for this call, so continuity holds from scratch too
         return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
 
-    def side(self, conversation, task) -> str:
+    def side(self, conversation: Conversation | None, task: object) -> str:
         return "Task"
 
 
@@ -66,5 +71,5 @@ def shell_tool(conversation: Conversation, task: TaskPayload) -> tuple[str, str]
 class OracleBackend(ScriptedBackend):
     honours_max_tokens = False  # the module docstring says why
 
-    def __init__(self, model_dir):
+    def __init__(self, model_dir: str | Path | ModelDir):
         super().__init__(None, model_dir, policy=OraclePolicy())

@@ -26,6 +26,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from openforge.core import Conversation, FinishReason, SamplingParams
 from openforge.core.errors import ConfigurationError
@@ -38,6 +39,11 @@ from openforge.inference.base import (
     collect,
 )
 
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from openforge.models import ModelDir
+
 END_OF_TURN = "<|im_end|>"
 
 
@@ -45,7 +51,7 @@ class ScriptError(ConfigurationError, ValueError):
     """The script file is missing or malformed; the message says what is wrong."""
 
 
-def encode_completion(tokenizer, text: str) -> list[int]:
+def encode_completion(tokenizer: Tokenizer, text: str) -> list[int]:
     """Text as the model would produce it: added/special tokens in the text become those tokens.
 
     (A `tokenizers.Tokenizer` matches its added tokens in `encode` unless told not to; ModelDir.encode_text
@@ -54,7 +60,7 @@ def encode_completion(tokenizer, text: str) -> list[int]:
     return tokenizer.encode(text, add_special_tokens=False).ids
 
 
-def end_of_turn_id(model_dir) -> int:
+def end_of_turn_id(model_dir: ModelDir) -> int:
     tid = model_dir.tokenizer.token_to_id(END_OF_TURN)
     return tid if tid is not None else model_dir.eos_token_ids[0]
 
@@ -64,7 +70,7 @@ class ScriptedBackend(Backend):
     #: always cuts them
     honours_max_tokens = True
 
-    def __init__(self, script: str | Path | None, model_dir, policy: _Policy | None = None):
+    def __init__(self, script: str | Path | None, model_dir: str | Path | ModelDir, policy: _Policy | None = None):
         from openforge.models import ModelDir
 
         self.model_dir = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
@@ -119,7 +125,7 @@ class ScriptedBackend(Backend):
             output_ids=output, logprobs=[0.0] * len(output), finish_reason=finish, policy_version=self.policy_version
         )
 
-    async def _pieces(self, reply) -> AsyncIterator[list[int]]:
+    async def _pieces(self, reply: object) -> AsyncIterator[list[int]]:
         """The reply's token ids, piece by piece (a string is one piece), the end-of-turn token last unless
         the text already ends the turn."""
         if isinstance(reply, str):
@@ -142,8 +148,7 @@ class ScriptedBackend(Backend):
             yield [self._end_of_turn]
 
     def _encode_piece(self, text: str) -> list[int]:
-        encode = getattr(self.model_dir, "encode_completion", None)
-        return encode(text) if encode else encode_completion(self.model_dir.tokenizer, text)
+        return self.model_dir.encode_completion(text)
 
     def _encode(self, text: str) -> list[int]:
         ids = self._encode_piece(text)
@@ -153,10 +158,13 @@ class ScriptedBackend(Backend):
 
 
 class _Policy:
-    def respond(self, conversation: Conversation | None, call_index: int, task) -> str:
+    """Writes the reply text of a call: a string, or an iterator of pieces of it (a Python policy may return
+    anything; `ScriptedBackend` checks). `task` is the episode's task as the context carries it."""
+
+    def respond(self, conversation: Conversation | None, call_index: int, task: object) -> object:
         raise NotImplementedError
 
-    def side(self, conversation: Conversation | None, task) -> str:
+    def side(self, conversation: Conversation | None, task: object) -> object:
         return ""
 
 
@@ -164,30 +172,30 @@ class _TurnsPolicy(_Policy):
     def __init__(self, turns: list[str], side: str):
         self.turns, self.side_reply = turns, side
 
-    def respond(self, conversation, call_index, task) -> str:
+    def respond(self, conversation: Conversation | None, call_index: int, task: object) -> str:
         return self.turns[min(call_index, len(self.turns) - 1)]
 
-    def side(self, conversation, task) -> str:
+    def side(self, conversation: Conversation | None, task: object) -> str:
         return self.side_reply
 
 
 class _PythonPolicy(_Policy):
-    def __init__(self, respond: Callable, respond_side: Callable | None):
+    def __init__(self, respond: Callable[..., object], respond_side: Callable[..., object] | None):
         self._respond, self._respond_side = respond, respond_side
         self._wants_task = _accepts_task(respond)
 
-    def respond(self, conversation, call_index, task) -> str:
+    def respond(self, conversation: Conversation | None, call_index: int, task: object) -> object:
         return (
             self._respond(conversation, call_index, task)
             if self._wants_task
             else self._respond(conversation, call_index)
         )
 
-    def side(self, conversation, task) -> str:
+    def side(self, conversation: Conversation | None, task: object) -> object:
         return self._respond_side(conversation) if self._respond_side else ""
 
 
-def _accepts_task(fn: Callable) -> bool:
+def _accepts_task(fn: Callable[..., object]) -> bool:
     params = list(inspect.signature(fn).parameters.values())
     if any(p.kind is p.VAR_POSITIONAL for p in params) or any(p.name == "task" for p in params):
         return True
@@ -221,6 +229,8 @@ def _load_turns(path: Path) -> _Policy:
 
 def _load_python(path: Path) -> _Policy:
     spec = importlib.util.spec_from_file_location(f"openforge_script_{uuid.uuid4().hex}", path)
+    if spec is None or spec.loader is None:
+        raise ScriptError(f"{path} cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)

@@ -33,18 +33,19 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from openforge.core import FinishReason, ParsedOutput, SamplingParams, ToolSpec
+from openforge.core.json_types import JSONObject
 from openforge.dialects import DIALECTS, MODELS_ROUTE, DecodedRequest, DialectError, Reply, ReplyStart, model_list, wire
 from openforge.inference.base import (
-    Backend,
     BackendError,
     BackendSpecError,
     GenerationContext,
@@ -54,6 +55,14 @@ from openforge.inference.base import (
     parse_sampling,
 )
 from openforge.inference.embedded import EmbeddedBackend
+from openforge.inference.scripted import ScriptedBackend
+
+if TYPE_CHECKING:
+    from openforge.models import ModelDir
+
+# The backends that hold their model directory (whose tokenizer and template the server uses).
+ServedBackend = EmbeddedBackend | ScriptedBackend
+Body = TypeVar("Body", bound=BaseModel)
 
 CHAT = DIALECTS["chat_completions"]
 CHAT_DEFAULT_MAX_TOKENS = 1024
@@ -105,7 +114,10 @@ class CompletionBody(BaseModel):
 
 
 def create_app(
-    backend: Backend, model_name: str | None = None, close_backend: bool = True, parse_reply: ReplyParser | None = None
+    backend: ServedBackend,
+    model_name: str | None = None,
+    close_backend: bool = True,
+    parse_reply: ReplyParser | None = None,
 ) -> Starlette:
     """The app serving `backend` (one that holds its `model_dir`: embedded, scripted); `close_backend`: close it
     when the server shuts down; `parse_reply`: split chat replies into reasoning, text and tool calls."""
@@ -122,8 +134,10 @@ def create_app(
         return JSONResponse({"status": "ok", "policy_version": backend.policy_version})
 
     async def models(request: Request) -> Response:
-        card = {"root": str(model_dir.path), "max_model_len": backend.max_context}
-        return JSONResponse(model_list(name, anthropic=False, created=int(time.time()), **card))
+        card = model_list(
+            name, anthropic=False, created=int(time.time()), root=str(model_dir.path), max_model_len=backend.max_context
+        )
+        return JSONResponse(card)
 
     async def completions(request: Request) -> Response:
         body = await _parse(request, CompletionBody)
@@ -137,7 +151,7 @@ def create_app(
             return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
         result = await backend.generate(prompt_ids, sampling, GenerationContext())
         text = _output_text(model_dir, result, sampling.stop, body.skip_special_tokens)
-        choice: dict[str, Any] = {
+        choice: dict[str, object] = {
             "index": 0,
             "text": text,
             "logprobs": _completion_logprobs(model_dir, result, body.return_tokens_as_token_ids)
@@ -172,8 +186,7 @@ def create_app(
         except (DialectError, InvalidRequestError) as exc:
             return _chat_error(exc)
         head = ReplyStart(id=CHAT.new_reply_id(), model=name, created=int(time.time()), prompt_tokens=len(prompt_ids))
-        token_stream = parse_reply is None and isinstance(backend, EmbeddedBackend)
-        if decoded.stream and token_stream:
+        if decoded.stream and parse_reply is None and isinstance(backend, EmbeddedBackend):  # token by token
             events = _chat_stream(backend, head, decoded, prompt_ids, sampling)
             return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
         # a policy may read the conversation (scripted); a model ignores it. No call here is a side call: that is
@@ -189,12 +202,14 @@ def create_app(
                 iter(CHAT.stream(reply, decoded)), media_type="text/event-stream", headers={"cache-control": "no-cache"}
             )
         body = CHAT.encode(reply, decoded)
-        choice = body["choices"][0]  # vLLM's extensions
+        choices = body["choices"]
+        assert isinstance(choices, list) and isinstance(choices[0], dict)  # the dialect writes its one choice
+        choice = choices[0]  # vLLM's extensions
         if want_logprobs:
             choice["logprobs"] = _chat_logprobs(model_dir, result)
         if want_ids:
-            choice["token_ids"] = result.output_ids
-            body["prompt_token_ids"] = prompt_ids
+            choice["token_ids"] = [*result.output_ids]
+            body["prompt_token_ids"] = [*prompt_ids]
         return JSONResponse(body)
 
     routes = [
@@ -226,6 +241,7 @@ def serve_model(
     if kind not in ("embedded", "scripted"):
         raise BackendSpecError(f"serve-model serves {SERVABLE}, not {backend!r}")
     served = EmbeddedBackend(model_dir, seed=seed) if kind == "embedded" else make_backend(backend, model_dir)
+    assert isinstance(served, ServedBackend)  # kind is "scripted": make_backend built a ScriptedBackend
     uvicorn.run(create_app(served, parse_reply=parse_reply), host=host, port=port, log_level="info")
 
 
@@ -249,7 +265,7 @@ async def _failed(_: Request, exc: Exception) -> Response:
 _COMPLETION_ERRORS = {InvalidRequestError: _invalid, BackendError: _failed}
 
 
-async def _parse(request: Request, model: type[BaseModel]):
+async def _parse(request: Request, model: type[Body]) -> Body:
     try:
         data = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -262,7 +278,7 @@ async def _parse(request: Request, model: type[BaseModel]):
         raise InvalidRequestError(_describe_validation(exc.errors())) from None
 
 
-def _describe_validation(errors) -> str:
+def _describe_validation(errors: list[ErrorDetails]) -> str:
     parts = []
     for err in errors:
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
@@ -270,20 +286,21 @@ def _describe_validation(errors) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
-def _prompt_ids(prompt, model_dir) -> list[int]:
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-        prompt = prompt[0]  # a batch of one
-    if isinstance(prompt, str):
+def _prompt_ids(prompt: list[int] | str | list[str] | list[list[int]], model_dir: ModelDir) -> list[int]:
+    first = prompt[0] if isinstance(prompt, list) and len(prompt) == 1 else None
+    one = first if isinstance(first, str | list) else prompt  # a batch of one is its prompt
+    if isinstance(one, str):
         # Like vLLM: text prompts are tokenized with special tokens recognized (a raw ChatML prompt works).
-        return model_dir.tokenizer.encode(prompt, add_special_tokens=False).ids
-    if prompt and all(isinstance(t, int) for t in prompt):
-        return list(prompt)
-    if not prompt:
+        return model_dir.tokenizer.encode(one, add_special_tokens=False).ids
+    ids = [t for t in one if isinstance(t, int)]
+    if one and len(ids) == len(one):
+        return ids
+    if not one:
         raise InvalidRequestError("prompt: is empty; give token ids or text")
     raise InvalidRequestError("prompt: only one prompt per request is supported by serve-model")
 
 
-def _output_text(model_dir, result: GenerationResult, stop: list[str], skip_special: bool) -> str:
+def _output_text(model_dir: ModelDir, result: GenerationResult, stop: list[str], skip_special: bool) -> str:
     ids = result.output_ids
     if result.finish_reason is FinishReason.stop and ids and ids[-1] in model_dir.eos_token_ids:
         ids = ids[:-1]  # the end-of-turn token is markup, not text
@@ -294,11 +311,11 @@ def _output_text(model_dir, result: GenerationResult, stop: list[str], skip_spec
     return text
 
 
-def _token_strings(model_dir, ids: list[int]) -> list[str]:
+def _token_strings(model_dir: ModelDir, ids: list[int]) -> list[str]:
     return [model_dir.tokenizer.decode([t], skip_special_tokens=False) for t in ids]
 
 
-def _completion_logprobs(model_dir, result: GenerationResult, as_token_ids: bool | None) -> dict[str, Any]:
+def _completion_logprobs(model_dir: ModelDir, result: GenerationResult, as_token_ids: bool | None) -> dict[str, object]:
     tokens = (
         [f"token_id:{t}" for t in result.output_ids] if as_token_ids else _token_strings(model_dir, result.output_ids)
     )
@@ -314,7 +331,7 @@ def _completion_logprobs(model_dir, result: GenerationResult, as_token_ids: bool
     }
 
 
-def _chat_logprobs(model_dir, result: GenerationResult) -> dict[str, Any]:
+def _chat_logprobs(model_dir: ModelDir, result: GenerationResult) -> JSONObject:
     pieces = _token_strings(model_dir, result.output_ids)
     return {
         "content": [
@@ -330,7 +347,7 @@ def _usage(prompt_ids: list[int], result: GenerationResult) -> dict[str, int]:
 
 
 async def _completion_stream(
-    backend: EmbeddedBackend, name: str, body: CompletionBody, prompt_ids: list[int], sampling: SamplingParams
+    backend: ServedBackend, name: str, body: CompletionBody, prompt_ids: list[int], sampling: SamplingParams
 ) -> AsyncIterator[bytes]:
     """vLLM's streamed `/v1/completions`: one event per sampled token (its id, its logprob), an event with the
     finish reason, then `[DONE]`. A failure mid-stream is a `data: {"error": ...}` event, as vLLM writes it."""
@@ -374,7 +391,7 @@ async def _completion_stream(
     yield wire.sse("[DONE]")
 
 
-def _token_text(backend: EmbeddedBackend, token_id: int, skip_special: bool) -> str:
+def _token_text(backend: ServedBackend, token_id: int, skip_special: bool) -> str:
     return backend.model_dir.tokenizer.decode([token_id], skip_special_tokens=skip_special)
 
 
@@ -408,7 +425,7 @@ def _chat_error(exc: DialectError | InvalidRequestError | BackendError) -> Respo
 
 def _chat_reply(
     head: ReplyStart,
-    model_dir,
+    model_dir: ModelDir,
     result: GenerationResult,
     sampling: SamplingParams,
     parse_reply: ReplyParser | None = None,

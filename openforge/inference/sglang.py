@@ -21,7 +21,7 @@ bodies and streams (tests/fixtures/sglang/, whose README says which are captured
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal, overload
 
 from openforge.core import FinishReason, SamplingParams
 from openforge.inference.base import (
@@ -55,6 +55,16 @@ def generate_request(
     if sampling.seed is not None:
         params["sampling_seed"] = sampling.seed
     return {"input_ids": list(prompt_ids), "sampling_params": params, "return_logprob": True, "stream": stream}
+
+
+@overload
+def parse_generate(
+    body: Any, *, finished: Literal[True] = True
+) -> tuple[list[int], list[float], FinishReason]: ...  # a finished answer always says why
+
+
+@overload
+def parse_generate(body: Any, *, finished: bool) -> tuple[list[int], list[float], FinishReason | None]: ...
 
 
 def parse_generate(body: Any, *, finished: bool = True) -> tuple[list[int], list[float], FinishReason | None]:

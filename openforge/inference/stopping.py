@@ -41,6 +41,7 @@ class StopChecker:
     def _completes_stop_string(self, output_ids: list[int]) -> bool:
         # Only a stop string that ends in the newest token's text counts: earlier ones were checked before.
         window = output_ids[-self._window :]
+        assert self._decode is not None  # __init__ refuses stop strings without it
         text = self._decode(window)
         previous = self._decode(window[:-1])
         return any(s in text and s not in previous for s in self.stop_strings)

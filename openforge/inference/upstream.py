@@ -109,6 +109,7 @@ class UpstreamBackend(MessageBackend):
         self, conversation: Conversation, sampling: SamplingParams, ctx: GenerationContext
     ) -> MessageResult:
         await self.connect()
+        assert self.model is not None  # connect() has learned it, or raised
         started = time.monotonic()
         request = conversation.model_copy(update={"sampling": sampling})
         body = await self.http.post(self.api.calls, self.dialect.encode_request(request, model=self.model))

@@ -156,6 +156,12 @@ class VLLMBackend(RemoteBackend):
         )
         self.model = model
 
+    async def _served_model(self) -> str:
+        """The model name requests carry: the one given, or the server's first (learned by `connect`)."""
+        await self.connect()
+        assert self.model is not None  # connect() has set it, or raised
+        return self.model
+
     async def connect(self) -> None:
         """Ask the server for its model name and context length (done once, before the first call)."""
         if self._server_checked:
@@ -177,11 +183,11 @@ class VLLMBackend(RemoteBackend):
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
     ) -> GenerationResult:
-        await self.connect()
+        model = await self._served_model()
         self.check_request(prompt_ids, sampling)
         # vLLM refuses (400) prompt + max_tokens beyond its context instead of stopping there: clamp first.
         max_tokens = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
-        body = await self.http.post("/v1/completions", completion_request(self.model, prompt_ids, sampling, max_tokens))
+        body = await self.http.post("/v1/completions", completion_request(model, prompt_ids, sampling, max_tokens))
         ids, logprobs, finish = parse_completion(body)
         return GenerationResult(
             output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version
@@ -192,10 +198,10 @@ class VLLMBackend(RemoteBackend):
     async def stream(
         self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext
     ) -> AsyncIterator[SampledToken | GenerationResult]:
-        await self.connect()
+        model = await self._served_model()
         self.check_request(prompt_ids, sampling)
         max_tokens = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
-        body = completion_request(self.model, prompt_ids, sampling, max_tokens, stream=True)
+        body = completion_request(model, prompt_ids, sampling, max_tokens, stream=True)
         events = self.http.events("/v1/completions", body)
         async for item in self._tokens(events, lambda event, so_far: parse_stream_chunk(event)):
             yield item

@@ -2,8 +2,13 @@
 weights; and the tiny-model builder (which needs the `engine` extra: torch and transformers, imported only
 when it is used)."""
 
+from typing import TYPE_CHECKING
+
 from openforge.models.hub import ModelRef, resolve_model
 from openforge.models.model_dir import ContentCutError, ContentMarks, ModelDir, ModelDirError, to_hf_messages
+
+if TYPE_CHECKING:
+    from openforge.models.tiny import TinyModelSpec, build_tiny_model
 
 __all__ = [
     "ContentCutError",
@@ -18,7 +23,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     # The tiny-model builder imports transformers; the proxy (light core) never needs it.
     if name in ("TinyModelSpec", "build_tiny_model"):
         from openforge.models import tiny

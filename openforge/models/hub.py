@@ -57,7 +57,7 @@ def hub_offline() -> bool:
 def resolve_model(ref: ModelRef, weights: bool = False) -> Path:
     """The directory of `ref`: a local path as is; a Hub id's snapshot in the Hub cache (fetched unless
     offline), with its weights when `weights`. FileNotFoundError says how to get what is missing."""
-    if not ref.is_hub:
+    if ref.repo_id is None:  # not a Hub id: a path
         assert ref.path is not None
         if not ref.path.is_dir():
             raise FileNotFoundError(
@@ -91,7 +91,8 @@ def resolve_model(ref: ModelRef, weights: bool = False) -> Path:
             else "it is not in the Hugging Face cache and the Hub cannot be reached"
         )
         raise FileNotFoundError(
-            f"{ref} is not a directory here, and as a Hugging Face Hub id {where} ({_cache_dir()}); fetch it once where the Hub is reachable (`hf download "
+            f"{ref} is not a directory here, and as a Hugging Face Hub id {where} ({_cache_dir()}); "
+            "fetch it once where the Hub is reachable (`hf download "
             f"{ref.repo_id}`{' --revision ' + ref.revision if ref.revision else ''}) and copy the cache, or pass a "
             "local model directory"
         ) from None

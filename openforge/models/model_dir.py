@@ -15,33 +15,75 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict
 
 from jinja2 import nodes
 from jinja2.ext import Extension
+from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
 from openforge.core import Conversation, Message
 from openforge.core.errors import ConfigurationError
+from openforge.core.json_types import JSONValue
 from openforge.models.hub import ModelRef, resolve_model
 from openforge.models.tool_formats import ToolCallFormat, detect_tool_format
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
 
 
 class ModelDirError(ConfigurationError, ValueError):
     """The directory is not a usable model directory; the message says what is missing."""
 
 
+# What a chat template is given (transformers' message and tool dicts), built by `to_hf_messages`.
+Wrap = Callable[[str], str]  # applied to every string the conversation provides (`ContentMarks.wrap`)
+
+
+class HFFunctionCall(TypedDict):
+    name: str
+    arguments: JSONValue  # the decoded object; JSON text for templates that concatenate calls as text
+
+
+class HFToolCall(TypedDict):
+    id: str
+    type: Literal["function"]
+    function: HFFunctionCall
+
+
+class HFMessage(TypedDict, total=False):
+    role: Required[str]
+    content: Required[str | None]  # None: an assistant turn that only calls tools, for text templates
+    reasoning_content: str
+    tool_calls: list[HFToolCall]
+    tool_call_id: str | None
+    name: str
+
+
+class HFFunction(TypedDict):
+    name: str
+    description: str
+    parameters: JSONValue  # a JSON schema
+
+
+class HFTool(TypedDict):
+    type: Literal["function"]
+    function: HFFunction
+
+
 class GenerationTag(Extension):
     """`{% generation %}...{% endgeneration %}`: transformers marks the assistant's own tokens with it (for
     its assistant masks); for rendering it is its body."""
 
-    tags = {"generation"}
+    tags = {"generation"}  # noqa: RUF012 - jinja2's Extension declares `tags` so (a set, not a ClassVar)
 
-    def parse(self, parser):
+    def parse(self, parser: Parser) -> nodes.Node:
         lineno = next(parser.stream).lineno
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
         return nodes.Scope(body, lineno=lineno)
@@ -55,7 +97,11 @@ def _jinja_env() -> ImmutableSandboxedEnvironment:
     )
 
     def tojson(
-        value: Any, ensure_ascii: bool = False, indent: int | None = None, separators=None, sort_keys: bool = False
+        value: object,
+        ensure_ascii: bool = False,
+        indent: int | None = None,
+        separators: tuple[str, str] | None = None,
+        sort_keys: bool = False,
     ) -> str:
         return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
@@ -118,7 +164,13 @@ class ModelDir:
 
     @property
     def max_context(self) -> int:
-        return int(self.config.get("max_position_embeddings") or self.tokenizer_config.get("model_max_length"))
+        length = self.config.get("max_position_embeddings") or self.tokenizer_config.get("model_max_length")
+        if length is None:
+            raise ModelDirError(
+                f"{self.path} names no context length: set max_position_embeddings in config.json "
+                "(or model_max_length in tokenizer_config.json)"
+            )
+        return int(length)
 
     @property
     def vocab_size(self) -> int:
@@ -210,7 +262,7 @@ class ModelDir:
         return ContentMarks.new(self.control_strings)
 
     def render_messages_text(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, add_generation_prompt: bool
+        self, messages: list[HFMessage], tools: list[HFTool] | None, add_generation_prompt: bool
     ) -> str:
         """Render HF-style message dicts with the template (no marking)."""
         if self.tool_format.history_arguments == "json_string":
@@ -238,7 +290,7 @@ class ModelDir:
         return ids
 
     # ---- weights ---------------------------------------------------------------------------------------
-    def load_model(self, dtype=None):
+    def load_model(self, dtype: torch.dtype | None = None) -> PreTrainedModel:
         """The causal LM, in eval mode, on CPU (transformers)."""
         import torch
         from transformers import AutoModelForCausalLM
@@ -266,18 +318,19 @@ def _token_text(token: str | dict | None) -> str:
     return token or ""
 
 
-def _for_text_templates(message: dict[str, Any]) -> dict[str, Any]:
+def _for_text_templates(message: HFMessage) -> HFMessage:
     """An assistant message as templates that concatenate tool calls as text want it (DeepSeek's): arguments as
     JSON text, and no content (None, OpenAI's convention) when the message only calls tools."""
-    if not message.get("tool_calls"):
+    calls = message.get("tool_calls")
+    if not calls:
         return message
-    calls = [
+    as_text: list[HFToolCall] = [
         {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
-        if isinstance(c["function"].get("arguments"), dict)
+        if isinstance(c["function"]["arguments"], dict)
         else c
-        for c in message["tool_calls"]
+        for c in calls
     ]
-    return {**message, "tool_calls": calls, "content": message.get("content") or None}
+    return {**message, "tool_calls": as_text, "content": message.get("content") or None}
 
 
 class ContentMarks:
@@ -333,7 +386,7 @@ class ContentMarks:
         tail = text[len(text.rstrip()) :]
         return f"{head}{self.open}{self.escape(core)}{self.close}{tail}"
 
-    def split(self, text: str):
+    def split(self, text: str) -> Iterator[tuple[bool, str]]:
         """Yield (inside_marks, piece) in order, placeholders inside marked pieces turned back into their text.
         Raises ContentCutError when the markers are not balanced pairs."""
         inside = False
@@ -362,7 +415,7 @@ class ContentMarks:
             )
 
 
-def _wrap_json(value: Any, wrap, keep_identifier_keys: bool = False) -> Any:
+def _wrap_json(value: JSONValue, wrap: Wrap, keep_identifier_keys: bool = False) -> JSONValue:
     """Wrap every string in `value`. With `keep_identifier_keys`, keys that are plain identifiers (which can
     never spell a control token) stay unwrapped, so a template can look up `parameters.properties`."""
     if isinstance(value, str):
@@ -382,14 +435,18 @@ def _wrap_json(value: Any, wrap, keep_identifier_keys: bool = False) -> Any:
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 
-def to_hf_messages(conversation: Conversation, wrap=lambda s: s) -> tuple[list[dict], list[dict]]:
+def _unchanged(text: str) -> str:
+    return text
+
+
+def to_hf_messages(conversation: Conversation, wrap: Wrap = _unchanged) -> tuple[list[HFMessage], list[HFTool]]:
     """Canonical conversation → (HF chat-template messages, HF tools), every provided string passed
     through `wrap`."""
-    messages: list[dict[str, Any]] = []
+    messages: list[HFMessage] = []
     if conversation.system is not None:
         messages.append({"role": "system", "content": wrap(conversation.system)})
     messages.extend(hf_message(m, wrap) for m in conversation.messages)
-    tools = [
+    tools: list[HFTool] = [
         {
             "type": "function",
             "function": {
@@ -403,8 +460,8 @@ def to_hf_messages(conversation: Conversation, wrap=lambda s: s) -> tuple[list[d
     return messages, tools
 
 
-def hf_message(message: Message, wrap=lambda s: s) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role, "content": wrap(message.content)}
+def hf_message(message: Message, wrap: Wrap = _unchanged) -> HFMessage:
+    out: HFMessage = {"role": message.role, "content": wrap(message.content)}
     if message.role == "assistant":
         if message.reasoning:
             out["reasoning_content"] = wrap(message.reasoning)

@@ -74,7 +74,9 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, spec: TinyModelSpec | N
 
     # Round the embedding up to a multiple of 64 (faster matmuls); the extra rows are never produced.
     vocab = -(-tokenizer.get_vocab_size() // 64) * 64
-    config = Qwen2Config(
+    # rope_theta and torch_dtype: the names every supported transformers reads (4.56 takes no `rope_parameters`);
+    # transformers 5 still accepts them, but its typed signature does not list them
+    config = Qwen2Config(  # type: ignore[call-arg]
         vocab_size=vocab,
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,

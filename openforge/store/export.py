@@ -17,11 +17,14 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from openforge.core import CallRecord, Episode
 from openforge.store.errors import NotARunError
 from openforge.store.store import TrajectoryStore
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 FORMATS = ("jsonl", "parquet")
 _PARQUET_BATCH = 256  # calls per row group: bounds memory on long runs
@@ -108,7 +111,7 @@ def _write_jsonl(records: Iterator[dict[str, Any]], path: Path) -> int:
 _JSON_STRING_COLUMNS = ("sampling", "timings", "metadata")
 
 
-def _parquet_schema():
+def _parquet_schema() -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema(

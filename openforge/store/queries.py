@@ -143,8 +143,12 @@ class Facets:
     steps: list[int] = field(default_factory=list)
 
 
-def _where(q: EpisodeQuery) -> tuple[str, list]:
-    clauses, args = [], []
+SQLValue = str | int | float  # a value bound to a `?` of a query
+
+
+def _where(q: EpisodeQuery) -> tuple[str, list[SQLValue]]:
+    clauses: list[str] = []
+    args: list[SQLValue] = []
     if q.task:
         clauses.append("instr(e.task, ?) > 0")
         args.append(q.task)
@@ -276,7 +280,8 @@ def query_groups(
     conn: sqlite3.Connection, step: int | None = None, limit: int = 50, offset: int = 0, task: str | None = None
 ) -> tuple[list[GroupRow], int]:
     """(step, task, harness) groups of final episodes, in step and task order; and how many groups there are."""
-    clauses, args = [FINAL_SQL], []
+    clauses = [FINAL_SQL]
+    args: list[SQLValue] = []
     if step is not None:
         clauses.append(f"{STEP_SQL} = ?")
         args.append(step)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
 
 import numpy as np
 
@@ -29,7 +28,7 @@ CALL_COLUMNS = (
 )  # fmt: skip
 
 
-def to_json(value: Any, what: str) -> str:
+def to_json(value: object, what: str) -> str:
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:

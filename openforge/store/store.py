@@ -5,7 +5,7 @@ transaction has committed, so what it wrote survives the process being killed ri
 invariant 2). Several processes may open the same run and write concurrently. Open the store *after*
 forking: a connection must not cross a fork.
 
-Storage of a call (see `prompts.py` and `codec.py`): prompt ids prefix-shared with an earlier call of the
+Storage of a call (see `calls.py`, `prompts.py` and `codec.py`): prompt ids prefix-shared with an earlier call of the
 episode, output ids as int32 bytes, output logprobs as **float32** bytes — a read returns python floats equal
 to the written values rounded to float32 — and request/response bodies as bytes, zlib-compressed when that
 makes them smaller. Everything else round-trips exactly.
@@ -24,30 +24,22 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import openforge
 from openforge.core import CallRecord, Episode, EpisodeState, Outcome
+from openforge.core.json_types import JSONObject
 from openforge.store import queries
-from openforge.store.bodies import BodyCache, body_reference, decode_body
+from openforge.store.calls import CallTable
 from openforge.store.connection import DEFAULT_BUSY_TIMEOUT_S, ConnectionPool, enable_wal, write_transaction
 from openforge.store.errors import (
-    CorruptRecordError,
-    DuplicateCallError,
     DuplicateEpisodeError,
     EpisodeNotFoundError,
     StoreError,
 )
-from openforge.store.prompts import CANDIDATE_CALLS, Candidate, SequenceCache, decode_prompt, encode_prompt
 from openforge.store.queries import CallSummary, EpisodePage, EpisodeQuery, Facets, GroupRow
 from openforge.store.rows import (
-    CALL_COLUMNS,
     EPISODE_COLUMNS,
     UPDATABLE_EPISODE_FIELDS,
-    EncodedCall,
-    decode_output,
     episode_to_row,
-    row_to_call,
     row_to_episode,
     to_json,
 )
@@ -62,9 +54,6 @@ _EPISODE_SELECT = f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes"
 _EPISODE_INSERT = (
     f"INSERT INTO episodes ({', '.join(EPISODE_COLUMNS)}) VALUES ({', '.join('?' * len(EPISODE_COLUMNS))})"
 )
-_CALL_SELECT = f"SELECT {', '.join(CALL_COLUMNS)} FROM calls"
-_CALL_INSERT = f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) VALUES ({', '.join('?' * len(CALL_COLUMNS))})"
-_COL = {name: i for i, name in enumerate(CALL_COLUMNS)}
 
 
 class TrajectoryStore:
@@ -75,8 +64,7 @@ class TrajectoryStore:
         self.run_dir = run_dir
         self.path = Path(pool.path)
         self._pool = pool
-        self._sequences = SequenceCache()
-        self._bodies = BodyCache()
+        self._calls = CallTable()
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -156,7 +144,7 @@ class TrajectoryStore:
 
     # ---- run metadata ----------------------------------------------------------------------------------
 
-    def set_run_info(self, info: Mapping[str, Any]) -> None:
+    def set_run_info(self, info: Mapping[str, object]) -> None:
         """Merge `info` into the run's metadata (keys not named are kept). Values must be JSON-serializable."""
         rows = [(str(k), to_json(v, f"run info {k!r}")) for k, v in info.items()]
         conn = self._conn()
@@ -168,6 +156,7 @@ class TrajectoryStore:
             )
 
     def get_run_info(self) -> dict[str, Any]:
+        """The run's metadata (JSON values; typed Any until its readers narrow what they read, e.g. train/verl)."""
         rows = self._conn().execute("SELECT key, value FROM run_info ORDER BY key").fetchall()
         return {k: json.loads(v) for k, v in rows}
 
@@ -199,7 +188,7 @@ class TrajectoryStore:
         row = self._conn().execute(f"{_EPISODE_SELECT} WHERE key = ?", (key,)).fetchone()
         return row_to_episode(row) if row else None
 
-    def update_episode(self, episode_id: str, **fields: Any) -> Episode:
+    def update_episode(self, episode_id: str, **fields: object) -> Episode:
         """Change some of `state`, `outcome`, `outcome_reason`, `reward`, `ended_at`, `metadata` (replaced
         whole) and return the updated episode. Values are validated as `Episode` fields."""
         unknown = set(fields) - UPDATABLE_EPISODE_FIELDS
@@ -246,7 +235,7 @@ class TrajectoryStore:
     def count_episodes(self) -> int:
         return int(self._conn().execute("SELECT count(*) FROM episodes").fetchone()[0])
 
-    def record_verifier_result(self, episode_id: str, reward: float | None, details: Mapping[str, Any]) -> None:
+    def record_verifier_result(self, episode_id: str, reward: float | None, details: Mapping[str, object]) -> None:
         """Store what the verifier reported and set the episode's reward, in one transaction."""
         conn = self._conn()
         with write_transaction(conn):
@@ -258,7 +247,7 @@ class TrajectoryStore:
                 (episode_id, reward, to_json(dict(details), "verifier details"), time.time()),
             )
 
-    def get_verifier_result(self, episode_id: str) -> dict[str, Any] | None:
+    def get_verifier_result(self, episode_id: str) -> JSONObject | None:
         """`{"reward", "details", "recorded_at"}` as recorded, or None."""
         row = (
             self._conn()
@@ -269,7 +258,7 @@ class TrajectoryStore:
             return None
         return {"reward": row[0], "details": json.loads(row[1]), "recorded_at": row[2]}
 
-    # ---- calls: writing --------------------------------------------------------------------------------
+    # ---- calls (encoded against earlier calls of their episode: `calls.py`) --------------------------------
 
     def add_call(self, record: CallRecord) -> None:
         """Store one call; durable when this returns. Raises `DuplicateCallError` if (episode_id, index) is
@@ -278,162 +267,14 @@ class TrajectoryStore:
 
     def add_calls(self, records: Iterable[CallRecord]) -> None:
         """Store several calls in one transaction: all are stored, or (on error) none."""
-        # compression happens here, outside the write lock
-        encoded = [
-            EncodedCall(r, self._bodies.latest_before(r.episode_id, r.index), self._prompt_base(r)) for r in records
-        ]
-        if not encoded:
-            return
-        conn = self._conn()
-        # Encode every prompt before taking the write lock, so that other writers wait only for the INSERTs.
-        # A reference chosen now stays valid: stored calls are never changed or deleted.
-        batch: dict[str, dict[int, Candidate]] = {}
-        rows = []
-        for call in encoded:
-            rec = call.record
-            in_batch = batch.setdefault(rec.episode_id, {})
-            prompt = encode_prompt(call.prompt, self._candidates(conn, rec.episode_id, rec.index, in_batch))
-            in_batch[rec.index] = Candidate(rec.index, call.sequence, prompt.depth)
-            rows.append(call.row(prompt))
-        with write_transaction(conn):
-            for call, row in zip(encoded, rows):
-                try:
-                    conn.execute(_CALL_INSERT, row)
-                except sqlite3.IntegrityError as exc:
-                    if "FOREIGN KEY" in str(exc):
-                        raise EpisodeNotFoundError(call.record.episode_id) from exc
-                    if "UNIQUE" in str(exc):
-                        raise DuplicateCallError(call.record.episode_id, call.record.index) from exc
-                    raise
-        # Only committed calls may enter the caches.
-        for episode_id, calls in batch.items():
-            for cand in calls.values():
-                self._sequences.put(episode_id, cand.index, cand.sequence)
-        for call in encoded:
-            self._bodies.put(call.record.episode_id, call.record.index, call.record.request_body, call.body_depth)
-
-    def _prompt_base(self, record: CallRecord) -> np.ndarray | None:
-        """The ids `record`'s prompt is declared to start with (the proxy's continuity hint in its metadata:
-        `extends_call` k and `reused_prompt_tokens` n = call k's prompt + output), when cached and consistent;
-        then only the new tail of the prompt needs converting."""
-        k, n = record.metadata.get("extends_call"), record.metadata.get("reused_prompt_tokens")
-        if not isinstance(k, int) or not isinstance(n, int) or n <= 0 or n > len(record.prompt_ids):
-            return None
-        base = self._sequences.get(record.episode_id, k)
-        if base is None or len(base) != n or base[0] != record.prompt_ids[0] or base[-1] != record.prompt_ids[n - 1]:
-            return None
-        return base
-
-    def _candidates(
-        self, conn: sqlite3.Connection, episode_id: str, index: int, in_batch: dict[int, Candidate]
-    ) -> list[Candidate]:
-        """The latest calls of the episode before `index` (stored, or earlier in the same batch)."""
-        stored = conn.execute(
-            "SELECT call_index, prompt_depth FROM calls WHERE episode_id = ? AND call_index < ? "
-            "ORDER BY call_index DESC LIMIT ?",
-            (episode_id, index, CANDIDATE_CALLS),
-        ).fetchall()
-        depths = {i: d for i, d in stored}
-        depths.update({i: c.depth for i, c in in_batch.items() if i < index})
-        out = []
-        for cand_index in sorted(depths, reverse=True)[:CANDIDATE_CALLS]:
-            cand = in_batch.get(cand_index)
-            if cand is None:
-                cand = Candidate(cand_index, self._sequence(conn, episode_id, cand_index), depths[cand_index])
-            out.append(cand)
-        return out
-
-    # ---- calls: reading --------------------------------------------------------------------------------
-
-    def _sequence(self, conn: sqlite3.Connection, episode_id: str, index: int) -> np.ndarray:
-        """Prompt + output ids of a committed call, following prompt references back as far as needed."""
-        chain = []
-        at: int | None = index
-        base = None
-        while at is not None:
-            base = self._sequences.get(episode_id, at)
-            if base is not None:
-                break
-            row = conn.execute(
-                "SELECT call_index, prompt_ref, prompt_prefix_len, prompt_tail, output_ids FROM calls "
-                "WHERE episode_id = ? AND call_index = ?",
-                (episode_id, at),
-            ).fetchone()
-            if row is None:
-                raise CorruptRecordError(f"call {at} of episode {episode_id!r} is referenced but missing")
-            chain.append(row)
-            at = row[1]
-        for call_index, ref, prefix_len, tail, output_blob in reversed(chain):
-            prompt = decode_prompt(base if ref is not None else None, prefix_len, tail)
-            base = np.concatenate([prompt, decode_output(output_blob)])
-            self._sequences.put(episode_id, call_index, base)
-        assert base is not None
-        return base
+        self._calls.add(self._conn(), records)
 
     def get_call(self, episode_id: str, index: int) -> CallRecord | None:
-        conn = self._conn()
-        row = conn.execute(f"{_CALL_SELECT} WHERE episode_id = ? AND call_index = ?", (episode_id, index)).fetchone()
-        if row is None:
-            return None
-        ref = row[_COL["prompt_ref"]]
-        base = self._sequence(conn, episode_id, ref) if ref is not None else None
-        return self._decode_row(row, base, self._request_body(conn, episode_id, row[_COL["request_body"]]))[0]
+        return self._calls.get(self._conn(), episode_id, index)
 
     def list_calls(self, episode_id: str) -> list[CallRecord]:
         """Every call of the episode, ordered by index."""
-        rows = (
-            self._conn().execute(f"{_CALL_SELECT} WHERE episode_id = ? ORDER BY call_index", (episode_id,)).fetchall()
-        )
-        sequences: dict[int, np.ndarray] = {}  # a prompt only references a lower index: already decoded
-        bodies: dict[int, bytes] = {}  # likewise request bodies
-        calls = []
-        for row in rows:
-            ref = row[_COL["prompt_ref"]]
-            base = None
-            if ref is not None:
-                base = sequences.get(ref)
-                if base is None:
-                    index = row[_COL["call_index"]]
-                    raise CorruptRecordError(f"call {index} of episode {episode_id!r} references missing call {ref}")
-            blob = row[_COL["request_body"]]
-            body_ref = body_reference(blob)
-            if body_ref is not None and body_ref not in bodies:
-                raise CorruptRecordError(
-                    f"call {row[_COL['call_index']]} of episode {episode_id!r} "
-                    f"references the missing body of call {body_ref}"
-                )
-            body = decode_body(blob, bodies.get(body_ref) if body_ref is not None else None)
-            call, sequences[row[_COL["call_index"]]] = self._decode_row(row, base, body)
-            bodies[call.index] = body
-            calls.append(call)
-        return calls
-
-    def _request_body(self, conn: sqlite3.Connection, episode_id: str, blob: bytes) -> bytes:
-        """A request body, following delta references back through earlier calls as needed."""
-        ref = body_reference(blob)
-        if ref is None:
-            return decode_body(blob, None)
-        cached = self._bodies.get(episode_id, ref)
-        if cached is not None:
-            return decode_body(blob, cached[0])
-        row = conn.execute(
-            "SELECT request_body FROM calls WHERE episode_id = ? AND call_index = ?", (episode_id, ref)
-        ).fetchone()
-        if row is None:
-            raise CorruptRecordError(f"a request body of episode {episode_id!r} references missing call {ref}")
-        return decode_body(blob, self._request_body(conn, episode_id, row[0]))
-
-    def _decode_row(self, row: tuple, base: np.ndarray | None, request_body: bytes) -> tuple[CallRecord, np.ndarray]:
-        """The call of a `calls` row, and its prompt + output sequence. `base` is the sequence of the call
-        its prompt references (None when the prompt is stored whole)."""
-        prompt = decode_prompt(base, row[_COL["prompt_prefix_len"]], row[_COL["prompt_tail"]])
-        if len(prompt) != row[_COL["prompt_len"]]:
-            raise CorruptRecordError(
-                f"call {row[_COL['call_index']]} of episode {row[_COL['episode_id']]!r}: decoded prompt has "
-                f"{len(prompt)} tokens, {row[_COL['prompt_len']]} were stored"
-            )
-        output = decode_output(row[_COL["output_ids"]])
-        return row_to_call(row, prompt, output, request_body), np.concatenate([prompt, output])
+        return self._calls.of_episode(self._conn(), episode_id)
 
     def iter_calls(self) -> Iterator[CallRecord]:
         """Every call of the run: episode by episode (oldest first), each ordered by index. One episode is in

@@ -174,3 +174,16 @@ def test_missing_pieces_give_clear_errors(tmp_path, tiny_model_dir):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelDirError, match="tokenizer.json"):
         ModelDir(tmp_path / "empty")
+
+
+def test_a_directory_without_a_context_length_says_which_field_to_set(tmp_path, tiny_model_dir):
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("tokenizer.json", "config.json", "tokenizer_config.json", "chat_template.jinja"):
+        (model / name).write_bytes((tiny_model_dir / name).read_bytes())
+    for name, field in (("config.json", "max_position_embeddings"), ("tokenizer_config.json", "model_max_length")):
+        data = json.loads((model / name).read_text())
+        del data[field]
+        (model / name).write_text(json.dumps(data))
+    with pytest.raises(ModelDirError, match="max_position_embeddings in config.json"):
+        _ = ModelDir(model).max_context

@@ -137,6 +137,19 @@ def test_broken_markup_stays_text_and_is_named(fmt):
     assert text.split("{")[0].strip()[:12] in out.content  # the markup is kept, not dropped
 
 
+@pytest.mark.parametrize("call_id", ["", "functions.\nbash:0"])
+def test_kimi_call_without_a_readable_id_stays_text_and_is_named(call_id):
+    # the id is sampled text: one the format cannot read is a parse error, never a crash of the parser
+    text = (
+        f"<|tool_calls_section_begin|><|tool_call_begin|>{call_id}<|tool_call_argument_begin|>"
+        '{"command": "ls"}<|tool_call_end|><|tool_calls_section_end|>'
+    )
+    out = parse("kimi_k2", "Before. " + text)
+    assert not out.tool_calls
+    assert "is not a call id" in out.parse_error
+    assert out.content.startswith("Before.") and "<|tool_call_begin|>" in out.content
+
+
 def test_typed_parameters_follow_the_schema():
     out = parse(
         "glm45",

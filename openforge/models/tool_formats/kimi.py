@@ -33,7 +33,10 @@ class KimiK2(ToolCallFormat):
         for m in _CALL.finditer(body):
             if not m.group(3):
                 raise ValueError("<|tool_call_begin|> is not closed")
-            calls.append((_ID.match(m.group(1)).group(1), json_object(m.group(2).strip())))
+            named = _ID.match(m.group(1))
+            if named is None:  # an empty id, or one across lines
+                raise ValueError(f"<|tool_call_begin|> {m.group(1)!r} is not a call id functions.NAME:INDEX")
+            calls.append((named.group(1), json_object(m.group(2).strip())))
         if not calls:
             raise ValueError(f"{SECTION_BEGIN} holds no <|tool_call_begin|>")
         return calls
