@@ -13,13 +13,18 @@ from __future__ import annotations
 import random
 import shlex
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from openforge.core.json_types import JSONObject
 from openforge.faults.spec import FaultKind, FaultSpec
+
+if TYPE_CHECKING:
+    from openforge.faults.rules import FaultEntry, FaultState
 
 BALLAST = ".cache/ballast.bin"  # disk_full: a large (sparse) file filling the work directory's disk
 BALLAST_SIZE = "512M"
@@ -59,7 +64,7 @@ class FaultTargets(BaseModel):
         return v
 
     @classmethod
-    def from_metadata(cls, metadata: dict[str, Any] | None) -> FaultTargets:
+    def from_metadata(cls, metadata: Mapping[str, object] | None) -> FaultTargets:
         """From a task's metadata (`fault_targets` table); empty when it declares none."""
         declared = (metadata or {}).get("fault_targets")
         return cls.model_validate(declared) if isinstance(declared, dict) else cls()
@@ -143,7 +148,7 @@ class FaultPlan:
 
     def state(
         self, root: str, views: tuple[str, ...] = (), internal: tuple[str, ...] = (), command_pattern: str | None = None
-    ) -> dict[str, Any]:
+    ) -> FaultState:
         """What `rules.decide` reads: the work directory as the deciding process sees it (`root`) and as the
         agent's commands may name it (`views`), the harness's own command lines to leave alone, where the
         agent's command sits in a wrapped line, and the faults."""
@@ -154,10 +159,10 @@ class FaultPlan:
             "commands": self.commands,
             "internal": list(internal),
             "command_pattern": command_pattern,
-            "faults": [asdict(r) for r in self.records],
+            "faults": [cast("FaultEntry", asdict(r)) for r in self.records],  # asdict is typed dict[str, Any]
         }
 
-    def update(self, state: dict[str, Any]) -> None:
+    def update(self, state: FaultState) -> None:
         """Take back what `rules.decide` recorded (fired, command, at_s, times)."""
         self.commands = int(state.get("commands", self.commands))
         by_kind = {f["kind"]: f for f in state.get("faults", []) if isinstance(f, dict) and "kind" in f}
@@ -169,7 +174,7 @@ class FaultPlan:
                 r.at_s = seen.get("at_s")
                 r.times = int(seen.get("times") or 0)
 
-    def to_json(self) -> list[dict[str, Any]]:
+    def to_json(self) -> list[JSONObject]:
         return [asdict(r) for r in self.records]
 
 

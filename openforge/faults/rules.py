@@ -14,7 +14,11 @@ itself: not the agent's, not counted). A fault that changes the environment itse
 disk_full) was set up before the harness started; here it is noted as fired when a command meets it.
 
     python3 decide.py STATE_DIR COMMAND_LINE      # prints "ACTION[ ARG]" then the message
+
+The types are for the checker only (`TYPE_CHECKING`): the sandbox's python3 may be old (3.7 at least).
 """
+
+from __future__ import annotations
 
 import fcntl
 import json
@@ -23,6 +27,38 @@ import re
 import shlex
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import TypedDict
+
+    class FaultEntry(TypedDict, total=False):
+        """One armed fault in the state file (`FaultRecord` in openforge.faults.plan, as JSON)."""
+
+        kind: str
+        applicable: bool
+        reason: str | None
+        target: str | None
+        seconds: float | None
+        fired: bool
+        command: int | None
+        at_s: float | None
+        times: int
+
+    class FaultState(TypedDict, total=False):
+        """The episode's fault state (`FaultPlan.state`): what `decide` reads and updates."""
+
+        root: str
+        views: list[str]
+        started: float
+        commands: int
+        internal: list[str]
+        command_pattern: str | None
+        faults: list[FaultEntry]
+
+    # (action, argument, message): `run`/`fail`/`hang`/`skip`, the exit code or seconds, the stderr message
+    Verdict = tuple[str, str, str]
 
 STATE_FILE = "state.json"
 
@@ -41,7 +77,7 @@ _SPLIT = re.compile(r"&&|\|\||[;|\n()]")
 _REDIRECT = re.compile(r"(?:\d?>>?\|?|&>>?)\s*(['\"]?)([^\s'\";|&<>()]+)\1")
 
 
-def _parts(command):
+def _parts(command: str) -> list[list[str]]:
     """The simple commands of a command line, as word lists (coarse: quotes kept within a part)."""
     out = []
     for part in _SPLIT.split(command):
@@ -57,7 +93,7 @@ def _parts(command):
     return out
 
 
-def _without_redirections(words):
+def _without_redirections(words: list[str]) -> list[str]:
     """Words without redirections (`> f`, `2>&1`, `<f`): they are not a program's arguments."""
     out, skip = [], False
     for w in words:
@@ -72,7 +108,7 @@ def _without_redirections(words):
     return out
 
 
-def _normal(path, roots):
+def _normal(path: str, roots: Sequence[str]) -> str | None:
     """A path relative to the work directory, without ./ (`roots`: the absolute paths the work directory has
     for the agent); None outside it (or not a file path)."""
     if not path or path.startswith("&") or path.startswith("/dev/"):
@@ -87,7 +123,7 @@ def _normal(path, roots):
     return path or "."
 
 
-def written_paths(command, roots):
+def written_paths(command: str, roots: Sequence[str]) -> list[str]:
     """Paths in the work directory that the command line writes (redirections, and the arguments of programs
     that write files), relative to it; `roots`: the work directory's absolute paths as the agent sees it."""
     paths = [_normal(m.group(2), roots) for m in _REDIRECT.finditer(command)]
@@ -128,7 +164,7 @@ CHANGERS = frozenset(
 )
 
 
-def changes_something(command, roots):
+def changes_something(command: str, roots: Sequence[str]) -> bool:
     """Whether the command line writes a file anywhere (not /dev/...) or runs a program that changes state."""
     if any(not m.group(2).startswith(("&", "/dev/")) for m in _REDIRECT.finditer(command)):
         return True
@@ -137,11 +173,11 @@ def changes_something(command, roots):
     return any(words[0].rsplit("/", 1)[-1] in CHANGERS for words in _parts(command))
 
 
-def _under(path, target):
+def _under(path: str, target: str) -> bool:
     return path == target or path.startswith(target.rstrip("/") + "/")
 
 
-def mentions(command, target):
+def mentions(command: str, target: str) -> bool:
     """Whether the command line names `target` (a path relative to the work directory) or a path under it."""
     pattern = r"(?<![\w.-])(?:\./)?" + re.escape(target.rstrip("/")) + r"(?![\w.-])"
     return re.search(pattern, command) is not None
@@ -150,7 +186,7 @@ def mentions(command, target):
 INTERPRETERS = ("sh", "bash", "python", "python3", "node")
 
 
-def calls_program(command, program):
+def calls_program(command: str, program: str) -> bool:
     """Whether the command line runs `program` (by name or path, or as the script an interpreter runs)."""
     for words in _parts(command):
         names = [words[0]] + (words[1:2] if words[0].rsplit("/", 1)[-1] in INTERPRETERS else [])
@@ -159,7 +195,7 @@ def calls_program(command, program):
     return False
 
 
-def fixes(command, programs, target, roots):
+def fixes(command: str, programs: Sequence[str], target: str, roots: Sequence[str]) -> bool:
     """Whether the command line runs one of `programs` on `target` or a path above it (a `chmod` of the
     read-only file, an `rm` of the ballast): it runs, and the real file system decides from there."""
     for words in _parts(command):
@@ -170,21 +206,21 @@ def fixes(command, programs, target, roots):
     return False
 
 
-def agent_command(line, state):
+def agent_command(line: str, state: FaultState) -> str | None:
     """The agent's own command within the line the shell runs (some harnesses wrap it), or None when the
     line is one the harness runs for itself."""
     for pattern in state.get("internal") or []:
         if re.search(pattern, line):
             return None
-    pattern = state.get("command_pattern")
-    if pattern:
-        m = re.search(pattern, line, re.S)
+    wrapper = state.get("command_pattern")
+    if wrapper:
+        m = re.search(wrapper, line, re.S)
         if m:
             return m.group("cmd").replace("'\\''", "'")
     return line
 
 
-def decide(state, line, now=None):
+def decide(state: FaultState, line: str, now: float | None = None) -> Verdict:
     """(action, argument, message) for the command line `line`; `state` is updated in place."""
     command = agent_command(line, state)
     if command is None:
@@ -194,7 +230,7 @@ def decide(state, line, now=None):
     n = state["commands"]
     root = state.get("root") or "."
     roots = [root] + list(state.get("views") or [])
-    verdict = ("run", "", "")
+    verdict: Verdict = ("run", "", "")
     faults = sorted(
         (f for f in state.get("faults", []) if f.get("applicable")),
         key=lambda f: ORDER.index(f["kind"]) if f["kind"] in ORDER else len(ORDER),
@@ -204,27 +240,31 @@ def decide(state, line, now=None):
         if hit is None:
             continue
         if not fault.get("fired"):
-            fault.update(fired=True, command=n, at_s=round(now - state.get("started", now), 3))
+            fault["fired"], fault["command"] = True, n
+            fault["at_s"] = round(now - state.get("started", now), 3)
         fault["times"] = fault.get("times", 0) + 1
         if hit[0] != "run" and verdict[0] == "run":
             verdict = hit
     return verdict
 
 
-def _strikes(fault, command, root, roots):
+def _strikes(fault: FaultEntry, command: str, root: str, roots: Sequence[str]) -> Verdict | None:
     """None when the fault does not meet this command; else the verdict it gives."""
     kind, target = fault["kind"], fault.get("target")
     if kind in ("transient", "hang"):
         if fault.get("fired") or (kind == "transient" and not changes_something(command, roots)):
             return None
         if kind == "hang":
-            seconds = float(fault.get("seconds", 3600))
+            given = fault.get("seconds")
+            seconds = float(3600 if given is None else given)
             return "hang", f"{seconds:g}", MESSAGES["hang"].format(seconds=seconds)
         return "fail", str(EXIT_CODES[kind]), MESSAGES[kind]
     if kind == "flaky_service":
         if fault.get("fired") or not target or not calls_program(command, target):
             return None
         return "fail", str(EXIT_CODES[kind]), MESSAGES[kind].format(target=target)
+    if not target:  # the environment faults below act on a path (FaultPlan always gives them one)
+        return None
     if kind == "permission":
         path = os.path.join(root, target)
         try:
@@ -249,7 +289,7 @@ def _strikes(fault, command, root, roots):
     return None
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print("usage: decide.py STATE_DIR COMMAND_LINE", file=sys.stderr)
         return 2

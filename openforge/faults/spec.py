@@ -14,6 +14,7 @@ text form as one string. A bad kind, rate or option is named in the error with w
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -87,7 +88,7 @@ class FaultSpec(BaseModel):
 OPTIONS = ("seed", "hang_s", "exclusive")
 
 
-def parse_fault_spec(value: str | dict[str, Any] | FaultSpec | None) -> FaultSpec | None:
+def parse_fault_spec(value: str | Mapping[str, object] | FaultSpec | None) -> FaultSpec | None:
     """A spec from its text form, a YAML mapping, or a FaultSpec; None (or "" / "none") for no faults.
     FaultSpecError names what is wrong."""
     if value is None or isinstance(value, FaultSpec):
@@ -97,7 +98,7 @@ def parse_fault_spec(value: str | dict[str, Any] | FaultSpec | None) -> FaultSpe
         if text.lower() in ("", "none", "off"):
             return None
         return _from_mapping(_text_to_mapping(text), source=repr(value))
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         if set(value) >= {"rates"}:  # the model's own dump
             try:
                 return FaultSpec.model_validate(value)
@@ -109,8 +110,8 @@ def parse_fault_spec(value: str | dict[str, Any] | FaultSpec | None) -> FaultSpe
     )
 
 
-def _text_to_mapping(text: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _text_to_mapping(text: str) -> dict[str, object]:
+    out: dict[str, object] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
@@ -130,9 +131,9 @@ def _text_to_mapping(text: str) -> dict[str, Any]:
     return out
 
 
-def _from_mapping(data: dict[str, Any], source: str) -> FaultSpec:
+def _from_mapping(data: Mapping[str, object], source: str) -> FaultSpec:
     rates: dict[FaultKind, float] = {}
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {}  # seed, hang_s, exclusive: as given, FaultSpec validates them
     for key, val in data.items():
         key = str(key).strip().replace("-", "_")
         if key in OPTIONS:
@@ -159,11 +160,14 @@ def _kind(key: str, source: str) -> FaultKind:
         ) from None
 
 
-def _rate(key: str, val: Any, source: str) -> float:
+def _rate(key: str, val: object, source: str) -> float:
+    not_a_number = FaultSpecError(f"{source}: rate of {key} is {val!r}: give a number between 0 and 1")
+    if not isinstance(val, int | float | str):
+        raise not_a_number
     try:
         rate = float(val)
-    except (TypeError, ValueError):
-        raise FaultSpecError(f"{source}: rate of {key} is {val!r}: give a number between 0 and 1") from None
+    except ValueError:
+        raise not_a_number from None
     if not 0.0 <= rate <= 1.0:
         raise FaultSpecError(f"{source}: rate of {key} is {rate:g}: a rate is a probability, between 0 and 1")
     return rate
