@@ -35,7 +35,7 @@ selectors, worker pool) and `archive.py` (tar copies); image names are mapped by
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
 
 from openforge.core.errors import ConfigurationError
 
@@ -96,26 +96,32 @@ class UnknownSandboxError(ConfigurationError, ValueError):
     """A sandbox backend name that is not one of PROVIDERS."""
 
 
-def get_provider(name: str, **options: Any) -> SandboxProvider:
+def get_provider(name: str, **options: object) -> SandboxProvider:
     """A sandbox backend by name: "docker" (options: see `DockerProvider`), "local" (see `LocalProvider`) or
     "kubernetes" (see `KubernetesProvider`).
     Creating a provider contacts nothing; the first `create()` does."""
+    return _provider_class(name)(**options)
+
+
+def _provider_class(name: str) -> Callable[..., SandboxProvider]:
+    """The backend's class (imported only when asked for: each needs its own client library); its keyword
+    options differ per backend, and its constructor checks them."""
     if name == "docker":
         from .docker import DockerProvider
 
-        return DockerProvider(**options)
+        return DockerProvider
     if name == "local":
         from .local import LocalProvider
 
-        return LocalProvider(**options)
+        return LocalProvider
     if name in ("kubernetes", "k8s"):
         from .kubernetes import KubernetesProvider
 
-        return KubernetesProvider(**options)
+        return KubernetesProvider
     raise UnknownSandboxError(f"unknown sandbox backend {name!r}; choose one of: {', '.join(PROVIDERS)}")
 
 
-def cleanup_run(backend: str, run_label: str, **options: Any) -> int:
+def cleanup_run(backend: str, run_label: str, **options: object) -> int:
     """Remove every sandbox of run `run_label` that `backend` still holds (e.g. after a crash), with its other
     objects (Kubernetes: the run's NetworkPolicy); how many sandboxes were removed."""
 

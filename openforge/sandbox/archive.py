@@ -82,9 +82,9 @@ def extract_archive(tf: tarfile.TarFile, dest: Path, *, is_dir: bool) -> None:
             os.symlink(m.linkname, target)
             links.append(target)
         # hard links, devices, fifos: skipped
-    for link in links:  # what later members made of earlier links: remove any that now leaves dest
-        if link.is_symlink() and not _inside(link.resolve(), root):
-            link.unlink()
+    for made in links:  # what later members made of earlier links: remove any that now leaves dest
+        if made.is_symlink() and not _inside(made.resolve(), root):
+            made.unlink()
     for d, mode in reversed(dir_modes):
         try:
             if not d.is_symlink():

@@ -25,6 +25,7 @@ listed and removed with `provider.cleanup(run)`.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import hashlib
 import os
 import re
@@ -419,11 +420,11 @@ class SandboxProvider(ABC):
     async def list(self, run_label: str | None = None) -> list[str]:
         """Names of existing sandboxes of run `run_label` (or all managed ones with None)."""
 
-    async def missing_images(self, images: list[str]) -> list[str]:
+    async def missing_images(self, images: builtins.list[str]) -> builtins.list[str]:  # `list`: the method above
         """Which of `images` (as mapped, never pulled) this backend cannot start from, checked before a run
         starts so a missing image is reported once. The default: none that can be known in advance (the local
         backend ignores images; a cluster pulls them when a pod starts)."""
         return []
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 (optional: a backend without client resources keeps this no-op)
         """Release client resources (thread pool, connections). Does not destroy sandboxes."""

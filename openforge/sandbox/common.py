@@ -102,7 +102,8 @@ envline=
 [ -n "$guard" ] && { read -r envline < "/proc/$guard/environ"; } 2>/dev/null
 case "$envline" in
   *OPENFORGE_KEEPALIVE=1*) ;;
-  *) echo "refusing to stop processes: process ${guard:-?} is not an openforge keep-alive (not a sandbox's pid namespace)" >&2
+  *) echo "refusing to stop processes: process ${guard:-?} is not an openforge keep-alive" \
+          "(not a sandbox's pid namespace)" >&2
      exit 2 ;;
 esac
 spare=" 1 $keep "

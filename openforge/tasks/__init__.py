@@ -1,6 +1,6 @@
 """Harbor / Terminal-Bench 2.0 tasks as data: loading, schema validation, image maps, environments, rewards, and
-generated task families (`families/`). Nothing here drives a sandbox: running a task (its environment set-up, its verifier,
-`validate --run`) lives in `openforge.rollout` (`task_environment`, `grading`, `validate`)."""
+generated task families (`families/`). Nothing here drives a sandbox: running a task (its environment set-up,
+its verifier, `validate --run`) lives in `openforge.rollout` (`task_environment`, `grading`, `validate`)."""
 
 from openforge.tasks.families import (
     FAMILIES,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -132,7 +131,7 @@ class ImageMap:
         return m
 
     @classmethod
-    def from_config(cls, data: Mapping[str, Any] | Iterable[Any] | None) -> ImageMap:
+    def from_config(cls, data: Mapping[str, object] | Iterable[object] | None) -> ImageMap:
         """From a config value: ``{FROM: TO, ...}`` or a list of ``"FROM=TO"`` strings / ``{from:, to:}`` dicts.
 
         A mapping with a single ``image_map`` key (a whole image-map YAML file) is unwrapped.
@@ -141,7 +140,10 @@ class ImageMap:
             return cls()
         if isinstance(data, Mapping):
             if set(data) == {"image_map"}:
-                return cls.from_config(data["image_map"])
+                inner = data["image_map"]
+                if inner is not None and not isinstance(inner, Mapping | Iterable):
+                    raise ImageMapError(f"image_map: expected a mapping or a list of FROM=TO, got {inner!r}")
+                return cls.from_config(inner)
             m = cls()
             for k, v in data.items():
                 if not isinstance(v, str):

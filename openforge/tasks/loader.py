@@ -24,12 +24,13 @@ from pydantic import ValidationError
 
 from openforge.core.errors import TaskError
 from openforge.tasks.context import BuildContextError, check_build_context
-from openforge.tasks.model import Task, TaskConfig, normalize_split
+from openforge.tasks.model import Split, Task, TaskConfig, normalize_split
 from openforge.tasks.solution import SOLUTION_SCRIPTS, SolutionError, solution_script
 
 CONFIG_FILE = "task.toml"
 INSTRUCTION_FILE = "instruction.md"
-SPLIT_DIRS = {"train", "heldout", "held-out", "held_out"}
+# a directory of one of these names holds tasks of that split
+SPLIT_DIRS: dict[str, Split] = {"train": "train", "heldout": "heldout", "held-out": "heldout", "held_out": "heldout"}
 _SKIP_DIRS = {"__pycache__", "node_modules", ".git"}
 
 
@@ -87,7 +88,7 @@ def parse_task_toml(text: str, source: str = CONFIG_FILE) -> tuple[TaskConfig | 
         return None, describe_pydantic_errors(e, source)
 
 
-def inspect_task_dir(path: str | Path, layout_split: str | None = None) -> DirReport:
+def inspect_task_dir(path: str | Path, layout_split: Split | None = None) -> DirReport:
     """Check a task directory's layout and ``task.toml`` without running anything."""
     p = Path(path)
     rep = DirReport(path=p)
@@ -183,15 +184,15 @@ def inspect_task_dir(path: str | Path, layout_split: str | None = None) -> DirRe
     return rep
 
 
-def _layout_split_from_parts(parts: Iterable[str]) -> str | None:
-    found = None
+def _layout_split_from_parts(parts: Iterable[str]) -> Split | None:
+    found: Split | None = None
     for part in parts:
         if part.lower() in SPLIT_DIRS:
-            found = normalize_split(part)
+            found = SPLIT_DIRS[part.lower()]
     return found
 
 
-def load_task(path: str | Path, layout_split: str | None = None) -> Task:
+def load_task(path: str | Path, layout_split: Split | None = None) -> Task:
     """Load one task directory; raises TaskLoadError naming every problem.
 
     ``layout_split`` is the split implied by where the directory sits; by default the name of its parent
@@ -226,12 +227,12 @@ def load_task(path: str | Path, layout_split: str | None = None) -> Task:
     )
 
 
-def find_task_dirs(root: str | Path) -> list[tuple[Path, str | None]]:
+def find_task_dirs(root: str | Path) -> list[tuple[Path, Split | None]]:
     """Task directories under ``root`` (or ``root`` itself), each with the split its layout implies."""
     r = Path(root).resolve()
     if is_task_dir(r):
         return [(r, _layout_split_from_parts([r.parent.name]))]
-    found: list[tuple[Path, str | None]] = []
+    found: list[tuple[Path, Split | None]] = []
     for dirpath, dirnames, _ in os.walk(r):
         d = Path(dirpath)
         if d != r and is_task_dir(d):

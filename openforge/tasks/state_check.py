@@ -8,26 +8,31 @@ Rules: every regular file under the directory counts, except paths with a compon
 ``echo x`` are equivalent); empty directories do not count.
 
     python3 check_state.py APP_DIR EXPECTED_JSON VERIFIER_DIR   # writes VERIFIER_DIR/reward.txt (1 or 0)
+
+The annotations are for the checker only: the sandbox's python3 may be old (3.7 at least).
 """
+
+from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Mapping
 
 
-def _ignored(rel):
+def _ignored(rel: str) -> bool:
     return any(part.startswith(".") or part == "__pycache__" for part in rel.split("/"))
 
 
-def normalize(content):
+def normalize(content: str | bytes) -> str:
     if isinstance(content, bytes):
         content = content.decode("utf-8", errors="replace")
     return content.rstrip("\n")
 
 
-def read_state(root):
+def read_state(root: str) -> dict[str, str]:
     """{relative/path: text} of every counted file under root."""
-    state = {}
+    state: dict[str, str] = {}
     for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             full = os.path.join(dirpath, name)
@@ -39,7 +44,7 @@ def read_state(root):
     return state
 
 
-def compare_states(actual, expected):
+def compare_states(actual: Mapping[str, str | bytes], expected: Mapping[str, str | bytes]) -> list[str]:
     """Differences between two {path: content} states, as readable lines; empty when they are equal."""
     problems = []
     act = {k: normalize(v) for k, v in actual.items() if not _ignored(k)}
@@ -50,11 +55,11 @@ def compare_states(actual, expected):
         problems.append("unexpected file: " + path)
     for path in sorted(set(act) & set(exp)):
         if act[path] != exp[path]:
-            problems.append("wrong content: %s: expected %r, found %r" % (path, exp[path][:200], act[path][:200]))
+            problems.append(f"wrong content: {path}: expected {exp[path][:200]!r}, found {act[path][:200]!r}")
     return problems
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     if len(argv) != 4:
         print("usage: check_state.py APP_DIR EXPECTED_JSON VERIFIER_DIR", file=sys.stderr)
         return 2

@@ -20,6 +20,8 @@ __all__ = ["start_forwarder", "stop_process"]
 async def start_forwarder(spec: SandboxSpec, pid: int, python: str) -> asyncio.subprocess.Process:
     """Start the forwarder in the network namespace of the container whose init is host pid `pid`; returns
     once it listens. SandboxError (with the forwarder's complaint) when it cannot."""
+    if spec.proxy_uds is None:
+        raise SandboxError(f"sandbox {spec.name}: no proxy socket to bridge (spec.proxy_uds is unset)")
     nsenter = shutil.which("nsenter")
     if nsenter is None:
         raise SandboxError("the proxy bridge needs `nsenter` (util-linux) on the host")
@@ -51,6 +53,7 @@ async def start_forwarder(spec: SandboxSpec, pid: int, python: str) -> asyncio.s
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
+    assert proc.stdout is not None and proc.stderr is not None  # opened with PIPE
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), 15)
     except TimeoutError:

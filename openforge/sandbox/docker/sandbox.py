@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..archive import copy_in_target, extract_archive, make_tar
 from ..base import (
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["DockerSandbox"]
 
 MAX_SYMLINK_HOPS = 40  # as Linux's ELOOP limit
-DIFF_KINDS = {0: "changed", 1: "added", 2: "deleted"}
+DIFF_KINDS: dict[int, Literal["added", "changed", "deleted"]] = {0: "changed", 1: "added", 2: "deleted"}
 # Files the runtime itself adds to every container: not the agent's changes.
 RUNTIME_FILES = ("/.dockerenv", "/etc/hostname", "/etc/hosts", "/etc/resolv.conf", "/etc/mtab")
 
@@ -207,7 +207,8 @@ class DockerSandbox(Sandbox):
         mounts = [m.target.rstrip("/") or "/" for m in self.spec.mounts]
         out = []
         for row in rows or []:
-            path, kind = row.get("Path", ""), DIFF_KINDS.get(row.get("Kind"))
+            path, code = row.get("Path", ""), row.get("Kind")
+            kind = DIFF_KINDS.get(code) if isinstance(code, int) else None
             if not path or kind is None or path in RUNTIME_FILES:
                 continue
             if self._p.init and path == "/usr/sbin/docker-init":
@@ -265,16 +266,15 @@ class DockerSandbox(Sandbox):
         ooms = self._oom_events()
         oom = bool(state.get("OOMKilled")) or ooms > 0
         running = bool(state.get("Running")) and not state.get("Paused") and not state.get("Restarting")
-        fwd_dead = self._forwarder is not None and self._forwarder.returncode is not None
+        fwd_exit = self._forwarder.returncode if self._forwarder is not None else None
+        fwd_dead = fwd_exit is not None
         if running and not fwd_dead:
             reason = "running"
             if ooms:
                 reason += f"; the OOM killer killed a process in it ({ooms}x, memory limit {self.spec.memory_mb} MiB)"
             return SandboxStatus(alive=True, oom_killed=oom, reason=reason)
         if running and fwd_dead:
-            return SandboxStatus(
-                alive=False, oom_killed=oom, reason=f"the proxy forwarder exited (code {self._forwarder.returncode})"
-            )
+            return SandboxStatus(alive=False, oom_killed=oom, reason=f"the proxy forwarder exited (code {fwd_exit})")
         code = state.get("ExitCode")
         reason = f"container {state.get('Status', 'stopped')} with exit code {code}"
         if state.get("OOMKilled"):

@@ -24,9 +24,8 @@ Isolation (docs/design.md, invariants 4 and 7) in Kubernetes terms:
 
 from __future__ import annotations
 
-from typing import Any
-
 from openforge import __version__
+from openforge.core.json_types import JSONObject, JSONValue
 
 from ..base import LABEL_MANAGED, LABEL_RUN, label_value, sandbox_name
 from ..common import AGENT_CAPABILITIES, KEEPALIVE, run_selector
@@ -70,8 +69,8 @@ def _meta(
     namespace: str | None = None,
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
+) -> JSONObject:
+    meta: JSONObject = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
     if labels:
@@ -89,7 +88,7 @@ def network_policy_name(run_label: str) -> str:
 # -- sandbox pods --------------------------------------------------------------------------------------------
 
 
-def security_context() -> dict[str, Any]:
+def security_context() -> JSONObject:
     """The container security context of every sandbox container (see the module docstring)."""
     return {
         "runAsUser": 0,
@@ -100,7 +99,7 @@ def security_context() -> dict[str, Any]:
     }
 
 
-def harness_init_container(image: str, *, pull_policy: str = "IfNotPresent") -> dict[str, Any]:
+def harness_init_container(image: str, *, pull_policy: str = "IfNotPresent") -> JSONObject:
     """Copies the harness bundle out of `image` (built by `openforge harness image`) into the shared emptyDir.
     The bundle image is FROM the base image, so it has `cp`."""
     return {
@@ -130,9 +129,9 @@ def sandbox_pod(
     harness_target: str | None = None,
     pull_policy: str = "IfNotPresent",
     node_selector: dict[str, str] | None = None,
-    tolerations: list[dict[str, Any]] | None = None,
+    tolerations: list[JSONObject] | None = None,
     storage_mb: int | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """One rollout's pod: a bare Pod with `restartPolicy: Never` (a dead sandbox is never silently
     restarted: the episode fails as `sandbox_error` and the orchestrator retries it in a new pod)."""
     cpu = f"{max(1, round(cpus * 1000))}m"
@@ -140,12 +139,12 @@ def sandbox_pod(
     resources = {"cpu": cpu, "memory": mem}
     if storage_mb:
         resources["ephemeral-storage"] = f"{storage_mb}Mi"
-    container: dict[str, Any] = {
+    container: JSONObject = {
         "name": "sandbox",
         "image": image,
         "imagePullPolicy": pull_policy,
-        "command": KEEPALIVE[:1],
-        "args": KEEPALIVE[1:],
+        "command": list(KEEPALIVE[:1]),
+        "args": list(KEEPALIVE[1:]),
         "resources": {"limits": dict(resources), "requests": dict(resources)},
         "securityContext": security_context(),
     }
@@ -153,7 +152,7 @@ def sandbox_pod(
         container["env"] = [{"name": k, "value": v} for k, v in env.items()]
     if workdir:
         container["workingDir"] = workdir
-    spec: dict[str, Any] = {
+    spec: JSONObject = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
@@ -182,10 +181,10 @@ def run_network_policy(
     proxy_port: int = MODEL_PORT,
     proxy_labels: dict[str, str] | None = None,
     allow_dns: bool = False,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Deny all ingress to the run's sandbox pods; allow egress only to the proxy's pods on the model port
     (sandboxes reach it by its Service's cluster IP); with `allow_dns` also to kube-dns on port 53."""
-    egress: list[dict[str, Any]] = [
+    egress: list[JSONValue] = [
         {
             "to": [{"podSelector": {"matchLabels": dict(proxy_labels or PROXY_LABELS)}}],
             "ports": [{"protocol": "TCP", "port": int(proxy_port)}],
@@ -209,7 +208,7 @@ def run_network_policy(
         "kind": "NetworkPolicy",
         "metadata": _meta(network_policy_name(run_label), namespace, selector),
         "spec": {
-            "podSelector": {"matchLabels": selector},
+            "podSelector": {"matchLabels": dict(selector)},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
             "egress": egress,
@@ -220,7 +219,7 @@ def run_network_policy(
 # -- what a run needs besides its pods -----------------------------------------------------------------------
 
 
-def namespace(name: str) -> dict[str, Any]:
+def namespace(name: str) -> JSONObject:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels={LABEL_MANAGED: "1"})}
 
 
@@ -236,11 +235,11 @@ def proxy_deployment(
     admin_token_secret: str | None = None,
     cpus: float = 2,
     memory_mb: int = 8192,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The recording proxy (`openforge proxy`): model API on MODEL_PORT, admin API on ADMIN_PORT. Its run
     directory (trajectories.db) is on `runs_pvc` when given, else an emptyDir (lost with the pod)."""
     run_dir = f"/runs/{run}"
-    args = [
+    args: list[JSONValue] = [
         "proxy",
         "--model",
         model_path,
@@ -254,7 +253,7 @@ def proxy_deployment(
         f"0.0.0.0:{ADMIN_PORT}",
     ]
     cpu = f"{max(1, round(cpus * 1000))}m"
-    container: dict[str, Any] = {
+    container: JSONObject = {
         "name": "proxy",
         "image": image,
         "command": ["openforge"],
@@ -268,14 +267,15 @@ def proxy_deployment(
             "limits": {"cpu": cpu, "memory": f"{memory_mb}Mi"},
         },
         "readinessProbe": {"tcpSocket": {"port": MODEL_PORT}, "periodSeconds": 5},
-        "volumeMounts": [{"name": "runs", "mountPath": "/runs"}],
     }
-    volumes: list[dict[str, Any]] = [
+    mounts: list[JSONValue] = [{"name": "runs", "mountPath": "/runs"}]
+    container["volumeMounts"] = mounts
+    volumes: list[JSONValue] = [
         {"name": "runs", **({"persistentVolumeClaim": {"claimName": runs_pvc}} if runs_pvc else {"emptyDir": {}})}
     ]
     if model_pvc:
         volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": model_pvc, "readOnly": True}})
-        container["volumeMounts"].append({"name": "model", "mountPath": model_path, "readOnly": True})
+        mounts.append({"name": "model", "mountPath": model_path, "readOnly": True})
     if admin_token_secret:
         container["env"] = [
             {
@@ -293,14 +293,14 @@ def proxy_deployment(
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": dict(PROXY_LABELS)},
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": dict(labels)},
                 "spec": {"automountServiceAccountToken": False, "containers": [container], "volumes": volumes},
             },
         },
     }
 
 
-def proxy_service(namespace: str) -> dict[str, Any]:
+def proxy_service(namespace: str) -> JSONObject:
     """`openforge-proxy.<namespace>.svc`: the model port (what sandboxes call) and the admin port, separately."""
     return {
         "apiVersion": "v1",
@@ -316,7 +316,7 @@ def proxy_service(namespace: str) -> dict[str, Any]:
     }
 
 
-def proxy_network_policy(namespace: str) -> dict[str, Any]:
+def proxy_network_policy(namespace: str) -> JSONObject:
     """Who may reach the proxy: sandbox pods and the orchestrator on the model port; only the orchestrator on
     the admin port."""
     return {
@@ -343,9 +343,9 @@ def proxy_network_policy(namespace: str) -> dict[str, Any]:
     }
 
 
-def orchestrator_rbac(namespace: str) -> list[dict[str, Any]]:
+def orchestrator_rbac(namespace: str) -> list[JSONObject]:
     """ServiceAccount + Role + RoleBinding: what the `kubernetes` sandbox backend calls, in one namespace."""
-    rules = [
+    rules: list[JSONValue] = [
         {
             "apiGroups": [""],
             "resources": ["pods"],
@@ -389,7 +389,7 @@ def run_manifests(
     admin_token_secret: str | None = None,
     allow_dns: bool = False,
     run_label: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """Everything a run needs before its first sandbox: Namespace, proxy Deployment + Service + ingress policy,
     the orchestrator's RBAC, and the run's sandbox NetworkPolicy (`run_label` defaults to `run`)."""
     return [
@@ -410,7 +410,7 @@ def run_manifests(
     ]
 
 
-def to_yaml(objects: list[dict[str, Any]]) -> str:
+def to_yaml(objects: list[JSONObject]) -> str:
     """Multi-document YAML (`kubectl apply -f -` reads it)."""
     import yaml
 

@@ -95,6 +95,7 @@ class StartWait:
         problem = pod_problem(pod)
         if problem is not None:
             raise SandboxError(f"sandbox {name}: {problem[1]} (while starting)")
+        assert pod is not None  # pod_problem reports a missing pod as deleted
         if is_running(pod):
             return True
         now = time.monotonic()

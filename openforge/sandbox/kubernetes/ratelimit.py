@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 __all__ = ["TokenBucket"]
 
 
 class TokenBucket:
-    def __init__(self, rate: float, burst: int = 1, *, clock=time.monotonic):
+    def __init__(self, rate: float, burst: int = 1, *, clock: Callable[[], float] = time.monotonic):
         if rate <= 0:
             raise ValueError(f"creation rate must be > 0 per second, got {rate}")
         if burst < 1:

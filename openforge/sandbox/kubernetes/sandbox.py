@@ -303,7 +303,7 @@ class KubernetesSandbox(Sandbox):
             alive=False,
             oom_killed=oom,
             exit_code=exit_code,
-            reason=problem[1] if problem else f"pod phase {(pod.get('status') or {}).get('phase')}",
+            reason=problem[1] if problem else f"pod phase {((pod or {}).get('status') or {}).get('phase')}",
         )
 
     async def destroy(self) -> None:

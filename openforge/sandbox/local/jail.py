@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 from openforge.core.errors import InfrastructureError
 
@@ -168,31 +168,34 @@ class _CappedStream:
         return (bytes(self.head) + bytes(self.tail)).decode(errors="replace")
 
 
-def _read_capped(proc: subprocess.Popen, timeout_s: float, cap: int) -> tuple[_CappedStream, _CappedStream, bool]:
+def _read_capped(
+    stdout: IO[bytes], stderr: IO[bytes], timeout_s: float, cap: int
+) -> tuple[_CappedStream, _CappedStream, bool]:
     """Read stdout and stderr until both close or the time is up: (stdout, stderr, timed out)."""
-    streams = {proc.stdout: _CappedStream(cap), proc.stderr: _CappedStream(cap)}
+    out, err = stdout.fileno(), stderr.fileno()
+    streams = {out: _CappedStream(cap), err: _CappedStream(cap)}
     sel = selectors.DefaultSelector()
-    for f in streams:
-        os.set_blocking(f.fileno(), False)
-        sel.register(f, selectors.EVENT_READ)
+    for fd in streams:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout_s
     try:
         while sel.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
-                return streams[proc.stdout], streams[proc.stderr], True
+                return streams[out], streams[err], True
             for key, _ in sel.select(min(left, 1.0)):
                 try:
                     data = os.read(key.fd, 1 << 16)
                 except BlockingIOError:
                     continue
                 if data:
-                    streams[key.fileobj].add(data)
+                    streams[key.fd].add(data)
                 else:
-                    sel.unregister(key.fileobj)
+                    sel.unregister(key.fd)
     finally:
         sel.close()
-    return streams[proc.stdout], streams[proc.stderr], False
+    return streams[out], streams[err], False
 
 
 def _jail_cgroup(max_memory_mb: int) -> Cgroup | None:
@@ -217,15 +220,17 @@ def run_jailed(workdir: Path, command: str, timeout_s: float = 30.0, *, output_c
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    stdout, stderr = proc.stdout, proc.stderr
+    assert stdout is not None and stderr is not None  # opened with PIPE
     timed_out = True
     try:
-        out, err, timed_out = _read_capped(proc, timeout_s, output_cap)
+        out, err, timed_out = _read_capped(stdout, stderr, timeout_s, output_cap)
     finally:
         if timed_out:  # (or interrupted) the session and everything in the jail's cgroup
             _kill(proc, cg)
         code = proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        stdout.close()
+        stderr.close()
         if cg is not None:
             cg.kill_all()
             cg.remove()

@@ -214,6 +214,7 @@ class LocalSandbox(Sandbox):
         except OSError as e:
             raise SandboxError(f"sandbox {self.name}: cannot start bubblewrap: {e}") from e
         self._procs.add(proc)
+        assert proc.stdout is not None and proc.stderr is not None  # opened with PIPE
         bufs = [bytearray(), bytearray()]
         trunc = [False]
 
