@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, TypeAlias
 
 from openforge.core.errors import ConfigurationError
+from openforge.core.json_types import JSONObject
 from openforge.harness.tools import ToolKind, exit_code_failed
 
 __all__ = [
@@ -194,10 +195,10 @@ class HarnessAdapter(ABC):
         """How to run this harness once, in `ctx` (see `LaunchContext`)."""
 
     @abstractmethod
-    def parse_transcript(self, stdout: str) -> dict[str, Any]:
+    def parse_transcript(self, stdout: str) -> JSONObject:
         """Summarise the harness's own JSON output (see `transcript_summary` for the keys)."""
 
-    def shell_call(self, command: str) -> dict[str, Any]:
+    def shell_call(self, command: str) -> JSONObject:
         """The tool call that makes this harness run `command` with its own shell tool, as a model would
         emit it: `{"name": ..., "arguments": {...}}` (for scripted and oracle policies)."""
         if self.shell_tool is None:
@@ -284,11 +285,11 @@ def transcript_summary(
     turns: int = 0,
     tool_calls: int = 0,
     error: str | None = None,
-    usage: dict | None = None,
+    usage: JSONObject | None = None,
     session_id: str | None = None,
     events: int = 0,
     warnings: list[str] | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The common shape of `parse_transcript()`:
 
     - `final`: the last assistant text (None if none);
@@ -308,11 +309,11 @@ def transcript_summary(
         "usage": usage,
         "session_id": session_id,
         "events": events,
-        "warnings": warnings or [],
+        "warnings": list(warnings or ()),
     }
 
 
-def json_lines(stdout: str) -> list[dict]:
+def json_lines(stdout: str) -> list[dict[str, Any]]:
     """The JSON objects of a JSON-lines transcript; other lines are ignored."""
     out = []
     for line in stdout.splitlines():
@@ -340,7 +341,7 @@ class LocalResult:
     stderr: str
     seconds: float
     timed_out: bool = False
-    transcript: dict[str, Any] = field(default_factory=dict)
+    transcript: JSONObject = field(default_factory=dict)
 
 
 def run_local(

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 from openforge.core.errors import ConfigurationError, InfrastructureError
 
@@ -222,10 +222,16 @@ def bundle_status(bundle_dir: Path | str | None = None) -> dict[str, str | None]
 # -- installing -------------------------------------------------------------------------------------------
 
 
+class ProgressConsole(Protocol):
+    """Where progress lines go: a rich Console, or anything with `.print(line)`."""
+
+    def print(self, *objects: object) -> None: ...
+
+
 def install_harnesses(
     bundle_dir: Path | str | None = None,
     harnesses: tuple[str, ...] | list[str] = ALL_HARNESSES,
-    console: Any = None,
+    console: ProgressConsole | None = None,
     *,
     force: bool = False,
     npm: str | None = None,
@@ -238,7 +244,7 @@ def install_harnesses(
     anything with `.print`) receives one progress line per step. Needs `npm` and the npm registry.
     """
     bundle = Path(bundle_dir) if bundle_dir is not None else default_bundle_dir()
-    say = console.print if console is not None else (lambda *a, **k: None)
+    say: Callable[[str], None] = console.print if console is not None else (lambda line: None)
     unknown = [h for h in harnesses if h not in ALL_HARNESSES]
     if unknown:
         raise BundleSetupError(f"unknown harness(es) {', '.join(unknown)}; known: {', '.join(ALL_HARNESSES)}")

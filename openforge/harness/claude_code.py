@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
+from openforge.core.json_types import JSONObject
 from openforge.harness.base import (
     CommandHook,
     HarnessAdapter,
@@ -64,7 +65,7 @@ class ClaudeCodeAdapter(HarnessAdapter):
     component = "claude-code"
     shell_tool = ("Bash", "command")
     # Claude Code's own tool names (its default set; `--tools` offers a subset)
-    tool_kinds = {
+    tool_kinds: ClassVar[dict[str, ToolKind]] = {
         "Bash": ToolKind.shell,
         "BashOutput": ToolKind.shell,
         "KillShell": ToolKind.shell,
@@ -143,7 +144,7 @@ class ClaudeCodeAdapter(HarnessAdapter):
             session_id=sid,
         )
 
-    def parse_transcript(self, stdout: str) -> dict[str, Any]:
+    def parse_transcript(self, stdout: str) -> JSONObject:
         """stream-json: one JSON object per line; the last `{"type": "result"}` line has the outcome."""
         events = json_lines(stdout)
         final = None

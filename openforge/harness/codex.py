@@ -47,8 +47,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import ClassVar
 
+from openforge.core.json_types import JSONObject
 from openforge.harness.base import (
     CommandHook,
     HarnessAdapter,
@@ -102,7 +103,7 @@ class CodexAdapter(HarnessAdapter):
     dialect = "responses"
     component = "codex"
     shell_tool = ("exec_command", "cmd")
-    tool_kinds = {
+    tool_kinds: ClassVar[dict[str, ToolKind]] = {
         "exec_command": ToolKind.shell,
         "write_stdin": ToolKind.shell,
         "shell": ToolKind.shell,
@@ -201,7 +202,7 @@ class CodexAdapter(HarnessAdapter):
             session_id=None,
         )
 
-    def parse_transcript(self, stdout: str) -> dict[str, Any]:
+    def parse_transcript(self, stdout: str) -> JSONObject:
         """`codex exec --json` events: thread.started, turn.started, item.started/updated/completed (items:
         agent_message, reasoning, command_execution, file_change, mcp_tool_call, web_search, todo_list, error),
         turn.completed (usage), turn.failed, error."""

@@ -15,9 +15,12 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 from openforge.harness.bundle import MANIFEST, BundleError, BundleSetupError
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 __all__ = [
     "DEFAULT_BASE",
@@ -69,7 +72,12 @@ def build_context(bundle: Path, base: str = DEFAULT_BASE) -> IO[bytes]:
 
 
 def build_harness_image(
-    bundle: Path, *, base: str = DEFAULT_BASE, tag: str | None = None, push: str | None = None, client: Any = None
+    bundle: Path,
+    *,
+    base: str = DEFAULT_BASE,
+    tag: str | None = None,
+    push: str | None = None,
+    client: DockerClient | None = None,
 ) -> HarnessImage:
     """Build the image (docker SDK, local daemon, no pull) and optionally push it to registry `push`
     (`registry.example.com/team`): the pushed reference is `<push>/openforge-harnesses:<tag>`."""

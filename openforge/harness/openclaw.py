@@ -49,8 +49,9 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import ClassVar
 
+from openforge.core.json_types import JSONObject
 from openforge.harness.base import CommandHook, HarnessAdapter, Launch, LaunchContext, api_root, transcript_summary
 from openforge.harness.tools import ToolKind
 
@@ -68,7 +69,7 @@ class OpenClawAdapter(HarnessAdapter):
     dialect = "chat_completions"
     component = "openclaw"
     shell_tool = ("exec", "command")
-    tool_kinds = {
+    tool_kinds: ClassVar[dict[str, ToolKind]] = {
         "exec": ToolKind.shell,
         "process": ToolKind.shell,
         "read": ToolKind.read,
@@ -93,14 +94,12 @@ class OpenClawAdapter(HarnessAdapter):
     max_tokens: int = 4096
     bootstrap: bool = False
     timeout_s: int | None = None
-    extra_config: dict[str, Any] = field(default_factory=dict)
+    extra_config: JSONObject = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
 
-    def config(
-        self, home: PurePosixPath, workdir: PurePosixPath, base_url: str, key: str, model: str
-    ) -> dict[str, Any]:
-        cfg: dict[str, Any] = {
+    def config(self, home: PurePosixPath, workdir: PurePosixPath, base_url: str, key: str, model: str) -> JSONObject:
+        cfg: JSONObject = {
             "models": {
                 "providers": {
                     PROVIDER_ID: {
@@ -164,7 +163,7 @@ class OpenClawAdapter(HarnessAdapter):
             session_id=sid,
         )
 
-    def parse_transcript(self, stdout: str) -> dict[str, Any]:
+    def parse_transcript(self, stdout: str) -> JSONObject:
         """`agent --local --json`: one JSON document `{"payloads": [{"text": ...}], "meta": {...}}` on success;
         failures use the CLI error envelope `{"ok": false, "error": {...}}`."""
         doc = _last_json_document(stdout)

@@ -11,9 +11,10 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import ClassVar
 
 from openforge import __version__
+from openforge.core.json_types import JSONObject
 from openforge.harness.base import (
     CommandHook,
     HarnessAdapter,
@@ -43,7 +44,7 @@ class ReactAdapter(HarnessAdapter):
     component = None  # built in: needs no bundle
     shell_tool = ("bash", "command")
     reply_cap_option = "max_tokens"
-    tool_kinds = {"bash": ToolKind.shell, "read": ToolKind.read, "write": ToolKind.write}
+    tool_kinds: ClassVar[dict[str, ToolKind]] = {"bash": ToolKind.shell, "read": ToolKind.read, "write": ToolKind.write}
     # `[exit code N]` after a failed command; `[error: ...]` from read/write
     failed_exit_pattern = re.compile(r"\[exit code (-?\d+)\]\s*$")
     command_hook = CommandHook(env={"BASH_ENV": "{hook}"})  # its bash tool runs `bash -c CMD`
@@ -111,7 +112,7 @@ class ReactAdapter(HarnessAdapter):
     def version(self, bundle_root: PurePosixPath | Path | str | None = None) -> str:
         return __version__
 
-    def parse_transcript(self, stdout: str) -> dict[str, Any]:
+    def parse_transcript(self, stdout: str) -> JSONObject:
         events = json_lines(stdout)
         result = next((e for e in reversed(events) if e.get("type") == "result"), None)
         if result is None:

@@ -21,10 +21,19 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the checker only: in a sandbox this file runs alone, on the standard library
+    from collections.abc import Callable, Mapping
+
+    from openforge.core.json_types import JSONObject
+
+    # (tool name, its arguments) -> (output for the model, whether the agent submitted)
+    ToolRunner = Callable[[str, Mapping[str, object]], tuple[str, bool]]
 
 SYSTEM_PROMPT = "You are a shell agent. Use the tools to do the task in the current directory, then call submit."
 
-TOOLS = [
+TOOLS: list[dict[str, Any]] = [  # chat-completions tool definitions (JSON)
     {
         "type": "function",
         "function": {
@@ -95,11 +104,11 @@ class ModelAPIError(_ErrorKind, RuntimeError):
         return self.status in AGENT_REFUSED_STATUSES
 
 
-def emit(event: dict) -> None:
+def emit(event: JSONObject) -> None:
     print(json.dumps(event), flush=True)
 
 
-def select_tools(names: list[str] | None) -> list[dict]:
+def select_tools(names: list[str] | None) -> list[dict[str, Any]]:
     """The tool definitions to offer, by name (all four by default)."""
     if not names:
         return TOOLS
@@ -114,11 +123,12 @@ def chat(
     base_url: str,
     key: str,
     model: str,
-    messages: list,
+    messages: list[dict[str, Any]],
     max_tokens: int,
     retries: int = 2,
-    tools: list[dict] | None = None,
-) -> dict:
+    tools: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The assistant message of one chat completion (JSON, as the model API sent it)."""
     body = json.dumps(
         {"model": model, "messages": messages, "tools": tools or TOOLS, "max_tokens": max_tokens}
     ).encode()
@@ -149,7 +159,9 @@ def format_output(stdout: str, stderr: str, returncode: int) -> str:
     return (out if out.strip() else "(no output)") + ("" if returncode == 0 else f"\n[exit code {returncode}]")
 
 
-def run_tool(name: str, arguments: dict, command_timeout_s: float = COMMAND_TIMEOUT_S) -> tuple[str, bool]:
+def run_tool(
+    name: str, arguments: Mapping[str, object], command_timeout_s: float = COMMAND_TIMEOUT_S
+) -> tuple[str, bool]:
     """(output for the model, whether the agent submitted)."""
     try:
         if name == "bash":
@@ -188,18 +200,18 @@ def run_agent(
     *,
     max_steps: int = DEFAULT_MAX_STEPS,
     max_tokens: int = 512,
-    tool_runner=run_tool,
-    emit=emit,
+    tool_runner: ToolRunner = run_tool,
+    emit: Callable[[JSONObject], None] = emit,
     tools: list[str] | None = None,
     system_prompt: str | None = None,
-) -> dict:
+) -> JSONObject:
     """The ReAct loop; returns the result event. `tool_runner(name, arguments) -> (output, submitted)` runs
     the tools (the default runs them here, in the current directory). `system_prompt` replaces the default
     one; "" sends no system message. Raises ModelAPIError when the model API fails."""
     # stripped: an instruction.md's trailing newline must not make its prompt differ from the same task's
     # prompt given as a string (a tiny model notices)
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
-    messages = [{"role": "system", "content": system}] if system else []
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     messages.append({"role": "user", "content": instruction.strip()})
     offered = select_tools(tools)
     tool_calls = 0
