@@ -20,6 +20,7 @@ import asyncio
 import hmac
 import json
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -32,6 +33,8 @@ from openforge.models import ModelDirError
 from openforge.proxy.calls import CallResponse
 from openforge.proxy.episodes import LATE_BODY_KEPT
 from openforge.proxy.service import ProxyService
+
+Endpoint = Callable[[Request], Awaitable[Response]]  # a route's handler
 
 
 class BodyTooLarge(RequestError):
@@ -84,7 +87,7 @@ def to_http(response: CallResponse) -> Response:
     if response.chunks is not None:
         chunks = response.chunks
 
-        async def stream():
+        async def stream() -> AsyncIterator[bytes]:
             for chunk in chunks:
                 yield chunk
 
@@ -111,7 +114,7 @@ def model_api(service: ProxyService) -> Starlette:
     async def body_of(request: Request) -> bytes:
         return await read_body(request, settings.max_body_bytes, settings.body_timeout_s)
 
-    def model_call(dialect: Dialect):
+    def model_call(dialect: Dialect) -> Endpoint:
         async def endpoint(request: Request) -> Response:
             key = episode_key(request)
             if not key:
@@ -143,7 +146,7 @@ def model_api(service: ProxyService) -> Starlette:
 
         return endpoint
 
-    def count_tokens(dialect: Dialect):
+    def count_tokens(dialect: Dialect) -> Endpoint:
         async def endpoint(request: Request) -> Response:
             key = episode_key(request)
             if not key or service.registry.by_key(key) is None:
@@ -177,10 +180,10 @@ def model_api(service: ProxyService) -> Starlette:
         return endpoint
 
     async def models(request: Request) -> Response:
-        return JSONResponse(model_list(settings.served_model, anthropic=is_anthropic_client(request.headers)))
+        return JSONResponse(model_list(service.served_model, anthropic=is_anthropic_client(request.headers)))
 
     async def root(request: Request) -> Response:
-        return JSONResponse({"service": "openforge-proxy", "model": settings.served_model})
+        return JSONResponse({"service": "openforge-proxy", "model": service.served_model})
 
     routes = []
     for prefix in ("", "/e/{key}"):
@@ -212,7 +215,7 @@ def admin_api(service: ProxyService, admin_token: str) -> Starlette:
             raise ValueError("body must be a JSON object")
         return data
 
-    def admin(handler):
+    def admin(handler: Endpoint) -> Endpoint:
         async def endpoint(request: Request) -> Response:
             if not authorised(request):
                 return denied()
@@ -276,7 +279,7 @@ def admin_api(service: ProxyService, admin_token: str) -> Starlette:
             {
                 "paused": service.gate.paused,
                 "policy_version": service.backend.policy_version,
-                "model": service.settings.served_model,
+                "model": service.served_model,
                 "calls": service.registry.store.count_calls(),
             }
         )

@@ -113,7 +113,8 @@ class CallJobs:
         self._by_episode: dict[str, OrderedDict[str, CallJob]] = {}
 
     def find(self, episode_id: str, digest: str) -> CallJob | None:
-        return self._by_episode.get(episode_id, {}).get(digest)
+        calls = self._by_episode.get(episode_id)
+        return calls.get(digest) if calls is not None else None
 
     def in_flight(self, episode_id: str) -> int:
         return sum(1 for job in self._by_episode.get(episode_id, {}).values() if not job.done)
@@ -143,5 +144,5 @@ class CallJobs:
 
     def forget(self, episode_id: str) -> list[CallJob]:
         """Stop tracking the episode; returns its calls still in flight (the caller cancels them)."""
-        calls = self._by_episode.pop(episode_id, {})
+        calls = self._by_episode.pop(episode_id, OrderedDict())
         return [job for job in calls.values() if not job.done]

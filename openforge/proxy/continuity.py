@@ -58,7 +58,7 @@ def reply_fingerprint(output: ParsedOutput) -> str:
     )
 
 
-def _digest(value) -> str:
+def _digest(value: object) -> str:
     return hashlib.blake2b(
         json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode(), digest_size=16
     ).hexdigest()

@@ -12,9 +12,10 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
-from typing import Any
+from collections.abc import Mapping
 
 from openforge.core import CallRecord, Episode, EpisodeState, FinishReason, TaskPayload
+from openforge.core.json_types import JSONValue
 from openforge.store import TrajectoryStore
 
 LATE_CALLS_RECORDED = 16  # per episode; later ones are refused without a record
@@ -36,10 +37,14 @@ class EpisodeRegistry:
         self._next_index: dict[str, int] = {}
 
     def create(
-        self, task: TaskPayload | dict | str | None = None, harness: str | None = None, metadata: dict | None = None
+        self,
+        task: TaskPayload | JSONValue = None,
+        harness: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
     ) -> Episode:
         """`task`: a `TaskPayload` (the episode runners), or whatever JSON an orchestrator posted to the admin
-        API (a dict, kept whole, or a task name)."""
+        API (a dict, kept whole, or a task name). `metadata`'s `attempt` and `sample` become the episode's
+        fields (ValueError when they are not numbers)."""
         metadata = dict(metadata or {})
         if isinstance(task, TaskPayload):
             task = task.to_json()
@@ -52,8 +57,8 @@ class EpisodeRegistry:
             key=new_episode_key(),
             task=None if task_name is None else str(task_name),
             harness=harness,
-            attempt=int(metadata.pop("attempt", 0)),
-            sample=int(metadata.pop("sample", 0)),
+            attempt=_whole_number(metadata.pop("attempt", 0), "attempt"),
+            sample=_whole_number(metadata.pop("sample", 0), "sample"),
             metadata=metadata,
         )
         self.store.create_episode(episode)
@@ -132,5 +137,12 @@ class EpisodeRegistry:
         self._next_index[episode_id] = index + 1
         return index
 
-    def task_payload(self, episode: Episode) -> Any:
+    def task_payload(self, episode: Episode) -> JSONValue:
+        """The task as the episode was created with it: its JSON, or its name."""
         return episode.metadata.get("task", episode.task)
+
+
+def _whole_number(value: JSONValue, name: str) -> int:
+    if not isinstance(value, int | float | str):
+        raise ValueError(f"metadata.{name} must be a number, got {value!r}")
+    return int(value)

@@ -20,6 +20,7 @@ import asyncio
 import json
 import resource
 
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 
@@ -49,14 +50,17 @@ def guarded_protocol(header_timeout_s: float, max_connections: int) -> type[asyn
         f"the proxy holds {max_connections} connections on this listener already; retry shortly",
     )
 
+    # uvicorn types AutoHTTPProtocol as a variable (`type[asyncio.Protocol]`: h11's or httptools' class)
     class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
-        def __init__(self, *args, **kwargs):
+        app: ASGIApp  # uvicorn's, set by its __init__; wrapped below
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)
             self._deadline: asyncio.TimerHandle | None = None
             self._in_request = False
-            inner = self.app
+            inner: ASGIApp = self.app
 
-            async def app(scope, receive, send):  # called once a request's headers are complete
+            async def app(scope: Scope, receive: Receive, send: Send) -> None:  # once a request's headers are in
                 self._disarm()
                 self._in_request = True
                 try:
@@ -66,7 +70,7 @@ def guarded_protocol(header_timeout_s: float, max_connections: int) -> type[asyn
 
             self.app = app
 
-        def connection_made(self, transport) -> None:
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             if len(self.connections) > max_connections:
                 transport.write(too_many)
@@ -79,7 +83,7 @@ def guarded_protocol(header_timeout_s: float, max_connections: int) -> type[asyn
                 self._arm()  # the first bytes of the next request on a kept-alive connection
             super().data_received(data)
 
-        def connection_lost(self, exc) -> None:
+        def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             super().connection_lost(exc)
 

@@ -36,7 +36,7 @@ async def serve_message_call(
 
     conversation = request.conversation
     settings = service.settings
-    update = {"max_tokens": min(conversation.sampling.max_tokens, settings.max_new_tokens)}
+    update: dict[str, float] = {"max_tokens": min(conversation.sampling.max_tokens, settings.max_new_tokens)}
     if settings.temperature is not None:
         update["temperature"] = settings.temperature
     sampling = conversation.sampling.model_copy(update=update)
@@ -90,7 +90,7 @@ async def serve_message_call(
         output = as_json_reply(output)
     reply = Reply(
         id=dialect.new_reply_id(),
-        model=request.model or settings.served_model,
+        model=request.model or service.served_model,
         output=output,
         finish_reason=result.finish_reason,
         prompt_tokens=result.prompt_tokens,

@@ -194,7 +194,7 @@ class OutputParser:
         if self.state == "block":
             close = self.format.end
             at = pending.find(close) if close else -1
-            if at < 0:
+            if close is None or at < 0:  # (blocks without an end marker end with the output: `close`)
                 return False
             self._call(pending[:at], out, markup=self.format.start + pending[: at + len(close)])
             self.pending = pending[at + len(close) :]
@@ -212,7 +212,7 @@ class OutputParser:
         if not self.reasoning:
             text = text.lstrip("\n")  # leading newlines of the reasoning are dropped
         if text:
-            self.reasoning += text
+            self.reasoning = (self.reasoning or "") + text  # (every state that gets here began the reasoning)
             out.append(("reasoning", text))
 
     def _text(self, text: str, out: list[Delta]) -> None:

@@ -17,7 +17,7 @@ from openforge.dialects import DecodedRequest, Dialect, Reply, ReplyStart
 from openforge.inference import GenerationResult
 from openforge.models import ModelDir
 from openforge.proxy.detokenizer import IncrementalDetokenizer
-from openforge.proxy.output_parser import OutputParser, parse_output, prompt_opens_reasoning
+from openforge.proxy.output_parser import Delta, OutputParser, parse_output, prompt_opens_reasoning
 
 
 def as_json_reply(parsed: ParsedOutput) -> ParsedOutput:
@@ -125,7 +125,7 @@ class StreamedReply:
         reply = self.ctx.reply(parsed, result.finish_reason, len(result.output_ids))
         return reply, events + self.encoder.finish(reply)
 
-    def _encode(self, deltas) -> list[bytes]:
+    def _encode(self, deltas: list[Delta]) -> list[bytes]:
         events: list[bytes] = []
         for kind, delta in deltas:
             if kind == "reasoning":

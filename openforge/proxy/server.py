@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import secrets
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,11 @@ from typing import Any
 
 import uvicorn
 from pydantic import Field, field_validator, model_validator
+from starlette.types import ASGIApp
 
 from openforge.core import Episode, TaskPayload
 from openforge.core.errors import ListenError
+from openforge.core.json_types import JSONObject, JSONValue
 from openforge.inference import Backend, make_backend
 from openforge.models import ModelDir
 from openforge.proxy.app import admin_api, combined_api, model_api
@@ -82,17 +85,27 @@ def build_service(
     return ProxyService(model, backend, EpisodeRegistry(store), writer, config.proxy_settings()), store, writer
 
 
-def _uvicorn(app, settings: ProxySettings, address: str | None = None, uds: Path | None = None) -> uvicorn.Server:
-    kwargs = {"uds": str(uds)} if uds else {"host": address.rpartition(":")[0], "port": int(address.rpartition(":")[2])}
+class _Server(uvicorn.Server):
+    """uvicorn's server, leaving the signals alone: the owner of the event loop decides what a signal does (the
+    CLI stops the proxy; the orchestrator cancels its episodes first and needs the proxy until they are
+    cleaned up)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def _uvicorn(app: ASGIApp, settings: ProxySettings, address: str | None = None, uds: Path | None = None) -> _Server:
     http = guarded_protocol(settings.header_timeout_s, settings.max_connections)  # limits.py says why
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75, http=http, **kwargs
+    config = functools.partial(
+        uvicorn.Config, app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75, http=http
     )
-    server = uvicorn.Server(config)
-    # The owner of the event loop decides what a signal does (the CLI stops the proxy; the orchestrator
-    # cancels its episodes first and needs the proxy until they are cleaned up): uvicorn must not take them.
-    server.capture_signals = contextlib.nullcontext
-    return server
+    if uds is not None:
+        return _Server(config(uds=str(uds)))
+    if address is None:
+        raise ValueError("a listener needs an address (HOST:PORT) or a Unix socket")
+    host, _, port = address.rpartition(":")
+    return _Server(config(host=host, port=int(port)))
 
 
 def _bound(server: uvicorn.Server) -> str:
@@ -120,10 +133,13 @@ class RunningProxy:
     @property
     def served_model(self) -> str:
         """The model name harnesses are given (and send back)."""
-        return self.service.settings.served_model
+        return self.service.served_model
 
     def create_episode(
-        self, task: TaskPayload | None = None, harness: str | None = None, metadata: dict[str, Any] | None = None
+        self,
+        task: TaskPayload | None = None,
+        harness: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
     ) -> Episode:
         """A new episode and its secret key (`episode.key`, the harness's API key). `metadata`'s `attempt` and
         `sample` become the episode's fields."""
@@ -148,7 +164,7 @@ class RunningProxy:
         for s in self.servers:
             s.should_exit = True
 
-    def info(self) -> dict:
+    def info(self) -> JSONObject:
         return {
             "pid": os.getpid(),
             "url": self.url or f"unix:{self.uds}",
@@ -180,7 +196,7 @@ async def running_proxy(config: ProxyConfig, backend: Backend | None = None) -> 
         unix = _uvicorn(model_api(service), settings, uds=config.uds) if config.uds else None
         if config.admin_uds is not None:
             admin = _uvicorn(admin_api(service, admin_token), settings, uds=config.admin_uds)
-        elif shared:
+        elif shared and tcp is not None:  # (shared: the model API listens on TCP)
             admin = tcp
         else:
             admin = _uvicorn(admin_api(service, admin_token), settings, address=config.admin_listen)

@@ -21,9 +21,6 @@ import hashlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from openforge.core import CallRecord, Conversation, Episode, FinishReason, SamplingParams
 from openforge.dialects import DecodedRequest, Dialect, DialectError, ReplyStart
@@ -43,69 +40,24 @@ from openforge.proxy.continuity import ContinuityRenderer, RenderedPrompt
 from openforge.proxy.episodes import EpisodeRegistry
 from openforge.proxy.message_calls import serve_message_call
 from openforge.proxy.reply import ReplyContext, StreamedReply, whole_reply
+from openforge.proxy.settings import (  # re-exported: the proxy's settings were declared here before
+    DEFAULT_MAX_NEW_TOKENS,
+    RUN_OWNED_SETTINGS,
+    ProxyOptions,
+    ProxySettings,
+    RunProxyOptions,
+    check_proxy_options,
+)
 from openforge.store.writer import AsyncCallWriter
 
 # Bodies above this are decoded in a worker thread (parsing 10 MB of JSON takes the loop ~0.1 s).
 _DECODE_IN_THREAD_BYTES = 256 * 1024
 
-# Tokens sampled per call at most: harnesses ask for 32000, a cap keeps a rambling policy bounded. The proxy's
-# default and every run's (`openforge.rollout.settings.EpisodeSettings.max_new_tokens`).
-DEFAULT_MAX_NEW_TOKENS = 4096
-
-
-class ProxySettings(BaseModel):
-    """How the proxy serves calls. The one declaration of these options: `ProxyConfig` (the CLI's and every
-    in-process proxy's configuration) extends it with where to listen and what to serve."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    served_model: str | None = None  # the model name reported to harnesses; None: the model directory's name
-    max_new_tokens: int = Field(default=DEFAULT_MAX_NEW_TOKENS, ge=1)
-    generation_timeout_s: float = Field(default=600.0, gt=0)
-    temperature: float | None = Field(default=None, ge=0.0)  # sample every call at this temperature (training)
-    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1)
-    # No harness session comes near this; a request past it is hostile or broken, and rendering it would
-    # only burn CPU before failing on the context length.
-    max_messages: int = Field(default=4096, ge=1)
-    replay_cache_per_episode: int = Field(default=4, ge=0)
-    # Claude Code runs sub-agents in parallel; more than this at once from one episode is a runaway harness.
-    max_calls_in_flight_per_episode: int = Field(default=16, ge=1)
-    # A streamed reply's first events go out with its first token, or after this long without one (then
-    # keep-alives every `stream_keepalive_s`): a call that fails at once still gets its HTTP error status.
-    stream_start_s: float = Field(default=0.5, ge=0)
-    stream_keepalive_s: float = Field(default=5.0, gt=0)
-    # Connections (`limits.py`): headers must arrive within `header_timeout_s` of a connection opening (or of
-    # a request's first byte), a body within `body_timeout_s` of its headers; each listener holds at most
-    # `max_connections` connections.
-    header_timeout_s: float = Field(default=30.0, gt=0)
-    body_timeout_s: float = Field(default=60.0, gt=0)
-    max_connections: int = Field(default=1024, ge=1)
-
-
-# What a run sets on its proxy itself (from its own options): not overridable through `proxy_options`.
-RUN_OWNED_SETTINGS = frozenset({"max_new_tokens", "temperature"})
-
-
-def check_proxy_options(options: dict[str, Any]) -> dict[str, Any]:
-    """A run's `proxy_options` (ProxySettings fields over the defaults, e.g. `generation_timeout_s`), checked
-    and converted; ValueError naming the unknown or run-owned keys, or the bad value."""
-    owned = sorted(RUN_OWNED_SETTINGS & set(options))
-    if owned:
-        raise ValueError(
-            f"{', '.join(owned)}: set with the run's own option (max_new_tokens, temperature), not in proxy_options"
-        )
-    unknown = sorted(set(options) - set(ProxySettings.model_fields))
-    if unknown:
-        known = ", ".join(sorted(set(ProxySettings.model_fields) - RUN_OWNED_SETTINGS))
-        raise ValueError(f"unknown proxy option(s) {', '.join(unknown)}; known: {known}")
-    checked = ProxySettings.model_validate(options)  # pydantic's message names the field and the bound
-    return checked.model_dump(include=set(options))
-
 
 class PauseGate:
     """New calls wait while the gate is closed (weights are changing); `close()` waits for calls in flight."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._open = asyncio.Event()
         self._open.set()
         self._in_flight = 0
@@ -169,9 +121,9 @@ class ProxyService:
         self.registry = registry
         self.writer = writer
         settings = settings or ProxySettings()
-        if settings.served_model is None:
-            settings = settings.model_copy(update={"served_model": model.path.name})
-        self.settings = settings
+        # the model name reported to harnesses (and sent back by them): the model directory's by default
+        self.served_model: str = model.path.name if settings.served_model is None else settings.served_model
+        self.settings = settings.model_copy(update={"served_model": self.served_model})
         self.renderer = ContinuityRenderer(model)
         self.gate = PauseGate()
         self.calls = CallJobs(keep=settings.replay_cache_per_episode)
@@ -329,7 +281,7 @@ class ProxyService:
         dialect, request = call.dialect, call.request
         head = ReplyStart(
             id=dialect.new_reply_id(),
-            model=request.model or self.settings.served_model,
+            model=request.model or self.served_model,
             created=int(call.record.started_at),
             prompt_tokens=len(call.rendered.prompt_ids),
         )
@@ -342,8 +294,9 @@ class ProxyService:
                 async for item in self._generation(call):  # the one place where generation happens
                     if isinstance(item, GenerationResult):
                         result = item
-                    elif item is IDLE:
-                        job.emit(streamed.keepalive())
+                    elif isinstance(item, _Idle):
+                        if streamed is not None:  # (always: the backend is paced only for a streamed reply)
+                            job.emit(streamed.keepalive())
                     else:
                         if first_token_s is None:
                             first_token_s = time.time() - call.record.started_at
@@ -458,7 +411,7 @@ class ProxyService:
 
     def _sampling(self, requested: SamplingParams, prompt_len: int) -> SamplingParams:
         room = self.backend.max_context - prompt_len
-        update = {"max_tokens": max(1, min(requested.max_tokens, self.settings.max_new_tokens, room))}
+        update: dict[str, float] = {"max_tokens": max(1, min(requested.max_tokens, self.settings.max_new_tokens, room))}
         if self.settings.temperature is not None:
             update["temperature"] = self.settings.temperature
         return requested.model_copy(update=update)
@@ -513,3 +466,17 @@ async def _paced(source: AsyncIterator, first_wait: float, interval: float) -> A
         aclose = getattr(iterator, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+__all__ = [
+    "DEFAULT_MAX_NEW_TOKENS",
+    "IDLE",
+    "RUN_OWNED_SETTINGS",
+    "PauseGate",
+    "PreparedCall",
+    "ProxyOptions",
+    "ProxyService",
+    "ProxySettings",
+    "RunProxyOptions",
+    "check_proxy_options",
+]

@@ -50,7 +50,8 @@ for d in ("anthropic", "chat", "responses"):
         (
             f"{d}-invalid-utf8",
             d,
-            b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}], "input": "\xc3\x28", "max_tokens": 5}',
+            b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}], '
+            b'"input": "\xc3\x28", "max_tokens": 5}',
             400,
         ),
         (f"{d}-top-level-array", d, b"[1, 2, 3]", 400),
@@ -58,7 +59,8 @@ for d in ("anthropic", "chat", "responses"):
         (
             f"{d}-nan",
             d,
-            b'{"model": "m", "max_tokens": 5, "temperature": NaN, "messages": [{"role": "user", "content": "x"}], "input": "x"}',
+            b'{"model": "m", "max_tokens": 5, "temperature": NaN, '
+            b'"messages": [{"role": "user", "content": "x"}], "input": "x"}',
             400,
         ),
         (f"{d}-deep-nesting", d, deep(100_000), 400),
@@ -325,6 +327,20 @@ async def test_malformed_corpus(proxy, tiny_model):
             r = await http.post(PATHS[dialect], json=OK[dialect], headers={"authorization": f"Bearer {key}"})
             assert r.status_code == 200, r.text
     assert proxy.store.count_calls(episode_id) == 3
+
+
+async def test_an_admin_episode_with_a_bad_attempt_or_sample_is_refused_naming_it(proxy):
+    """The admin API's `metadata.attempt` / `sample` become the episode's numbers: anything else is a 400 that
+    names the field (it was a TypeError, an internal error), and no episode is created."""
+    async with proxy.admin() as admin:
+        for field, value in [("attempt", None), ("sample", [1]), ("attempt", {"n": 1})]:
+            r = await admin.post("/admin/episodes", json={"task": "t", "metadata": {field: value}})
+            assert r.status_code == 400 and f"metadata.{field} must be a number" in r.json()["error"], r.text
+        assert proxy.store.list_episodes() == []
+        r = await admin.post("/admin/episodes", json={"task": "t", "metadata": {"attempt": "2", "sample": 1}})
+        assert r.status_code == 201, r.text
+    episode = proxy.store.get_episode(r.json()["episode_id"])
+    assert episode is not None and (episode.attempt, episode.sample) == (2, 1)
 
 
 async def test_any_retry_count_header_gets_a_well_formed_answer(proxy):
