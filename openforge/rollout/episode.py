@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from openforge.core import Episode, Outcome, TaskPayload
+from openforge.core.json_types import JSONObject
 from openforge.faults import FaultPlan, FaultSpec
 from openforge.harness import get_adapter
 from openforge.harness.base import HarnessAdapter, LaunchContext
@@ -80,7 +81,7 @@ def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
         family=task.family,
         solution=solution_command(task),
         shell_tool=adapter.shell_tool,
-        required_tools=task.config.metadata.required_tools,
+        required_tools=tuple(tools) if (tools := task.config.metadata.required_tools) is not None else None,
         look=solution_command(task, task.look_script) if task.look_script else None,
         check=solution_command(task, task.check_script) if task.check_script else None,
     )
@@ -120,7 +121,7 @@ class EpisodeRunner:
         binds its server client to the episode there)."""
         adapter = self.adapter(slot.harness)
         task = slot.task
-        metadata = {
+        metadata: JSONObject = {
             "slot": slot.key,
             "attempt": attempt,
             "sample": slot.sample,
@@ -160,8 +161,9 @@ class EpisodeRunner:
                 graded = await grade(task, sb)
                 result.timings["verify_s"] = time.monotonic() - t1
                 result.grading_notes = graded.notes
-                if graded.error:
-                    result.outcome, result.reason = Outcome.verifier_error, graded.error
+                if graded.error or graded.reward is None:  # no reward: the verifier's failure, never a 0
+                    result.outcome = Outcome.verifier_error
+                    result.reason = graded.error or "the verifier gave no reward"
                 elif graded.tampered:  # graded without running the verifier: the agent changed what it runs
                     result.reward, result.outcome, result.reason = 0.0, Outcome.failed, graded.reason
                     result.tampered = graded.tampered

@@ -19,12 +19,15 @@ import asyncio
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openforge.core import Outcome, TaskPayload
+from openforge.core.errors import ConfigurationError
+from openforge.core.json_types import JSONObject
 from openforge.faults import FaultPlan, FaultSpec, FaultTargets
 from openforge.faults.local import CommandRunner, FaultyRunner, apply_setup
 from openforge.harness.react import ReactAdapter
@@ -34,6 +37,9 @@ from openforge.rollout.outcome import AGENT_FAULT, AttemptResult, agent_failure,
 from openforge.rollout.protocols import EpisodeServer
 from openforge.sandbox import prepare_workdir, run_jailed
 from openforge.tasks import FamilyInstance, state_check
+
+if TYPE_CHECKING:
+    from openforge.harness.react_agent import ToolRunner
 
 HARNESS = "react"
 
@@ -62,7 +68,7 @@ def task_payload(instance: FamilyInstance) -> TaskPayload:
     )
 
 
-def jailed_tools(workdir: Path, command_timeout_s: float = 20.0, run_command: CommandRunner = run_jailed):
+def jailed_tools(workdir: Path, command_timeout_s: float = 20.0, run_command: CommandRunner = run_jailed) -> ToolRunner:
     """The react harness's tools, acting only inside `workdir` (bash in the jail — through `run_command`, which
     the episode's faults wrap —; read/write confined)."""
     root = workdir.resolve()
@@ -71,12 +77,12 @@ def jailed_tools(workdir: Path, command_timeout_s: float = 20.0, run_command: Co
         target = (root / str(path).removeprefix("/app/").lstrip("/")).resolve()
         return target if target == root or root in target.parents else None
 
-    def run(name: str, arguments: dict) -> tuple[str, bool]:
+    def run(name: str, arguments: Mapping[str, object]) -> tuple[str, bool]:
         if name == "bash":
             out, err, code = run_command(workdir, str(arguments.get("command", "")), command_timeout_s)
             return format_output(out, err, code), False
         if name in ("read", "write"):
-            target = inside(arguments.get("path", ""))
+            target = inside(str(arguments.get("path", "")))
             if target is None:
                 return f"[error: {arguments.get('path')!r} is outside the working directory]", False
             try:
@@ -94,7 +100,7 @@ def jailed_tools(workdir: Path, command_timeout_s: float = 20.0, run_command: Co
     return run
 
 
-def _silent(event: dict) -> None:
+def _silent(event: JSONObject) -> None:
     return None
 
 
@@ -112,6 +118,11 @@ async def run_family_episodes(
     harness's options (`max_steps`, `max_tokens`, `tools`, `system_prompt`), as a sandboxed episode of the
     `react` harness would take them; its defaults when None. `fault_spec`: faults injected into the episodes'
     environments (the same draw for every sample of an instance in a step), recorded on each episode."""
+    if proxy.url is None:
+        raise ConfigurationError(
+            "in-process episodes call the model API over TCP: start the proxy with a TCP listener (listen)"
+        )
+    url = proxy.url
     react = react or ReactAdapter()
     tools = list(react.tools) or None
     loop = asyncio.get_running_loop()
@@ -142,7 +153,7 @@ async def run_family_episodes(
                 transcript = await loop.run_in_executor(
                     executor,
                     lambda: run_agent(
-                        proxy.url,
+                        url,
                         episode.key,
                         proxy.served_model,
                         instance.instruction,

@@ -18,7 +18,7 @@ from openforge.faults import FaultPlan, FaultSpec, FaultTargets
 from openforge.faults.hook import DECIDE, FAULTS_DIR, HOOK, SHELL, SOURCE, hook_env, hook_files
 from openforge.harness.base import HarnessAdapter
 from openforge.sandbox import Sandbox
-from openforge.store import TrajectoryStore
+from openforge.store import EpisodeNotFoundError, TrajectoryStore
 from openforge.tasks import Task
 
 SETUP_TIMEOUT_S = 60
@@ -94,6 +94,8 @@ def record(store: TrajectoryStore, episode_id: str, plan: FaultPlan | None) -> N
     if plan is None:
         return
     episode = store.get_episode(episode_id)
+    if episode is None:
+        raise EpisodeNotFoundError(episode_id)
     store.update_episode(episode_id, metadata={**episode.metadata, "faults": plan.to_json()})
 
 

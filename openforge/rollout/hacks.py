@@ -69,7 +69,7 @@ claim() { [ -d /logs/verifier ] && { echo 1 > /logs/verifier/reward.txt; echo '{
 claim
 ( trap '' HUP; i=0; while [ $i -lt 1500 ]; do claim; sleep 0.02; i=$((i + 1)); done ) >/dev/null 2>&1 </dev/null &
 exit 0
-"""
+"""  # noqa: E501 (a shell script: its lines stay as the shell reads them)
 
 # A shared library whose constructor claims success in every process that loads it (`/etc/ld.so.preload`).
 PRELOAD_C = r"""
@@ -296,7 +296,7 @@ for f in $(find / -xdev \( -path /proc -o -path /sys -o -path /usr -o -path /etc
     *) plant_sh "$f" && found=1 ;;
   esac
 done
-[ $found = 1 ]""",
+[ $found = 1 ]""",  # noqa: E501 (a shell script: its lines stay as the shell reads them)
     ),
     Hack(
         "replace-python3",
@@ -312,7 +312,7 @@ for d in $(python3 -c 'import sys; print(" ".join(p for p in sys.path if p.endsw
   [ -d "$d/pytest" ] && plant_py "$d/pytest/__init__.py" && plant_py "$d/pytest/__main__.py"
   [ -d "$d/_pytest" ] && plant_py "$d/_pytest/__init__.py"
 done
-plant_sh /usr/local/bin/pytest""",
+plant_sh /usr/local/bin/pytest""",  # noqa: E501 (a shell script: its lines stay as the shell reads them)
     ),
     Hack(
         "path-lookalikes",
@@ -328,7 +328,7 @@ plant_sh /usr/local/bin/pytest""",
   plant_py "$d/sitecustomize.py"
   cp "$d/sitecustomize.py" "$d/openforge_hack.py" && echo "import openforge_hack" > "$d/zz-openforge-hack.pth"
 done
-[ -n "$(ls /usr/lib/python3*/*-packages/sitecustomize.py /usr/local/lib/python3*/*-packages/sitecustomize.py 2>/dev/null)" ]""",
+[ -n "$(ls /usr/lib/python3*/*-packages/sitecustomize.py /usr/local/lib/python3*/*-packages/sitecustomize.py 2>/dev/null)" ]""",  # noqa: E501 (a shell script: its lines stay as the shell reads them)
     ),
     Hack(
         "ld-preload",
@@ -345,7 +345,7 @@ ok=0
 for f in /etc/bash.bashrc /etc/profile /etc/profile.d/openforge-hack.sh /root/.bashrc /root/.profile /root/.bash_profile "$W/.bashrc"; do
   mkdir -p "$(dirname "$f")" 2>/dev/null && printf '%s\n' "$line" >> "$f" 2>/dev/null && ok=1
 done
-[ $ok = 1 ]""",
+[ $ok = 1 ]""",  # noqa: E501 (a shell script: its lines stay as the shell reads them)
     ),
 )
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from openforge.core.errors import ConfigurationError
 from openforge.core.runlock import RunDirBusy, locked_run_dir
@@ -213,7 +213,7 @@ async def _fill_slots(
     summary: RolloutSummary,
     console: Console,
     progress: Progress,
-    bar=None,
+    bar: TaskID | None = None,
 ) -> None:
     store = runner.proxy.store
     limit = asyncio.Semaphore(config.concurrency)

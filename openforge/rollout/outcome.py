@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openforge.core import Outcome
-from openforge.store import TrajectoryStore
+from openforge.store import EpisodeNotFoundError, TrajectoryStore
 
 
 @dataclass
@@ -98,7 +98,7 @@ def classify_agent_run(run: AgentRun) -> tuple[Outcome, str] | None:
 
 def agent_caused(reason: str | None) -> bool:
     """Whether an outcome reason is one of `classify_agent_run`'s agent failures (timeout or exit)."""
-    return bool(reason) and (reason.startswith(f"{AGENT_TIMEOUT}:") or reason.startswith(f"{AGENT_FAULT}:"))
+    return reason is not None and reason.startswith((f"{AGENT_TIMEOUT}:", f"{AGENT_FAULT}:"))
 
 
 def agent_failure(result: AttemptResult, reason: str) -> None:
@@ -111,6 +111,8 @@ def record_outcome(store: TrajectoryStore, result: AttemptResult, final: bool) -
     episode; `final` marks the slot's last attempt (the one training and reports use). A grade (or a verifier
     failure) is recorded as the verifier's result, which sets the episode's reward."""
     episode = store.get_episode(result.episode_id)
+    if episode is None:
+        raise EpisodeNotFoundError(result.episode_id)
     metadata = {
         **episode.metadata,
         "final": final,

@@ -39,9 +39,10 @@ def needed_images(tasks: list[Task], image_map: ImageMap) -> dict[str, list[str]
             env = task_environment(task, image_map)
         except ValueError as e:
             raise PreflightError(str(e)) from None
-        if env.builds:
+        if env.context_dir is not None:  # it builds the task's Dockerfile
             _, images = image_map.rewrite_dockerfile(env.context_dir.joinpath("Dockerfile").read_text())
         else:
+            assert env.image is not None  # task_environment gives an image or a Dockerfile to build
             images = [env.image]
         for image in dict.fromkeys(images):
             needed.setdefault(image, []).append(task.id)

@@ -6,10 +6,12 @@ A running proxy (`openforge.proxy.server.RunningProxy`) is an `EpisodeServer`; s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from openforge.core import Episode, TaskPayload
+from openforge.core.json_types import JSONValue
 from openforge.store import TrajectoryStore
 
 
@@ -24,7 +26,10 @@ class EpisodeServer(Protocol):
     def served_model(self) -> str: ...
 
     def create_episode(
-        self, task: TaskPayload | None = None, harness: str | None = None, metadata: dict[str, Any] | None = None
+        self,
+        task: TaskPayload | None = None,
+        harness: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
     ) -> Episode: ...
 
     def end_episode(self, episode_id: str) -> None: ...

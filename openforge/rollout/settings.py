@@ -12,12 +12,14 @@ evaluation episodes differ in them; in veRL the dataset rows and veRL's sampling
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from openforge.proxy.service import DEFAULT_MAX_NEW_TOKENS, check_proxy_options
+from openforge.core.json_types import JSONObject
+from openforge.proxy.settings import DEFAULT_MAX_NEW_TOKENS, ProxyOptions, RunProxyOptions, check_proxy_options
 
 # `auto`: Docker when a daemon can be started (and the offline base image built), else the local sandbox
 # (`openforge.rollout.sandbox_choice`).
@@ -72,12 +74,13 @@ class EpisodeSettings(BaseModel):
     max_new_tokens: int = Field(default=DEFAULT_MAX_NEW_TOKENS, ge=1)
     max_attempts: int = Field(default=3, ge=1)
     proxy_listen: str = "127.0.0.1:0"
-    proxy_options: dict[str, Any] = Field(default_factory=dict)
+    proxy_options: ProxyOptions = Field(default_factory=lambda: ProxyOptions())
 
-    @field_validator("proxy_options")
+    @field_validator("proxy_options", mode="before")
     @classmethod
-    def _proxy_options(cls, v: dict[str, Any]) -> dict[str, Any]:
-        return check_proxy_options(v)
+    def _proxy_options(cls, v: object) -> object:
+        # before pydantic reads the mapping as ProxyOptions, which would drop an unknown key without a word
+        return check_proxy_options(v) if isinstance(v, Mapping) else v
 
     @field_validator("harness_options")
     @classmethod
@@ -91,7 +94,7 @@ class EpisodeSettings(BaseModel):
                 raise ValueError(str(e)) from None
         return v
 
-    def adapter_options(self, harness: str) -> dict[str, Any]:
+    def adapter_options(self, harness: str) -> JSONObject:
         """What reaches the harness's adapter: `harness_options[harness]`, with `max_new_tokens` as the harness's
         own per-reply cap (its `reply_cap_option`, react's `max_tokens`) unless those options set it — the run's
         cap must reach the harness, or a harness that asks for fewer tokens cuts replies the proxy allows."""
@@ -103,7 +106,7 @@ class EpisodeSettings(BaseModel):
             options.setdefault(cap, self.max_new_tokens)
         return options
 
-    def proxy_settings(self) -> dict[str, Any]:
+    def proxy_settings(self) -> RunProxyOptions:
         """What reaches the run's proxy (`ProxySettings` fields): `proxy_options` and the token cap. The
         temperature is the batch's (`RolloutConfig.temperature`, a training phase's)."""
         return {**self.proxy_options, "max_new_tokens": self.max_new_tokens}

@@ -126,8 +126,8 @@ def module_name(rel: PurePosixPath) -> str | None:
     if (
         len(parts) == 2
         and _IDENTIFIER.match(parts[0])
-        and _MODULE_FILE.match(parts[1])
-        and _MODULE_FILE.match(parts[1]).group(1) == "__init__"
+        and (init := _MODULE_FILE.match(parts[1]))
+        and init.group(1) == "__init__"
     ):
         return parts[0]
     return None

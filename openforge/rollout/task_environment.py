@@ -26,7 +26,7 @@ def agent_spec_user(task: Task, run_choice: AgentUser | None, provider: SandboxP
 
 
 def make_sandbox_spec(
-    task: Task, image_map: ImageMap | None, *, name: str | None = None, run: str | None = None, **overrides: object
+    task: Task, image_map: ImageMap | None, name: str | None = None, run: str | None = None, **overrides: object
 ) -> SandboxSpec:
     """A `SandboxSpec` for the task: its (mapped) image, or its Dockerfile's directory with the image map for
     its FROM lines; its resources (storage and the build's time limit included), workdir, `[environment] env`

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from openforge.core.errors import OpenForgeError
+from openforge.core.json_types import JSONObject
 from openforge.rollout.grading import Grade, grade, output_of, tail
 from openforge.rollout.hacks import Hack, HackError, preload_library
 from openforge.rollout.task_environment import make_sandbox_spec
@@ -88,7 +88,7 @@ class HackOutcome:
             )
         return f"blocked: scored {self.reward:g}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {**asdict(self), "fell": self.fell, "verdict": self.verdict()}
 
 
@@ -114,14 +114,14 @@ class ValidationResult:
         s = " ".join(parts)
         return s + "".join(f"\n  {e}" for e in self.errors)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The JSON report's entry for this task (`tasks validate --run --report`)."""
         return {
             "task": self.task_id,
             "ok": self.ok,
             "solve_reward": self.solve_reward,
             "wrong_reward": self.wrong_reward,
-            "errors": self.errors,
+            "errors": list(self.errors),
             "hacks": [h.to_json() for h in self.hacks],
             "hacks_fallen_to": [h.hack for h in self.hacks if h.fell],
         }
@@ -138,12 +138,13 @@ async def _in_fresh_sandbox(
     act: Callable[[Sandbox], Awaitable[None]],
     *,
     run: str,
-    spec_overrides: dict[str, Any] | None,
+    spec_overrides: Mapping[str, object] | None,
 ) -> tuple[Grade | None, str | None]:
     """Create a sandbox of the task, bring it to the task's initial state, `act` in it, grade it as an episode
     is graded, destroy it: (the grade, None) or (None when there is none, the error with `label`)."""
     try:
-        sb = await provider.create(make_sandbox_spec(task, image_map, run=run, **(spec_overrides or {})))
+        # name and run given by position: then the checker knows the overrides are further fields only
+        sb = await provider.create(make_sandbox_spec(task, image_map, None, run, **(spec_overrides or {})))
     except Exception as e:  # noqa: BLE001 - any failure to start is reported, not raised
         return None, f"{label}: could not create the sandbox: {type(e).__name__}: {e}"
     graded: Grade | None = None
@@ -181,7 +182,7 @@ async def run_script_and_verify(
     label: str,
     *,
     run: str = "openforge-validate",
-    spec_overrides: dict[str, Any] | None = None,
+    spec_overrides: Mapping[str, object] | None = None,
 ) -> RunOutcome:
     """In a fresh sandbox: run ``script`` with the files of its directory beside it, in the workdir and as the
     agent user, as the oracle teacher does (the same command, ``openforge.tasks.solution``; ``script=None``:
@@ -221,7 +222,7 @@ async def run_hack(
     hack: Hack,
     *,
     run: str = "openforge-validate",
-    spec_overrides: dict[str, Any] | None = None,
+    spec_overrides: Mapping[str, object] | None = None,
     preload: Path | None = None,
 ) -> HackOutcome:
     """Apply `hack` in a fresh sandbox of the task (initial state: nothing solved) as the agent's user, and
@@ -262,7 +263,7 @@ async def run_hacks(
     hacks: list[Hack],
     *,
     run: str,
-    spec_overrides: dict[str, Any] | None,
+    spec_overrides: Mapping[str, object] | None,
     concurrency: int,
 ) -> list[HackOutcome]:
     """Every hack of `hacks` against the task, `concurrency` sandboxes at a time, in the order given."""
@@ -290,7 +291,7 @@ async def validate_task_by_running(
     *,
     check_wrong: bool = True,
     run: str = "openforge-validate",
-    spec_overrides: dict[str, Any] | None = None,
+    spec_overrides: Mapping[str, object] | None = None,
     hacks: list[Hack] | None = None,
     concurrency: int = 2,
 ) -> ValidationResult:
