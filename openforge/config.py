@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from openforge.core.errors import ConfigurationError
+from openforge.core.json_types import JSONObject
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -29,7 +31,7 @@ def load_config(path: str | Path, model: type[M]) -> M:
     return validate_config(read_mapping(path), model, source=str(path))
 
 
-def read_mapping(path: str | Path) -> dict[str, Any]:
+def read_mapping(path: str | Path) -> JSONObject:
     """A YAML file's top-level mapping (not validated yet); ConfigError when missing or not a mapping."""
     path = Path(path)
     if not path.is_file():
@@ -43,7 +45,7 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def validate_config(data: dict[str, Any], model: type[M], source: str = "config") -> M:
+def validate_config(data: Mapping[str, object], model: type[M], source: str = "config") -> M:
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -83,7 +85,7 @@ def _lower_first(s: str) -> str:
     return s[:1].lower() + s[1:]
 
 
-def moved_keys(data: Any, moves: dict[str, str]) -> Any:
+def moved_keys(data: object, moves: Mapping[str, str]) -> object:
     """A config's fields before validation (`data`), with each key that moved (`moves`: old dotted path → new
     dotted path, e.g. `{"rl.max_new_tokens": "max_new_tokens"}`) at its new place, and a DeprecationWarning — and
     a logged warning a person sees — naming the new key. ValueError when both the old and the new key are set."""
@@ -108,7 +110,9 @@ def moved_keys(data: Any, moves: dict[str, str]) -> Any:
     return data
 
 
-def _mapping_at(data: dict[str, Any], path: list[str], copy: bool = False, create: bool = False) -> dict | None:
+def _mapping_at(
+    data: dict[str, object], path: list[str], copy: bool = False, create: bool = False
+) -> dict[str, object] | None:
     """The mapping at `path` inside `data` (None if there is none); with `copy`, nested mappings on the way are
     copied first (the caller's input is never changed); with `create`, missing ones are made."""
     current = data

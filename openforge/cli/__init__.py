@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import signal
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -28,7 +29,7 @@ app = typer.Typer(
 )
 
 
-def _terminate_like_ctrl_c(signum, frame) -> None:
+def _terminate_like_ctrl_c(signum: int, frame: FrameType | None) -> None:
     """SIGTERM (kubectl delete, systemd, a CI runner's timeout) stops a command as Ctrl-C does: sandboxes are
     destroyed and finished episodes kept, instead of the process dying with its containers left running."""
     handler = signal.getsignal(signal.SIGINT)

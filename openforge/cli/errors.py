@@ -112,7 +112,9 @@ def tell(error: BaseException) -> None:
 class OpenForgeGroup(TyperGroup):
     """The root command group: every command runs inside its `invoke`, so an error that stops one ends here."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    # typer hands its own Context (typer.Context); its types name the base class of its vendored click, which
+    # is private (typer._click), as the parameter
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except (OpenForgeError, KeyboardInterrupt, ModuleNotFoundError) as error:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from openforge.cli.errors import OptionError
+
+if TYPE_CHECKING:
+    from openforge.core.json_types import JSONObject
+    from openforge.proxy.settings import ProxyOptions
 
 T = TypeVar("T")
 
@@ -25,7 +29,8 @@ ImageMapOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--image-map",
-        help="FROM=TO: use local image TO for FROM (repeatable); over the task tree's own image-map.yaml, which applies without being named.",
+        help="FROM=TO: use local image TO for FROM (repeatable); over the task tree's own image-map.yaml, "
+        "which applies without being named.",
     ),
 ]
 FaultsOpt = Annotated[
@@ -53,11 +58,11 @@ def one_of(option: str, value: str | None, allowed: tuple[str | None, ...], show
         raise OptionError(f"{option} {value!r} is not supported; use {shown}")
 
 
-def key_values(pairs: list[str] | None, what: str) -> dict[str, Any]:
+def key_values(pairs: list[str] | None, what: str) -> JSONObject:
     """KEY=VALUE pairs; each VALUE is read as YAML (numbers and booleans become numbers and booleans)."""
     import yaml  # PyYAML's loader (0.1 s) only for a command given such pairs
 
-    out = {}
+    out: JSONObject = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
@@ -73,13 +78,13 @@ def parse_image_map(pairs: list[str] | None) -> dict[str, str]:
     return ImageMap.parse(pairs or []).to_dict()
 
 
-def parse_proxy_options(pairs: list[str] | None) -> dict[str, Any]:
+def parse_proxy_options(pairs: list[str] | None) -> ProxyOptions:
     """`--proxy-option KEY=VALUE` entries, checked and converted as the run's proxy takes them."""
     from pydantic import ValidationError
 
     from openforge.config import describe_validation_error
     from openforge.proxy.server import ProxyConfig  # the proxy room (0.2 s) only for a command that runs one
-    from openforge.proxy.service import check_proxy_options
+    from openforge.proxy.settings import check_proxy_options
 
     try:
         return check_proxy_options(key_values(pairs, "--proxy-option"))

@@ -56,7 +56,7 @@ def export(
     else:
         from openforge.store.export import export_calls
 
-        n = export_calls(existing_run(run_dir), out, format=format)
+        n = export_calls(existing_run(run_dir), out, format="parquet" if format == "parquet" else "jsonl")
         console.print(f"wrote {n} calls to [bold]{out}[/]")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -64,9 +64,11 @@ MaxNewTokensOpt = Annotated[
 ]
 
 
-def _rollout_default(name: str) -> Any:
-    """A `rollout` / `eval` option's default: the rollout config's own (one source)."""
-    return RolloutConfig.model_fields[name].get_default(call_default_factory=True)
+# The defaults of `rollout` / `eval`'s options: the rollout config's own (one source), read once
+_ROLLOUT_DEFAULTS = {
+    name: RolloutConfig.model_fields[name].get_default(call_default_factory=True)
+    for name in ("sandbox", "samples", "concurrency", "backend", "max_attempts", "proxy_listen", "max_new_tokens")
+}
 
 
 def with_rollout_options(run_it: Callable[[RolloutConfig, Console], object]) -> Callable[..., None]:
@@ -77,19 +79,19 @@ def with_rollout_options(run_it: Callable[[RolloutConfig, Console], object]) -> 
         model: ModelOpt,
         run: RunOpt,
         harness: HarnessOpt = "react",
-        sandbox: SandboxOpt = _rollout_default("sandbox"),
-        samples: SamplesOpt = _rollout_default("samples"),
-        concurrency: ConcurrencyOpt = _rollout_default("concurrency"),
-        backend: BackendOpt = _rollout_default("backend"),
+        sandbox: SandboxOpt = _ROLLOUT_DEFAULTS["sandbox"],
+        samples: SamplesOpt = _ROLLOUT_DEFAULTS["samples"],
+        concurrency: ConcurrencyOpt = _ROLLOUT_DEFAULTS["concurrency"],
+        backend: BackendOpt = _ROLLOUT_DEFAULTS["backend"],
         split: SplitOpt = None,
         image_map: ImageMapOpt = None,
-        max_attempts: AttemptsOpt = _rollout_default("max_attempts"),
+        max_attempts: AttemptsOpt = _ROLLOUT_DEFAULTS["max_attempts"],
         agent_timeout: TimeoutOpt = None,
         resume: ResumeOpt = False,
         sandbox_option: SandboxOptionOpt = None,
-        proxy_listen: ProxyListenOpt = _rollout_default("proxy_listen"),
+        proxy_listen: ProxyListenOpt = _ROLLOUT_DEFAULTS["proxy_listen"],
         proxy_option: ProxyOptionOpt = None,
-        max_new_tokens: MaxNewTokensOpt = _rollout_default("max_new_tokens"),
+        max_new_tokens: MaxNewTokensOpt = _ROLLOUT_DEFAULTS["max_new_tokens"],
         agent_user: AgentUserOpt = None,
         faults: FaultsOpt = None,
     ) -> None:

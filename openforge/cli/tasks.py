@@ -125,7 +125,7 @@ def tasks_curate(
     from openforge.config import read_mapping, validate_config
     from openforge.curate import CurateConfig, run_curation
 
-    data = read_mapping(config) if config else {}
+    data: dict[str, object] = dict(read_mapping(config)) if config else {}  # fields, before validation
     given = {
         "out": out,
         "seeds": seed_task,
@@ -140,6 +140,7 @@ def tasks_curate(
     }
     data.update({k: v for k, v in given.items() if v is not None})
     solver_given = {"backend": solver, "model": solver_model, "harness": solver_harness, "attempts": attempts}
-    if any(v is not None for v in solver_given.values()):
-        data["solver"] = {**(data.get("solver") or {}), **{k: v for k, v in solver_given.items() if v is not None}}
+    solver_fields = data.get("solver") or {}
+    if any(v is not None for v in solver_given.values()) and isinstance(solver_fields, dict):  # else: validation says
+        data["solver"] = {**solver_fields, **{k: v for k, v in solver_given.items() if v is not None}}
     run_curation(validate_config(data, CurateConfig, source=str(config or "options")), console)

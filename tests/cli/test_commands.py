@@ -106,7 +106,16 @@ CASES: dict[tuple[str, ...], list[Case]] = {
     ("tasks", "generate"): [
         Case(["tasks", "generate", "{tmp}/out", "--family", "nope"], 2, "unknown task family nope; known:")
     ],
-    ("tasks", "curate"): [Case(["tasks", "curate", "--band", "a,b"], 2, "--band 'a,b': give LOW,HIGH")],
+    ("tasks", "curate"): [
+        Case(["tasks", "curate", "--band", "a,b"], 2, "--band 'a,b': give LOW,HIGH"),
+        # a solver option over a config whose `solver` is no mapping: validation names it (it was a TypeError)
+        Case(
+            ["tasks", "curate", "--config", "{tmp}/curate.yaml", "--solver-harness", "react"],
+            2,
+            "solver = 'nope': must be a valid dictionary",
+            setup="scalar solver",
+        ),
+    ],
     ("harness", "install"): [
         Case(["harness", "install", "--harness", "nope", "--bundle", "{tmp}"], 2, "unknown harness(es) nope")
     ],
@@ -130,6 +139,8 @@ def prepare(setup: str, tmp: Path) -> None:
     if setup == "newer store":  # a run written by a newer OpenForge: the store refuses it
         with sqlite3.connect(tmp / "trajectories.db") as db:
             db.execute("PRAGMA user_version = 999")
+    elif setup == "scalar solver":
+        (tmp / "curate.yaml").write_text("solver: nope\n")
     elif setup == "bad train config":
         (tmp / "train.yaml").write_text("tasks: {families: [create_file]}\nrl: {steps: many}\n")
 
