@@ -131,19 +131,18 @@ class ImageMap:
         return m
 
     @classmethod
-    def from_config(cls, data: Mapping[str, object] | Iterable[object] | None) -> ImageMap:
+    def from_config(cls, data: object) -> ImageMap:
         """From a config value: ``{FROM: TO, ...}`` or a list of ``"FROM=TO"`` strings / ``{from:, to:}`` dicts.
 
         A mapping with a single ``image_map`` key (a whole image-map YAML file) is unwrapped.
         """
         if data is None:
             return cls()
+        if not isinstance(data, Mapping | Iterable):
+            raise ImageMapError(f"expected a mapping of FROM: TO or a list of FROM=TO, got {data!r}")
         if isinstance(data, Mapping):
             if set(data) == {"image_map"}:
-                inner = data["image_map"]
-                if inner is not None and not isinstance(inner, Mapping | Iterable):
-                    raise ImageMapError(f"image_map: expected a mapping or a list of FROM=TO, got {inner!r}")
-                return cls.from_config(inner)
+                return cls.from_config(data["image_map"])
             m = cls()
             for k, v in data.items():
                 if not isinstance(v, str):

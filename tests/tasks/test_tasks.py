@@ -360,6 +360,10 @@ def test_image_map_parse_and_lookup(tmp_path):
     (tmp_path / "bad.yaml").write_text("image_map: [1, 2]\n")
     with pytest.raises(ImageMapError, match="bad.yaml"):
         ImageMap.load(tmp_path / "bad.yaml")
+    for scalar in ("image_map: 5\n", "5\n"):  # not a mapping nor a list: named, not a TypeError
+        (tmp_path / "scalar.yaml").write_text(scalar)
+        with pytest.raises(ImageMapError, match="scalar.yaml: expected a mapping"):
+            ImageMap.load(tmp_path / "scalar.yaml")
     assert ImageMap.parse("a:1=b:1").merged(ImageMap.parse("a:1=c:1")).map_image("a:1") == "c:1"
 
 
