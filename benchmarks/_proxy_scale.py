@@ -44,7 +44,8 @@ from _proxy_support import Children, free_port, loopback_env, wait_for
 ROOT = Path(__file__).resolve().parents[1]
 
 LOAD_POLICY = """def respond(conversation, call_index):
-    return '<tool_call>\\n{"name": "Bash", "arguments": {"command": "cat src/module_' + str(call_index) + '.py"}}\\n</tool_call>'
+    command = "cat src/module_" + str(call_index) + ".py"
+    return '<tool_call>\\n{"name": "Bash", "arguments": {"command": "' + command + '"}}\\n</tool_call>'
 """
 
 # Paced: a reply written over ~0.4 s, so that kills land in the middle of streams.

@@ -678,7 +678,8 @@ async def cpu_benchmark(args, children: Children, model: Path, work: Path):
         idle = process_cpu_s(proxy.pid) - idle0
         console.print(
             f"  [dim]the proxy idles at {idle * 1000:.2f} ms of CPU per second (presumably the 0.1 s tick "
-            "loops of its two uvicorn servers); each call's window below holds ~20 ms of settling, so ~0.06 ms of that[/]"
+            "loops of its two uvicorn servers); each call's window below holds ~20 ms of settling, "
+            "so ~0.06 ms of that[/]"
         )
         for size in args.contexts:
             episode_id, key = await proxy.new_episode(client)

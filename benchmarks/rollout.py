@@ -707,7 +707,8 @@ def main(argv=None) -> None:
                     runs.append(Run(s, c, rnd, wall, eps, att, note, load))
                     log(
                         f"C={c} round {rnd} {s:12s} {len(eps):3d} episodes ({sum(e.ok for e in eps)} passed) in "
-                        f"{wall:6.1f}s = {len(eps) / wall * 60:6.1f}/min; slot time {wall * c / max(1, len(eps)):.2f}s/ep; "
+                        f"{wall:6.1f}s = {len(eps) / wall * 60:6.1f}/min; "
+                        f"slot time {wall * c / max(1, len(eps)):.2f}s/ep; "
                         f"load before {load:.2f} {note}"
                     )
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from openforge.models import ModelDir, build_tiny_model
+from support.paths import REPO
 
 
 @pytest.fixture(scope="session")
@@ -23,8 +24,6 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 def tiny_model(tiny_model_dir) -> ModelDir:
     return ModelDir(tiny_model_dir)
 
-
-from support.paths import REPO
 
 BASE_IMAGE = "openforge-base:bookworm"
 IN_CI = os.environ.get("CI", "").lower() == "true"

@@ -49,7 +49,10 @@ OUT="${{VERIFIER_DIR:-/logs/verifier}}"
 mkdir -p "$OUT"
 fail() {{ echo "FAIL: $*"; echo 0 > "$OUT/reward.txt"; exit 0; }}
 cd "$APP" || fail "no $APP"
-same() {{ [ -f "$1" ] || fail "$1 is missing"; diff <(sed -e '$a\\' "$1") - > /dev/null || fail "$1 does not have the expected content"; }}
+same() {{
+  [ -f "$1" ] || fail "$1 is missing"
+  diff <(sed -e '$a\\' "$1") - > /dev/null || fail "$1 does not have the expected content"
+}}
 {checks}
 echo PASS
 echo 1 > "$OUT/reward.txt"
@@ -101,7 +104,8 @@ MIX = [
         "data",
         "Write the number of data rows of `/app/data.csv` (every line but the header) to `/app/rows.txt`, "
         "as a bare number.",
-        'n=$(tr -d " \\n" < rows.txt 2>/dev/null) || fail "rows.txt is missing"\n[ "$n" = "5" ] || fail "rows.txt says $n"',
+        'n=$(tr -d " \\n" < rows.txt 2>/dev/null) || fail "rows.txt is missing"\n'
+        '[ "$n" = "5" ] || fail "rows.txt says $n"',
         "tail -n +2 data.csv | wc -l > rows.txt",
         "wc -l < data.csv > rows.txt",
         app={"data.csv": "name,score\nada,9\nbob,7\ncy,8\ndee,6\neve,9\n"},

@@ -107,7 +107,7 @@ async def test_listener_connection_cap(tmp_path, tiny_model_dir):
 async def test_forwarder_connection_cap(tmp_path, tiny_model_dir):
     """The sandbox's bridge to the proxy relays at most `max_connections` at a time; one more is closed at
     once, and the proxy never sees it."""
-    async with live_proxy(tmp_path, tiny_model_dir, uds=tmp_path / "proxy.sock") as live:
+    async with live_proxy(tmp_path, tiny_model_dir, uds=tmp_path / "proxy.sock"):
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)

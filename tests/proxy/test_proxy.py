@@ -172,8 +172,7 @@ async def test_keys_isolate_episodes(proxy):
 
 async def test_prompt_too_long_is_the_dialects_error_and_leaves_no_row(proxy, tiny_model):
     episode_id, key = await proxy.new_episode()
-    proxy.service.backend.model_dir  # scripted backend: context is the model's
-    huge = "word " * (tiny_model.max_context)
+    huge = "word " * (tiny_model.max_context)  # the scripted backend's context is the model's
     with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
         await proxy.anthropic(key).messages.create(
             model="m", max_tokens=5, messages=[{"role": "user", "content": huge}]

@@ -51,7 +51,8 @@ async def test_wrong_commands_fail(tmp_path, tiny_model_dir):
         "    if any(m.role == 'tool' for m in conversation.messages):\n"
         "        return 'Done.'\n"
         "    command = WRONG[conversation.messages[-1].content]\n"
-        "    return '<tool_call>\\n' + json.dumps({'name': 'bash', 'arguments': {'command': command}}) + '\\n</tool_call>'\n"
+        "    call = json.dumps({'name': 'bash', 'arguments': {'command': command}})\n"
+        "    return '<tool_call>\\n' + call + '\\n</tool_call>'\n"
     )
     config = ProxyConfig(
         model=tiny_model_dir,

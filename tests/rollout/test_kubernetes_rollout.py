@@ -54,7 +54,8 @@ def image_task(root: Path, task_id: str) -> Path:
     )
     (d / "tests" / "test.sh").write_text(
         "#!/bin/bash\nmkdir -p /logs/verifier\n"
-        "if [ -f /app/done.txt ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
+        "if [ -f /app/done.txt ]; then echo 1 > /logs/verifier/reward.txt; "
+        "else echo 0 > /logs/verifier/reward.txt; fi\n"
     )
     (d / "solution" / "solve.sh").write_text("#!/bin/bash\ntouch /app/done.txt\n")
     return d

@@ -152,7 +152,8 @@ async def test_family_episodes_outgrowing_the_api_are_the_agents_failure(tmp_pat
         "def respond(conversation, call_index, task):\n"
         "    if 'fire' in str(task):\n"
         "        raise RuntimeError('the policy server is on fire')\n"
-        "    return '<tool_call>\\n' + json.dumps({'name': 'bash', 'arguments': {'command': 'true'}}) + '\\n</tool_call>'\n"
+        "    call = json.dumps({'name': 'bash', 'arguments': {'command': 'true'}})\n"
+        "    return '<tool_call>\\n' + call + '\\n</tool_call>'\n"
     )
     (instance,) = InstanceSampler("train", seed=3, families=QUICKSTART_FAMILIES).sample(1)
     on_fire = dataclasses.replace(instance, instruction=instance.instruction + " (fire)")

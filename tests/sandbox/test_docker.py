@@ -114,7 +114,8 @@ async def proxy_sockets(tmp_path):
 FETCH = (
     "import sys, urllib.request as u\n"
     "try:\n"
-    "    print(u.urlopen(sys.argv[1], data=sys.argv[2].encode() if len(sys.argv) > 2 else None, timeout=5).read().decode())\n"
+    "    print(u.urlopen(sys.argv[1], data=sys.argv[2].encode() if len(sys.argv) > 2 else None, "
+    "timeout=5).read().decode())\n"
     "except Exception as e:\n"
     "    print('ERR', type(e).__name__, e); sys.exit(3)\n"
 )

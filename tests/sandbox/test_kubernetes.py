@@ -21,11 +21,10 @@ from openforge.sandbox import (
     local_available,
     sandbox_name,
 )
+from support.k8s_fake import FakeKubernetesAPI
 
 pytest.importorskip("kubernetes")
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
-
-from support.k8s_fake import FakeKubernetesAPI
 
 K8S_VERSION = "1.31.0"
 NS = "openforge"

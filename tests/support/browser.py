@@ -184,7 +184,7 @@ class Browser:
             f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
             ".getBoundingClientRect(); return [r.x + window.scrollX, r.y + window.scrollY]; })()"
         )
-        x, y = max(0, box[0] - pad), max(0, box[1] - pad)
+        y = max(0, box[1] - pad)
         size = self.call("Page.getLayoutMetrics")["cssContentSize"]
         height = min(max_height, int(size["height"] - y))
         data = self.call(

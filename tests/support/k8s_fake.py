@@ -15,11 +15,10 @@ A fake "kubelet" runs each pod's commands for real: every pod gets a local bubbl
 argv there, so tar-through-exec copies, exit codes and kills are real. Differences from a real cluster (on
 purpose, or because they need one): images are ignored (the pod's files are the host's /usr plus its own
 root); each pod has its own pid namespace whose PID 1 is the pod's command (the backend's keep-alive, started
-with `unshare --pid --mount-proc`; every exec enters it with `nsenter`, so kill-by-marker and the process stop work as in a
-container), and the fake also kills an exec's processes when its websocket closes (a real kubelet may leave
-them running);
-scheduling, eviction
-and deadlines happen when the test (or a timer) says so; no admission, no RBAC, no NetworkPolicy enforcement.
+with `unshare --pid --mount-proc`; every exec enters it with `nsenter`, so kill-by-marker and the process stop
+work as in a container), and the fake also kills an exec's processes when its websocket closes (a real kubelet
+may leave them running); scheduling, eviction and deadlines happen when the test (or a timer) says so; no
+admission, no RBAC, no NetworkPolicy enforcement.
 """
 
 from __future__ import annotations
@@ -126,6 +125,7 @@ class FakeKubernetesAPI:
         self.exec_count = 0
         self.pod_gets = 0  # GETs of single pods (a backend that polled would make many)
         self.watches = 0
+        self._lifecycles: set[asyncio.Task] = set()  # the pods' own tasks (kept: the loop holds tasks weakly)
         #: called with (pod name, argv) at each exec; a number = evict the pod that many seconds later
         self.on_exec: Callable[[str, list[str]], float | None] = lambda name, argv: None
         self._rv = 1
@@ -406,7 +406,9 @@ class FakeKubernetesAPI:
             body["status"] = {"phase": "Pending", "qosClass": "Guaranteed"}
             self.pods[name] = body
             await self._emit("pods", "ADDED", body)
-            asyncio.create_task(self._lifecycle(name))
+            lifecycle = asyncio.create_task(self._lifecycle(name))
+            self._lifecycles.add(lifecycle)
+            lifecycle.add_done_callback(self._lifecycles.discard)
             return JSONResponse(body, status_code=201)
         if q.get("watch") in ("true", "1"):
             self.watches += 1

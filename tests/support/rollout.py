@@ -8,7 +8,10 @@ from openforge.tasks import ImageMap
 from support.paths import EXAMPLES
 
 IMAGE_MAP = ImageMap.load(EXAMPLES / "image-map.yaml").to_dict()  # the shipped tasks' map (a pinned digest too)
-PASSING_TEST = "mkdir -p /logs/verifier\nif [ -f /app/done.txt ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
+PASSING_TEST = (
+    "mkdir -p /logs/verifier\n"
+    "if [ -f /app/done.txt ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
+)
 
 
 def make_task(
