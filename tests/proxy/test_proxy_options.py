@@ -8,12 +8,24 @@ import subprocess
 import sys
 
 import pytest
+from typing_extensions import get_type_hints
 
 from openforge.proxy.service import check_proxy_options
+from openforge.proxy.settings import RUN_OWNED_SETTINGS, ProxyOptions, ProxySettings, RunProxyOptions
 from openforge.rollout.config import RolloutConfig
 from openforge.train.config import TrainConfig
 from openforge.train.serving import proxy_config
 from support.proxy_process import start_proxy
+
+
+def test_the_proxy_options_types_are_the_settings_fields():
+    """`ProxyOptions` (what a run's proxy_options may set) is `ProxySettings`' fields but the run-owned ones, with
+    the same types; `RunProxyOptions` adds the run's token cap. A setting added to one and not the other fails."""
+    settings = {name: field.annotation for name, field in ProxySettings.model_fields.items()}
+    options = get_type_hints(ProxyOptions)
+    assert options == {k: v for k, v in settings.items() if k not in RUN_OWNED_SETTINGS}
+    assert get_type_hints(RunProxyOptions) == {**options, "max_new_tokens": settings["max_new_tokens"]}
+    assert RunProxyOptions.__required_keys__ == {"max_new_tokens"}
 
 
 def test_the_cli_proxy_takes_its_settings(tmp_path, tiny_model_dir):

@@ -6,6 +6,7 @@ import pytest
 
 from conftest import unavailable
 from openforge.core import Outcome
+from openforge.core.errors import ConfigurationError
 from openforge.harness.react import ReactAdapter
 from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.rollout.family import run_family_episodes
@@ -18,6 +19,24 @@ def _jail():
     ok, why = jail_available()
     if not ok:
         unavailable(f"the jail cannot run here: {why}")
+
+
+async def test_a_proxy_without_tcp_is_refused_before_any_episode(tmp_path, tiny_model_dir):
+    """The react loop calls the model API over TCP: a proxy that serves it on a Unix socket only is a
+    configuration error, said before an episode is created (it was an AttributeError in each episode's thread)."""
+    config = ProxyConfig(
+        model=tiny_model_dir,
+        backend="oracle",
+        run=tmp_path / "run",
+        listen=None,
+        uds=tmp_path / "model.sock",
+        admin_listen="127.0.0.1:0",
+    )
+    instances = InstanceSampler("train", seed=3, families=QUICKSTART_FAMILIES).sample(1)
+    async with running_proxy(config) as proxy:
+        with pytest.raises(ConfigurationError, match="over TCP"):
+            await run_family_episodes(proxy, instances)
+        assert proxy.store.list_episodes() == []
 
 
 async def test_oracle_passes_every_instance_and_records_calls(tmp_path, tiny_model_dir):
