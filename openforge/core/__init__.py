@@ -9,10 +9,19 @@ from openforge.core.conversation import (
     ToolCall,
     ToolSpec,
 )
-from openforge.core.records import CallRecord, Episode, EpisodeState, FinishReason, Outcome, Sample
+from openforge.core.records import (
+    GRADED_OUTCOMES,
+    CallRecord,
+    Episode,
+    EpisodeState,
+    FinishReason,
+    Outcome,
+    Sample,
+)
 from openforge.core.task_payload import TaskPayload
 
 __all__ = [
+    "GRADED_OUTCOMES",
     "CallRecord",
     "Conversation",
     "Episode",

@@ -21,8 +21,9 @@ class EpisodeState(str, enum.Enum):
 
 
 class Outcome(str, enum.Enum):
-    """How a graded episode ended. Only `passed` and `failed` are the agent's doing; the rest are
-    infrastructure failures: kept out of training and never counted as reward 0."""
+    """How a graded episode ended. `passed`, `failed` and `verifier_failed` (the agent made its verifier fail:
+    reward 0) are the agent's doing, its graded outcomes (`GRADED_OUTCOMES`); the rest are infrastructure
+    failures: kept out of training and never counted as reward 0."""
 
     passed = "passed"
     failed = "failed"
@@ -31,10 +32,15 @@ class Outcome(str, enum.Enum):
     harness_crash = "harness_crash"
     timeout = "timeout"
     verifier_error = "verifier_error"
+    verifier_failed = "verifier_failed"
 
     @property
     def is_infrastructure_failure(self) -> bool:
-        return self not in (Outcome.passed, Outcome.failed)
+        return self not in GRADED_OUTCOMES
+
+
+#: The agent's outcomes: graded samples (pass@k, training); every other outcome is the infrastructure's.
+GRADED_OUTCOMES = frozenset({Outcome.passed, Outcome.failed, Outcome.verifier_failed})
 
 
 class FinishReason(str, enum.Enum):

@@ -4,7 +4,8 @@
 - pass^k: the chance that all k samples pass:               C(c, k) / C(n, k)
 with n samples of a task of which c passed. Overall figures are the mean over tasks.
 
-Only graded episodes count (outcome `passed` or `failed`); infrastructure failures are not samples.
+Only graded episodes count (outcome `passed`, `failed` or `verifier_failed`: `GRADED_OUTCOMES`); infrastructure
+failures are not samples.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from rich.table import Table
 
 from openforge.analysis import RunAnalysis, StoreAnalysis
 from openforge.analysis.report import COLUMNS, cell
-from openforge.core import Episode, FinishReason, Outcome
+from openforge.core import GRADED_OUTCOMES, Episode, FinishReason, Outcome
 from openforge.eval.metrics import pass_table, task_counts
 from openforge.eval.robustness import FAULTS_DIR, robustness, robustness_markdown
 from openforge.store import TrajectoryStore
@@ -35,7 +35,7 @@ from openforge.store import TrajectoryStore
 
 def build_report(store: TrajectoryStore) -> dict[str, Any]:
     episodes = store.final_episodes()
-    graded = [e for e in episodes if e.outcome in (Outcome.passed, Outcome.failed)]
+    graded = [e for e in episodes if e.outcome in GRADED_OUTCOMES]
     outcomes = Counter(e.outcome.value for e in episodes if e.outcome)
     report: dict[str, Any] = {
         "episodes": len(episodes),

@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from openforge.analysis import StoreAnalysis
-from openforge.core import Episode, Outcome
+from openforge.core import GRADED_OUTCOMES, Episode, Outcome
 from openforge.eval.metrics import pass_table, task_counts
 
 FAULTS_DIR = "faults"  # RUN/faults: the evaluation with faults
@@ -25,7 +25,7 @@ def robustness(
 ) -> dict[str, Any]:
     """The comparison: `clean` / `faulted` are the two runs' reports, `episodes` the faulted run's final
     episodes, `analysis` its behaviour."""
-    graded = [e for e in episodes if e.outcome in (Outcome.passed, Outcome.failed)]
+    graded = [e for e in episodes if e.outcome in GRADED_OUTCOMES]
     hit = [e for e in graded if injected(e)]
     not_applicable: dict[str, Counter] = defaultdict(Counter)
     armed: Counter = Counter()

@@ -19,6 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from openforge.core import GRADED_OUTCOMES
 from openforge.core.errors import ConfigurationError
 from openforge.core.runlock import RunDirBusy, locked_run_dir
 from openforge.harness.bundle import default_bundle_dir
@@ -52,7 +53,7 @@ class RolloutSummary:
 
     @property
     def graded(self) -> int:
-        return self.outcomes.get("passed", 0) + self.outcomes.get("failed", 0)
+        return sum(self.outcomes.get(o.value, 0) for o in GRADED_OUTCOMES)
 
 
 def plan(tasks: list[Task], harnesses: list[str], samples: int) -> list[Slot]:

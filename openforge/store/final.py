@@ -18,14 +18,22 @@ An episode is **final** when it has an outcome and its `final` flag is not false
   proxy's admin API, another tool): nothing retried it, so it is its own slot and final once it has an outcome.
   The flag is part of the episode's JSON metadata, which every schema version has (`schema.py`, v1 on); no
   migration adds or changes it, so an older store follows the same rule.
+
+Of the final episodes, the **graded** ones are samples (pass@k, GRPO groups, training): an outcome of the
+agent's (`core.GRADED_OUTCOMES`: `passed`, `failed`, `verifier_failed`) and a reward (`GRADED_SQL`). The others
+failed for the infrastructure and are reported by their class.
 """
 
 from __future__ import annotations
 
-from openforge.core import Episode
+from openforge.core import GRADED_OUTCOMES, Episode
 
 # Over `episodes e`. JSON false reads as 0 in SQLite; a missing (or null) flag as NULL, which `IS NOT 0` lets by.
 FINAL_SQL = "(e.outcome IS NOT NULL AND json_extract(e.metadata, '$.final') IS NOT 0)"
+# Over `episodes e`: an outcome of the agent's, with a reward (the values are the enum's own, never user input).
+GRADED_SQL = (
+    f"(e.outcome IN ({', '.join(repr(o.value) for o in sorted(GRADED_OUTCOMES))}) AND e.reward IS NOT NULL)"
+)
 
 
 def is_final(episode: Episode) -> bool:

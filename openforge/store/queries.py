@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from openforge.core import Episode
-from openforge.store.final import FINAL_SQL
+from openforge.store.final import FINAL_SQL, GRADED_SQL
 from openforge.store.rows import EPISODE_COLUMNS, row_to_episode
 
 # Why an episode deserves a second look, one word each, computed in SQL so that the table can filter on it:
@@ -293,7 +293,7 @@ def query_groups(
     total = int(
         conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM episodes e{where} GROUP BY {keys})", args).fetchone()[0]
     )
-    graded = "e.outcome IN ('passed', 'failed') AND e.reward IS NOT NULL"
+    graded = GRADED_SQL
     rows = conn.execute(
         f"SELECT {keys}, count(*), sum({graded}), avg(CASE WHEN {graded} THEN e.reward END), "
         f"min(CASE WHEN {graded} THEN e.reward END), max(CASE WHEN {graded} THEN e.reward END) "

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from openforge.core import Outcome
+from openforge.core import GRADED_OUTCOMES, Outcome
 from openforge.eval.metrics import pass_at_1, pass_table, task_counts
 from openforge.store import TrajectoryStore
 
-_GRADED = (Outcome.passed.value, Outcome.failed.value)
+_GRADED = frozenset(o.value for o in GRADED_OUTCOMES)
 
 
 @dataclass
