@@ -31,9 +31,7 @@ from openforge.core import GRADED_OUTCOMES, Episode
 # Over `episodes e`. JSON false reads as 0 in SQLite; a missing (or null) flag as NULL, which `IS NOT 0` lets by.
 FINAL_SQL = "(e.outcome IS NOT NULL AND json_extract(e.metadata, '$.final') IS NOT 0)"
 # Over `episodes e`: an outcome of the agent's, with a reward (the values are the enum's own, never user input).
-GRADED_SQL = (
-    f"(e.outcome IN ({', '.join(repr(o.value) for o in sorted(GRADED_OUTCOMES))}) AND e.reward IS NOT NULL)"
-)
+GRADED_SQL = f"(e.outcome IN ({', '.join(repr(o.value) for o in sorted(GRADED_OUTCOMES))}) AND e.reward IS NOT NULL)"
 
 
 def is_final(episode: Episode) -> bool:

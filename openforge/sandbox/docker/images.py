@@ -15,11 +15,8 @@ provider was given a `build_network` explicitly.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import os
 import shutil
 import socket
-import stat as statmod
 import tempfile
 import threading
 import time
@@ -27,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from openforge.tasks.context import DEFAULT_MAX_CONTEXT_BYTES, BuildContextError, check_build_context
+from openforge.tasks.digest import tree_digest
 from openforge.tasks.images import ImageMap
 
 from ..base import LABEL_MANAGED, SandboxError, SandboxSpec
@@ -42,31 +40,7 @@ BUILD_SALT = b"openforge-build-v1\x00"
 def context_hash(context: Path, dockerfile_text: str) -> str:
     """sha256 over the build context: every path (sorted), its type, permission bits and content (symlinks:
     their target), with the Dockerfile replaced by `dockerfile_text` (the rewritten one)."""
-    h = hashlib.sha256(BUILD_SALT)
-    root = Path(context)
-    entries: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
-        for n in dirnames + sorted(filenames):
-            entries.append(Path(dirpath) / n)
-    for p in sorted(entries, key=lambda q: q.relative_to(root).as_posix()):
-        rel = p.relative_to(root).as_posix()
-        st = p.lstat()
-        if statmod.S_ISLNK(st.st_mode):
-            h.update(b"L" + rel.encode() + b"\x00" + os.readlink(p).encode() + b"\x00")
-        elif statmod.S_ISDIR(st.st_mode):
-            h.update(b"D" + rel.encode() + b"\x00" + f"{st.st_mode & 0o7777:o}".encode() + b"\x00")
-        elif statmod.S_ISREG(st.st_mode):
-            h.update(b"F" + rel.encode() + b"\x00" + f"{st.st_mode & 0o7777:o}".encode() + b"\x00")
-            if rel == "Dockerfile":
-                data = dockerfile_text.encode()
-                h.update(str(len(data)).encode() + b"\x00" + data)
-            else:
-                h.update(str(st.st_size).encode() + b"\x00")
-                with open(p, "rb") as f:
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
-                        h.update(chunk)
-    return h.hexdigest()
+    return tree_digest(Path(context), BUILD_SALT, {"Dockerfile": dockerfile_text.encode()})
 
 
 def _hang_up(events: Any) -> None:
