@@ -9,7 +9,9 @@ else is an infrastructure failure, kept out of training and never counted as rew
 - `proxy_error`: a model call failed in the proxy or backend (recorded with `call_error`);
 - `harness_crash`: the harness failed before the model answered once, or says its model API failed;
 - `timeout`: the harness hung before the model answered once;
-- `verifier_error`: the tests wrote no valid reward, crashed, or timed out.
+- `verifier_error`: the tests wrote no valid reward, crashed, or timed out, and do so on the task's untouched
+  initial state too — where they run without error there, the agent made them fail: `verifier_failed`, graded,
+  reward 0 (`openforge.rollout.attribution`).
 
 The episode's key ends the moment the harness exits, before grading: a process the agent left behind can no
 longer call the model (its calls are refused, recorded and flagged, never trained on).
@@ -30,6 +32,7 @@ from openforge.faults import FaultPlan, FaultSpec
 from openforge.harness import get_adapter
 from openforge.harness.base import HarnessAdapter, LaunchContext
 from openforge.rollout import faults
+from openforge.rollout.attribution import VerifierBaselines
 from openforge.rollout.grading import grade, tail
 from openforge.rollout.outcome import AgentRun, AttemptResult, agent_failure, call_timings, classify_agent_run
 from openforge.rollout.protocols import EpisodeServer
@@ -112,6 +115,7 @@ class EpisodeRunner:
         self.image_map = image_map
         self.run_label = run_label
         self.bundle_dir = bundle_dir
+        self.baselines = VerifierBaselines(provider, image_map, run_label, proxy.store)
 
     def adapter(self, harness: str) -> HarnessAdapter:
         return get_adapter(harness, **self.settings.adapter_options(harness))
@@ -135,6 +139,7 @@ class EpisodeRunner:
         t0 = time.monotonic()
         sb: Sandbox | None = None
         plan = faults.arm(self.fault_spec, faults.task_targets(task), faults.fault_key(task.id, self.step), adapter)
+        user = agent_spec_user(task, self.settings.agent_user, self.provider)
         try:
             with tempfile.TemporaryDirectory(prefix="openforge-episode-") as scratch:
                 spec = make_sandbox_spec(
@@ -146,7 +151,7 @@ class EpisodeRunner:
                     mounts=self._mounts(adapter),
                     memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
                     timeout_s=self._lifetime(task),
-                    user=agent_spec_user(task, self.settings.agent_user, self.provider),
+                    user=user,
                 )
                 sb = await self._create(spec)
                 await sb.setup_environment(task)
@@ -181,6 +186,8 @@ class EpisodeRunner:
                 except Exception as e:  # noqa: BLE001 - a leak is reported, the run goes on
                     result.reason = (result.reason or "") + f" (destroying the sandbox failed: {e})"
             result.timings["total_s"] = time.monotonic() - t0
+        if result.outcome is Outcome.verifier_error:  # the agent's doing, or the infrastructure's?
+            await self.baselines.attribute(task, result, user)
         return result
 
     async def _create(self, spec: SandboxSpec) -> Sandbox:

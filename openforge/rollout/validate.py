@@ -53,6 +53,7 @@ class RunOutcome:
     verifier_output: str = ""
     tampered: list[str] = field(default_factory=list)  # what the tamper check found (the reward is then 0)
     tamper_reason: str | None = None
+    graded: bool = False  # grading ran (a reward or a verifier error); False: the sandbox failed before
 
 
 @dataclass
@@ -210,6 +211,7 @@ async def run_script_and_verify(
         task, provider, image_map, label, act, run=run, spec_overrides=spec_overrides
     )
     if graded is not None:
+        out.graded = True
         out.verifier_exit, out.verifier_output, out.reward = graded.exit_code, graded.output, graded.reward
         out.tampered, out.tamper_reason = graded.tampered, graded.reason
     return out
