@@ -30,6 +30,8 @@ def respond(conversation, call_index, task):
         return bash("sleep 600")
     if task_id == "oom":
         return bash("python3 -c 'b = bytearray(900 * 1024 * 1024); print(len(b))'; echo survived")
+    if task_id.startswith("lock-workdir"):  # locks the verifier (root without capabilities) out of the work area
+        return bash('chmod 000 "$PWD"')
     if task_id == "kill-harness":  # the agent's own command kills its harness
         return bash("kill -9 $PPID")
     if task_id == "late-caller":  # leaves the episode's key where the verifier (standing in for a process left
