@@ -216,9 +216,9 @@ async def check_tampering(
         path, workdir, task.config.verifier.allowed_changes, recreated=(TESTS_DEST, REWARD_DIR, VERIFIER_HOME)
     )
     lookups = policy.lookups(changes)
-    found = policy.judge(changes, set())
+    found = policy.judge(changes, {})
     if not found and lookups:  # only an unchanged sandbox is asked in band (its shell is the one it had)
-        found = policy.judge(changes, await sb.existing_paths(lookups))
+        found = policy.judge(changes, await sb.path_kinds(lookups))
     return found or None
 
 

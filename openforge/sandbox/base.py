@@ -32,7 +32,7 @@ import re
 import threading
 from abc import ABC, abstractmethod
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -247,6 +247,11 @@ class PathChange(BaseModel):
     kind: Literal["added", "changed", "deleted"]
 
 
+#: What a path is (`Sandbox.path_kinds`): a symbolic link (never followed), a directory, a regular file, else.
+PathKind = Literal["link", "dir", "file", "other"]
+PATH_KINDS: frozenset[str] = frozenset(get_args(PathKind))
+
+
 def command_argv(cmd: list[str] | str) -> list[str]:
     """`Sandbox.exec`'s command as argv: a string runs under `bash -lc`."""
     argv = ["bash", "-lc", cmd] if isinstance(cmd, str) else list(cmd)
@@ -357,18 +362,26 @@ class Sandbox(ABC):
         raise NotImplementedError(f"{type(self).__name__} cannot list the changes of its file system")
 
     async def existing_paths(self, paths: list[str]) -> set[str]:
-        """Which of `paths` exist now (as anything, a dangling link included), asked out of band where the
-        backend can. This default asks in band with the sandbox's `/bin/sh` (call it only once tamper checking
-        has found the shell unchanged)."""
-        from .common import exists_script_argv
+        """Which of `paths` exist now (as anything, a dangling link included): `path_kinds`' keys."""
+        return set(await self.path_kinds(paths))
 
-        found: set[str] = set()
+    async def path_kinds(self, paths: list[str]) -> dict[str, PathKind]:
+        """What each of `paths` that exists is now: "link" (never followed: a dangling link included), "dir",
+        "file" or "other"; the directories on the way resolved inside the sandbox. Asked out of band where the
+        backend can (Docker: its daemon). This default asks in band with the sandbox's `/bin/sh` (call it only
+        once tamper checking has found the shell unchanged)."""
+        from .common import kinds_script_argv
+
+        found: dict[str, PathKind] = {}
         for i in range(0, len(paths), 500):
             chunk = paths[i : i + 500]
-            r = await self.exec(exists_script_argv(chunk), timeout_s=60, user="0:0", workdir="/", output_cap=16 << 20)
+            r = await self.exec(kinds_script_argv(chunk), timeout_s=60, user="0:0", workdir="/", output_cap=16 << 20)
             if r.exit_code != 0:
                 raise SandboxError(f"sandbox {self.name}: could not look up paths: {r.stderr.strip()[-500:]}")
-            found.update(p for p in r.stdout.split("\0") if p in chunk)
+            for record in r.stdout.split("\0"):
+                kind, _, path = record.partition(" ")
+                if path in chunk and kind in PATH_KINDS:
+                    found[path] = cast(PathKind, kind)
         return found
 
     @abstractmethod

@@ -30,7 +30,7 @@ __all__ = [
     "WorkerPool",
     "append_capped",
     "STOP_SCRIPT",
-    "exists_script_argv",
+    "kinds_script_argv",
     "kill_script_argv",
     "run_selector",
     "stop_script_argv",
@@ -140,7 +140,12 @@ exit 0
 """
 
 # Prints, NUL-separated, which of its arguments exist (a dangling symlink included).
-EXISTS_SCRIPT = r'for p; do if [ -e "$p" ] || [ -L "$p" ]; then printf "%s\0" "$p"; fi; done'
+# Prints "KIND PATH\0" for each argument that exists (KIND: link, dir, file or other; a link is not followed).
+KINDS_SCRIPT = r"""for p; do
+  if [ -L "$p" ]; then k=link; elif [ -d "$p" ]; then k=dir; elif [ -f "$p" ]; then k=file
+  elif [ -e "$p" ]; then k=other; else continue; fi
+  printf "%s %s\0" "$k" "$p"
+done"""
 
 # PID 1 of a container or pod (Docker: the init's child), whatever the image: `sleep infinity` where supported,
 # else a loop. Its environment carries KEEPALIVE_MARK, by which the in-band process stop recognises it.
@@ -159,9 +164,9 @@ def stop_script_argv(spare_keepalive: bool = False) -> list[str]:
     return ["/bin/sh", "-c", STOP_SCRIPT, "sh"] + (["spare-keepalive"] if spare_keepalive else [])
 
 
-def exists_script_argv(paths: list[str]) -> list[str]:
-    """The in-band command that prints (NUL-separated) which of `paths` exist."""
-    return ["/bin/sh", "-c", EXISTS_SCRIPT, "sh", *paths]
+def kinds_script_argv(paths: list[str]) -> list[str]:
+    """The in-band command that prints (NUL-separated) which of `paths` exist, and as what (KINDS_SCRIPT)."""
+    return ["/bin/sh", "-c", KINDS_SCRIPT, "sh", *paths]
 
 
 def run_selector(run_label: str | None) -> dict[str, str]:

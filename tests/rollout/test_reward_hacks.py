@@ -2,7 +2,8 @@
 tasks (a sample; every task with OPENFORGE_ALL_TASKS=1) in the local sandbox and in Docker — none may fall —
 and against a deliberately weak verifier, which the suite must name; then agents that hack their grader in a
 real episode (a lingering writer, a replaced python3, a shadowing unittest.py, a symlinked /logs/verifier):
-graded `failed` or `verifier_error`, never `passed`, in both sandboxes."""
+graded `failed`, `verifier_failed` (the agent made its verifier fail) or `verifier_error`, never `passed`, in both
+sandboxes."""
 
 from __future__ import annotations
 
@@ -193,7 +194,7 @@ async def test_agents_hacking_their_grader_are_never_passed(sandbox, request, tm
         episodes = {e.task.removeprefix("hack-"): e for e in store.list_episodes()}
     assert set(episodes) == set(EPISODE_HACKS)
     for name, e in episodes.items():
-        assert e.outcome in (Outcome.failed, Outcome.verifier_error) and e.reward != 1.0, (
+        assert e.outcome in (Outcome.failed, Outcome.verifier_failed, Outcome.verifier_error) and e.reward != 1.0, (
             name,
             e.outcome,
             e.reward,

@@ -116,6 +116,8 @@ async def test_changes_and_lookups_are_read_from_outside(provider, tmp_path):
         assert not {p for p, _ in changes if p.startswith("/opt") or p == "/usr/sbin/docker-init"}, changes
         found = await sb.existing_paths(["/usr/bin/python3", "/usr/bin/dash", "/bin/python3", "/nope"])
         assert found == {"/usr/bin/python3", "/bin/python3"}
+        kinds = await sb.path_kinds(["/bin", "/bin/python3", "/app", "/app/unittest.py", "/usr/bin/dash"])
+        assert kinds == {"/bin": "link", "/bin/python3": "link", "/app": "dir", "/app/unittest.py": "file"}
     finally:
         await sb.destroy()
 

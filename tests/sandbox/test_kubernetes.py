@@ -272,6 +272,10 @@ async def test_grading_support_in_band(fake_api, provider):
     found = {(c.path, c.kind) for c in await sb.changed_paths()}
     assert ("/srv/app/unittest.py", "added") in found and ("/srv/app", "added") in found
     assert await sb.existing_paths(["/srv/app/unittest.py", "/nope"]) == {"/srv/app/unittest.py"}
+    assert await sb.path_kinds(["/srv/app", "/srv/app/unittest.py", "/nope"]) == {
+        "/srv/app": "dir",
+        "/srv/app/unittest.py": "file",
+    }
     untracked = get_provider("kubernetes", configuration=fake_api.configuration(), namespace=NS, track_changes=False)
     try:
         other = await untracked.create(spec("grade", "e2"))

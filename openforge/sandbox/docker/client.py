@@ -3,12 +3,25 @@ daemon answers at all."""
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 from typing import Any
 
-from ..base import SandboxError, SandboxSetupError
+from ..base import PathKind, SandboxError, SandboxSetupError
 
-__all__ = ["DockerConnection", "docker_available", "docker_errors", "infra_error", "short_error"]
+__all__ = [
+    "DockerConnection",
+    "docker_available",
+    "docker_errors",
+    "infra_error",
+    "short_error",
+    "stat_header_kind",
+]
+
+# Go's os.FileMode type bits, in which the archive API's path-stat header gives a path's mode.
+_GO_DIR, _GO_SYMLINK = 1 << 31, 1 << 27
+_GO_TYPE = _GO_DIR | _GO_SYMLINK | 1 << 26 | 1 << 25 | 1 << 24 | 1 << 21 | 1 << 19  # device, pipe, socket, ...
 
 
 def docker_errors() -> tuple[type[BaseException], ...]:
@@ -27,6 +40,20 @@ def short_error(e: BaseException) -> str:
 
 def infra_error(what: str, e: BaseException) -> SandboxError:
     return SandboxError(f"{what}: {short_error(e)}")
+
+
+def stat_header_kind(header: str) -> PathKind:
+    """What a path is, from the archive API's `X-Docker-Container-Path-Stat` header (base64 of JSON whose
+    `mode` is a Go FileMode); SandboxError when the header says nothing readable."""
+    try:
+        mode = int(json.loads(base64.b64decode(header))["mode"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise SandboxError(f"the daemon's path stat {header[:80]!r} is not readable: {e}") from None
+    if mode & _GO_SYMLINK:
+        return "link"
+    if mode & _GO_DIR:
+        return "dir"
+    return "other" if mode & _GO_TYPE else "file"
 
 
 class DockerConnection:

@@ -22,6 +22,7 @@ from ..base import (
     DEFAULT_OUTPUT_CAP,
     ExecResult,
     PathChange,
+    PathKind,
     Sandbox,
     SandboxError,
     SandboxSpec,
@@ -30,7 +31,7 @@ from ..base import (
     command_argv,
 )
 from .bridge import stop_process
-from .client import docker_errors, infra_error
+from .client import docker_errors, infra_error, stat_header_kind
 from .execs import ContainerExec
 from .processes import stop_container_processes
 
@@ -224,23 +225,24 @@ class DockerSandbox(Sandbox):
         except docker_errors() as e:
             raise infra_error(f"cannot list the changes of sandbox {self.name}", e) from e
 
-    async def existing_paths(self, paths: list[str]) -> set[str]:
+    async def path_kinds(self, paths: list[str]) -> dict[str, PathKind]:
         """Asked of the daemon (a HEAD of the archive API per path: the daemon stats it in the container's root
-        file system, not following the last component), never of a program in the container."""
+        file system, not following the last component, and says what it is in a header), never of a program
+        in the container."""
         self._check()
-        return await self._p.pool.submit(self._existing_blocking, list(paths))
+        return await self._p.pool.submit(self._kinds_blocking, list(paths))
 
-    def _existing_blocking(self, paths: list[str]) -> set[str]:
+    def _kinds_blocking(self, paths: list[str]) -> dict[str, PathKind]:
         api = self._p.conn.api
         url = f"{api.base_url}/v{api.api_version}/containers/{self.id}/archive"
-        found = set()
+        found: dict[str, PathKind] = {}
         for p in paths:
             try:
                 res = api.head(url, params={"path": p})
             except docker_errors() as e:
                 raise infra_error(f"cannot look up {p} in sandbox {self.name}", e) from e
             if res.status_code == 200:
-                found.add(p)
+                found[p] = stat_header_kind(res.headers.get("X-Docker-Container-Path-Stat", ""))
             elif res.status_code != 404:
                 raise SandboxError(f"looking up {p} in sandbox {self.name}: HTTP {res.status_code}")
         return found
