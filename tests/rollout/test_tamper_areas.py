@@ -39,7 +39,7 @@ CLASSES = {
         "printf 'raise SystemExit(0)\\n' > /tmp/json.py && python3 -m zipfile -c /usr/lib/python311.zip /tmp/json.py",
         "/usr/lib/python311.zip",
     ),
-    "pyvenv.cfg": ("printf 'home = /tmp\\n' > /usr/bin/pyvenv.cfg", "/usr/bin/pyvenv.cfg"),
+    "pyvenv.cfg": ("printf 'home = /tmp\\n' > /usr/pyvenv.cfg", "/usr/pyvenv.cfg"),
     "module-named link in the work area": (
         "mkdir -p /tmp/fake/json && printf 'raise SystemExit(0)\\n' > /tmp/fake/json/__init__.py && "
         'ln -s /tmp/fake/json "$PWD/json"',
