@@ -128,7 +128,7 @@ class GroupRow:
     task: str | None
     harness: str | None
     episodes: int
-    graded: int  # passed or failed, with a reward
+    graded: int  # an outcome of the agent's (`core.GRADED_OUTCOMES`), with a reward
     mean_reward: float | None
     min_reward: float | None
     max_reward: float | None

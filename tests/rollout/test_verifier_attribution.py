@@ -20,6 +20,8 @@ from openforge.sandbox import get_provider
 from openforge.store import TrajectoryStore
 from openforge.tasks import ImageMap, load_task
 from openforge.tasks.digest import task_content_hash
+from openforge.train.assemble import drop_reason
+from openforge.view.summary import summarize
 from support.paths import POLICIES
 from support.rollout import IMAGE_MAP, make_task
 
@@ -57,6 +59,8 @@ async def test_an_agent_that_locks_its_verifier_out_gets_reward_0(sandbox, reque
         locked_result = store.get_verifier_result(by_task["lock-workdir"][0].id)
         baselines = store.get_run_info()[RUN_INFO_KEY]
         report = build_report(store)
+        viewer = summarize(store)
+        groups = {g.task: g for g in store.query_groups()[0]}
     (locked,) = by_task["lock-workdir"]  # the agent's doing: graded once, not retried
     assert (locked.outcome, locked.reward) == (Outcome.verifier_failed, 0.0), locked.outcome_reason
     assert locked.outcome_reason.startswith("the agent made the verifier fail: "), locked.outcome_reason
@@ -74,6 +78,9 @@ async def test_an_agent_that_locks_its_verifier_out_gets_reward_0(sandbox, reque
     assert summary.graded == 1 and summary.outcomes == {"verifier_failed": 1, "verifier_error": 1}
     assert report["graded"] == 1 and report["pass_at_k"]["1"] == 0.0
     assert report["outcomes"]["verifier_failed"] == 1 and report["outcomes"]["verifier_error"] == 1
+    assert viewer.graded == 1 and viewer.pass_at_1 == 0.0
+    assert (groups["lock-workdir"].graded, groups["verifier-crash"].graded) == (1, 0)
+    assert drop_reason(locked) is None and drop_reason(crashed[-1]) == "verifier_error"  # trained on, or not
 
 
 async def test_the_untouched_run_is_made_once_per_task_and_kept_in_the_store(local_ready, tmp_path):
