@@ -96,23 +96,29 @@ async def test_the_untouched_run_is_made_once_per_task_and_kept_in_the_store(loc
     task = load_task(make_task(tmp_path / "tasks", "lockable", test_sh=LOCKABLE_VERIFIER))
     try:
         with TrajectoryStore.open(tmp_path / "run") as store:
+            first = AttemptResult("e0", Outcome.verifier_error, reason="no reward")
             baselines = VerifierBaselines(provider, ImageMap(IMAGE_MAP), "pytest-attribution", store)
-            results = [AttemptResult(f"e{i}", Outcome.verifier_error, reason="no reward") for i in range(3)]
-            await asyncio.gather(*(baselines.attribute(task, r, None) for r in results))
-            assert len(created) == 1  # three verifier errors of one task, one untouched run
+            await baselines.attribute(task, first, None)
+            one_run = len(created)  # the sandboxes of one untouched run (with its grader, where grading has one)
+            assert one_run >= 1 and (first.outcome, first.reward) == (Outcome.verifier_failed, 0.0)
+            assert first.timings["attribution_s"] > 0
+            # three verifier errors of one task at once, in a run that knows nothing yet: one untouched run
+            in_memory = VerifierBaselines(provider, ImageMap(IMAGE_MAP), "pytest-attribution", None)
+            results = [AttemptResult(f"e{i}", Outcome.verifier_error, reason="no reward") for i in range(1, 4)]
+            await asyncio.gather(*(in_memory.attribute(task, r, None) for r in results))
+            assert len(created) == 2 * one_run
             assert {(r.outcome, r.reward) for r in results} == {(Outcome.verifier_failed, 0.0)}
-            assert all("attribution_s" in r.timings for r in results)
             # a later step, or a resumed run: the answer comes from the run's store, no sandbox
-            later = AttemptResult("e3", Outcome.verifier_error, reason="no reward")
+            later = AttemptResult("e4", Outcome.verifier_error, reason="no reward")
             await VerifierBaselines(provider, ImageMap(IMAGE_MAP), "pytest-attribution", store).attribute(
                 task, later, None
             )
-            assert len(created) == 1 and later.outcome == Outcome.verifier_failed
+            assert len(created) == 2 * one_run and later.outcome == Outcome.verifier_failed
             # a task whose environment cannot be set up: nothing is attributed, nothing kept
             broken_dir = make_task(tmp_path / "tasks", "broken", test_sh=LOCKABLE_VERIFIER)
             (broken_dir / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nRUN exit 7\n")
             broken = load_task(broken_dir)
-            unknown = AttemptResult("e4", Outcome.verifier_error, reason="no reward")
+            unknown = AttemptResult("e5", Outcome.verifier_error, reason="no reward")
             await baselines.attribute(broken, unknown, None)
             assert (unknown.outcome, unknown.reward) == (Outcome.verifier_error, None)
             assert "not attributed: the untouched initial state could not be checked" in unknown.reason
