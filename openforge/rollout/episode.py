@@ -19,7 +19,6 @@ longer call the model (its calls are refused, recorded and flagged, never traine
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 import time
 from collections.abc import Callable
@@ -33,12 +32,13 @@ from openforge.harness import get_adapter
 from openforge.harness.base import HarnessAdapter, LaunchContext
 from openforge.rollout import faults
 from openforge.rollout.attribution import VerifierBaselines
+from openforge.rollout.grader import PendingGrader, await_creation, release
 from openforge.rollout.grading import grade, tail
 from openforge.rollout.outcome import AgentRun, AttemptResult, agent_failure, call_timings, classify_agent_run
 from openforge.rollout.protocols import EpisodeServer
 from openforge.rollout.settings import EpisodeSettings
 from openforge.rollout.task_environment import agent_spec_user, make_sandbox_spec
-from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
+from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, sandbox_name
 from openforge.tasks import Task
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
@@ -138,6 +138,7 @@ class EpisodeRunner:
         result = AttemptResult(episode.id, Outcome.sandbox_error)
         t0 = time.monotonic()
         sb: Sandbox | None = None
+        grader: PendingGrader | None = None  # made while the agent works
         plan = faults.arm(self.fault_spec, faults.task_targets(task), faults.fault_key(task.id, self.step), adapter)
         user = agent_spec_user(task, self.settings.agent_user, self.provider)
         try:
@@ -153,7 +154,8 @@ class EpisodeRunner:
                     timeout_s=self._lifetime(task),
                     user=user,
                 )
-                sb = await self._create(spec)
+                sb = await await_creation(self.provider.create(spec))
+                grader = PendingGrader(self.provider, sb, task)
                 await sb.setup_environment(task)
                 result.timings["setup_s"] = time.monotonic() - t0
                 failure = await self._act(adapter, slot, episode, sb, Path(scratch), result, plan)
@@ -163,8 +165,9 @@ class EpisodeRunner:
                 result.outcome, result.reason = failure
             else:
                 t1 = time.monotonic()
-                graded = await grade(task, sb)
+                graded = await grade(task, sb, grader)
                 result.timings["verify_s"] = time.monotonic() - t1
+                result.timings.update(graded.timings)
                 result.grading_notes = graded.notes
                 if graded.error or graded.reward is None:  # no reward: the verifier's failure, never a 0
                     result.outcome = Outcome.verifier_error
@@ -173,36 +176,20 @@ class EpisodeRunner:
                     result.reward, result.outcome, result.reason = 0.0, Outcome.failed, graded.reason
                     result.tampered = graded.tampered
                 else:
-                    result.reward = graded.reward
+                    result.reward, result.reason = graded.reward, graded.reason
                     result.outcome = Outcome.passed if graded.reward >= 1.0 else Outcome.failed
         except (SandboxError, LocalEmulationError) as e:
             result.outcome, result.reason = Outcome.sandbox_error, str(e)
         finally:
             self.proxy.end_episode(episode.id)
             faults.record(self.proxy.store, episode.id, plan)
-            if sb is not None:
-                try:
-                    await sb.destroy()
-                except Exception as e:  # noqa: BLE001 - a leak is reported, the run goes on
-                    result.reason = (result.reason or "") + f" (destroying the sandbox failed: {e})"
+            failed = await release(grader, sb)
+            if failed:  # a leak is reported, the run goes on
+                result.reason = (result.reason or "") + f" (destroying a sandbox failed: {failed})"
             result.timings["total_s"] = time.monotonic() - t0
         if result.outcome is Outcome.verifier_error:  # the agent's doing, or the infrastructure's?
             await self.baselines.attribute(task, result, user)
         return result
-
-    async def _create(self, spec: SandboxSpec) -> Sandbox:
-        """Create a sandbox; if cancelled meanwhile (Ctrl-C), wait for the creation under way in the
-        provider's thread and destroy what it made, so nothing is left behind."""
-        creating = asyncio.ensure_future(self.provider.create(spec))
-        try:
-            return await asyncio.shield(creating)
-        except asyncio.CancelledError:
-            try:
-                made = await creating
-            except Exception:  # noqa: BLE001 - nothing was made
-                raise asyncio.CancelledError from None
-            await made.destroy()
-            raise
 
     async def _act(
         self,

@@ -1,21 +1,26 @@
-"""Grading one sandbox after the agent's turn, where the agent cannot reach (docs/design.md, invariants 5 and
+"""Grading one episode after the agent's turn, where the agent cannot reach (docs/design.md, invariants 5 and
 7). Shared by task validation (`openforge.rollout.validate`) and the rollout orchestrator; the task stays data
 (`openforge.tasks`), running its verifier in a sandbox is the rollout room's job.
 
-In order:
+Grading never runs in the agent's sandbox: the verifier, its shell, its interpreter and grading's own scripts run
+in a grader (`openforge.rollout.grader`), a fresh sandbox of the task's image made while the agent worked,
+into which only the task's state is copied. In order:
 
 1. every process the agent left is stopped (`Sandbox.stop_agent_processes`: out of band where the backend
    can), so nothing it started acts during grading;
-2. tamper check: what changed in the sandbox since it was created (`Sandbox.changed_paths`) is judged by
-   `openforge.rollout.tamper`; a tampered sandbox is not verified at all: reward 0, `tampered: PATH`;
-3. `/logs/verifier`, `/tests` and the verifier's HOME are created fresh by root: whatever is there (a
-   directory, a file, a symlink to elsewhere, a symlinked parent) is removed without following links, the
-   removal checked, and a root-owned directory made; the task's `tests/` is copied into `/tests`;
-4. `bash /tests/test.sh` runs as uid 0 in the working directory with every capability dropped
-   (`setpriv --bounding-set=-all --inh-caps=-all --no-new-privs`, util-linux; where the image has no
-   `setpriv`, the verifier output says so), without a login shell, with an environment the agent cannot steer:
-   the task's `[verifier] env` over a fixed `PATH` and a fresh `HOME`, and none of the variables in `UNSET`
-   (unless `[verifier] env` sets them);
+2. tamper check, a second line: what changed in the agent's sandbox since it was created
+   (`Sandbox.changed_paths`) is judged by `openforge.rollout.tamper`; a tampered sandbox is not verified at all:
+   reward 0, `tampered: PATH`;
+3. the state — the work area and the task's `[verifier] state_paths` — is copied from the agent's sandbox into
+   the grader (`Sandbox.copy_state_to`: tar, links as links, owners and modes kept, at most
+   `STATE_MAX_BYTES`: a larger state is the agent's failure, reward 0 with the reason); the agent's sandbox is
+   then destroyed. The grader already holds fresh, root-owned `/logs/verifier`, `/tests` (the task's tests)
+   and verifier HOME, made while the agent worked;
+4. `bash /tests/test.sh` runs in the grader as uid 0 in the work area (from `/` if the agent left no
+   directory there) with every capability dropped (`setpriv --bounding-set=-all --inh-caps=-all
+   --no-new-privs`, util-linux; where the image has no `setpriv`, the verifier output says so), without a
+   login shell, with an environment the agent cannot steer: the task's `[verifier] env` over a fixed `PATH` and
+   a fresh `HOME`, and none of the variables in `UNSET` (unless `[verifier] env` sets them);
 5. processes the verifier left are stopped; the reward is read from `reward.json` (wins) or `reward.txt`,
    refusing a symlink, a non-regular file, a symlinked `/logs/verifier` and anything over `REWARD_MAX_BYTES`.
 
@@ -26,20 +31,32 @@ episode's `verifier_error` with the reason: it never escapes to abort a run.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 
+from openforge.rollout.grader import ROOT, PendingGrader
 from openforge.rollout.tamper import DEFAULT_VERIFIER_PATH, Tampering, TamperPolicy, tamper_reason
-from openforge.sandbox import ExecResult, Sandbox, SandboxError
-from openforge.tasks.model import Task
+from openforge.sandbox import ExecResult, Sandbox, SandboxError, StateTooLargeError
+from openforge.tasks.local import LocalEmulationError
+from openforge.tasks.model import TESTS_DIR, VERIFIER_HOME, Task
 from openforge.tasks.reward import REWARD_DIR, REWARD_JSON, REWARD_TXT, RewardError, read_reward
 
-__all__ = ["Grade", "REWARD_MAX_BYTES", "TESTS_DEST", "UNSET", "VERIFIER_HOME", "grade", "output_of", "tail"]
+__all__ = [
+    "Grade",
+    "REWARD_MAX_BYTES",
+    "STATE_MAX_BYTES",
+    "TESTS_DEST",
+    "UNSET",
+    "VERIFIER_HOME",
+    "grade",
+    "output_of",
+    "tail",
+]
 
-TESTS_DEST = "/tests"
-VERIFIER_HOME = "/tmp/openforge-verifier-home"
+TESTS_DEST = TESTS_DIR
 REWARD_MAX_BYTES = 1 << 20
+STATE_MAX_BYTES = 1 << 30  # the state copied into the grader, as tar: more is the agent's failure (reward 0)
 KILLED_BY_SIGNAL = 128  # a shell's exit status for a process killed by signal N is 128 + N
-ROOT = "0:0"  # numeric: a name would be looked up in the sandbox's /etc/passwd, which the agent may have edited
 #: Variables that would steer an interpreter or shell the verifier starts; removed unless `[verifier] env` sets
 #: them.
 UNSET = (
@@ -73,27 +90,10 @@ UNSET = (
     "PYTEST_PLUGINS",
 )
 
-# Makes each argument a fresh, empty, root-owned directory (mode from $MODE): a symlinked or non-directory
-# component on the way is removed (never followed), what is there is removed, and the result checked.
-FRESH_DIRS_SCRIPT = r"""
-set -u
-for dir; do
-  cur=
-  for part in $(printf '%s' "$dir" | tr '/' ' '); do
-    cur="$cur/$part"
-    if [ -L "$cur" ] || { [ -e "$cur" ] && [ ! -d "$cur" ]; }; then rm -f -- "$cur" || exit 3; fi
-  done
-  rm -rf -- "$dir" || { echo "cannot remove $dir" >&2; exit 3; }
-  if [ -e "$dir" ] || [ -L "$dir" ]; then echo "$dir is still there after removing it" >&2; exit 3; fi
-  mkdir -p -m "$MODE" -- "$dir" && chown 0:0 -- "$dir" && chmod "$MODE" -- "$dir" || exit 3
-  if [ -L "$dir" ] || [ ! -d "$dir" ] || [ "$(stat -c %u "$dir")" != 0 ]; then
-    echo "$dir is not a root-owned directory after creating it" >&2; exit 3
-  fi
-done
-"""
-
-# Runs the verifier: the environment cleaned (`unset` line prepended), capabilities dropped where setpriv can.
+# Runs the verifier ($1) in the work area ($2): the environment cleaned (`unset` line prepended), capabilities
+# dropped where setpriv can.
 VERIFIER_SCRIPT = r"""
+cd -- "$2" 2>/dev/null || echo "openforge: the work area $2 is not a directory: the verifier runs in /" >&2
 while IFS=: read -r key value; do  # shell built-ins only: no capability left to drop (the local sandbox)
   if [ "$key" = CapBnd ]; then case $value in *[!0[:space:]]*) ;; *) exec bash "$1" ;; esac; fi
 done < /proc/self/status
@@ -123,9 +123,11 @@ done
 
 @dataclass
 class Grade:
-    """`reward` when the verifier reported one (0.0 when the agent tampered: `tampered` lists the paths and
-    `reason` says why); otherwise `error` says why there is none (a verifier failure, never 0). `notes`: what
-    grading could not enforce in this sandbox (e.g. no tamper check on a backend that cannot list changes)."""
+    """`reward` when the verifier reported one, or 0.0 without verifying when the agent tampered (`tampered`
+    lists the paths) or left a state too large to copy; `reason` then says why. Otherwise `error` says why there
+    is none (a verifier failure, never 0). `notes`: what grading could not enforce in this sandbox (e.g. no
+    tamper check on a backend that cannot list changes) or left out of the state copy; `timings`: how long
+    grading waited for its grader (`grader_wait_s`) and copied the state (`state_copy_s`)."""
 
     reward: float | None = None
     error: str | None = None
@@ -135,6 +137,7 @@ class Grade:
     tampered: list[str] = field(default_factory=list)
     reason: str | None = None
     notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 def output_of(res: ExecResult) -> str:
@@ -154,38 +157,66 @@ def verifier_env(task: Task) -> dict[str, str]:
     return env
 
 
-async def grade(task: Task, sb: Sandbox, timeout_s: float | None = None) -> Grade:
-    """Grade the sandbox as the module docstring says. `SandboxError` propagates (the infrastructure failed:
-    `sandbox_error`); any other failure becomes a Grade with `error` (`verifier_error`)."""
+async def grade(task: Task, sb: Sandbox, grader: PendingGrader, timeout_s: float | None = None) -> Grade:
+    """Grade the agent's sandbox `sb` in `grader` as the module docstring says. `SandboxError` (the
+    infrastructure failed: `sandbox_error`) and `LocalEmulationError` (the grader could not be set up) propagate;
+    any other failure becomes a Grade with `error` (`verifier_error`)."""
     try:
-        return await _grade(task, sb, timeout_s or task.resources.verifier_timeout_s)
-    except (SandboxError, asyncio.CancelledError):
+        return await _grade(task, sb, grader, timeout_s or task.resources.verifier_timeout_s)
+    except (SandboxError, LocalEmulationError, asyncio.CancelledError):
         raise
     except Exception as e:  # noqa: BLE001 - one episode's grading failure must not end the run (finding 5)
         return Grade(error=f"grading failed: {type(e).__name__}: {e}")
 
 
-async def _grade(task: Task, sb: Sandbox, timeout: float) -> Grade:
+async def _grade(task: Task, sb: Sandbox, pending: PendingGrader, timeout: float) -> Grade:
     out = Grade()
     await sb.stop_agent_processes()
+    t = time.monotonic()
+    grader = await pending.get()
+    out.timings["grader_wait_s"] = time.monotonic() - t
     env = verifier_env(task)
-    workdir = sb.spec.workdir
-    tampered = await check_tampering(task, sb, env["PATH"], workdir, out.notes)
+    tampered = await check_tampering(task, sb, env["PATH"], grader.workdir, out.notes)
     if tampered is not None:
         out.reward, out.tampered, out.reason = 0.0, [t.path for t in tampered], tamper_reason(tampered)
         return out
-    await fresh_dirs(sb, [REWARD_DIR, TESTS_DEST], "0755")
-    await fresh_dirs(sb, [VERIFIER_HOME], "0700")
-    await sb.copy_in(task.tests_dir, TESTS_DEST)
+    if grader.problem is not None:
+        out.error = grader.problem
+        return out
+    t = time.monotonic()
+    try:
+        copied = await sb.copy_state_to(grader.sandbox, grader.roots, max_bytes=STATE_MAX_BYTES)
+    except StateTooLargeError as e:
+        out.reward, out.reason = 0.0, f"state too large: {e}"
+        return out
+    out.timings["state_copy_s"] = time.monotonic() - t
+    if copied.dropped:
+        out.notes.append("left out of the state copy: " + "; ".join(copied.dropped))
+    released = asyncio.ensure_future(sb.destroy())  # the agent's sandbox is done with: gone while the verifier runs
+    try:
+        await _verify(task, grader.sandbox, grader.workdir, env, timeout, out)
+    finally:
+        await asyncio.wait([released])
+        if not released.cancelled() and released.exception() is not None:
+            out.notes.append(f"destroying the agent's sandbox failed: {released.exception()}")
+    return out
+
+
+async def _verify(task: Task, gs: Sandbox, workdir: str, env: dict[str, str], timeout: float, out: Grade) -> None:
+    """Steps 4 and 5 in the grader `gs`: the verifier, then its reward."""
     unset = [v for v in UNSET if v not in task.config.verifier.env]
     script = f"unset {' '.join(unset)}\n{VERIFIER_SCRIPT}"
-    r = await sb.exec(
-        ["/bin/sh", "-c", script, "sh", f"{TESTS_DEST}/test.sh"], timeout_s=timeout, user=ROOT, env=env, workdir=workdir
+    r = await gs.exec(
+        ["/bin/sh", "-c", script, "sh", f"{TESTS_DEST}/test.sh", workdir],
+        timeout_s=timeout,
+        user=ROOT,
+        env=env,
+        workdir="/",
     )
     out.exit_code, out.output, out.timed_out = r.exit_code, output_of(r), r.timed_out
     if r.timed_out:
         out.error = f"the verifier timed out after {timeout:g}s"
-        return out
+        return
     if KILLED_BY_SIGNAL < r.exit_code <= KILLED_BY_SIGNAL + 64:
         # a verifier that runs the agent's code (as root) can be killed by it after that code wrote a reward:
         # whatever is in /logs/verifier then is not the verifier's word
@@ -193,13 +224,12 @@ async def _grade(task: Task, sb: Sandbox, timeout: float) -> Grade:
             f"the verifier was killed by signal {r.exit_code - KILLED_BY_SIGNAL} (exit {r.exit_code}): "
             f"its reward is not trusted; verifier output:\n{tail(out.output)}"
         )
-        return out
-    await sb.stop_agent_processes()  # nothing the verifier started may write the reward after it exited
+        return
+    await gs.stop_agent_processes()  # nothing the verifier started may write the reward after it exited
     try:
-        out.reward = read_reward(*await read_reward_files(sb))
+        out.reward = read_reward(*await read_reward_files(gs))
     except RewardError as e:
         out.error = f"{e} (test.sh exited {r.exit_code}); verifier output:\n{tail(out.output)}"
-    return out
 
 
 async def check_tampering(
@@ -220,19 +250,6 @@ async def check_tampering(
     if not found and lookups:  # only an unchanged sandbox is asked in band (its shell is the one it had)
         found = policy.judge(changes, await sb.path_kinds(lookups))
     return found or None
-
-
-async def fresh_dirs(sb: Sandbox, dirs: list[str], mode: str) -> None:
-    """Make each of `dirs` a fresh, empty, root-owned directory (FRESH_DIRS_SCRIPT); RuntimeError if it cannot."""
-    r = await sb.exec(
-        ["/bin/sh", "-c", FRESH_DIRS_SCRIPT, "sh", *dirs],
-        timeout_s=120,
-        user=ROOT,
-        workdir="/",
-        env={"MODE": mode, "PATH": DEFAULT_VERIFIER_PATH},
-    )
-    if r.exit_code != 0 or r.timed_out:
-        raise RuntimeError(f"could not create {', '.join(dirs)} fresh: {tail(output_of(r), 500) or r.exit_code}")
 
 
 async def read_reward_files(sb: Sandbox) -> tuple[str | None, str | None]:

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from openforge.core.errors import OpenForgeError
 from openforge.core.json_types import JSONObject
+from openforge.rollout.grader import PendingGrader, release
 from openforge.rollout.grading import Grade, grade, output_of, tail
 from openforge.rollout.hacks import Hack, HackError, preload_library
 from openforge.rollout.task_environment import make_sandbox_spec
@@ -141,8 +142,9 @@ async def _in_fresh_sandbox(
     run: str,
     spec_overrides: Mapping[str, object] | None,
 ) -> tuple[Grade | None, str | None]:
-    """Create a sandbox of the task, bring it to the task's initial state, `act` in it, grade it as an episode
-    is graded, destroy it: (the grade, None) or (None when there is none, the error with `label`)."""
+    """Create a sandbox of the task (and its grader), bring it to the task's initial state, `act` in it, grade it
+    as an episode is graded, destroy both: (the grade, None) or (None when there is none, the error with
+    `label`)."""
     try:
         # name and run given by position: then the checker knows the overrides are further fields only
         sb = await provider.create(make_sandbox_spec(task, image_map, None, run, **(spec_overrides or {})))
@@ -150,10 +152,11 @@ async def _in_fresh_sandbox(
         return None, f"{label}: could not create the sandbox: {type(e).__name__}: {e}"
     graded: Grade | None = None
     error: str | None = None
+    grader = PendingGrader(provider, sb, task)  # made while the act runs, as an episode's
     try:
         await sb.setup_environment(task)
         await act(sb)
-        graded = await grade(task, sb, task.resources.verifier_timeout_s)
+        graded = await grade(task, sb, grader, task.resources.verifier_timeout_s)
         if graded.error:
             error = f"{label}: {graded.error}"
     except _Stop as e:
@@ -163,11 +166,9 @@ async def _in_fresh_sandbox(
     except Exception as e:  # noqa: BLE001
         error = f"{label}: sandbox failure: {type(e).__name__}: {e}"
     finally:
-        try:
-            await sb.destroy()
-        except Exception as e:  # noqa: BLE001
-            if error is None:
-                error = f"{label}: could not destroy the sandbox: {type(e).__name__}: {e}"
+        failed = await release(grader, sb)
+        if failed and error is None:
+            error = f"{label}: could not destroy the sandboxes: {failed}"
     return graded, error
 
 

@@ -59,6 +59,7 @@ from .base import (
     sandbox_name,
 )
 from .local.jail import JailError, JailResult, jail_available, prepare_workdir, run_jailed
+from .state import StateCopy, StateTooLargeError, state_roots
 
 __all__ = [
     "AGENT_USER",
@@ -79,6 +80,8 @@ __all__ = [
     "SandboxSetupError",
     "SandboxSpec",
     "SandboxStatus",
+    "StateCopy",
+    "StateTooLargeError",
     "UnknownSandboxError",
     "cleanup_run",
     "docker_available",
@@ -89,6 +92,7 @@ __all__ = [
     "prepare_workdir",
     "run_jailed",
     "sandbox_name",
+    "state_roots",
 ]
 
 PROVIDERS = ("docker", "local", "kubernetes")

@@ -29,16 +29,19 @@ import builtins
 import hashlib
 import os
 import re
+import tempfile
 import threading
 from abc import ABC, abstractmethod
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast, get_args
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 if TYPE_CHECKING:
     from openforge.tasks.model import AgentUser, Task
 from openforge.core.errors import ConfigurationError, InfrastructureError
+
+from .state import StateArchive, StateCopy
 
 T = TypeVar("T")
 
@@ -50,6 +53,9 @@ LABEL_RUN = "openforge.run"
 # one Docker host or cluster can then find their own sandboxes.
 LABEL_OWNER = "openforge.owner"
 LABEL_NAME = "openforge.sandbox"
+#: What a sandbox is for: `grader` marks the fresh sandbox an episode is graded in (`SandboxProvider.create_grader`).
+LABEL_ROLE = "openforge.role"
+GRADER_ROLE = "grader"
 
 #: The unprivileged agent of Docker and Kubernetes sandboxes (`agent_user: agent`): numeric, so that it works in
 #: any image (the offline base image names it `agent`).
@@ -204,6 +210,23 @@ class SandboxSpec(BaseModel):
             out[LABEL_OWNER] = label_value(os.environ["OPENFORGE_OWNER"])
         out.update(self.labels)
         return out
+
+
+def grader_spec(spec: SandboxSpec, image: str | None = None) -> SandboxSpec:
+    """The spec of the grader of a sandbox made from `spec`: the same environment (`image`: the exact image that
+    sandbox runs, where the backend knows it), resources, working directory and run label (the run's leftover
+    sweep finds it); its own name and the `grader` role; no proxy bridge, no mounts, the image's user."""
+    update: dict[str, object] = {
+        "name": sandbox_name(spec.name, GRADER_ROLE, prefix="og"),
+        "proxy_uds": None,
+        "proxy_tcp": None,
+        "mounts": [],
+        "user": None,
+        "labels": {**spec.labels, LABEL_ROLE: GRADER_ROLE},
+    }
+    if image is not None:
+        update.update(image=image, dockerfile_dir=None, image_map={})
+    return spec.model_copy(update=update)
 
 
 class ExecResult(BaseModel):
@@ -384,6 +407,37 @@ class Sandbox(ABC):
                     found[path] = cast(PathKind, kind)
         return found
 
+    # -- graders: the state copied into a fresh sandbox (`state.py`) ----------------------------------------
+
+    async def export_state(self, roots: list[str], archive: StateArchive) -> None:
+        """Write each of `roots` (absolute paths, `state.state_roots`) that exists, as it is now, as tar into
+        `archive` (links as links, numeric owners); a root that does not exist is left out. Raises
+        `StateTooLargeError` past the archive's cap."""
+        raise NotImplementedError(f"{type(self).__name__} cannot export its state")
+
+    async def import_state(self, archive: IO[bytes]) -> None:
+        """Extract a `StateArchive` (relative names, safe members only) at `/` as root with this sandbox's own
+        tools, keeping owners and modes; the caller has removed what stood at its roots."""
+        raise NotImplementedError(f"{type(self).__name__} cannot import a state")
+
+    async def remove_paths(self, paths: list[str]) -> None:
+        """Remove each of `paths` (recursively; a link itself, never what it points to) as root. Raises
+        SandboxError when one cannot be removed."""
+        r = await self.exec(["rm", "-rf", "--", *paths], timeout_s=300, user="0:0", workdir="/")
+        if r.exit_code != 0 or r.timed_out:
+            raise SandboxError(f"sandbox {self.name}: cannot remove {', '.join(paths)}: {r.stderr.strip()[-500:]}")
+
+    async def copy_state_to(self, grader: Sandbox, roots: list[str], *, max_bytes: int) -> StateCopy:
+        """Copy `roots` from this sandbox into `grader` (export, sanitize, import: `state.py`), through a
+        temporary file of the orchestrator's; `StateTooLargeError` when the archive would pass `max_bytes`."""
+        with tempfile.TemporaryFile(prefix="openforge-state-") as tmp:
+            archive = StateArchive(tmp, roots, max_bytes)
+            await self.export_state(roots, archive)
+            copied = archive.finish()
+            tmp.seek(0)
+            await grader.import_state(tmp)
+        return copied
+
     @abstractmethod
     async def destroy(self) -> None:
         """Remove the sandbox and everything that belongs to it (container, forwarder process, temporary
@@ -422,6 +476,12 @@ class SandboxProvider(ABC):
     async def create(self, spec: SandboxSpec) -> Sandbox:
         """Create and start a sandbox; raises SandboxError (with the reason) if it cannot. Nothing is left
         behind when creation fails."""
+
+    async def create_grader(self, of: Sandbox) -> Sandbox:
+        """A grader for sandbox `of`: a fresh sandbox of the same environment as built (`grader_spec`), in which
+        grading runs once `of`'s state is copied in (`Sandbox.copy_state_to`); not yet in the task's initial
+        state (`setup_environment`). This default creates it from `grader_spec(of.spec)`."""
+        return await self.create(grader_spec(of.spec))
 
     @abstractmethod
     async def cleanup(self, run_label: str | None) -> int:

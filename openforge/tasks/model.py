@@ -5,7 +5,7 @@ The field names and defaults follow Harbor's ``task.toml`` so that existing task
     version = "1.0"                 # or schema_version = "1.1"
     [task]        name, description, keywords, authors      (newer Harbor packages)
     [metadata]    author_name, author_email, difficulty, category, tags, ... (free-form)
-    [verifier]    timeout_sec = 600.0, env = {}, allowed_changes = []   (the last is ours)
+    [verifier]    timeout_sec = 600.0, env = {}, allowed_changes = [], state_paths = []   (the last two ours)
     [agent]       timeout_sec, user = "root" | "agent"                 (user is ours)
     [environment] build_timeout_sec = 600.0, docker_image, cpus, memory_mb (or memory = "2G"),
                   storage_mb (or storage = "10G"), gpus, allow_internet, workdir, env, mcp_servers
@@ -14,17 +14,20 @@ The field names and defaults follow Harbor's ``task.toml`` so that existing task
 Fields we do not use are kept (``extra="allow"``), never fatal. Our own extensions are all optional:
 ``[metadata] id``, ``split`` ("train" / "heldout"), ``family``, ``kind``; ``[environment] pids_limit``;
 ``[verifier] allowed_changes`` (globs of system paths the agent may change without it counting as tampering,
-``openforge.rollout.tamper``); ``[agent] user`` (``"agent"``: run the agent unprivileged where the sandbox
+``openforge.rollout.tamper``), ``[verifier] state_paths`` (paths outside the work area the verifier reads, copied
+with it into the sandbox grading runs in); ``[agent] user`` (``"agent"``: run the agent unprivileged where the sandbox
 can); ``solution/wrong.sh`` (a plausible but wrong solution that must score below 1).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from openforge.tasks.reward import REWARD_DIR
 
 Split = Literal["train", "heldout"]
 
@@ -111,6 +114,44 @@ class VerifierConfig(_Open):
                     'sandbox, e.g. "/usr/local/lib/python3*/dist-packages/*"'
                 )
         return v
+
+    # OpenForge extension: absolute paths outside the work area that the verifier reads (packages the agent
+    # installs, files under /etc, an app's data): grading copies them, with the work area, from the agent's
+    # sandbox into the fresh one it grades in (`openforge.rollout.grader`)
+    state_paths: list[str] = Field(default_factory=list)
+
+    @field_validator("state_paths")
+    @classmethod
+    def _state_paths(cls, v: list[str]) -> list[str]:
+        for p in v:
+            pp = PurePosixPath(p)
+            if not pp.is_absolute() or ".." in pp.parts or any(c in p for c in "*?["):
+                raise ValueError(
+                    f"{p!r} is not an absolute path: write each path the verifier reads as it appears in the "
+                    'sandbox, without globs or "..", e.g. "/etc/myapp/config.toml" or "/var/lib/myapp"'
+                )
+            clash = next((r for r in RESERVED_PATHS if overlaps(str(pp), r)), None)
+            if clash is not None:
+                raise ValueError(
+                    f"{p!r} overlaps {clash}, which is the whole file system, the kernel's or made afresh by "
+                    "grading: name the files or directories of the task's own state instead"
+                )
+        return v
+
+
+#: Where grading puts the task's tests and the verifier's HOME in the sandbox it grades in
+#: (`openforge.rollout.grading`).
+TESTS_DIR = "/tests"
+VERIFIER_HOME = "/tmp/openforge-verifier-home"
+#: What no state of a task may overlap: the whole file system, what grading makes afresh, the kernel's.
+RESERVED_PATHS = ("/", TESTS_DIR, REWARD_DIR, VERIFIER_HOME, "/proc", "/sys", "/dev")
+
+
+def overlaps(path: str, other: str) -> bool:
+    """Whether absolute `path` is `other`, lies below it, or holds it (`/` overlaps only itself)."""
+    if other == "/" or path == "/":
+        return path == other
+    return path == other or path.startswith(other + "/") or other.startswith(path + "/")
 
 
 AgentUser = Literal["root", "agent"]

@@ -17,6 +17,7 @@ from openforge.sandbox.kubernetes.manifests import (
     ADMIN_PORT,
     MODEL_PORT,
     PROXY_LABELS,
+    grader_network_policy,
     run_network_policy,
     sandbox_pod,
 )
@@ -71,6 +72,7 @@ def test_every_output_of_k8s_manifests_validates(args):
         "RoleBinding",
         "Deployment",
         "Service",
+        "NetworkPolicy",
         "NetworkPolicy",
         "NetworkPolicy",
     ]
@@ -186,6 +188,10 @@ def test_network_policy_allows_only_the_model_port_of_the_proxy():
     spec = pol["spec"]
     assert spec["policyTypes"] == ["Ingress", "Egress"] and spec["ingress"] == []
     assert spec["podSelector"]["matchLabels"] == {"openforge.managed": "1", "openforge.run": "run-1"}
+    # graders are left out: their own policy cuts them off every network
+    assert spec["podSelector"]["matchExpressions"] == [
+        {"key": "openforge.role", "operator": "NotIn", "values": ["grader"]}
+    ]
     # no DNS by default: the sandboxes reach the proxy by its Service's cluster IP (a name server is a tunnel out)
     (proxy_rule,) = spec["egress"]
     assert proxy_rule["to"] == [{"podSelector": {"matchLabels": PROXY_LABELS}}]
@@ -196,6 +202,21 @@ def test_network_policy_allows_only_the_model_port_of_the_proxy():
     ports = [p["port"] for rule in with_dns["spec"]["egress"] for p in rule["ports"]]
     assert ADMIN_PORT not in ports and set(ports) == {MODEL_PORT, 53}
     assert dns_rule["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+
+
+def test_graders_reach_no_network():
+    pol = grader_network_policy("run-1", "openforge")
+    validate(pol)
+    assert pol["spec"] == {
+        "podSelector": {
+            "matchLabels": {"openforge.managed": "1", "openforge.run": "run-1", "openforge.role": "grader"}
+        },
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [],
+        "egress": [],
+    }
+    names = {o["metadata"]["name"] for o in cli_manifests("--run", "run-1") if o["kind"] == "NetworkPolicy"}
+    assert pol["metadata"]["name"] in names
 
 
 def test_proxy_admin_port_only_from_the_orchestrator():

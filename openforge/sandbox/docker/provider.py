@@ -23,7 +23,7 @@ from typing import Any
 from openforge.tasks.context import DEFAULT_MAX_CONTEXT_BYTES
 from openforge.tasks.images import ImageMap
 
-from ..base import LABEL_MANAGED, SandboxError, SandboxProvider, SandboxSpec
+from ..base import LABEL_MANAGED, Sandbox, SandboxError, SandboxProvider, SandboxSpec, grader_spec
 from ..common import AGENT_CAPABILITIES, KEEPALIVE, NOFILE_LIMIT, WorkerPool, run_selector
 from .bridge import start_forwarder
 from .client import DockerConnection, docker_errors, short_error
@@ -130,9 +130,19 @@ class DockerProvider(SandboxProvider):
             image = await self.resolve_image(spec)
         except docker_errors() as e:
             raise SandboxError(f"sandbox {spec.name}: {short_error(e)}") from e
+        return await self._start(spec, image)
+
+    async def create_grader(self, of: Sandbox) -> DockerSandbox:
+        """A new container from the exact image `of`'s container was made from (its id: no tag or map is looked
+        up again), without network, proxy bridge or mounts (`grader_spec`)."""
+        if not isinstance(of, DockerSandbox):
+            raise SandboxError(f"the docker backend cannot make a grader for {of!r}")
+        return await self._start(grader_spec(of.spec, image=of.image_id), of.image_id)
+
+    async def _start(self, spec: SandboxSpec, image: str) -> DockerSandbox:
         if spec.proxy_uds is not None and not Path(spec.proxy_uds).exists():
             raise SandboxError(f"sandbox {spec.name}: the proxy socket {spec.proxy_uds} does not exist")
-        cid, pid, created = await self.pool.submit(self._create_blocking, spec, image)
+        cid, pid, created, image_id = await self.pool.submit(self._create_blocking, spec, image)
         forwarder = None
         try:
             if spec.proxy_uds is not None:
@@ -140,11 +150,11 @@ class DockerProvider(SandboxProvider):
         except BaseException:
             await self.pool.submit(self.remove_container, cid)
             raise
-        sb = DockerSandbox(self, spec, cid, pid, created, forwarder)
+        sb = DockerSandbox(self, spec, cid, pid, created, forwarder, image_id)
         self._live[cid] = sb
         return sb
 
-    def _create_blocking(self, spec: SandboxSpec, image: str) -> tuple[str, int, float]:
+    def _create_blocking(self, spec: SandboxSpec, image: str) -> tuple[str, int, float, str]:
         import docker.types
 
         api = self.conn.api
@@ -170,7 +180,7 @@ class DockerProvider(SandboxProvider):
                     f"sandbox {spec.name}: the container stopped right after starting "
                     f"(exit code {state.get('ExitCode')}): {logs or state.get('Error', '')}"
                 )
-            return cid, int(state["Pid"]), created
+            return cid, int(state["Pid"]), created, str(info.get("Image") or image)
         except SandboxError:
             if cid:
                 self.remove_container(cid)

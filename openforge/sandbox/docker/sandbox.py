@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from ..archive import copy_in_target, extract_archive, make_tar
 from ..base import (
@@ -30,6 +30,7 @@ from ..base import (
     await_worker,
     command_argv,
 )
+from ..state import StateArchive, StateTooLargeError
 from .bridge import stop_process
 from .client import docker_errors, infra_error, stat_header_kind
 from .execs import ContainerExec
@@ -55,6 +56,7 @@ class DockerSandbox(Sandbox):
         init_pid: int,
         created_at: float,
         forwarder: asyncio.subprocess.Process | None,
+        image_id: str = "",
     ):
         self._p = provider
         self.spec = spec
@@ -63,6 +65,8 @@ class DockerSandbox(Sandbox):
         self.init_pid = init_pid
         self.created_at = created_at
         self._forwarder = forwarder
+        #: The id of the image the container was made from (its grader is made from the same).
+        self.image_id = image_id
         self.proxy_url = f"http://127.0.0.1:{spec.proxy_port}" if forwarder is not None else None
         self._destroyed = False
         self._destroy_lock = asyncio.Lock()
@@ -190,6 +194,36 @@ class DockerSandbox(Sandbox):
         return None
 
     # -- grading support, out of band ----------------------------------------------------------------------
+
+    async def export_state(self, roots: list[str], archive: StateArchive) -> None:
+        """Each root through the daemon's archive API (out of band: no program of the container runs; the last
+        component of a path is not followed, a link there comes as the link)."""
+        self._check()
+        await self._p.pool.submit(self._export_blocking, roots, archive)
+
+    def _export_blocking(self, roots: list[str], archive: StateArchive) -> None:
+        for root in roots:
+            try:
+                got = self._get_archive(root, archive.max_bytes)
+            except ValueError as e:
+                raise StateTooLargeError(archive.max_bytes) from e
+            if got is None:
+                continue  # not there: the grader's copy is removed, as the agent left it
+            tmp, _ = got
+            p = PurePosixPath(root)
+            with tmp, tarfile.open(fileobj=tmp, mode="r|*") as tf:
+                archive.add(tf, rename=(p.name, str(p.relative_to("/"))))
+
+    async def import_state(self, archive: IO[bytes]) -> None:
+        """Extracted by the daemon at `/` (owners and modes from the archive)."""
+        self._check()
+        await self._p.pool.submit(self._import_blocking, archive)
+
+    def _import_blocking(self, archive: IO[bytes]) -> None:
+        try:
+            self._p.conn.api.put_archive(self.id, "/", archive)
+        except docker_errors() as e:
+            raise infra_error(f"copying the state into {self.name} failed", e) from e
 
     async def stop_agent_processes(self) -> None:
         """Freeze the container, SIGKILL every process but its init and keep-alive from the host, thaw, until

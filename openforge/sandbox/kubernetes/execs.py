@@ -16,9 +16,10 @@ import shlex
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
 from ..common import EXEC_MARKER, ExecDeadline, append_capped
+from ..state import ByteSink
 from .client import short_error
 
 __all__ = ["RawExec", "exec_script", "exit_code_of", "pump"]
@@ -112,7 +113,7 @@ def pump(
     timeout_s: float,
     output_cap: int,
     cancel: threading.Event,
-    sink: IO[bytes] | None,
+    sink: ByteSink | None,
     kill: Callable[[], None],
 ) -> RawExec:
     """Feed `stdin` to an open exec stream and read stdout/stderr (stdout into `sink` when given) until it

@@ -27,7 +27,7 @@ from __future__ import annotations
 from openforge import __version__
 from openforge.core.json_types import JSONObject, JSONValue
 
-from ..base import LABEL_MANAGED, LABEL_RUN, label_value, sandbox_name
+from ..base import GRADER_ROLE, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN, label_value, sandbox_name
 from ..common import AGENT_CAPABILITIES, KEEPALIVE, run_selector
 
 __all__ = [
@@ -35,6 +35,8 @@ __all__ = [
     "MODEL_PORT",
     "PROXY_LABELS",
     "ROLE_LABEL",
+    "grader_network_policy",
+    "grader_policy_name",
     "harness_init_container",
     "namespace",
     "network_policy_name",
@@ -51,7 +53,7 @@ __all__ = [
 
 MODEL_PORT = 8100  # the proxy's model API (what harnesses call)
 ADMIN_PORT = 8101  # the proxy's admin API (episodes, keys, pause): never reachable from a sandbox
-ROLE_LABEL = "openforge.role"
+ROLE_LABEL = LABEL_ROLE
 PROXY_LABELS = {"app.kubernetes.io/name": "openforge-proxy", ROLE_LABEL: "proxy"}
 ORCHESTRATOR_LABELS = {ROLE_LABEL: "orchestrator"}
 PROXY_NAME = "openforge-proxy"
@@ -83,6 +85,11 @@ def _meta(
 def network_policy_name(run_label: str) -> str:
     """The run's NetworkPolicy name: a DNS-1123 label derived from the run label (deterministic)."""
     return sandbox_name(run_label, "egress", prefix="of-np")
+
+
+def grader_policy_name(run_label: str) -> str:
+    """The name of the NetworkPolicy that cuts the run's graders off every network."""
+    return sandbox_name(run_label, "graders", prefix="of-np")
 
 
 # -- sandbox pods --------------------------------------------------------------------------------------------
@@ -203,15 +210,33 @@ def run_network_policy(
             }
         )
     selector = run_selector(run_label)
+    not_graders: JSONValue = [{"key": ROLE_LABEL, "operator": "NotIn", "values": [GRADER_ROLE]}]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": _meta(network_policy_name(run_label), namespace, selector),
         "spec": {
-            "podSelector": {"matchLabels": dict(selector)},
+            "podSelector": {"matchLabels": dict(selector), "matchExpressions": not_graders},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
             "egress": egress,
+        },
+    }
+
+
+def grader_network_policy(run_label: str, namespace: str) -> JSONObject:
+    """Deny all ingress and egress to the run's graders (pods labelled `openforge.role: grader`, which
+    `run_network_policy` leaves out): a verifier reaches nothing, not even the proxy."""
+    selector = run_selector(run_label)
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(grader_policy_name(run_label), namespace, selector),
+        "spec": {
+            "podSelector": {"matchLabels": {**selector, ROLE_LABEL: GRADER_ROLE}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": [],
         },
     }
 
@@ -407,6 +432,7 @@ def run_manifests(
         proxy_service(namespace_name),
         proxy_network_policy(namespace_name),
         run_network_policy(run_label or run, namespace_name, allow_dns=allow_dns),
+        grader_network_policy(run_label or run, namespace_name),
     ]
 
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from openforge.tasks.images import ImageMap
 
-from ..base import LABEL_MANAGED, SandboxError, SandboxProvider, SandboxSpec
+from ..base import LABEL_MANAGED, Sandbox, SandboxError, SandboxProvider, SandboxSpec, grader_spec
 from ..common import WorkerPool, run_selector
 from .client import KubeClient
 from .manifests import (
@@ -56,6 +56,8 @@ from .manifests import (
     MODEL_PORT,
     PROXY_NAME,
     RUN_ANNOTATION,
+    grader_network_policy,
+    grader_policy_name,
     network_policy_name,
     run_network_policy,
     sandbox_pod,
@@ -245,6 +247,14 @@ class KubernetesProvider(SandboxProvider):
     # -- create --------------------------------------------------------------------------------------------
 
     async def create(self, spec: SandboxSpec) -> KubernetesSandbox:
+        return await self._create(spec, baseline=self.track_changes)
+
+    async def create_grader(self, of: Sandbox) -> KubernetesSandbox:
+        """A new pod of the task's image (`grader_spec`: no proxy URL, no harness bundle), which the run's grader
+        NetworkPolicy cuts off every network; its files are not listed (nothing judges its changes)."""
+        return await self._create(grader_spec(of.spec), baseline=False)
+
+    async def _create(self, spec: SandboxSpec, *, baseline: bool) -> KubernetesSandbox:
         image = self.resolve_image(spec)
         self._check_isolation(spec)
         proxy_url = await self.pool.submit(self._proxy_url_blocking) if self._wants_proxy(spec) else None
@@ -258,7 +268,7 @@ class KubernetesProvider(SandboxProvider):
             raise
         sb = KubernetesSandbox(self, spec, uid, proxy_url)
         self._live[spec.name] = sb
-        if self.track_changes:
+        if baseline:
             try:
                 await sb.take_baseline()
             except BaseException:
@@ -333,12 +343,15 @@ class KubernetesProvider(SandboxProvider):
 
         if run in self._policies:
             return
-        body = run_network_policy(run, self.namespace, proxy_port=MODEL_PORT, allow_dns=self.allow_dns)
-        try:
-            self.kube.net.create_namespaced_network_policy(self.namespace, body)
-        except ApiException as e:
-            if e.status != 409:  # 409: it exists already (another orchestrator process of the run)
-                raise self.kube.api_error(f"cannot create the NetworkPolicy of run {run}", e) from e
+        for body in (
+            run_network_policy(run, self.namespace, proxy_port=MODEL_PORT, allow_dns=self.allow_dns),
+            grader_network_policy(run, self.namespace),
+        ):
+            try:
+                self.kube.net.create_namespaced_network_policy(self.namespace, body)
+            except ApiException as e:
+                if e.status != 409:  # 409: it exists already (another orchestrator process of the run)
+                    raise self.kube.api_error(f"cannot create the NetworkPolicies of run {run}", e) from e
         self._policies.add(run)
 
     def _remove_stale(self, name: str) -> None:
@@ -394,8 +407,8 @@ class KubernetesProvider(SandboxProvider):
             names = [p["metadata"]["name"] for p in json.loads(resp.data).get("items") or []]
         except ApiException as e:
             raise self.kube.api_error("cannot list NetworkPolicies", e) from e
-        if run_label is not None and network_policy_name(run_label) not in names:
-            names.append(network_policy_name(run_label))
+        if run_label is not None:
+            names += [n for n in (network_policy_name(run_label), grader_policy_name(run_label)) if n not in names]
         removed = 0
         for n in names:
             try:

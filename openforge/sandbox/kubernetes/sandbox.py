@@ -36,6 +36,7 @@ from ..base import (
 )
 from ..common import kill_script_argv
 from ..filesnap import NO_GNU_FIND, SNAPSHOT_SCRIPT, Snapshot, diff_snapshots
+from ..state import ByteSink, CappedSink, StateArchive, StateTooLargeError
 from .client import short_error
 from .execs import RawExec, exec_script, pump
 from .pods import CONTAINER, container_status, is_running, pod_problem
@@ -107,7 +108,7 @@ class KubernetesSandbox(Sandbox):
         stdin: bytes | None,
         timeout_s: float,
         output_cap: int,
-        sink: IO[bytes] | None = None,
+        sink: ByteSink | None = None,
     ) -> RawExec:
         cancel = threading.Event()
         work = self._p.pool.submit(self._exec_blocking, script, marker, stdin, timeout_s, output_cap, cancel, sink)
@@ -142,7 +143,7 @@ class KubernetesSandbox(Sandbox):
         timeout_s: float,
         output_cap: int,
         cancel: threading.Event,
-        sink: IO[bytes] | None,
+        sink: ByteSink | None,
     ) -> RawExec:
         start = time.monotonic()
         ws = self._open_stream(["/bin/sh", "-c", script], stdin is not None)
@@ -183,7 +184,7 @@ class KubernetesSandbox(Sandbox):
         stdin: bytes | None = None,
         timeout_s: float = 300,
         output_cap: int = DEFAULT_OUTPUT_CAP,
-        sink: IO[bytes] | None = None,
+        sink: ByteSink | None = None,
     ) -> RawExec:
         """Run a helper script as the container's user (root)."""
         marker = uuid.uuid4().hex
@@ -280,6 +281,36 @@ class KubernetesSandbox(Sandbox):
             raise NotImplementedError("the pod's find can no longer list files")
         ignore = [*RUNTIME_FILES, *(m.target for m in self.spec.mounts)]
         return await asyncio.to_thread(diff_snapshots, self._baseline, now, ignore=ignore)
+
+    async def export_state(self, roots: list[str], archive: StateArchive) -> None:
+        """The roots archived by the pod's own `tar` (in band: a root agent can replace it, so what it writes is
+        sanitized as any archive is, `state.StateArchive`)."""
+        self._check()
+        names = " ".join(shlex.quote(r.lstrip("/")) for r in roots)
+        script = (
+            f'cd / && for p in {names}; do [ -e "$p" ] || [ -L "$p" ] && printf "%s\\0" "$p"; done '
+            "| tar --null -T - -c -f - --numeric-owner"
+        )
+        with tempfile.TemporaryFile(prefix="openforge-state-") as tmp:
+            sink = CappedSink(tmp, archive.max_bytes + (1 << 20))
+            raw = await self._script(script, sink=sink, timeout_s=600)
+            if sink.over:
+                raise StateTooLargeError(archive.max_bytes)
+            if raw.code != 0:
+                raise SandboxError(
+                    f"archiving the state of {self.name} failed (exit {raw.code}): {raw.err.decode()[-500:]}"
+                )
+            await asyncio.to_thread(archive.add_file, tmp)
+
+    async def import_state(self, archive: IO[bytes]) -> None:
+        """Extracted by the grader pod's own `tar` (its image's, untouched)."""
+        self._check()
+        data = await asyncio.to_thread(archive.read)
+        raw = await self._script("exec tar -x -p --numeric-owner -f - -C /", stdin=data, timeout_s=600)
+        if raw.code != 0:
+            raise SandboxError(
+                f"copying the state into {self.name} failed (exit {raw.code}): {raw.err.decode()[-500:]}"
+            )
 
     async def logs(self, tail_lines: int = 200) -> str:
         """The sandbox container's log (its PID 1's output; commands run by exec are not in it)."""

@@ -12,9 +12,10 @@ import pwd
 import shutil
 import signal
 import tarfile
+import tempfile
 import time
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from openforge.tasks.model import Task
 
@@ -31,6 +32,7 @@ from ..base import (
 )
 from ..common import FORWARDER_PY, KILL_GRACE_S, append_capped
 from ..filesnap import Snapshot, diff_snapshots
+from ..state import ByteSink, CappedSink, StateArchive, StateTooLargeError
 from .bwrap import RESERVED_TOPS, SYSTEM_RO, Bwrap, make_links
 from .cgroups import Cgroup
 from .changes import host_snapshot
@@ -185,11 +187,13 @@ class LocalSandbox(Sandbox):
         env: dict[str, str] | None = None,
         workdir: str | None = None,
         user: str | None = None,
-        stdin: bytes | None = None,
+        stdin: bytes | IO[bytes] | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
         keep_caps: str = "",
+        sink: ByteSink | None = None,
     ) -> tuple[int, bytes, bytes, bool, bool, float]:
-        """One command in the sandbox. `keep_caps`: only for the backend's own file operations (FILE_CAPS)."""
+        """One command in the sandbox. `keep_caps`: only for the backend's own file operations (FILE_CAPS);
+        `stdin`: bytes, or a real file read directly; `sink`: where stdout goes instead of the result."""
         self._check()
         argv = command_argv(cmd)
         uid, gid, home, uname = self._resolve_user(user)
@@ -205,7 +209,9 @@ class LocalSandbox(Sandbox):
         try:
             proc = await asyncio.create_subprocess_exec(
                 *bargv,
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.DEVNULL
+                if stdin is None
+                else (asyncio.subprocess.PIPE if isinstance(stdin, bytes) else stdin),
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
@@ -218,15 +224,18 @@ class LocalSandbox(Sandbox):
         bufs = [bytearray(), bytearray()]
         trunc = [False]
 
-        async def drain(stream: asyncio.StreamReader, buf: bytearray) -> None:
+        async def drain(stream: asyncio.StreamReader, buf: bytearray, to: ByteSink | None) -> None:
             while True:
                 chunk = await stream.read(1 << 16)
                 if not chunk:
                     return
-                trunc[0] |= append_capped(buf, chunk, output_cap)
+                if to is not None:
+                    to.write(chunk)
+                else:
+                    trunc[0] |= append_capped(buf, chunk, output_cap)
 
         async def feed() -> None:
-            if stdin is None or proc.stdin is None:
+            if not isinstance(stdin, bytes) or proc.stdin is None:
                 return
             try:
                 proc.stdin.write(stdin)
@@ -239,7 +248,7 @@ class LocalSandbox(Sandbox):
                 except Exception:
                     pass
 
-        readers = asyncio.gather(drain(proc.stdout, bufs[0]), drain(proc.stderr, bufs[1]), feed())
+        readers = asyncio.gather(drain(proc.stdout, bufs[0], sink), drain(proc.stderr, bufs[1], None), feed())
         timed_out = False
         try:
             try:
@@ -285,16 +294,29 @@ class LocalSandbox(Sandbox):
     async def _chown_copied(self, owner: str, path: PurePosixPath) -> None:
         await self.chown_tree(owner, str(path))
 
+    async def _file_op(
+        self,
+        argv: list[str],
+        what: str,
+        *,
+        stdin: bytes | IO[bytes] | None = None,
+        sink: ByteSink | None = None,
+        timeout_s: float = 300,
+    ) -> None:
+        """One of the backend's own file operations (fixed commands): as root keeping FILE_CAPS, from `/`;
+        SandboxError saying `what` failed when it does."""
+        code, _, err, timed_out, _, _ = await self._run(
+            argv, timeout_s=timeout_s, user="root", workdir="/", stdin=stdin, sink=sink, keep_caps=FILE_CAPS
+        )
+        if code != 0 or timed_out:
+            raise SandboxError(f"{what} failed in {self.name}: {err.decode(errors='replace').strip()[-500:]}")
+
     async def chown_tree(self, owner: str, path: str) -> None:
         """Give `path` (recursively, links not followed) to `owner`: the backend's own operation, the one
         privileged step of replaying a task's environment (its workdir handed to the agent's user), since
         every `exec` runs without capabilities. A path that does not exist is left alone."""
         script = '[ -e "$2" ] || [ -L "$2" ] || exit 0; exec chown -hR -- "$1" "$2"'
-        code, _, err, timed_out, _, _ = await self._run(
-            ["sh", "-c", script, "sh", owner, path], timeout_s=300, user="root", workdir="/", keep_caps=FILE_CAPS
-        )
-        if code != 0 or timed_out:
-            raise SandboxError(f"chown {owner} {path} failed in {self.name}: {err.decode(errors='replace').strip()}")
+        await self._file_op(["sh", "-c", script, "sh", owner, path], f"chown {owner} {path}")
 
     def _check_writable(self, dest: PurePosixPath) -> None:
         """Refuse a copy into the host's read-only system directories or a read-only mount (`dest` absolute)."""
@@ -314,16 +336,7 @@ class LocalSandbox(Sandbox):
         # Extract inside the sandbox (as root), so in-sandbox paths, mounts and symlinks mean what they mean
         # there — a symlink planted by the agent cannot redirect a host-side write.
         script = 'mkdir -p -- "$1" && exec tar --numeric-owner -xpf - -C "$1"'
-        code, _, err, timed_out, _, _ = await self._run(
-            ["sh", "-c", script, "sh", str(d.parent)],
-            timeout_s=300,
-            user="root",
-            stdin=data,
-            workdir="/",
-            keep_caps=FILE_CAPS,
-        )
-        if code != 0 or timed_out:
-            raise SandboxError(f"copy into {self.name}:{dest} failed: {err.decode(errors='replace').strip()}")
+        await self._file_op(["sh", "-c", script, "sh", str(d.parent)], f"copy into {dest}", stdin=data)
         if chown is not None:
             await self._chown_copied(chown, d)
 
@@ -376,6 +389,30 @@ class LocalSandbox(Sandbox):
         if code != 0 or timed_out:
             raise SandboxError(f"reading {self.name}:{path} failed: {err.decode(errors='replace').strip()}")
         return out
+
+    # -- graders: the state copied with the host's tar, in the sandbox's view ------------------------------
+
+    async def export_state(self, roots: list[str], archive: StateArchive) -> None:
+        """The roots archived by the host's `tar` (read-only here, so untouched) inside the sandbox's view (its
+        links mean what they mean there, never the host's). Roots in the host's read-only system directories
+        are left out: they are the same, unchanged, in every local sandbox."""
+        own = [r.lstrip("/") for r in roots if PurePosixPath(r).parts[1] not in RESERVED_TOPS]
+        script = 'cd / && for p; do [ -e "$p" ] || [ -L "$p" ] && printf "%s\\0" "$p"; done | tar --null -T - -cf -'
+        with tempfile.TemporaryFile(prefix="openforge-state-") as tmp:
+            sink = CappedSink(tmp, archive.max_bytes + (1 << 20))
+            argv = ["sh", "-c", f"{script} --numeric-owner", "sh", *own]
+            await self._file_op(argv, "archiving the state", sink=sink, timeout_s=600)
+            if sink.over:
+                raise StateTooLargeError(archive.max_bytes)
+            await asyncio.to_thread(archive.add_file, tmp)
+
+    async def remove_paths(self, paths: list[str]) -> None:
+        """As the backend's own file operation (root keeps FILE_CAPS: the work area is the agent user's)."""
+        await self._file_op(["rm", "-rf", "--", *paths], f"removing {', '.join(paths)}")
+
+    async def import_state(self, archive: IO[bytes]) -> None:
+        argv = ["tar", "--numeric-owner", "-xpf", "-", "-C", "/"]
+        await self._file_op(argv, "copying the state in", stdin=archive, timeout_s=600)
 
     # -- status / destroy ----------------------------------------------------------------------------------
 

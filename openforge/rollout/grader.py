@@ -1,0 +1,148 @@
+"""The grader: the fresh sandbox an episode is graded in (docs/design.md, invariant 7). The verifier, its shell,
+its interpreter and grading's own scripts run there, from the task's image as built, never from what the agent
+could write; only the task's state travels from the agent's sandbox (`grading.grade`).
+
+`PendingGrader` makes it while the agent works, so a second sandbox stays off the episode's critical path:
+created from the same environment as the agent's sandbox (`SandboxProvider.create_grader`: Docker the exact
+image id, Kubernetes a new pod of the task's image, local a fresh root over the host's read-only system
+directories), brought to the task's initial state (`Sandbox.setup_environment`), then prepared before the agent
+has finished: `/logs/verifier`, `/tests` (the task's tests copied in) and the verifier's HOME made fresh, and
+the state's paths (`state_roots`: the work area and `[verifier] state_paths`) removed, for the agent's to be
+copied in after its turn. It holds nothing of the agent's until then, has no network and no proxy bridge, and
+is destroyed on every path (`PendingGrader.close`: errors, timeouts, Ctrl-C); a crash leaves it with the run's
+label, for the run's leftover sweep (`SandboxProvider.cleanup`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
+
+from openforge.sandbox import Sandbox, SandboxProvider, state_roots
+from openforge.tasks.model import RESERVED_PATHS, TESTS_DIR, VERIFIER_HOME, Task, overlaps
+from openforge.tasks.reward import REWARD_DIR
+
+__all__ = ["ROOT", "Grader", "PendingGrader", "await_creation", "fresh_dirs", "release", "task_state_paths"]
+
+ROOT = "0:0"  # numeric: a name would be looked up in the sandbox's /etc/passwd
+FRESH_DIRS_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# Makes each argument a fresh, empty, root-owned directory (mode from $MODE): a symlinked or non-directory
+# component on the way is removed (never followed), what is there is removed, and the result checked.
+FRESH_DIRS_SCRIPT = r"""
+set -u
+for dir; do
+  cur=
+  for part in $(printf '%s' "$dir" | tr '/' ' '); do
+    cur="$cur/$part"
+    if [ -L "$cur" ] || { [ -e "$cur" ] && [ ! -d "$cur" ]; }; then rm -f -- "$cur" || exit 3; fi
+  done
+  rm -rf -- "$dir" || { echo "cannot remove $dir" >&2; exit 3; }
+  if [ -e "$dir" ] || [ -L "$dir" ]; then echo "$dir is still there after removing it" >&2; exit 3; fi
+  mkdir -p -m "$MODE" -- "$dir" && chown 0:0 -- "$dir" && chmod "$MODE" -- "$dir" || exit 3
+  if [ -L "$dir" ] || [ ! -d "$dir" ] || [ "$(stat -c %u "$dir")" != 0 ]; then
+    echo "$dir is not a root-owned directory after creating it" >&2; exit 3
+  fi
+done
+"""
+
+
+@dataclass
+class Grader:
+    """A prepared grader: its sandbox, the work area (as the task's image has it), the state's paths copied in
+    from the agent's sandbox, and `problem`: why the task cannot be graded this way (None when it can)."""
+
+    sandbox: Sandbox
+    workdir: str
+    roots: list[str]
+    problem: str | None = None
+
+
+def task_state_paths(task: Task, workdir: str) -> list[str]:
+    """The paths copied from the agent's sandbox into the grader: the work area and `[verifier] state_paths`,
+    without those inside another."""
+    return state_roots([workdir, *task.config.verifier.state_paths])
+
+
+async def await_creation(creating: Awaitable[Sandbox]) -> Sandbox:
+    """A sandbox being created; if cancelled meanwhile (Ctrl-C), wait for the creation under way in the
+    provider's thread and destroy what it made, so nothing is left behind."""
+    making = asyncio.ensure_future(creating)
+    try:
+        return await asyncio.shield(making)
+    except asyncio.CancelledError:
+        try:
+            made = await making
+        except Exception:  # noqa: BLE001 - nothing was made
+            raise asyncio.CancelledError from None
+        await made.destroy()
+        raise
+
+
+async def fresh_dirs(sb: Sandbox, dirs: list[str], mode: str) -> None:
+    """Make each of `dirs` a fresh, empty, root-owned directory (FRESH_DIRS_SCRIPT); RuntimeError if it cannot."""
+    r = await sb.exec(
+        ["/bin/sh", "-c", FRESH_DIRS_SCRIPT, "sh", *dirs],
+        timeout_s=120,
+        user=ROOT,
+        workdir="/",
+        env={"MODE": mode, "PATH": FRESH_DIRS_PATH},
+    )
+    if r.exit_code != 0 or r.timed_out:
+        out = "\n".join(x for x in (r.stdout, r.stderr) if x).strip()[-500:]
+        raise RuntimeError(f"could not create {', '.join(dirs)} fresh: {out or r.exit_code}")
+
+
+class PendingGrader:
+    """The grader of one episode, made in the background from the moment the agent's sandbox exists: `get()`
+    waits for it, `close()` destroys it (or what of it exists), whatever happened."""
+
+    def __init__(self, provider: SandboxProvider, agent: Sandbox, task: Task):
+        self._provider, self._agent, self._task = provider, agent, task
+        self._sandbox: Sandbox | None = None
+        self._making = asyncio.ensure_future(self._make())
+
+    async def get(self) -> Grader:
+        """The prepared grader; raises what making it raised (`SandboxError`: the infrastructure's)."""
+        return await asyncio.shield(self._making)
+
+    async def close(self) -> None:
+        """Stop making the grader if it is still being made, and destroy it."""
+        self._making.cancel()
+        await asyncio.wait([self._making])
+        if not self._making.cancelled():
+            self._making.exception()  # retrieved: a failure no one waited for is not logged as lost
+        if self._sandbox is not None:
+            await self._sandbox.destroy()
+
+    async def _make(self) -> Grader:
+        sb = self._sandbox = await await_creation(self._provider.create_grader(self._agent))
+        await sb.setup_environment(self._task)
+        workdir = sb.spec.workdir or (await sb.exec(["pwd"], timeout_s=60, user=ROOT)).stdout.strip() or "/"
+        clash = next((r for r in RESERVED_PATHS if overlaps(workdir, r)), None)
+        if clash is not None:
+            return Grader(
+                sb,
+                workdir,
+                [],
+                f"the work area {workdir} overlaps {clash}: grading cannot copy it into "
+                "a fresh sandbox; give the task its own working directory (WORKDIR or [environment] workdir)",
+            )
+        roots = task_state_paths(self._task, workdir)
+        await fresh_dirs(sb, [REWARD_DIR, TESTS_DIR], "0755")
+        await fresh_dirs(sb, [VERIFIER_HOME], "0700")
+        await sb.copy_in(self._task.tests_dir, TESTS_DIR)
+        await sb.remove_paths(roots)  # the agent's state takes their place after its turn
+        return Grader(sb, workdir, roots)
+
+
+async def release(grader: PendingGrader | None, sandbox: Sandbox | None) -> str | None:
+    """Destroy an episode's grader and sandbox (either may be None), both at once; what failed, or None."""
+    done = await asyncio.gather(
+        grader.close() if grader else asyncio.sleep(0),
+        sandbox.destroy() if sandbox else asyncio.sleep(0),
+        return_exceptions=True,
+    )
+    failed = [f"{type(e).__name__}: {e}" for e in done if isinstance(e, Exception)]
+    return "; ".join(failed) or None
