@@ -16,6 +16,7 @@ import pytest
 from openforge.core import Outcome
 from openforge.eval.report import build_report, report_markdown
 from openforge.rollout import RolloutConfig, run_rollouts
+from openforge.rollout.grader import PendingGrader, release
 from openforge.rollout.grading import grade
 from openforge.rollout.task_environment import make_sandbox_spec
 from openforge.rollout.validate import run_script_and_verify, validate_task_by_running
@@ -127,10 +128,11 @@ MALFORMED = {
 async def test_a_malformed_reward_is_a_verifier_error_not_an_exception(provider, tmp_path, case):
     task = load_task(make_task(tmp_path / "tasks", "malformed", test_sh="mkdir -p /logs/verifier\n" + MALFORMED[case]))
     sb = await provider.create(make_sandbox_spec(task, MAP, run=RUN))
+    grader = PendingGrader(provider, sb, task)
     try:
-        graded = await grade(task, sb)
+        graded = await grade(task, sb, grader)
     finally:
-        await sb.destroy()
+        assert await release(grader, sb) is None
     assert graded.reward is None and graded.error, graded
     assert not graded.tampered
 

@@ -174,7 +174,17 @@ class _FakeProvider:
         return sb
 
 
-async def _stand_in_grade(task, sb, timeout_s=None):
+class _NoGrader:
+    """FAKE grader: the stand-in grading below runs in the fake sandbox itself."""
+
+    def __init__(self, provider, sb, task):
+        pass
+
+    async def close(self):
+        pass
+
+
+async def _stand_in_grade(task, sb, grader, timeout_s=None):
     """FAKE grading for the stand-in sandbox: the verifier run plainly (the real grading, exercised in real
     sandboxes by test_grading_docker.py, runs root scripts that must not touch this machine's own paths)."""
     from openforge.rollout.grading import Grade
@@ -192,8 +202,9 @@ async def _stand_in_grade(task, sb, timeout_s=None):
 
 
 def test_validate_by_running_with_a_stand_in_sandbox(tmp_path, monkeypatch):
-    monkeypatch.setattr(validate_mod, "make_sandbox_spec", lambda task, image_map, **kw: {"task": task.id})
+    monkeypatch.setattr(validate_mod, "make_sandbox_spec", lambda task, image_map, *args, **kw: {"task": task.id})
     monkeypatch.setattr(validate_mod, "grade", _stand_in_grade)
+    monkeypatch.setattr(validate_mod, "PendingGrader", _NoGrader)
     task = load_task(EXAMPLES / "train" / "fix-sum-range")  # writes reward.json
     prov = _FakeProvider(tmp_path)
     prov.task = task
