@@ -1,7 +1,8 @@
 """The one sandbox interface: every backend (local process, Docker, later Kubernetes) implements it.
 
-A *sandbox* is where one rollout acts: a harness runs in it, the task's tests are copied in after the harness
-exits, the verifier runs in it, and then it is destroyed. Everything is `async` (the orchestrator runs many
+A *sandbox* is where one rollout acts: a harness runs in it, then its state is copied into a *grader*, a fresh
+sandbox of the same environment (`SandboxProvider.create_grader`, `Sandbox.copy_state_to`) where the verifier
+runs, and both are destroyed. Everything is `async` (the orchestrator runs many
 episodes concurrently with asyncio); backends run blocking SDK calls on their own thread pool, never on the
 event loop.
 

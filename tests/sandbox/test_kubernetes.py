@@ -21,6 +21,7 @@ from openforge.sandbox import (
     local_available,
     sandbox_name,
 )
+from openforge.sandbox.kubernetes.manifests import grader_policy_name
 from support.k8s_fake import FakeKubernetesAPI
 
 pytest.importorskip("kubernetes")
@@ -285,6 +286,33 @@ async def test_grading_support_in_band(fake_api, provider):
     finally:
         await untracked.close()
     await sb.destroy()
+
+
+async def test_a_grader_pod_receives_the_state_and_reaches_nothing(fake_api, provider, tmp_path):
+    """The grader of a pod: a new pod of the task's image, labelled a grader (the run's grader NetworkPolicy
+    denies it every network; not enforced by the fake), without the proxy's URL; the state comes over as tar
+    through the two pods' exec streams, links as links, owners and modes kept."""
+    sb = await provider.create(spec("graded", "e1", proxy_uds=tmp_path / "unused.sock"))
+    grader = await provider.create_grader(sb)
+    pod = fake_api.pods[grader.name]
+    assert pod["metadata"]["labels"]["openforge.role"] == "grader" and pod["metadata"]["labels"][LABEL_RUN] == "graded"
+    assert grader.proxy_url is None and "OPENFORGE_PROXY_URL" not in str(pod["spec"]["containers"][0].get("env"))
+    policy = fake_api.policies[grader_policy_name("graded")]
+    assert policy["spec"]["egress"] == [] and policy["spec"]["podSelector"]["matchLabels"]["openforge.role"] == "grader"
+    with pytest.raises(NotImplementedError):  # nothing judges a grader's changes: its files were not listed
+        await grader.changed_paths()
+    r = await sb.exec(
+        "mkdir -p /app/sub /srv/state && echo hi > /app/sub/f && chown 1000:1000 /app/sub/f && chmod 640 /app/sub/f"
+        " && ln -s /etc/passwd /app/link && echo s > /srv/state/x",
+        timeout_s=30,
+    )
+    assert r.ok, r
+    await grader.remove_paths(["/app", "/srv/state"])
+    copied = await sb.copy_state_to(grader, ["/app", "/srv/state", "/missing"], max_bytes=1 << 20)
+    assert copied.entries == 6 and copied.dropped == []
+    r = await grader.exec("stat -c '%n %u:%g %a' /app/sub/f; readlink /app/link; cat /srv/state/x", timeout_s=30)
+    assert r.stdout.split("\n")[:3] == ["/app/sub/f 1000:1000 640", "/etc/passwd", "s"], r
+    assert await provider.cleanup("graded") == 2 and grader_policy_name("graded") not in fake_api.policies
 
 
 async def test_every_created_pod_and_policy_validates(fake_api, provider):

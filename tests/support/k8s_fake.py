@@ -316,7 +316,7 @@ class FakeKubernetesAPI:
         container = pod["spec"]["containers"][0]
         spec = SandboxSpec(
             name=name,
-            workdir=container.get("workingDir") or "/app",
+            workdir=(container.get("workingDir") or "/").rstrip("/") or "/app",  # a grader starts in /
             proxy_tcp="127.0.0.1:1" if self.host_network else None,
         )
         self._sandboxes[name] = await asyncio.to_thread(self._local._create_blocking, spec)

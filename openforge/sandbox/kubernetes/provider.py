@@ -252,13 +252,15 @@ class KubernetesProvider(SandboxProvider):
     async def create_grader(self, of: Sandbox) -> KubernetesSandbox:
         """A new pod of the task's image (`grader_spec`: no proxy URL, no harness bundle), which the run's grader
         NetworkPolicy cuts off every network; its files are not listed (nothing judges its changes)."""
-        return await self._create(grader_spec(of.spec), baseline=False)
+        return await self._create(grader_spec(of.spec), baseline=False, grader=True)
 
-    async def _create(self, spec: SandboxSpec, *, baseline: bool) -> KubernetesSandbox:
+    async def _create(self, spec: SandboxSpec, *, baseline: bool, grader: bool = False) -> KubernetesSandbox:
         image = self.resolve_image(spec)
         self._check_isolation(spec)
         proxy_url = await self.pool.submit(self._proxy_url_blocking) if self._wants_proxy(spec) else None
         body = self.pod_manifest(spec, image, self._harness_target(spec), proxy_url)
+        if grader:  # an exec runs in its container's working directory, and a grader's work area is replaced
+            body["spec"]["containers"][0]["workingDir"] = "/"
         await self.bucket.acquire()
         cancel = threading.Event()
         try:
