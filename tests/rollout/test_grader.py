@@ -59,8 +59,8 @@ os.makedirs("/logs/verifier", exist_ok=True)
 open("/logs/verifier/reward.txt", "w").write("1\\n")
 os._exit(0)
 """
-PLANT = f"stand_in() {{ cat > \"$1\" <<'SH'\n{STAND_IN}SH\nchmod 755 \"$1\"; }}\n" + (
-    f"py_payload() {{ mkdir -p \"$1\" && cat > \"$1/__init__.py\" <<'PY'\n{PY_PAYLOAD}PY\n}}\nset -e\n"
+PLANT = f'stand_in() {{ cat > "$1" <<\'SH\'\n{STAND_IN}SH\nchmod 755 "$1"; }}\n' + (
+    f'py_payload() {{ mkdir -p "$1" && cat > "$1/__init__.py" <<\'PY\'\n{PY_PAYLOAD}PY\n}}\nset -e\n'
 )
 # name -> (the agent's script, from the work directory; whether it applies as the local sandbox's agent)
 HACKS = {
@@ -76,12 +76,13 @@ HACKS = {
         False,
     ),
     "work area replaced by a link": (
-        "cp -a /app /tmp/doctored && echo 42 > /tmp/doctored/answer.txt\ncd / && rm -rf /app && ln -s /tmp/doctored /app\n",
+        "cp -a /app /tmp/doctored && echo 42 > /tmp/doctored/answer.txt\n"
+        "cd / && rm -rf /app && ln -s /tmp/doctored /app\n",
         False,
     ),
     "module-named link in the work area": ("py_payload /tmp/evil-pkg && ln -s /tmp/evil-pkg difflib\n", True),
     "package shadowing a stdlib module": (
-        "py_payload \"$(python3 -I -c 'import sysconfig; print(sysconfig.get_paths()[\"stdlib\"])')/difflib\"\n",
+        'py_payload "$(python3 -I -c \'import sysconfig; print(sysconfig.get_paths()["stdlib"])\')/difflib"\n',
         False,
     ),
 }
