@@ -108,7 +108,9 @@ async def test_evicted_pod_is_a_sandbox_error_and_is_retried(fake_api, tmp_path,
     assert evicted and not fake_api.pods  # every pod was removed
     assert not fake_api.policies  # and the run's NetworkPolicy, at the end of the run
     created = [b["metadata"]["labels"]["openforge.run"] for b in fake_api.created_bodies]
-    assert created == [run_label(run)] * 2
+    assert created == [run_label(run)] * 4  # each attempt's pod and its grader (made while the agent works)
+    roles = [b["metadata"]["labels"].get("openforge.role") for b in fake_api.created_bodies]
+    assert roles.count("grader") == 2 and roles.count(None) == 2
 
 
 def test_cleanup_after_the_orchestrator_is_killed(fake_api, tmp_path, tiny_model_dir):
