@@ -433,8 +433,10 @@ class Sandbox(ABC):
         temporary file of the orchestrator's; `StateTooLargeError` when the archive would pass `max_bytes`."""
         with tempfile.TemporaryFile(prefix="openforge-state-") as tmp:
             archive = StateArchive(tmp, roots, max_bytes)
-            await self.export_state(roots, archive)
-            copied = archive.finish()
+            try:
+                await self.export_state(roots, archive)
+            finally:
+                copied = archive.finish()  # closed while its file is open, whatever happened
             tmp.seek(0)
             await grader.import_state(tmp)
         return copied
