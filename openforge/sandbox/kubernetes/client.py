@@ -34,7 +34,10 @@ def short_error(e: BaseException) -> str:
 
 
 class KubeClient:
-    """CoreV1 and NetworkingV1 clients for `namespace`, connected on first use."""
+    """CoreV1 and NetworkingV1 clients for `namespace`, connected on first use. Exec streams are opened through a
+    CoreV1 client of their own, one at a time (`open_exec`): the official client's `stream()` swaps its API
+    client's transport while it opens one, and any other call made on that client meanwhile (another
+    thread's `get_pod`) would go out as a websocket handshake."""
 
     def __init__(
         self, namespace: str, *, configuration: Any = None, kubeconfig: str | None = None, context: str | None = None
@@ -46,7 +49,10 @@ class KubeClient:
         self._api: Any = None
         self._core: Any = None
         self._net: Any = None
+        self._exec_core: Any = None
+        self._exec_api: Any = None
         self._lock = threading.Lock()
+        self._exec_lock = threading.Lock()
 
     def _connect(self) -> None:
         with self._lock:
@@ -59,7 +65,7 @@ class KubeClient:
                     "the kubernetes sandbox needs the `kubernetes` package: pip install 'openforge-rl[kubernetes]'"
                 ) from e
             if self._configuration is not None:
-                api = client.ApiClient(self._configuration)
+                cfg = self._configuration
             else:
                 cfg = client.Configuration()
                 try:
@@ -76,9 +82,11 @@ class KubeClient:
                             f"no Kubernetes credentials: {e}; run in-cluster with the service account of "
                             "`openforge k8s manifests`, or give the sandbox option kubeconfig=PATH (and context=)"
                         ) from e
-                api = client.ApiClient(cfg)
+            api = client.ApiClient(cfg)
             self._core = client.CoreV1Api(api)
             self._net = client.NetworkingV1Api(api)
+            self._exec_api = client.ApiClient(cfg)
+            self._exec_core = client.CoreV1Api(self._exec_api)
             self._api = api
 
     @property
@@ -93,12 +101,34 @@ class KubeClient:
             self._connect()
         return self._net
 
+    def open_exec(self, pod: str, argv: list[str], *, stdin: bool) -> Any:
+        """An exec websocket into `pod`'s sandbox container (stdout and stderr, binary; stdin when asked)."""
+        from kubernetes.stream import stream
+
+        if self._exec_core is None:
+            self._connect()
+        with self._exec_lock:
+            return stream(
+                self._exec_core.connect_get_namespaced_pod_exec,
+                pod,
+                self.namespace,
+                command=argv,
+                container=CONTAINER,
+                stdin=stdin,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                _preload_content=False,
+                binary=True,
+            )
+
     def close(self) -> None:
-        if self._api is not None:
-            try:
-                self._api.close()
-            except Exception:  # noqa: BLE001, S110 - closing anyway
-                pass
+        for api in (self._api, self._exec_api):
+            if api is not None:
+                try:
+                    api.close()
+                except Exception:  # noqa: BLE001, S110 - closing anyway
+                    pass
 
     def api_error(self, what: str, e: BaseException) -> SandboxError:
         hint = ""

@@ -39,7 +39,7 @@ from ..filesnap import NO_GNU_FIND, SNAPSHOT_SCRIPT, Snapshot, diff_snapshots
 from ..state import ByteSink, CappedSink, StateArchive, StateTooLargeError
 from .client import short_error
 from .execs import RawExec, exec_script, pump
-from .pods import CONTAINER, container_status, is_running, pod_problem
+from .pods import container_status, is_running, pod_problem
 
 if TYPE_CHECKING:
     from .provider import KubernetesProvider
@@ -116,22 +116,9 @@ class KubernetesSandbox(Sandbox):
 
     def _open_stream(self, argv: list[str], stdin: bool) -> Any:
         from kubernetes.client.rest import ApiException
-        from kubernetes.stream import stream
 
         try:
-            return stream(
-                self._p.kube.core.connect_get_namespaced_pod_exec,
-                self.name,
-                self._p.namespace,
-                command=argv,
-                container=CONTAINER,
-                stdin=stdin,
-                stdout=True,
-                stderr=True,
-                tty=False,
-                _preload_content=False,
-                binary=True,
-            )
+            return self._p.kube.open_exec(self.name, argv, stdin=stdin)
         except ApiException as e:
             raise self._p.kube.pod_error(self.name, f"cannot start a command ({short_error(e)})") from e
 
