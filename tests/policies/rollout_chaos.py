@@ -34,8 +34,8 @@ def respond(conversation, call_index, task):
         return bash('chmod 000 "$PWD"')
     if task_id == "kill-harness":  # the agent's own command kills its harness
         return bash("kill -9 $PPID")
-    if task_id == "late-caller":  # leaves the episode's key where the verifier (standing in for a process left
-        return bash("echo $OPENFORGE_API_KEY > /tmp/key; touch done.txt")  # behind) can try it during grading
+    if task_id == "late-caller":  # leaves the episode's key in the work area, which the verifier (standing in
+        return bash("echo $OPENFORGE_API_KEY > key.txt; touch done.txt")  # for code run during grading) gets
     if task_id == "forkbomb":
         return bash(":(){ :|:& };:")
     if task_id == "kill-container":

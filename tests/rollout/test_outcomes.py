@@ -1,7 +1,7 @@
 """Which failures are the agent's and which the infrastructure's (`openforge.rollout.outcome`): a policy must not
 escape a bad reward by hanging or crashing. The rule as a table, then both sides of it through the real
 orchestrator in the local sandbox (react harness, scripted policies), and through the in-process family path;
-and the episode key ending with the harness (a late call is refused, recorded and flagged)."""
+and the agent's key reaching nothing during grading (the verifier runs in a grader without network)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ async def test_hanging_or_crashing_is_the_agents_failure_infrastructure_is_not(l
     late_verifier = (
         "python3 -I - <<'PY'\n"
         "import json, urllib.request, urllib.error\n"
-        "key = open('/tmp/key').read().strip()\n"
+        "key = open('/app/key.txt').read().strip()\n"
         "body = json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': 'late'}]}).encode()\n"
         "req = urllib.request.Request('http://127.0.0.1:8100/v1/chat/completions', data=body,\n"
         "                             headers={'authorization': 'Bearer ' + key, 'content-type': 'application/json'})\n"
@@ -100,7 +100,7 @@ async def test_hanging_or_crashing_is_the_agents_failure_infrastructure_is_not(l
         "except urllib.error.HTTPError as e:\n    code = e.code\n"
         "except OSError:\n    code = 0\n"
         "print('late call answered', code)\n"
-        "open('/logs/verifier/reward.txt', 'w').write('1' if code == 401 else '0')\n"
+        "open('/logs/verifier/reward.txt', 'w').write('1' if code == 0 else '0')\n"
         "PY\n"
     )
     (tasks / "late-caller" / "tests" / "test.sh").write_text("#!/bin/bash\nmkdir -p /logs/verifier\n" + late_verifier)
@@ -118,11 +118,12 @@ async def test_hanging_or_crashing_is_the_agents_failure_infrastructure_is_not(l
     # the backend failed: the infrastructure's, dropped (no reward)
     proxy_fail = episodes["proxy-fail"]
     assert proxy_fail.outcome == Outcome.proxy_error and proxy_fail.reward is None
-    # the key ended when the harness exited: during grading it is refused (401), the call recorded and flagged
+    # grading runs in a grader without network or proxy bridge: the agent's key, carried in its work area, reaches
+    # nothing (a late call that does reach the proxy is refused, recorded and flagged: tests/proxy)
     late = episodes["late-caller"]
     assert late.outcome == Outcome.passed, late.outcome_reason
-    assert [c.metadata.get("late") for c in late_calls] == [None, None, True]
-    assert late.metadata["late_calls"] == 1 and "late_calls" in flags
+    assert [c.metadata.get("late") for c in late_calls] == [None, None]
+    assert "late_calls" not in late.metadata and "late_calls" not in flags
 
 
 async def test_a_harness_that_never_reaches_the_model_is_the_infrastructures(local_ready, tmp_path, tiny_model_dir):
