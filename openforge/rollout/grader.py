@@ -28,11 +28,12 @@ __all__ = ["ROOT", "Grader", "PendingGrader", "await_creation", "fresh_dirs", "r
 ROOT = "0:0"  # numeric: a name would be looked up in the sandbox's /etc/passwd
 FRESH_DIRS_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-# Makes each argument a fresh, empty, root-owned directory (mode from $MODE): a symlinked or non-directory
-# component on the way is removed (never followed), what is there is removed, and the result checked.
+# Makes each argument MODE:DIR a fresh, empty, root-owned directory: a symlinked or non-directory component on
+# the way is removed (never followed), what is there is removed, and the result checked.
 FRESH_DIRS_SCRIPT = r"""
 set -u
-for dir; do
+for arg; do
+  MODE=${arg%%:*} dir=${arg#*:}
   cur=
   for part in $(printf '%s' "$dir" | tr '/' ' '); do
     cur="$cur/$part"
@@ -80,14 +81,15 @@ async def await_creation(creating: Awaitable[Sandbox]) -> Sandbox:
         raise
 
 
-async def fresh_dirs(sb: Sandbox, dirs: list[str], mode: str) -> None:
-    """Make each of `dirs` a fresh, empty, root-owned directory (FRESH_DIRS_SCRIPT); RuntimeError if it cannot."""
+async def fresh_dirs(sb: Sandbox, dirs: dict[str, str]) -> None:
+    """Make each of `dirs` (path: mode) a fresh, empty, root-owned directory with that mode (FRESH_DIRS_SCRIPT, one
+    command); RuntimeError if it cannot."""
     r = await sb.exec(
-        ["/bin/sh", "-c", FRESH_DIRS_SCRIPT, "sh", *dirs],
+        ["/bin/sh", "-c", FRESH_DIRS_SCRIPT, "sh", *(f"{mode}:{d}" for d, mode in dirs.items())],
         timeout_s=120,
         user=ROOT,
         workdir="/",
-        env={"MODE": mode, "PATH": FRESH_DIRS_PATH},
+        env={"PATH": FRESH_DIRS_PATH},
     )
     if r.exit_code != 0 or r.timed_out:
         out = "\n".join(x for x in (r.stdout, r.stderr) if x).strip()[-500:]
@@ -130,8 +132,7 @@ class PendingGrader:
                 "a fresh sandbox; give the task its own working directory (WORKDIR or [environment] workdir)",
             )
         roots = task_state_paths(self._task, workdir)
-        await fresh_dirs(sb, [REWARD_DIR, TESTS_DIR], "0755")
-        await fresh_dirs(sb, [VERIFIER_HOME], "0700")
+        await fresh_dirs(sb, {REWARD_DIR: "0755", TESTS_DIR: "0755", VERIFIER_HOME: "0700"})
         await sb.copy_in(self._task.tests_dir, TESTS_DIR)
         await sb.remove_paths(roots)  # the agent's state takes their place after its turn
         return Grader(sb, workdir, roots)
