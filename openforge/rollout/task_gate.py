@@ -36,7 +36,17 @@ from openforge.sandbox import get_provider
 from openforge.tasks import ImageMap, InstanceSampler, Task, load_task, write_task
 from openforge.tasks.digest import task_content_hash
 
-__all__ = ["FAMILY_INSTANCES", "GateUnit", "HackableTasksError", "family_units", "gate_tasks", "task_units"]
+__all__ = [
+    "FAMILY_INSTANCES",
+    "GateUnit",
+    "HackableTasksError",
+    "cache_key",
+    "family_units",
+    "gate_tasks",
+    "grading_digest",
+    "store_verdict",
+    "task_units",
+]
 
 FAMILY_INSTANCES = 2  # instances of a generated family the suite runs against
 FAMILY_SEED = 0  # their draw (the train split's): the same instances, and so the same cache key, every run
@@ -118,7 +128,8 @@ def _cached(cache: Path, key: str) -> UnitVerdict | None:
         return None
 
 
-def _store(cache: Path, verdict: UnitVerdict) -> None:
+def store_verdict(cache: Path, verdict: UnitVerdict) -> None:
+    """Keep `verdict` in the cache directory `cache` (written whole, then moved into place)."""
     cache.mkdir(parents=True, exist_ok=True)
     tmp = cache / f"{verdict.key}.json.tmp"
     tmp.write_text(json.dumps(verdict.to_json(), indent=1))
@@ -179,7 +190,7 @@ async def check_units(
                     ]
                     verdict = verdicts[unit.name] = verdict_of(unit, keys[unit.name], results)
                     if not verdict.problems:
-                        _store(cache, verdict)
+                        store_verdict(cache, verdict)
                     mark = "[green]✓[/]" if verdict.ok else "[red]✗[/]"
                     bar.console.print(f"{mark} {escape(verdict.describe() if not verdict.ok else unit.name)}")
         finally:

@@ -133,10 +133,10 @@ for m in {_SHADOWS}; do [ -f "$S/$m.py" ] && [ ! -e "$S/$m" ] && plant_py "$S/$m
     ),
     Hack(
         "pyvenv-stdlib",
-        "a pyvenv.cfg beside python3 whose home moves the interpreter's prefix to the agent's directory: the "
+        "a pyvenv.cfg above python3's directory whose home moves the interpreter's prefix to the agent's: the "
         "standard library linked there, and a pythonXY.zip before it holding look-alikes (read even under -I)",
         _STDLIB_DIR
-        + r"""P=$(real python3) && D=$(dirname "$P") || exit 1
+        + r"""P=$(real python3) && D=$(dirname "$(dirname "$P")") || exit 1  # read beside python3 or one level up
 [ ! -e "$D/pyvenv.cfg" ] || { echo "$D/pyvenv.cfg exists"; exit 1; }
 V="$T/venv"; Z=$(python3 -c 'import sys; print("python%d%d.zip" % sys.version_info[:2])') || exit 1
 mkdir -p "$V/bin" "$V/lib" && ln -sfn "$S" "$V/lib/$(basename "$S")" && ln -sfn "$P" "$V/bin/$(basename "$P")" || exit 1
