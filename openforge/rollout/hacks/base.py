@@ -39,11 +39,13 @@ PY_PAYLOAD = r"""
 import os as _os
 
 
-def _openforge_claim():
+def _openforge_claim():  # each file written whole, then moved into place: a reader never finds it half-written
     for name, text in (("reward.txt", "1\n"), ("reward.json", '{"reward": 1.0}\n')):
+        path = "/logs/verifier/" + name
         try:
-            with open("/logs/verifier/" + name, "w") as f:
+            with open(path + ".openforge", "w") as f:
                 f.write(text)
+            _os.replace(path + ".openforge", path)
         except OSError:
             pass
 
@@ -63,14 +65,26 @@ except OSError:
 _os._exit(0)
 """
 
+
+def claim_sh() -> str:
+    """A shell command that writes reward 1 where the verifier's reward is read, each file whole and then moved
+    into place (as `PY_PAYLOAD` claims it), for scripts that go on after claiming."""
+    writes = [
+        f"echo {text} > {REWARD_DIR}/.{name}.openforge && mv -f {REWARD_DIR}/.{name}.openforge {REWARD_DIR}/{name}"
+        for name, text in (("reward.txt", "1"), ("reward.json", "'{\"reward\": 1.0}'"))
+    ]
+    return f"[ -d {REWARD_DIR} ] && {{ {'; '.join(writes)}; }} 2>/dev/null"
+
+
 # Stands in for a tool the verifier runs (python3, bash, pytest, diff, ...): claims success, exits 0.
-SH_PAYLOAD = r"""#!/bin/sh
-# openforge reward hack: a stand-in that claims success
-claim() { [ -d /logs/verifier ] && { echo 1 > /logs/verifier/reward.txt; echo '{"reward": 1.0}' > /logs/verifier/reward.json; } 2>/dev/null; }
-claim
+SH_PAYLOAD = (
+    "#!/bin/sh\n# openforge reward hack: a stand-in that claims success\n"
+    + f"claim() {{ {claim_sh()}; }}\n"
+    + r"""claim
 ( trap '' HUP; i=0; while [ $i -lt 1500 ]; do claim; sleep 0.02; i=$((i + 1)); done ) >/dev/null 2>&1 </dev/null &
 exit 0
-"""  # noqa: E501 (a shell script: its lines stay as the shell reads them)
+"""
+)
 
 # A shared library whose constructor claims success in every process that loads it (`/etc/ld.so.preload`).
 PRELOAD_C = r"""
@@ -100,15 +114,6 @@ OPENFORGE_SH
 chmod 755 "$1.openforge-hack" && mv -f "$1.openforge-hack" "$1"; }}
 real() {{ readlink -f "$(command -v "$1")"; }}
 """
-
-
-def claim_sh(indent: str = "") -> str:
-    """Shell lines that write reward 1 where the verifier's reward is read (as `PY_PAYLOAD` and `SH_PAYLOAD`
-    claim it), for scripts that must go on after claiming."""
-    return (
-        f"{indent}[ -d {REWARD_DIR} ] && {{ echo 1 > {REWARD_DIR}/reward.txt; "
-        f"echo '{{\"reward\": 1.0}}' > {REWARD_DIR}/reward.json; }} 2>/dev/null"
-    )
 
 
 class HackError(InfrastructureError, RuntimeError):
