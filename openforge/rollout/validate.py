@@ -61,7 +61,9 @@ class HackOutcome:
     """One reward hack tried against a task: whether its script applied in the sandbox, and how the sandbox was
     graded afterwards. The verifier `fell` to it when it scored 1 without a tampered verdict — for a
     `controlled` hack, only if its control (the changed inputs put back after solving) then scored below 1; for
-    a hack that `hides_failure`, when it applied and grading ended in the verifier's error, without a reward."""
+    a hack that `hides_failure`, when it applied and grading ended in the verifier's error, without a reward,
+    that a run would not put down to the agent (`openforge.rollout.attribution`: the agent's when the verifier
+    grades the task's untouched initial state — then the episode is `verifier_failed`, reward 0)."""
 
     hack: str
     description: str
@@ -73,6 +75,8 @@ class HackOutcome:
     detail: str = ""  # the hack script's output when it did not apply; the tamper reason
     controlled: bool = False
     hides_failure: bool = False
+    agent_caused: bool = False  # its verifier error is put down to the agent (`verifier_failed` in a run)
+    attribution: str = ""  # what the task's untouched initial state gave, for a verifier error
     control_ran: bool = False
     control_reward: float | None = None
     control_error: str | None = None
@@ -89,12 +93,14 @@ class HackOutcome:
     @property
     def fell(self) -> bool:
         if self.hides_failure:
-            return self.applied and self.verifier_error and not self.tampered
+            return self.applied and self.verifier_error and not self.agent_caused and not self.tampered
         return self.scored and not (self.controlled and self.control_passed)
 
     def verdict(self) -> str:
         if self.fell and self.hides_failure:
-            return f"FELL: a verifier error instead of a grade ({tail(self.error or '', 160)})"
+            return f"FELL: a verifier error instead of a grade ({tail(self.error or '', 160)}; {self.attribution})"
+        if self.hides_failure and self.agent_caused:
+            return f"blocked: verifier_failed, reward 0 (the untouched initial state grades: {self.attribution})"
         if self.fell and self.control_ran:
             control = f"{self.control_reward:g}" if self.control_reward is not None else tail(self.control_error or "")
             return f"FELL: scored 1 (with what it changed put back: {control})"
@@ -311,7 +317,13 @@ async def run_hacks(
     progress: Callable[[], None] | None = None,
 ) -> list[HackOutcome]:
     """Every hack of `hacks` against the task, `concurrency` sandboxes at a time, in the order given; a
-    `controlled` hack that scored 1 is run again as its own control. `progress` is called as each hack is done."""
+    `controlled` hack that scored 1 is run again as its own control, and a verifier error after a hack that
+    `hides_failure` is attributed as a run attributes it (one untouched run of the task). `progress` is called as
+    each hack is done."""
+    from openforge.rollout.attribution import VerifierBaselines  # it imports this module: not at the top
+
+    baselines = VerifierBaselines(provider, image_map, run, None)
+    user = (spec_overrides or {}).get("user")
     preload: Path | None = None
     if any(h.needs_preload for h in hacks):
         try:
@@ -332,6 +344,14 @@ async def run_hacks(
                 out.control_ran, out.control_reward = True, again.reward
                 out.control_error = again.error or (
                     None if again.applied else f"the control did not apply: {again.detail}"
+                )
+            if hack.hides_failure and out.verifier_error:
+                baseline = await baselines.baseline(task, user if isinstance(user, str) else None)
+                out.agent_caused = baseline is not None and baseline.clean
+                out.attribution = (
+                    f"the untouched initial state: {baseline.detail}"
+                    if baseline is not None
+                    else "the untouched initial state could not be checked"
                 )
             if progress is not None:
                 progress()
