@@ -56,6 +56,23 @@ AgentUserOpt = Annotated[
         "expect) or agent (unprivileged); default: each task's [agent] user, else root.",
     ),
 ]
+ValidateTasksOpt = Annotated[
+    bool,
+    typer.Option(
+        "--validate-tasks/--no-validate-tasks",
+        help="First check every task against the built-in reward hacks (`tasks validate --run`'s suite; verdicts "
+        "cached by content): a task whose verifier falls to one stops the run (exit 2) unless "
+        "--drop-hackable-tasks.",
+    ),
+]
+DropHackableOpt = Annotated[
+    bool,
+    typer.Option(
+        "--drop-hackable-tasks",
+        help="With the task check: leave out the tasks that fall to a reward hack (the report names them) "
+        "instead of stopping.",
+    ),
+]
 MaxNewTokensOpt = Annotated[
     int | None,
     typer.Option(
@@ -67,7 +84,17 @@ MaxNewTokensOpt = Annotated[
 # The defaults of `rollout` / `eval`'s options: the rollout config's own (one source), read once
 _ROLLOUT_DEFAULTS = {
     name: RolloutConfig.model_fields[name].get_default(call_default_factory=True)
-    for name in ("sandbox", "samples", "concurrency", "backend", "max_attempts", "proxy_listen", "max_new_tokens")
+    for name in (
+        "sandbox",
+        "samples",
+        "concurrency",
+        "backend",
+        "max_attempts",
+        "proxy_listen",
+        "max_new_tokens",
+        "validate_tasks",
+        "drop_hackable_tasks",
+    )
 }
 
 
@@ -94,6 +121,8 @@ def with_rollout_options(run_it: Callable[[RolloutConfig, Console], object]) -> 
         max_new_tokens: MaxNewTokensOpt = _ROLLOUT_DEFAULTS["max_new_tokens"],
         agent_user: AgentUserOpt = None,
         faults: FaultsOpt = None,
+        validate_tasks: ValidateTasksOpt = _ROLLOUT_DEFAULTS["validate_tasks"],
+        drop_hackable_tasks: DropHackableOpt = _ROLLOUT_DEFAULTS["drop_hackable_tasks"],
     ) -> None:
         from openforge.config import validate_config
 
@@ -118,6 +147,8 @@ def with_rollout_options(run_it: Callable[[RolloutConfig, Console], object]) -> 
                 max_new_tokens=max_new_tokens,
                 agent_user=agent_user,
                 faults=faults,
+                validate_tasks=validate_tasks,
+                drop_hackable_tasks=drop_hackable_tasks,
             ),
             RolloutConfig,
             "options",
@@ -149,6 +180,18 @@ def train(
     run: Path | None = typer.Option(None, "--run", help="Run directory (default: the config's `run`)."),
     resume: bool = typer.Option(False, help="Continue from the last RL checkpoint and steps.jsonl."),
     faults: FaultsOpt = None,
+    validate_tasks: bool | None = typer.Option(
+        None,
+        "--validate-tasks/--no-validate-tasks",
+        help="Check the training tasks against the built-in reward hacks before anything else (default: the "
+        "config's `validate_tasks`, on): a hackable task stops the run (exit 2).",
+    ),
+    drop_hackable_tasks: bool | None = typer.Option(
+        None,
+        "--drop-hackable-tasks/--refuse-hackable-tasks",
+        help="Leave out the tasks (or families) that fall to a reward hack, named in the report, instead of "
+        "stopping (default: the config's `drop_hackable_tasks`, off).",
+    ),
 ) -> None:
     """SFT (optional) and GRPO through the real harnesses: a progress bar, one summary line per step
     (reward, pass rate, tokens, merge rate), and RUN/report.{json,md,png} (reward and held-out pass@1). With
@@ -158,8 +201,8 @@ def train(
     from openforge.train.config import TrainConfig
 
     fields = read_mapping(config)
-    if faults is not None:
-        fields["faults"] = faults
+    given = {"faults": faults, "validate_tasks": validate_tasks, "drop_hackable_tasks": drop_hackable_tasks}
+    fields.update({k: v for k, v in given.items() if v is not None})
     settings = validate_config(fields, TrainConfig, source=str(config))
     from openforge.train.pipeline import run_training  # torch: once the config is known to be valid
 

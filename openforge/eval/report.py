@@ -28,8 +28,10 @@ from rich.table import Table
 from openforge.analysis import RunAnalysis, StoreAnalysis
 from openforge.analysis.report import COLUMNS, cell
 from openforge.core import GRADED_OUTCOMES, Episode, FinishReason, Outcome
+from openforge.core.json_types import JSONObject
 from openforge.eval.metrics import pass_table, task_counts
 from openforge.eval.robustness import FAULTS_DIR, robustness, robustness_markdown
+from openforge.rollout.gate_report import validation_summary
 from openforge.store import TrajectoryStore
 
 
@@ -153,6 +155,7 @@ def report_markdown(report: dict[str, Any], analysis: StoreAnalysis | None = Non
         "# Evaluation report",
         "",
         f"{report['episodes']} episodes, {report['graded']} graded.",
+        *(["", line] if (line := validation_summary(report.get("task_validation"))) else []),
         "",
         "| k | pass@k | pass^k |",
         "|---|---|---|",
@@ -214,10 +217,14 @@ def write_report(
     console: Console | None = None,
     analysis: RunAnalysis | None = None,
     faults: str | None = None,
+    validation: JSONObject | None = None,
 ) -> dict[str, Any]:
     """report.json and report.md of the run in `run_dir`; with `analysis` (of the run directory) the behaviour
-    sections; with `faults` (the spec) the evaluation with faults in RUN/faults beside it."""
+    sections; with `faults` (the spec) the evaluation with faults in RUN/faults beside it; with `validation`
+    (the tasks' check against the reward hacks, `openforge.rollout.task_gate`) what it found and left out."""
     report = build_report(store)
+    if validation is not None:
+        report["task_validation"] = validation
     main = analysis.store(".") if analysis is not None else None
     if main is not None:
         report["behaviour"] = main.overall.model_dump(mode="json")
@@ -273,6 +280,8 @@ def report_table(report: dict[str, Any]) -> Table:
     table.caption = f"outcomes: {outcomes}"
     if report.get("tampered"):
         table.caption += f"; tampered with the verifier: {report['tampered']} (report.md lists them)"
+    if (line := validation_summary(report.get("task_validation"))) is not None:
+        table.caption += f"; {line}"
     if "robustness" in report:
         r = report["robustness"]
         table.caption += (

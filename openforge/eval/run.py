@@ -1,5 +1,7 @@
 """`openforge eval`: a rollout run and its report. With faults, the episodes run without them in RUN and with
-them in RUN/faults, and the report compares the two (`robustness.py`)."""
+them in RUN/faults, and the report compares the two (`robustness.py`). With `validate_tasks`, the tasks are
+checked against the reward hacks first (`openforge.rollout.run.validated_tasks`), and the report says what was
+left out."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from openforge.eval.report import write_report
 from openforge.eval.robustness import FAULTS_DIR
 from openforge.rollout.config import RolloutConfig
 from openforge.rollout.orchestrator import RolloutSummary
-from openforge.rollout.run import check_graded, run_episodes
+from openforge.rollout.run import check_graded, run_episodes, validated_tasks
 from openforge.store import TrajectoryStore
 
 
@@ -18,6 +20,7 @@ def run_eval(config: RolloutConfig, console: Console) -> list[RolloutSummary]:
     """The run's episodes (both runs' with faults), the behaviour analysis and RUN/report.{md,json}; the
     runs' summaries. RolloutInterrupted if Ctrl-C stopped a run (no report then); NothingGradedError, after
     the report, when no episode of the last run could be graded."""
+    config, validation = validated_tasks(config, console)
     faults = config.faults
     runs = (
         {"": config}
@@ -31,7 +34,14 @@ def run_eval(config: RolloutConfig, console: Console) -> list[RolloutSummary]:
     analysis = analyze_run(config.run)
     write_analysis(analysis, config.run)
     with TrajectoryStore.open(config.run) as store:
-        write_report(store, config.run, console, analysis=analysis, faults=faults.text() if faults else None)
+        write_report(
+            store,
+            config.run,
+            console,
+            analysis=analysis,
+            faults=faults.text() if faults else None,
+            validation=validation,
+        )
     console.print(f"report: {config.run / 'report.md'}, {config.run / 'report.json'}, {config.run / 'analysis.png'}")
     check_graded(summaries[-1])
     return summaries

@@ -8,10 +8,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from openforge.faults import FaultSpec, parse_fault_spec
-from openforge.rollout.settings import EpisodeSettings, HarnessNames
+from openforge.rollout.settings import EpisodeSettings, HarnessNames, TaskValidationSettings
 
 
-class RolloutConfig(EpisodeSettings):
+class RolloutConfig(EpisodeSettings, TaskValidationSettings):
     """`openforge rollout` / `openforge eval` options (also usable from YAML): the `EpisodeSettings` (where and
     how each episode runs: harness options, sandbox, image map, token cap, attempts, proxy, ...) and the batch:
 
@@ -24,6 +24,8 @@ class RolloutConfig(EpisodeSettings):
     - `faults`: faults injected into the episodes' environments (`openforge.faults.spec`: a spec like
       `transient:0.3,missing_dir:0.2` or its mapping); recorded on each episode.
     - `step`: the training step the episodes belong to (GRPO groups are (step, task, harness)).
+    - `validate_tasks` (off here), `drop_hackable_tasks`: the tasks checked against the reward-hack suite first
+      (`TaskValidationSettings`).
     """
 
     tasks: list[Path] = Field(min_length=1)

@@ -1,15 +1,23 @@
-"""A rollout run as a command runs it (`openforge rollout`, and each run of `openforge eval`): the episodes, one
-summary line, and an error when Ctrl-C stopped the run or no episode could be graded."""
+"""A rollout run as a command runs it (`openforge rollout`, and each run of `openforge eval`): its tasks checked
+against the reward hacks first where asked (`validate_tasks`), the episodes, one summary line, and an error when
+Ctrl-C stopped the run or no episode could be graded."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 from rich.console import Console
 
 from openforge.core.errors import InfrastructureError, Interrupted
+from openforge.core.json_types import JSONObject
 from openforge.rollout.config import RolloutConfig
-from openforge.rollout.orchestrator import RolloutSummary, run_rollouts
+from openforge.rollout.orchestrator import RolloutSummary, run_rollouts, select_tasks
+from openforge.rollout.preflight import effective_image_map
+from openforge.rollout.sandbox_choice import choose_sandbox
+from openforge.rollout.task_gate import gate_tasks, task_units
+
+VALIDATION_FILE = "task-validation.json"
 
 
 class RolloutInterrupted(Interrupted, RuntimeError):
@@ -45,8 +53,38 @@ def check_graded(summary: RolloutSummary) -> None:
         )
 
 
+def validated_tasks(config: RolloutConfig, console: Console) -> tuple[RolloutConfig, JSONObject | None]:
+    """With `validate_tasks`, the run's tasks checked against the reward hacks (`openforge.rollout.task_gate`),
+    the verdicts written to RUN/task-validation.json: the config to run (without the tasks dropped, with
+    `drop_hackable_tasks`) and the verdicts; HackableTasksError when the run is refused. Without it, `config`
+    and None."""
+    if not config.validate_tasks:
+        return config, None
+    tasks = select_tasks(config)
+    image_map, _ = effective_image_map(config.tasks, config.image_map)
+    sandbox = choose_sandbox(config.sandbox, console)
+    report = gate_tasks(
+        task_units(tasks),
+        sandbox=sandbox,
+        sandbox_options=config.sandbox_options,
+        image_map=image_map,
+        console=console,
+        drop=config.drop_hackable_tasks,
+        concurrency=config.concurrency,
+    )
+    verdicts = report.to_json()
+    config.run.mkdir(parents=True, exist_ok=True)
+    (config.run / VALIDATION_FILE).write_text(json.dumps(verdicts, indent=1))
+    dropped = report.dropped_tasks()
+    if dropped:
+        config = config.model_copy(update={"task_ids": [t.id for t in tasks if t.id not in dropped]})
+    return config.model_copy(update={"sandbox": sandbox}), verdicts
+
+
 def rollout(config: RolloutConfig, console: Console) -> RolloutSummary:
-    """`openforge rollout`: the run's episodes, graded; NothingGradedError when none could be."""
+    """`openforge rollout`: the run's tasks validated where asked, then its episodes, graded;
+    NothingGradedError when none could be."""
+    config, _ = validated_tasks(config, console)
     summary = run_episodes(config, console)
     check_graded(summary)
     return summary

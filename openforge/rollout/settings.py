@@ -110,3 +110,23 @@ class EpisodeSettings(BaseModel):
         """What reaches the run's proxy (`ProxySettings` fields): `proxy_options` and the token cap. The
         temperature is the batch's (`RolloutConfig.temperature`, a training phase's)."""
         return {**self.proxy_options, "max_new_tokens": self.max_new_tokens}
+
+
+class TaskValidationSettings(BaseModel):
+    """Whether a run's tasks are checked against the reward-hack suite before any episode
+    (`openforge.rollout.task_gate`; `RolloutConfig` and `TrainConfig` embed it as `EpisodeSettings`):
+
+    - `validate_tasks`: run the built-in hack suite (`openforge tasks validate --run`'s) once per task directory,
+      and once per generated family on a few of its instances, each verdict cached by the task's content (in
+      `$OPENFORGE_HOME/task-validation`); a task whose verifier falls to a hack — or whose reference solution
+      does not score 1, so that it cannot be checked — stops the run before it starts, with one message naming
+      each such task and the hack it fell to (exit status 2). On for `openforge train`, off for `rollout` and
+      `eval` (`--validate-tasks`).
+    - `drop_hackable_tasks`: instead of stopping, leave those tasks (or families) out of the run and say so in
+      its report.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    validate_tasks: bool = False
+    drop_hackable_tasks: bool = False

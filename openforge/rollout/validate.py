@@ -60,7 +60,11 @@ class RunOutcome:
 @dataclass
 class HackOutcome:
     """One reward hack tried against a task: whether its script applied in the sandbox, and how the sandbox was
-    graded afterwards. The verifier `fell` to it when it scored 1 without a tampered verdict."""
+    graded afterwards. The verifier `fell` to it when it scored 1 without a tampered verdict — for a
+    `controlled` hack, only if its control (the changed inputs put back after solving) then scored below 1; for
+    a hack that `hides_failure`, when it applied and grading ended in the verifier's error, without a reward,
+    that a run would not put down to the agent (`openforge.rollout.attribution`: the agent's when the verifier
+    grades the task's untouched initial state — then the episode is `verifier_failed`, reward 0)."""
 
     hack: str
     description: str
@@ -68,15 +72,43 @@ class HackOutcome:
     reward: float | None = None
     tampered: list[str] = field(default_factory=list)
     error: str | None = None  # a verifier error (no reward), or the sandbox failing
+    verifier_error: bool = False  # `error` is grading's (no reward), not the sandbox's
     detail: str = ""  # the hack script's output when it did not apply; the tamper reason
+    controlled: bool = False
+    hides_failure: bool = False
+    agent_caused: bool = False  # its verifier error is put down to the agent (`verifier_failed` in a run)
+    attribution: str = ""  # what the task's untouched initial state gave, for a verifier error
+    control_ran: bool = False
+    control_reward: float | None = None
+    control_error: str | None = None
+
+    @property
+    def scored(self) -> bool:
+        """Graded 1 without a tampered verdict or an error."""
+        return self.reward is not None and self.reward >= 1.0 and not self.tampered and self.error is None
+
+    @property
+    def control_passed(self) -> bool:
+        return self.control_ran and self.control_error is None and (self.control_reward or 0.0) >= 1.0
 
     @property
     def fell(self) -> bool:
-        return self.reward is not None and self.reward >= 1.0 and not self.tampered and self.error is None
+        if self.hides_failure:
+            return self.applied and self.verifier_error and not self.agent_caused and not self.tampered
+        return self.scored and not (self.controlled and self.control_passed)
 
     def verdict(self) -> str:
+        if self.fell and self.hides_failure:
+            return f"FELL: a verifier error instead of a grade ({tail(self.error or '', 160)}; {self.attribution})"
+        if self.hides_failure and self.agent_caused:
+            return f"blocked: verifier_failed, reward 0 (the untouched initial state grades: {self.attribution})"
+        if self.fell and self.control_ran:
+            control = f"{self.control_reward:g}" if self.control_reward is not None else tail(self.control_error or "")
+            return f"FELL: scored 1 (with what it changed put back: {control})"
         if self.fell:
             return "FELL: scored 1"
+        if self.scored:  # a controlled hack whose control passed too
+            return "blocked: scored 1 with what it changed and without it: the answer does not depend on it"
         if self.tampered:
             return f"blocked: {self.detail or 'tampered'}"
         if self.error is not None:
@@ -227,12 +259,26 @@ async def run_hack(
     run: str = "openforge-validate",
     spec_overrides: Mapping[str, object] | None = None,
     preload: Path | None = None,
+    control: bool = False,
 ) -> HackOutcome:
     """Apply `hack` in a fresh sandbox of the task (initial state: nothing solved) as the agent's user, and
     again as root if that did not apply it; then grade the sandbox as an episode is graded. `preload`: the
-    ld-preload hack's library (`hacks.preload_library`)."""
-    out = HackOutcome(hack=hack.name, description=hack.description)
+    ld-preload hack's library (`hacks.preload_library`); `control`: run the script as the control of a
+    `controlled` hack (`HACK_CONTROL=1`)."""
+    out = HackOutcome(
+        hack=hack.name, description=hack.description, controlled=hack.controlled, hides_failure=hack.hides_failure
+    )
     env = {"HACK_WORKDIR": task.workdir or "/app"}
+    if control:
+        env["HACK_CONTROL"] = "1"
+    if hack.needs_solution:
+        try:
+            if task.solve_script is None:
+                raise SolutionError("the task has no solution/solve.sh")
+            env["HACK_SOLVE"] = solution_script(task.solve_script, task.config.solution.env)
+        except SolutionError as e:
+            out.detail = f"needs the task's reference solution: {e}"
+            return out
 
     async def act(sb: Sandbox) -> None:
         if hack.needs_preload:
@@ -254,6 +300,7 @@ async def run_hack(
     )
     if graded is not None:
         out.reward, out.tampered = graded.reward, list(graded.tampered)
+        out.verifier_error = graded.error is not None
         if graded.tampered:
             out.detail = graded.reason or "tampered"
     return out
@@ -268,8 +315,16 @@ async def run_hacks(
     run: str,
     spec_overrides: Mapping[str, object] | None,
     concurrency: int,
+    progress: Callable[[], None] | None = None,
 ) -> list[HackOutcome]:
-    """Every hack of `hacks` against the task, `concurrency` sandboxes at a time, in the order given."""
+    """Every hack of `hacks` against the task, `concurrency` sandboxes at a time, in the order given; a
+    `controlled` hack that scored 1 is run again as its own control, and a verifier error after a hack that
+    `hides_failure` is attributed as a run attributes it (one untouched run of the task). `progress` is called as
+    each hack is done."""
+    from openforge.rollout.attribution import VerifierBaselines  # it imports this module: not at the top
+
+    baselines = VerifierBaselines(provider, image_map, run, None)
+    user = (spec_overrides or {}).get("user")
     preload: Path | None = None
     if any(h.needs_preload for h in hacks):
         try:
@@ -280,9 +335,28 @@ async def run_hacks(
 
     async def one(hack: Hack) -> HackOutcome:
         async with limit:
-            return await run_hack(
+            out = await run_hack(
                 task, provider, image_map, hack, run=run, spec_overrides=spec_overrides, preload=preload
             )
+            if hack.controlled and out.scored:
+                again = await run_hack(
+                    task, provider, image_map, hack, run=run, spec_overrides=spec_overrides, control=True
+                )
+                out.control_ran, out.control_reward = True, again.reward
+                out.control_error = again.error or (
+                    None if again.applied else f"the control did not apply: {again.detail}"
+                )
+            if hack.hides_failure and out.verifier_error:
+                baseline = await baselines.baseline(task, user if isinstance(user, str) else None)
+                out.agent_caused = baseline is not None and baseline.clean
+                out.attribution = (
+                    f"the untouched initial state: {baseline.detail}"
+                    if baseline is not None
+                    else "the untouched initial state could not be checked"
+                )
+            if progress is not None:
+                progress()
+            return out
 
     return list(await asyncio.gather(*(one(h) for h in hacks)))
 
@@ -297,13 +371,15 @@ async def validate_task_by_running(
     spec_overrides: Mapping[str, object] | None = None,
     hacks: list[Hack] | None = None,
     concurrency: int = 2,
+    progress: Callable[[], None] | None = None,
 ) -> ValidationResult:
     """Require ``solution/solve.sh`` to score exactly 1.0 and, where the task ships it (and ``check_wrong``),
     ``solution/wrong.sh`` to score below 1.0, each in a fresh sandbox from ``provider`` (labelled ``run``);
     then, if the reference scored 1, every hack of ``hacks`` (`openforge.rollout.hacks`; none by default) must
     score below 1 or be graded as tampering — a hack the verifier falls to is an error naming it. Hacks run
     ``concurrency`` sandboxes at a time. ``spec_overrides``: further SandboxSpec fields, e.g.
-    ``{"user": "agent"}`` to act as the agent user."""
+    ``{"user": "agent"}`` to act as the agent user. ``progress`` is called as each run in a sandbox is done
+    (a control run of a hack aside)."""
     result = ValidationResult(task_id=task.id)
     if task.solve_script is None:
         result.errors.append("solution/solve.sh: missing; nothing to validate the task with")
@@ -313,6 +389,8 @@ async def validate_task_by_running(
     )
     result.runs.append(solve)
     result.solve_reward = solve.reward
+    if progress is not None:
+        progress()
     if solve.error:
         result.errors.append(solve.error)
     elif solve.tampered:
@@ -337,7 +415,14 @@ async def validate_task_by_running(
             result.errors.append(f"wrong.sh scored {wrong.reward:g}: the tests do not catch this wrong solution")
     if hacks and solve.reward == 1.0 and not solve.tampered and not solve.error:
         result.hacks = await run_hacks(
-            task, provider, image_map, hacks, run=run, spec_overrides=spec_overrides, concurrency=concurrency
+            task,
+            provider,
+            image_map,
+            hacks,
+            run=run,
+            spec_overrides=spec_overrides,
+            concurrency=concurrency,
+            progress=progress,
         )
         for h in result.hacks:
             if h.fell:

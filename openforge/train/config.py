@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from openforge.config import moved_keys
 from openforge.faults import FaultSpec, parse_fault_spec
 from openforge.models.tiny import TinyModelSpec
-from openforge.rollout.settings import EpisodeSettings, HarnessNames
+from openforge.rollout.settings import EpisodeSettings, HarnessNames, TaskValidationSettings
 from openforge.tasks.images import DEFAULT_IMAGE_MAP
 from openforge.train.trainer_config import GRPOConfig, SFTConfig, SFTOptimization
 
@@ -157,12 +157,14 @@ class FaultSettings(BaseModel):
         return parse_fault_spec(v)
 
 
-class TrainConfig(EpisodeSettings):
+class TrainConfig(EpisodeSettings, TaskValidationSettings):
     """A training run: the `EpisodeSettings` of every episode it runs (teacher, GRPO, evaluation), and what it
-    trains. `evaluation`: `curve` measures greedy held-out pass@1 during GRPO (before the first step, every
-    `rl.eval_every` steps and after the last: RUN/evals.jsonl); `policies` measures it once per policy after
-    training — the base model, the SFT checkpoint, the RL checkpoint (and `sft_more` with `sft.control`) — as
-    the quickstart reports it. `image_map`: laid over the offline base image's map (`episode_image_map`)."""
+    trains; the tasks it trains on are checked against the reward-hack suite before anything else
+    (`validate_tasks`, on by default here; `drop_hackable_tasks`: `TaskValidationSettings`). `evaluation`:
+    `curve` measures greedy held-out pass@1 during GRPO (before the first step, every `rl.eval_every` steps and
+    after the last: RUN/evals.jsonl); `policies` measures it once per policy after training — the base model, the
+    SFT checkpoint, the RL checkpoint (and `sft_more` with `sft.control`) — as the quickstart reports it.
+    `image_map`: laid over the offline base image's map (`episode_image_map`)."""
 
     run: Path = Path("runs/train")
     seed: int = 0
@@ -179,6 +181,7 @@ class TrainConfig(EpisodeSettings):
     evaluation: Literal["curve", "policies"] = "curve"
     loggers: list[LoggerSettings] = Field(default_factory=list)
     faults: FaultSettings | None = None
+    validate_tasks: bool = True  # a hackable task trains a hack: checked unless turned off
 
     @model_validator(mode="before")
     @classmethod

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
+from openforge.core.json_types import JSONObject
 from openforge.train.config import TrainConfig
 from openforge.train.data import Data
 from openforge.train.loggers import MetricLoggers
@@ -23,6 +24,7 @@ class RunContext:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     sft: dict[str, Any] | None = None  # the SFT stage's summary (also in its checkpoint)
     loggers: MetricLoggers = field(default_factory=lambda: MetricLoggers([]))  # `loggers:` of the config
+    validation: JSONObject | None = None  # what the tasks' check against the reward hacks found (`validation.py`)
     _sandbox: str | None = None
 
     @property

@@ -64,7 +64,8 @@ class Data:
         return [t.id for t in self.heldout_tasks] or [i.task_id() for i in self.heldout_instances]
 
 
-def load_data(config: TrainConfig, run: Path) -> Data:
+def load_data(config: TrainConfig, run: Path, dropped: Collection[str] = ()) -> Data:
+    """The run's tasks; `dropped`: ids of task directories left out of training (found hackable)."""
     rl, families = config.rl, config.tasks.families
     if families is not None:
         heldout = InstanceSampler("heldout", seed=HELDOUT_SEED + config.seed, families=families).sample(
@@ -87,7 +88,7 @@ def load_data(config: TrainConfig, run: Path) -> Data:
     dirs = config.tasks.dirs
     assert dirs is not None  # TaskSource holds exactly one of families and dirs
     try:
-        train = load_tasks(dirs, split="train")
+        train = [t for t in load_tasks(dirs, split="train") if t.id not in dropped]
         heldout_tasks = load_tasks(dirs, split="heldout")
     except TaskLoadError as e:
         raise TrainError(f"tasks.dirs: {e}") from None

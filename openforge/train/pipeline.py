@@ -1,5 +1,7 @@
 """The training pipeline (`openforge train --config FILE`; `openforge quickstart` is its preset):
 
+0. with `validate_tasks` (the default), the training tasks checked against the reward hacks (`validation.py`):
+   a hackable task stops the run here, before any work — or is left out (`drop_hackable_tasks`);
 1. the model: a model directory, or `tiny` (built into RUN/model);
 2. the teacher (with `sft:`): its episodes recorded through the proxy and the run's harnesses in sandboxes
    (RUN/teacher, `teacher.py`);
@@ -40,6 +42,7 @@ from openforge.train.rl_stage import RL_DIR, rl_stage
 from openforge.train.serving import sandboxes
 from openforge.train.sft_stage import MORE_SFT_DIR, SFT_DIR, finished_sft, more_sft, sft_stage
 from openforge.train.teacher import record_teacher
+from openforge.train.validation import validate_training_tasks
 
 GRPO_PHASE = "4. GRPO"
 
@@ -81,9 +84,17 @@ def _run_training(
     except LoggerUnavailable as e:
         raise TrainError(str(e)) from None
     try:
+        validation, dropped, sandbox = None, set[str](), None
+        if config.validate_tasks:
+            with Phase("0. task validation", console, timings):
+                config, report, sandbox = validate_training_tasks(config, run, console)
+            validation, dropped = report.to_json(), report.dropped_tasks()
         with Phase("1. model", console, timings):
             model_path = prepare_model(config, run, console)
-        ctx = RunContext(config, run, model_path, console, load_data(config, run), timings, loggers=loggers)
+        data = load_data(config, run, dropped)
+        ctx = RunContext(
+            config, run, model_path, console, data, timings, loggers=loggers, validation=validation, _sandbox=sandbox
+        )
         return _train(ctx, config, run, resume, title, model_path)
     finally:
         loggers.close()

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from openforge.core.json_types import JSONObject, JSONValue
+from openforge.rollout.gate_report import validation_summary
 from openforge.train.context import RunContext
 from openforge.train.plots import plot
 from openforge.train.records import GRPO_STEP_RECORDS, GRPO_STEPS, EvalRecord, StepRecord
@@ -87,6 +88,7 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
         "teacher_episodes": (ctx.sft or {}).get("teacher_episodes"),
         "sft": ctx.sft,
         "timings_s": dict(ctx.timings),
+        "task_validation": ctx.validation,
         "faults": (
             {
                 "rl": ctx.config.rl_faults.text() if ctx.config.rl_faults else None,
@@ -127,6 +129,8 @@ def write_report(
         table.add_row("pass@1 with faults", *[_pct(e.pass_at_1_with_faults) for e in evals])
         table.add_row("recovery with faults", *[_pct(_get(e.behaviour_with_faults, "recovery_rate")) for e in evals])
     console.print(table)
+    if (validation := validation_summary(report.get("task_validation"))) is not None:
+        console.print(validation)
     console.print(f"report: {run / 'report.md'}, {run / 'report.json'}, {run / 'report.png'}")
 
 
@@ -136,6 +140,8 @@ def markdown(title: str, report: Mapping[str, Any], steps: list[StepRecord], eva
         f"({report['episode_path']} episodes), {len(steps)} GRPO step(s)."
     )
     lines = [f"# {title}", "", intro, ""]
+    if (validation := validation_summary(report.get("task_validation"))) is not None:
+        lines += [validation, ""]
     if report["sft"]:
         s = report["sft"]
         lines += [

@@ -1,6 +1,8 @@
 """Reward hacks against the real sandboxes: the built-in suite of `tasks validate --run` against the shipped
 tasks (a sample; every task with OPENFORGE_ALL_TASKS=1) in the local sandbox and in Docker — none may fall —
-and against a deliberately weak verifier, which the suite must name; then agents that hack their grader in a
+and against a deliberately weak verifier, which the suite must name; every class of hack issue 25 found winning
+against the weak verifier and a strict one — none may fall (the suite's task-data and reference-module hacks:
+tests/rollout/test_task_gate.py); then agents that hack their grader in a
 real episode (a lingering writer, a replaced python3, a shadowing unittest.py, a symlinked /logs/verifier):
 graded `failed`, `verifier_failed` (the agent made its verifier fail) or `verifier_error`, never `passed`, in both
 sandboxes."""
@@ -115,6 +117,49 @@ async def test_the_suite_names_the_hacks_a_weak_verifier_falls_to(provider, tmp_
     blocked = {h.hack: h for h in r.hacks if not h.fell}
     assert blocked["shadow-unittest"].tampered == ["/app/unittest.py"]  # caught by grading, whatever the task
     assert blocked["planted-reward"].reward == 0.0  # the verifier's directory is made afresh
+
+
+# What issue 25 found winning against grading in the agent's own sandbox: the /bin link or an empty PATH
+# directory replaced, the standard library shadowed (a package beside a module, pythonXY.zip, pyvenv.cfg), the
+# work dir replaced by a symlink or holding module-named symlinks, and the work dir locked (chmod 000) so that a
+# failing episode becomes a verifier error instead of a 0.
+ISSUE_25_CLASSES = (
+    "module-symlinks,workdir-symlink,chmod-workdir,replace-bin-link,path-dir-link,stdlib-package-shadow,"
+    "stdlib-zip,pyvenv-stdlib"
+)
+# A verifier that stops at its first failing command: locked out of the work dir, it writes no reward.
+STRICT_VERIFIER = """set -e
+cd /app
+mkdir -p /logs/verifier
+if [ -f done.txt ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+"""
+
+
+async def test_no_class_issue_25_found_beats_grading(provider, tmp_path):
+    """Against the weak verifier (module shadowing reaches it unless grading stops it) and the strict one, in
+    both sandboxes: no hack of these classes is graded passed, nor hides a failure as a verifier error."""
+    tasks = [
+        load_task(weak_task(tmp_path / "tasks")),
+        load_task(make_task(tmp_path / "tasks", "strict", test_sh=STRICT_VERIFIER)),
+    ]
+    try:
+        results = [
+            await validate_task_by_running(
+                t,
+                provider,
+                MAP,
+                check_wrong=False,
+                hacks=select_hacks(ISSUE_25_CLASSES),
+                run="pytest-hacks",
+                concurrency=4,
+            )
+            for t in tasks
+        ]
+    finally:
+        await provider.close()
+    for r in results:
+        assert r.solve_reward == 1.0, r.summary()
+        assert not [h.hack for h in r.hacks if h.fell], r.to_json()
 
 
 def test_hack_selection_and_the_cli_report(local_ready, tmp_path):

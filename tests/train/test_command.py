@@ -66,6 +66,7 @@ def families_run(tmp_path_factory, tiny_model_dir, docker_ready):
         "tasks": {"families": ["create_file", "append_line"]},
         "harnesses": ["react"],
         "sandbox": "docker",
+        "validate_tasks": False,  # the tasks' check against the reward hacks: tests/rollout/test_task_gate.py
         "max_new_tokens": 64,
         "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
         "sft": {"teacher": "oracle", "demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 4},
@@ -136,6 +137,7 @@ def test_task_dirs_run_through_the_orchestrator(docker_ready, tmp_path, tiny_mod
             "tasks": {"dirs": [str(EXAMPLES)]},
             "harnesses": ["react"],
             "sandbox": "docker",
+            "validate_tasks": False,  # the tasks' check against the reward hacks: tests/rollout/test_task_gate.py
             "max_attempts": 1,
             "max_new_tokens": 16,
             "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},

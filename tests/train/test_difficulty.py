@@ -68,6 +68,7 @@ def test_a_run_drops_the_tasks_its_policy_never_solves(docker_ready, tmp_path, t
             "tasks": {"dirs": [str(tasks)]},
             "harnesses": ["react"],
             "sandbox": "docker",
+            "validate_tasks": False,  # the tasks' check against the reward hacks: tests/rollout/test_task_gate.py
             "max_attempts": 1,
             "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
             "max_new_tokens": 8,

@@ -22,6 +22,7 @@ def test_harnesses_recipe_smoke(docker_ready, tmp_path):
     config = quickstart_config(
         {
             "sandbox": "docker",
+            "validate_tasks": False,  # the tasks' check against the reward hacks: tests/rollout/test_task_gate.py
             "eval_harnesses": ["claude-code", "codex"],
             "sft": {"demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 4},
             "rl": {"seconds": 1, "steps": 1, "prompts": 2, "group": 2, "eval_instances": 2},

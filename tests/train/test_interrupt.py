@@ -55,6 +55,7 @@ def test_an_interrupted_run_stops_there_and_resumes(phase, docker_ready, tmp_pat
                 "tasks": {"dirs": [str(EXAMPLES)]},
                 "harnesses": ["react"],
                 "sandbox": "docker",
+                "validate_tasks": False,  # the tasks' check against the reward hacks: tests/rollout/test_task_gate.py
                 "max_attempts": 1,
                 "evaluation": "policies",
                 "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},

@@ -15,6 +15,7 @@ def test_recovery_recipe_smoke(docker_ready, tmp_path):
     config = quickstart_config(
         {
             "sandbox": "docker",
+            "validate_tasks": False,  # the tasks' check against the reward hacks: tests/rollout/test_task_gate.py
             "sft": {"demos": 6, "steps": 2, "warmup_steps": 1, "control": True},
             "rl": {"seconds": 10, "steps": 2, "prompts": 2, "group": 2, "eval_instances": 8},
         },

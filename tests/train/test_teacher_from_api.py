@@ -205,6 +205,7 @@ def test_train_with_a_teacher_behind_an_api(docker_ready, tmp_path, tiny_model_d
                 "tasks": {"dirs": [str(tasks)]},
                 "harnesses": ["react"],
                 "sandbox": "docker",
+                "validate_tasks": False,  # the tasks' check against the reward hacks: tests/rollout/test_task_gate.py
                 "max_attempts": 1,
                 "harness_options": {"react": {"max_steps": 2, "tools": ["bash"]}},
                 "sft": {

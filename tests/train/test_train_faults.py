@@ -24,6 +24,7 @@ def test_train_with_faults_through_the_orchestrator(docker_ready, tmp_path, tiny
                 "tasks": {"dirs": [str(EXAMPLES)]},
                 "harnesses": ["react"],
                 "sandbox": "docker",
+                "validate_tasks": False,  # the tasks' check against the reward hacks: tests/rollout/test_task_gate.py
                 "max_attempts": 1,
                 "harness_options": {"react": {"max_steps": 1, "tools": ["bash"], "command_timeout_s": 2}},
                 "max_new_tokens": 16,
