@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import IO, Protocol
 
+from ..core.errors import TaskError
+
 __all__ = ["ByteSink", "CappedSink", "StateArchive", "StateCopy", "StateTooLargeError", "state_roots"]
 
 
@@ -36,8 +38,9 @@ class ByteSink(Protocol):
     def write(self, data: bytes, /) -> int: ...
 
 
-class StateTooLargeError(Exception):
-    """The state to copy is larger than allowed: the agent's doing (reward 0), not an infrastructure failure."""
+class StateTooLargeError(TaskError):
+    """The state to copy is larger than allowed: the agent's doing (grading gives its episode reward 0), not an
+    infrastructure failure; outside an episode, the task's state_paths or the cap need a fix."""
 
     def __init__(self, max_bytes: int, what: str = "the state to grade"):
         super().__init__(f"{what} is larger than {max_bytes} bytes (the copy to the grader is capped)")
