@@ -103,20 +103,33 @@ class PendingGrader:
     def __init__(self, provider: SandboxProvider, agent: Sandbox, task: Task):
         self._provider, self._agent, self._task = provider, agent, task
         self._sandbox: Sandbox | None = None
+        self._agent_released: asyncio.Future[None] | None = None
         self._making = asyncio.ensure_future(self._make())
 
     async def get(self) -> Grader:
         """The prepared grader; raises what making it raised (`SandboxError`: the infrastructure's)."""
         return await asyncio.shield(self._making)
 
+    def release_agent(self) -> None:
+        """Start destroying the agent's sandbox (its state is copied and judged); `close` waits for it."""
+        if self._agent_released is None:
+            self._agent_released = asyncio.ensure_future(self._agent.destroy())
+
     async def close(self) -> None:
-        """Stop making the grader if it is still being made, and destroy it."""
+        """Stop making the grader if it is still being made, destroy it, and wait for the agent's sandbox to be
+        gone if `release_agent` started that; raises the first failure."""
         self._making.cancel()
         await asyncio.wait([self._making])
         if not self._making.cancelled():
             self._making.exception()  # retrieved: a failure no one waited for is not logged as lost
-        if self._sandbox is not None:
-            await self._sandbox.destroy()
+        done = await asyncio.gather(
+            self._sandbox.destroy() if self._sandbox is not None else asyncio.sleep(0),
+            self._agent_released if self._agent_released is not None else asyncio.sleep(0),
+            return_exceptions=True,
+        )
+        for e in done:
+            if isinstance(e, BaseException):
+                raise e
 
     async def _make(self) -> Grader:
         sb = self._sandbox = await await_creation(self._provider.create_grader(self._agent))

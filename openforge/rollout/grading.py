@@ -4,25 +4,28 @@
 
 Grading never runs in the agent's sandbox: the verifier, its shell, its interpreter and grading's own scripts run
 in a grader (`openforge.rollout.grader`), a fresh sandbox of the task's image made while the agent worked,
-into which only the task's state is copied. In order:
+into which only the task's state is copied:
 
 1. every process the agent left is stopped (`Sandbox.stop_agent_processes`: out of band where the backend
    can), so nothing it started acts during grading;
 2. tamper check, a second line: what changed in the agent's sandbox since it was created
-   (`Sandbox.changed_paths`) is judged by `openforge.rollout.tamper`; a tampered sandbox is not verified at all:
-   reward 0, `tampered: PATH`;
-3. the state — the work area and the task's `[verifier] state_paths` — is copied from the agent's sandbox into
-   the grader (`Sandbox.copy_state_to`: tar, links as links, owners and modes kept, at most
-   `STATE_MAX_BYTES`: a larger state is the agent's failure, reward 0 with the reason); the agent's sandbox is
-   then destroyed. The grader already holds fresh, root-owned `/logs/verifier`, `/tests` (the task's tests)
-   and verifier HOME, made while the agent worked;
+   (`Sandbox.changed_paths`) is judged by `openforge.rollout.tamper`; a tampered sandbox gets reward 0,
+   `tampered: PATH`, whatever its verifier says;
+3. at the same time, the state — the work area and the task's `[verifier] state_paths` — is copied from the
+   agent's sandbox into the grader (`Sandbox.copy_state_to`: tar, links as links, owners and modes kept, at
+   most `STATE_MAX_BYTES`: a larger state is the agent's failure, reward 0 with the reason), and steps 4-5 run
+   there as soon as it is in (the grader holds nothing the agent can reach, so the verifier may run before the
+   check's verdict, which is the slowest step; tampering found cancels it). Once both have read it, the agent's
+   sandbox is destroyed. The grader already holds fresh, root-owned `/logs/verifier`, `/tests` (the task's
+   tests) and verifier HOME, made while the agent worked;
 4. `bash /tests/test.sh` runs in the grader as uid 0 in the work area (from `/` if the agent left no
    directory there) with every capability dropped (`setpriv --bounding-set=-all --inh-caps=-all
    --no-new-privs`, util-linux; where the image has no `setpriv`, the verifier output says so), without a
    login shell, with an environment the agent cannot steer: the task's `[verifier] env` over a fixed `PATH` and
    a fresh `HOME`, and none of the variables in `UNSET` (unless `[verifier] env` sets them);
-5. processes the verifier left are stopped; the reward is read from `reward.json` (wins) or `reward.txt`,
-   refusing a symlink, a non-regular file, a symlinked `/logs/verifier` and anything over `REWARD_MAX_BYTES`.
+5. processes the verifier left are stopped; the reward is read from `reward.json` (wins) or `reward.txt` by
+   one command in the grader, refusing a symlink, a non-regular file, a symlinked `/logs/verifier` and anything
+   over `REWARD_MAX_BYTES`.
 
 Any failure in steps 2-5 other than the sandbox's own (`SandboxError`, the infrastructure's) becomes this
 episode's `verifier_error` with the reason: it never escapes to abort a run.
@@ -31,15 +34,16 @@ episode's `verifier_error` with the reason: it never escapes to abort a run.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from dataclasses import dataclass, field
 
-from openforge.rollout.grader import ROOT, PendingGrader
+from openforge.rollout.grader import ROOT, Grader, PendingGrader
 from openforge.rollout.tamper import DEFAULT_VERIFIER_PATH, Tampering, TamperPolicy, tamper_reason
-from openforge.sandbox import ExecResult, Sandbox, SandboxError, StateTooLargeError
+from openforge.sandbox import ExecResult, Sandbox, SandboxError, StateCopy, StateTooLargeError
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.model import TESTS_DIR, VERIFIER_HOME, Task
-from openforge.tasks.reward import REWARD_DIR, REWARD_JSON, REWARD_TXT, RewardError, read_reward
+from openforge.tasks.reward import REWARD_DIR, RewardError, read_reward
 
 __all__ = [
     "Grade",
@@ -105,8 +109,9 @@ echo "openforge: the verifier runs with the sandbox's capabilities: setpriv (uti
 exec bash "$1"
 """
 
-# Checks the verifier's output directory and reward files without following links: prints one line per reward
-# file present (`present NAME SIZE`), or the problem on stderr with exit 4.
+# Checks the verifier's output directory ($1) and reward files without following links: prints per reward file
+# present `present NAME SIZE` and, when SIZE is at most $2 bytes, `data NAME BASE64` (its content: one command
+# reads it, in the grader, once what the verifier started is stopped), or the problem on stderr with exit 4.
 REWARD_CHECK_SCRIPT = r"""
 for d in /logs "$1"; do
   if [ -L "$d" ] || [ ! -d "$d" ]; then echo "$d is not a directory (a symlink or replaced)" >&2; exit 4; fi
@@ -116,7 +121,10 @@ for name in reward.json reward.txt; do
   if [ -L "$f" ]; then echo "$name is a symbolic link" >&2; exit 4; fi
   [ -e "$f" ] || continue
   if [ ! -f "$f" ]; then echo "$name is not a regular file" >&2; exit 4; fi
-  echo "present $name $(stat -c %s "$f")"
+  size=$(stat -c %s "$f")
+  echo "present $name $size"
+  case $size in *[!0-9]*|'') continue ;; esac
+  [ "$size" -le "$2" ] && echo "data $name $(base64 -w0 < "$f")"
 done
 """
 
@@ -170,36 +178,71 @@ async def grade(task: Task, sb: Sandbox, grader: PendingGrader, timeout_s: float
 
 
 async def _grade(task: Task, sb: Sandbox, pending: PendingGrader, timeout: float) -> Grade:
-    out = Grade()
     await sb.stop_agent_processes()
     t = time.monotonic()
     grader = await pending.get()
-    out.timings["grader_wait_s"] = time.monotonic() - t
+    waited = time.monotonic() - t
     env = verifier_env(task)
-    tampered = await check_tampering(task, sb, env["PATH"], grader.workdir, out.notes)
-    if tampered is not None:
-        out.reward, out.tampered, out.reason = 0.0, [t.path for t in tampered], tamper_reason(tampered)
-        return out
-    if grader.problem is not None:
-        out.error = grader.problem
-        return out
-    t = time.monotonic()
+    notes: list[str] = []
+    # The tamper check and the state's copy read the agent's sandbox at once, and the verifier runs in the grader
+    # as soon as the state is there: its result counts only when the check finds nothing (the check, `docker
+    # diff`, is the slowest step; the grader holds nothing the agent can reach, so running it early is safe).
+    checking = asyncio.ensure_future(check_tampering(task, sb, env["PATH"], grader.workdir, notes))
+    copying = asyncio.ensure_future(_copy_state(sb, grader))
+    verifying = asyncio.ensure_future(_verify_copied(copying, task, grader, env, timeout))
     try:
-        copied = await sb.copy_state_to(grader.sandbox, grader.roots, max_bytes=STATE_MAX_BYTES)
+        tampered = await checking
+        if tampered is not None:
+            copying.cancel()
+        await asyncio.wait([copying])
+        pending.release_agent()  # read and judged: the agent's sandbox goes while the verifier runs
+        if tampered is not None:
+            out = Grade(reward=0.0, tampered=[t.path for t in tampered], reason=tamper_reason(tampered))
+        else:
+            out = await verifying
+    finally:
+        for task_ in (checking, copying, verifying):
+            task_.cancel()
+        await asyncio.wait([checking, copying, verifying])
+        for task_ in (checking, copying, verifying):  # retrieved: a failure after the verdict is not lost noise
+            if not task_.cancelled():
+                task_.exception()
+    out.notes[:0] = notes
+    out.timings["grader_wait_s"] = waited
+    return out
+
+
+async def _copy_state(sb: Sandbox, grader: Grader) -> tuple[StateCopy, float]:
+    """Step 3: the state into the grader; what was copied and how long it took."""
+    if grader.problem is not None:
+        raise GraderProblem(grader.problem)
+    t = time.monotonic()
+    copied = await sb.copy_state_to(grader.sandbox, grader.roots, max_bytes=STATE_MAX_BYTES)
+    return copied, time.monotonic() - t
+
+
+async def _verify_copied(
+    copying: asyncio.Future[tuple[StateCopy, float]], task: Task, grader: Grader, env: dict[str, str], timeout: float
+) -> Grade:
+    """Steps 4 and 5 once the state is copied; a state too large is graded 0 without them."""
+    out = Grade()
+    try:
+        copied, took = await asyncio.shield(copying)
     except StateTooLargeError as e:
         out.reward, out.reason = 0.0, f"state too large: {e}"
         return out
-    out.timings["state_copy_s"] = time.monotonic() - t
+    except GraderProblem as e:
+        out.error = str(e)
+        return out
+    out.timings["state_copy_s"] = took
     if copied.dropped:
         out.notes.append("left out of the state copy: " + "; ".join(copied.dropped))
-    released = asyncio.ensure_future(sb.destroy())  # the agent's sandbox is done with: gone while the verifier runs
-    try:
-        await _verify(task, grader.sandbox, grader.workdir, env, timeout, out)
-    finally:
-        await asyncio.wait([released])
-        if not released.cancelled() and released.exception() is not None:
-            out.notes.append(f"destroying the agent's sandbox failed: {released.exception()}")
+    await _verify(task, grader.sandbox, grader.workdir, env, timeout, out)
     return out
+
+
+class GraderProblem(Exception):
+    """The task cannot be graded in a grader (`Grader.problem`): the episode's verifier error."""
 
 
 async def _verify(task: Task, gs: Sandbox, workdir: str, env: dict[str, str], timeout: float, out: Grade) -> None:
@@ -256,31 +299,37 @@ async def read_reward_files(sb: Sandbox) -> tuple[str | None, str | None]:
     """(reward.json text, reward.txt text), None for a file that is absent. RewardError when the directory or
     a file is a link, not a regular file, or larger than REWARD_MAX_BYTES."""
     r = await sb.exec(
-        ["/bin/sh", "-c", REWARD_CHECK_SCRIPT, "sh", REWARD_DIR],
+        ["/bin/sh", "-c", REWARD_CHECK_SCRIPT, "sh", REWARD_DIR, str(REWARD_MAX_BYTES)],
         timeout_s=60,
         user=ROOT,
         workdir="/",
         env={"PATH": DEFAULT_VERIFIER_PATH},
+        output_cap=4 * REWARD_MAX_BYTES,
     )
-    if r.exit_code != 0 or r.timed_out:
+    if r.exit_code != 0 or r.timed_out or r.truncated:
         raise RewardError(f"the verifier's output is not readable safely: {tail(output_of(r), 300)}")
     present: dict[str, int] = {}
+    data: dict[str, str] = {}
     for line in r.stdout.splitlines():
         word, _, rest = line.partition(" ")
-        name, _, size = rest.partition(" ")
+        name, _, value = rest.partition(" ")
         if word == "present":
-            if not size.isdigit():  # stat failed: say so, never read it as "absent"
+            if not value.isdigit():  # stat failed: say so, never read it as "absent"
                 raise RewardError(f"the verifier's {name} could not be measured: {line!r} {tail(r.stderr, 200)}")
-            present[name] = int(size)
+            present[name] = int(value)
+        elif word == "data":
+            data[name] = value
     texts: list[str | None] = []
-    for name, path in (("reward.json", REWARD_JSON), ("reward.txt", REWARD_TXT)):
+    for name in ("reward.json", "reward.txt"):  # the script's names, in that order
         if name not in present:
             texts.append(None)
             continue
         if present[name] > REWARD_MAX_BYTES:
             raise RewardError(f"{name}: {present[name]} bytes, more than {REWARD_MAX_BYTES}")
-        data = await sb.read_file(path, max_bytes=REWARD_MAX_BYTES)
-        if data is None:  # listed a moment ago: a lost read, not a verifier that wrote nothing
+        if name not in data:  # listed, not read: a lost read, not a verifier that wrote nothing
             raise RewardError(f"{name} was listed ({present[name]} bytes) but reading it gave nothing")
-        texts.append(data.decode("utf-8", errors="replace"))
+        try:
+            texts.append(base64.b64decode(data[name], validate=True).decode("utf-8", errors="replace"))
+        except ValueError as e:
+            raise RewardError(f"{name} could not be read: {e}") from e
     return texts[0], texts[1]

@@ -271,6 +271,7 @@ class LocalSandbox(Sandbox):
             raise
         finally:
             self._procs.discard(proc)
+            readers.add_done_callback(lambda f: f.cancelled() or f.exception())  # no "never retrieved" noise
         rc = proc.returncode
         if rc is None:
             code = -1
