@@ -85,7 +85,7 @@ class OpenForgeAgentLoop(AgentLoopBase):
         self.max_context = int(rollout.get("max_model_len") or self.limits.prompt_length + self.limits.response_length)
 
     # veRL 0.9.1's base class declares one output; its v1 trainer takes a list (the module docstring)
-    async def run(self, sampling_params: dict[str, Any], **row: Any) -> list[AgentLoopOutput]:  # type: ignore[override]
+    async def run(self, sampling_params: dict[str, Any], **row: Any) -> list[AgentLoopOutput]:  # type: ignore[override, unused-ignore]
         runtime = await worker_runtime(self.settings, self.model_dir, self.max_context)
         info = _plain(row.get("extra_info")) or {}
         harness = info.get("harness")
