@@ -38,6 +38,7 @@ import base64
 import time
 from dataclasses import dataclass, field
 
+from openforge.core.errors import InfrastructureError
 from openforge.rollout.grader import ROOT, Grader, PendingGrader
 from openforge.rollout.tamper import DEFAULT_VERIFIER_PATH, Tampering, TamperPolicy, tamper_reason
 from openforge.sandbox import ExecResult, Sandbox, SandboxError, StateCopy, StateTooLargeError
@@ -241,7 +242,7 @@ async def _verify_copied(
     return out
 
 
-class GraderProblem(Exception):
+class GraderProblem(InfrastructureError):
     """The task cannot be graded in a grader (`Grader.problem`): the episode's verifier error."""
 
 
