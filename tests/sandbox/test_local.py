@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 import uuid
 from pathlib import Path
@@ -130,6 +131,25 @@ async def test_exec_timeout_kills_everything(sb):
     assert r.timed_out and time.monotonic() - t0 < 8
     out = os.popen("ps -eo args").read()
     assert "sleep 30" not in out
+
+
+async def test_a_command_cancelled_while_it_starts_never_hangs_its_caller(sb):
+    """Grading cancels the state's copy the moment the tamper check convicts: a cancellation that lands while
+    bubblewrap is starting must end at once. It hung for good about one time in ten (asyncio waited for pipes
+    that bwrap's pid 1, outliving a killed bwrap, held open), so the test cancels 60 starts at random instants."""
+    hangs = 0
+    for _ in range(60):
+        command = asyncio.ensure_future(sb.exec(["sh", "-c", "echo hi"], timeout_s=30))
+        await asyncio.sleep(random.uniform(0, 0.004))
+        command.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(command), 5)
+        except asyncio.CancelledError:
+            pass
+        except TimeoutError:
+            hangs += 1
+    assert hangs == 0
+    assert (await sb.exec(["echo", "still usable"], timeout_s=20)).stdout == "still usable\n"
 
 
 async def test_agent_cannot_read_tests_before_grading(needs_root, provider, tmp_path):

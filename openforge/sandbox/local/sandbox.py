@@ -206,8 +206,8 @@ class LocalSandbox(Sandbox):
         )
         cg = self._cg
         start = time.monotonic()
-        try:
-            proc = await asyncio.create_subprocess_exec(
+        spawning = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
                 *bargv,
                 stdin=asyncio.subprocess.DEVNULL
                 if stdin is None
@@ -217,6 +217,15 @@ class LocalSandbox(Sandbox):
                 start_new_session=True,
                 preexec_fn=cg.attach_self if cg.ok else None,
             )
+        )
+        try:
+            # Shielded: asyncio's own clean-up of a start cancelled half-way waits for every holder of the
+            # output pipes to close them, and bwrap's pid 1, in its own session, can outlive a killed bwrap
+            # that had not yet armed --die-with-parent: a cancelled command hung its caller for good.
+            proc = await asyncio.shield(spawning)
+        except asyncio.CancelledError:
+            spawning.add_done_callback(self._kill_started)
+            raise
         except OSError as e:
             raise SandboxError(f"sandbox {self.name}: cannot start bubblewrap: {e}") from e
         self._procs.add(proc)
@@ -280,6 +289,12 @@ class LocalSandbox(Sandbox):
         else:
             code = rc
         return code, bytes(bufs[0]), bytes(bufs[1]), timed_out, trunc[0], time.monotonic() - start
+
+    def _kill_started(self, spawning: asyncio.Future[asyncio.subprocess.Process]) -> None:
+        """A command whose caller was cancelled while it started: killed once started (its pipes are left to
+        close when its last process is gone: the sandbox's destroy kills whatever is left)."""
+        if not spawning.cancelled() and spawning.exception() is None:
+            self._kill(spawning.result())
 
     @staticmethod
     def _kill(proc: asyncio.subprocess.Process) -> None:
