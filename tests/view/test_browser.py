@@ -92,6 +92,7 @@ def runs(tmp_path_factory, tiny_model_dir, docker_ready) -> dict[str, Path]:
                 "max_new_tokens": 32,
                 "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
                 "rl": {"steps": 2, "prompts": 2, "group": 4, "eval_every": 1, "eval_instances": 4},
+                "validate_tasks": False,  # the tasks' check against the reward hacks: tests/rollout/test_task_gate.py
             }
         )
     )
