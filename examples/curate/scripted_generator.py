@@ -122,7 +122,7 @@ MIX = [
         "files",
         "Write the SHA-256 checksum of `/app/payload.txt` (the 64 hex digits only) to `/app/checksum.txt`.",
         # the expected digest is fixed, not computed from payload.txt: the agent can rewrite its inputs
-        'want=4dc21b974cc293d0dfbb25326f0df4ac461f29d69ccc2c2dc5391f4f39a45aed\n'
+        "want=4dc21b974cc293d0dfbb25326f0df4ac461f29d69ccc2c2dc5391f4f39a45aed\n"
         '[ -f checksum.txt ] || fail "checksum.txt is missing"\n'
         '[ "$(tr -d " \\n" < checksum.txt)" = "$want" ] || fail "wrong checksum"',
         "sha256sum payload.txt | cut -d' ' -f1 > checksum.txt",
