@@ -1,0 +1,73 @@
+"""Per-episode phases of OpenForge's Docker episodes (react harness, oracle backend, 8 shipped tasks), for
+comparing two commits side by side: run this file from each checkout in turn, interleaved over rounds, and
+compare. What `benchmarks/rollout.py` measures against Harbor, without Harbor: quick enough to A/B a change to
+grading (issue 25: the grader against grading in the agent's container).
+
+    python benchmarks/episode_phases.py --concurrency 4 --label after --json /tmp/phases.jsonl
+    # from another checkout, with PYTHONPATH set to it:
+    PYTHONPATH=$OTHER python $OTHER/benchmarks/episode_phases.py --concurrency 4 --label before --json /tmp/phases.jsonl
+
+Prints one line and appends one JSON object per run: wall seconds of the run, and per episode the means of its
+recorded timings (`total_s`, `setup_s`, `agent_s`, `verify_s`, the grader's `state_copy_s` where there is one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from openforge.models import build_tiny_model
+from openforge.rollout import RolloutConfig, run_rollouts
+from openforge.store import TrajectoryStore
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = ["append-setting", "backup-csv", "count-words", "create-greeting", "grep-errors", "top-ip", "csv-column-sum"]
+TASKS += ["sort-unique-names"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--label", default="run")
+    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "openforge-episode-phases")
+    ap.add_argument("--json", type=Path, default=None, help="append the figures to this JSON-lines file")
+    args = ap.parse_args()
+    run = args.work / args.label / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    model = args.work / "model"
+    if not (model / "config.json").is_file():
+        build_tiny_model(model)
+    config = RolloutConfig(
+        tasks=[ROOT / "examples" / "tasks"],
+        task_ids=TASKS,
+        model=model,
+        backend="oracle",
+        run=run,
+        sandbox="docker",
+        concurrency=args.concurrency,
+        image_map={"debian:bookworm-slim": "openforge-base:bookworm"},
+        harness_options={"react": {"max_steps": 4}},
+    )
+    start = time.monotonic()
+    outcomes = asyncio.run(run_rollouts(config)).outcomes
+    wall = time.monotonic() - start
+    with TrajectoryStore.open(run) as store:
+        rows = [e.metadata["timings"] for e in store.list_episodes()]
+    keys = sorted({k for r in rows for k in r})
+    means = {k: round(statistics.mean(r.get(k, 0.0) for r in rows), 3) for k in keys}
+    record = {"label": args.label, "concurrency": args.concurrency, "wall_s": round(wall, 2), "outcomes": outcomes}
+    record["episode_means"] = means
+    print(json.dumps(record))
+    if args.json is not None:
+        with args.json.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+if __name__ == "__main__":
+    main()
