@@ -11,9 +11,18 @@ cd "$APP" || fail "no $APP"
 same() { [ -f "$1" ] || fail "$1 is missing"; diff <(sed -e '$a\' "$1") - > /dev/null || fail "$1 does not have the expected content"; }
 [ -d inbox ] || fail "inbox/ was removed"
 [ -z "$(ls -A inbox)" ] || fail "inbox/ is not empty"
-for f in pdf/report.pdf jpg/photo.jpg jpg/pic.jpg txt/notes.txt txt/todo.txt csv/data.csv; do
-  [ -f "sorted/$f" ] || fail "sorted/$f is missing"
-done
+# each file moved unchanged: its content is written here, never read from what the agent could rewrite
+while read -r f content; do
+  [ -f "sorted/$f" ] && [ ! -L "sorted/$f" ] || fail "sorted/$f is missing"
+  printf '%s\n' "$content" | cmp -s - "sorted/$f" || fail "sorted/$f was changed"
+done <<'EOF'
+pdf/report.pdf %PDF-fake
+jpg/photo.jpg jpeg
+jpg/pic.jpg jpeg2
+txt/notes.txt remember
+txt/todo.txt - x
+csv/data.csv a,b
+EOF
 same sorted/manifest.txt <<'EOF'
 csv/data.csv
 jpg/photo.jpg
