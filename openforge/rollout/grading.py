@@ -125,7 +125,7 @@ for name in reward.json reward.txt; do
   size=$(stat -c %s "$f")
   echo "present $name $size"
   case $size in *[!0-9]*|'') continue ;; esac
-  [ "$size" -le "$2" ] && echo "data $name $(base64 -w0 < "$f")"
+  if [ "$size" -le "$2" ]; then echo "data $name $(base64 -w0 < "$f")"; fi
 done
 """
 

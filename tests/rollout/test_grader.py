@@ -166,6 +166,16 @@ async def test_a_state_too_large_to_copy_is_the_agents_failure(provider, tmp_pat
     assert fits.error is None and fits.reward == 1.0, fits
 
 
+async def test_an_oversized_reward_file_is_refused_by_name(provider, tmp_path, monkeypatch):
+    """The reward check lists each file and reads only those within the cap, in one command; an oversized
+    reward.txt (the last it looks at) is named as such, not taken for an unreadable output."""
+    monkeypatch.setattr(grading, "REWARD_MAX_BYTES", 1000)
+    verifier = "mkdir -p /logs/verifier\nhead -c 2000 /dev/zero | tr '\\0' 1 > /logs/verifier/reward.txt\n"
+    task = load_task(make_task(tmp_path / "tasks", "verbose", test_sh=verifier))
+    out = await run_script_and_verify(task, provider, MAP, task.solve_script, "solve.sh", run=RUN)
+    assert out.reward is None and "reward.txt: 2000 bytes, more than 1000" in (out.error or ""), out
+
+
 async def test_graders_are_swept_with_the_run(provider, tmp_path):
     task = load_task(make_task(tmp_path / "tasks", "swept"))
     sb = await provider.create(make_sandbox_spec(task, MAP, run=RUN))
