@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -31,9 +32,17 @@ TASKS = ["append-setting", "backup-csv", "count-words", "create-greeting", "grep
 TASKS += ["sort-unique-names"]
 
 
+def host_cpu_s() -> float:
+    """CPU seconds the whole machine has spent (user, nice, system, irq, softirq, steal), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--samples", type=int, default=1, help="episodes per task (8 tasks)")
     ap.add_argument("--label", default="run")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "openforge-episode-phases")
     ap.add_argument("--json", type=Path, default=None, help="append the figures to this JSON-lines file")
@@ -51,17 +60,20 @@ def main() -> None:
         run=run,
         sandbox="docker",
         concurrency=args.concurrency,
+        samples=args.samples,
         image_map={"debian:bookworm-slim": "openforge-base:bookworm"},
         harness_options={"react": {"max_steps": 4}},
     )
-    start = time.monotonic()
+    start, cpu_start = time.monotonic(), host_cpu_s()
     outcomes = asyncio.run(run_rollouts(config)).outcomes
-    wall = time.monotonic() - start
+    wall, cpu = time.monotonic() - start, host_cpu_s() - cpu_start
     with TrajectoryStore.open(run) as store:
         rows = [e.metadata["timings"] for e in store.list_episodes()]
     keys = sorted({k for r in rows for k in r})
     means = {k: round(statistics.mean(r.get(k, 0.0) for r in rows), 3) for k in keys}
     record = {"label": args.label, "concurrency": args.concurrency, "wall_s": round(wall, 2), "outcomes": outcomes}
+    # the whole machine's CPU (this process, the daemon, runc, the containers): what an episode costs it
+    record["host_cpu_s_per_episode"] = round(cpu / max(1, len(rows)), 3)
     record["episode_means"] = means
     print(json.dumps(record))
     if args.json is not None:

@@ -1,16 +1,16 @@
-"""The grader: the fresh sandbox an episode is graded in (docs/design.md, invariant 7). The verifier, its shell,
-its interpreter and grading's own scripts run there, from the task's image as built, never from what the agent
-could write; only the task's state travels from the agent's sandbox (`grading.grade`).
+"""The grader: the fresh sandbox an episode is graded in (docs/design.md, invariant 7). The verifier, its shell, its
+interpreter and grading's own scripts run there, from the task's image as built, never from what the agent could
+write; only the task's state travels from the agent's sandbox (`grading.grade`).
 
-`PendingGrader` makes it while the agent works, so a second sandbox stays off the episode's critical path:
-created from the same environment as the agent's sandbox (`SandboxProvider.create_grader`: Docker the exact
-image id, Kubernetes a new pod of the task's image, local a fresh root over the host's read-only system
-directories), brought to the task's initial state (`Sandbox.setup_environment`), then prepared before the agent
-has finished: `/logs/verifier`, `/tests` (the task's tests copied in) and the verifier's HOME made fresh, and
-the state's paths (`state_roots`: the work area and `[verifier] state_paths`) removed, for the agent's to be
-copied in after its turn. It holds nothing of the agent's until then, has no network and no proxy bridge, and
-is destroyed on every path (`PendingGrader.close`: errors, timeouts, Ctrl-C); a crash leaves it with the run's
-label, for the run's leftover sweep (`SandboxProvider.cleanup`).
+`PendingGrader` makes it while the agent works, so a second sandbox stays off the episode's critical path: created
+from the same environment as the agent's sandbox (`SandboxProvider.create_grader`: Docker the exact image id,
+Kubernetes a new pod of the task's image, local a fresh root over the host's read-only system directories), brought
+to the task's initial state (`Sandbox.setup_environment`), then prepared before the agent has finished:
+`/logs/verifier`, `/tests` and the verifier's HOME made fresh, and the state's paths (`state_roots`: the work area
+and `[verifier] state_paths`) removed, for the agent's to be copied in after its turn, with the task's tests (one
+import: each copy into a container costs its daemon ~75 ms of CPU). It holds nothing of the agent's until then, has
+no network and no proxy bridge, and is destroyed on every path (`PendingGrader.close`: errors, timeouts, Ctrl-C); a
+crash leaves it with the run's label, for the run's leftover sweep (`SandboxProvider.cleanup`).
 """
 
 from __future__ import annotations
@@ -146,7 +146,6 @@ class PendingGrader:
             )
         roots = task_state_paths(self._task, workdir)
         await fresh_dirs(sb, {REWARD_DIR: "0755", TESTS_DIR: "0755", VERIFIER_HOME: "0700"})
-        await sb.copy_in(self._task.tests_dir, TESTS_DIR)
         await sb.remove_paths(roots)  # the agent's state takes their place after its turn
         return Grader(sb, workdir, roots)
 

@@ -16,8 +16,8 @@ into which only the task's state is copied:
    most `STATE_MAX_BYTES`: a larger state is the agent's failure, reward 0 with the reason), and steps 4-5 run
    there as soon as it is in (the grader holds nothing the agent can reach, so the verifier may run before the
    check's verdict, which is the slowest step; tampering found cancels it). Once both have read it, the agent's
-   sandbox is destroyed. The grader already holds fresh, root-owned `/logs/verifier`, `/tests` (the task's
-   tests) and verifier HOME, made while the agent worked;
+   sandbox is destroyed. The grader already holds fresh, root-owned `/logs/verifier`, `/tests` and verifier HOME,
+   made while the agent worked; the task's tests go into `/tests` with the state (one import);
 4. `bash /tests/test.sh` runs in the grader as uid 0 in the work area (from `/` if the agent left no
    directory there) with every capability dropped (`setpriv --bounding-set=-all --inh-caps=-all
    --no-new-privs`, util-linux; where the image has no `setpriv`, the verifier output says so), without a
@@ -189,7 +189,7 @@ async def _grade(task: Task, sb: Sandbox, pending: PendingGrader, timeout: float
     # as soon as the state is there: its result counts only when the check finds nothing (the check, `docker
     # diff`, is the slowest step; the grader holds nothing the agent can reach, so running it early is safe).
     checking = asyncio.ensure_future(check_tampering(task, sb, env["PATH"], grader.workdir, notes))
-    copying = asyncio.ensure_future(_copy_state(sb, grader))
+    copying = asyncio.ensure_future(_copy_state(sb, grader, task))
     verifying = asyncio.ensure_future(_verify_copied(copying, task, grader, env, timeout))
     try:
         tampered = await checking
@@ -213,12 +213,13 @@ async def _grade(task: Task, sb: Sandbox, pending: PendingGrader, timeout: float
     return out
 
 
-async def _copy_state(sb: Sandbox, grader: Grader) -> tuple[StateCopy, float]:
+async def _copy_state(sb: Sandbox, grader: Grader, task: Task) -> tuple[StateCopy, float]:
     """Step 3: the state into the grader; what was copied and how long it took."""
     if grader.problem is not None:
         raise GraderProblem(grader.problem)
     t = time.monotonic()
-    copied = await sb.copy_state_to(grader.sandbox, grader.roots, max_bytes=STATE_MAX_BYTES)
+    along = (task.tests_dir, TESTS_DIR)  # the tests travel with the state: one copy into the grader
+    copied = await sb.copy_state_to(grader.sandbox, grader.roots, max_bytes=STATE_MAX_BYTES, along=along)
     return copied, time.monotonic() - t
 
 

@@ -428,11 +428,17 @@ class Sandbox(ABC):
         if r.exit_code != 0 or r.timed_out:
             raise SandboxError(f"sandbox {self.name}: cannot remove {', '.join(paths)}: {r.stderr.strip()[-500:]}")
 
-    async def copy_state_to(self, grader: Sandbox, roots: list[str], *, max_bytes: int) -> StateCopy:
+    async def copy_state_to(
+        self, grader: Sandbox, roots: list[str], *, max_bytes: int, along: tuple[Path, str] | None = None
+    ) -> StateCopy:
         """Copy `roots` from this sandbox into `grader` (export, sanitize, import: `state.py`), through a
-        temporary file of the orchestrator's; `StateTooLargeError` when the archive would pass `max_bytes`."""
+        temporary file of the orchestrator's; `StateTooLargeError` when the archive would pass `max_bytes`.
+        `along=(host_dir, dest)`: a directory of the orchestrator's copied in by the same import (the task's
+        tests: one copy into the grader, not two)."""
         with tempfile.TemporaryFile(prefix="openforge-state-") as tmp:
             archive = StateArchive(tmp, roots, max_bytes)
+            if along is not None:
+                archive.add_trusted_tree(*along)
             try:
                 await self.export_state(roots, archive)
             finally:

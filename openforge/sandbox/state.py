@@ -24,7 +24,7 @@ from __future__ import annotations
 import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import IO, Protocol
 
 from ..core.errors import TaskError
@@ -99,7 +99,25 @@ class StateArchive:
         self._names: set[str] = set()
         self._files: set[str] = set()
         self._links: set[str] = set()
+        self._trusted_bytes = 0
         self.copy = StateCopy(roots=list(roots))
+
+    def add_trusted_tree(self, src: Path, dest: str) -> None:
+        """Add a directory of the orchestrator's (the task's tests) below `dest`, owned by root, before the
+        agent's state; its bytes do not count against `max_bytes`. `dest` itself is not an entry: the grader
+        made it fresh. Links are kept as links, never followed."""
+        start = self._tar.offset
+        base = dest.strip("/")
+        for path in sorted(src.rglob("*")):
+            ti = self._tar.gettarinfo(str(path), arcname=f"{base}/{path.relative_to(src).as_posix()}")
+            ti.uid = ti.gid = 0
+            ti.uname = ti.gname = ""
+            if ti.isreg():
+                with path.open("rb") as f:
+                    self._tar.addfile(ti, f)
+            else:
+                self._tar.addfile(ti)
+        self._trusted_bytes += self._tar.offset - start
 
     def add(self, source: tarfile.TarFile, rename: tuple[str, str] | None = None) -> None:
         """Copy the safe members of `source`, a tar stream; `rename=(old, new)` maps a top entry named `old`
@@ -172,7 +190,7 @@ class StateArchive:
             ti.type, ti.linkname = tarfile.LNKTYPE, target
         else:
             ti.type, ti.size = tarfile.REGTYPE, m.size
-        if self._tar.offset + 1536 + ti.size > self.max_bytes:  # header, padding, end of archive
+        if self._tar.offset - self._trusted_bytes + 1536 + ti.size > self.max_bytes:  # header, padding, end
             raise StateTooLargeError(self.max_bytes)
         self._tar.addfile(ti, source.extractfile(m) if ti.type == tarfile.REGTYPE else None)
         self._names.add(name)

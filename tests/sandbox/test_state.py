@@ -124,3 +124,30 @@ def test_state_roots_are_absolute_and_not_nested():
     for bad in ("app", "/", "/app/../etc"):
         with pytest.raises(ValueError, match="absolute path other than /"):
             state_roots([bad])
+
+
+def test_the_tests_travel_with_the_state_owned_by_root_and_outside_the_cap(tmp_path):
+    tests = tmp_path / "tests"
+    (tests / "sub").mkdir(parents=True)
+    (tests / "test.sh").write_text("#!/bin/bash\n" + "#" * 6000)  # larger than the cap below
+    (tests / "test.sh").chmod(0o755)
+    (tests / "sub" / "data.txt").write_text("d")
+    (tests / "link").symlink_to("/etc/passwd")
+    out = io.BytesIO()
+    archive = StateArchive(out, ["/app"], 4096)
+    archive.add_trusted_tree(tests, "/tests")
+    archive.add(raw_tar(("app", "dir", None), ("app/f", "file", b"agent")))
+    copied = archive.finish()
+    out.seek(0)
+    with tarfile.open(fileobj=out, mode="r:") as tf:
+        members = {m.name: m for m in tf.getmembers()}
+    assert set(members) == {"tests/sub", "tests/sub/data.txt", "tests/test.sh", "tests/link", "app", "app/f"}
+    assert all(members[n].uid == 0 == members[n].gid for n in members if n.startswith("tests"))
+    assert members["tests/test.sh"].mode & 0o777 == 0o755 and members["tests/link"].issym()
+    assert copied.entries == 2  # the agent's entries only
+    sink = io.BytesIO()
+    archive = StateArchive(sink, ["/app"], 4096)
+    archive.add_trusted_tree(tests, "/tests")
+    with pytest.raises(StateTooLargeError):  # the agent's own bytes still count
+        archive.add(raw_tar(("app", "dir", None), ("app/big", "file", b"x" * 5000)))
+    archive.finish()
