@@ -30,12 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...core.errors import InfrastructureError
+
 __all__ = ["OverlayLayers", "RedirectedDirectoryError", "overlay_changes"]
 
 CHANGED, ADDED, DELETED = 0, 1, 2  # `docker diff`'s kinds
 
 
-class RedirectedDirectoryError(Exception):
+class RedirectedDirectoryError(InfrastructureError, OSError):
     """A directory of the upper layer redirects to another lower path (a renamed directory, where the kernel's
     `redirect_dir` is on): the lower view cannot be read by path, so the caller asks the daemon."""
 
