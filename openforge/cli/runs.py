@@ -46,6 +46,13 @@ BackendOpt = Annotated[
 RunOpt = Annotated[Path, typer.Option("--run", help="Run directory (eval writes report.md and report.json there).")]
 SplitOpt = Annotated[str | None, typer.Option(help="Only tasks of this split (train or heldout).")]
 AttemptsOpt = Annotated[int, typer.Option(help="Tries per episode; only infrastructure failures are retried.")]
+WarmOpt = Annotated[
+    int,
+    typer.Option(
+        help="Sandboxes (each with its grader) started ahead of the episodes that take them; each is used once. "
+        "0: each episode starts its own."
+    ),
+]
 TimeoutOpt = Annotated[float | None, typer.Option(help="Harness wall-clock limit in seconds (default: each task's).")]
 ResumeOpt = Annotated[bool, typer.Option(help="Continue a run: skip episodes already finished.")]
 AgentUserOpt = Annotated[
@@ -90,6 +97,7 @@ _ROLLOUT_DEFAULTS = {
         "concurrency",
         "backend",
         "max_attempts",
+        "warm_sandboxes",
         "proxy_listen",
         "max_new_tokens",
         "validate_tasks",
@@ -113,6 +121,7 @@ def with_rollout_options(run_it: Callable[[RolloutConfig, Console], object]) -> 
         split: SplitOpt = None,
         image_map: ImageMapOpt = None,
         max_attempts: AttemptsOpt = _ROLLOUT_DEFAULTS["max_attempts"],
+        warm_sandboxes: WarmOpt = _ROLLOUT_DEFAULTS["warm_sandboxes"],
         agent_timeout: TimeoutOpt = None,
         resume: ResumeOpt = False,
         sandbox_option: SandboxOptionOpt = None,
@@ -142,6 +151,7 @@ def with_rollout_options(run_it: Callable[[RolloutConfig, Console], object]) -> 
                 split=split,
                 image_map=parse_image_map(image_map),
                 max_attempts=max_attempts,
+                warm_sandboxes=warm_sandboxes,
                 agent_timeout_s=agent_timeout,
                 resume=resume,
                 max_new_tokens=max_new_tokens,

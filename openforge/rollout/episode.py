@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -32,13 +32,14 @@ from openforge.harness import get_adapter
 from openforge.harness.base import HarnessAdapter, LaunchContext
 from openforge.rollout import faults
 from openforge.rollout.attribution import VerifierBaselines
-from openforge.rollout.grader import PendingGrader, await_creation, release
+from openforge.rollout.grader import PendingGrader, release
 from openforge.rollout.grading import grade, tail
 from openforge.rollout.outcome import AgentRun, AttemptResult, agent_failure, call_timings, classify_agent_run
 from openforge.rollout.protocols import EpisodeServer
 from openforge.rollout.settings import EpisodeSettings
 from openforge.rollout.task_environment import agent_spec_user, make_sandbox_spec
-from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, sandbox_name
+from openforge.rollout.warm_pool import WarmPool, start_episode_sandboxes
+from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
@@ -117,6 +118,8 @@ class EpisodeRunner:
         self.bundle_dir = bundle_dir
         self.baselines = VerifierBaselines(provider, image_map, run_label, proxy.store)
         self._identities: dict[tuple[str, str | None, str | None, str | None], tuple[str, str, str]] = {}
+        self.warm: WarmPool | None = None  # sandboxes started ahead of the episodes (`plan_ahead`)
+        self._upcoming: Iterable[Slot] = ()
 
     def adapter(self, harness: str) -> HarnessAdapter:
         return get_adapter(harness, **self.settings.adapter_options(harness))
@@ -144,21 +147,15 @@ class EpisodeRunner:
         user = agent_spec_user(task, self.settings.agent_user, self.provider)
         try:
             with tempfile.TemporaryDirectory(prefix="openforge-episode-") as scratch:
-                spec = make_sandbox_spec(
-                    task,
-                    self.image_map,
-                    name=sandbox_name(self.run_label, episode.id[:16]),
-                    run=self.run_label,
-                    proxy_uds=self.proxy.uds,
-                    mounts=self._mounts(adapter),
-                    memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
-                    timeout_s=self._lifetime(task),
-                    user=user,
+                spec = self.sandbox_spec(task, adapter, user, sandbox_name(self.run_label, episode.id[:16]))
+                sandboxes = await (
+                    self.warm.take(task, spec)
+                    if self.warm is not None
+                    else start_episode_sandboxes(self.provider, task, spec)
                 )
-                sb = await await_creation(self.provider.create(spec))
-                grader = PendingGrader(self.provider, sb, task)
-                await sb.setup_environment(task)
+                sb, grader = sandboxes.sandbox, sandboxes.grader
                 result.timings["setup_s"] = time.monotonic() - t0
+                self.warm_ahead()
                 failure = await self._act(adapter, slot, episode, sb, Path(scratch), result, plan)
             if failure is not None and failure[0] is Outcome.failed:
                 agent_failure(result, failure[1])
@@ -191,6 +188,42 @@ class EpisodeRunner:
         if result.outcome is Outcome.verifier_error:  # the agent's doing, or the infrastructure's?
             await self.baselines.attribute(task, result, user)
         return result
+
+    def sandbox_spec(self, task: Task, adapter: HarnessAdapter, user: str | None, name: str) -> SandboxSpec:
+        """The spec of an episode's sandbox: the task's environment, the run's proxy bridge and label, the harness
+        bundle mounted, memory for the harness, a lifetime, the agent's user."""
+        return make_sandbox_spec(
+            task,
+            self.image_map,
+            name=name,
+            run=self.run_label,
+            proxy_uds=self.proxy.uds,
+            mounts=self._mounts(adapter),
+            memory_mb=max(task.resources.memory_mb, adapter.min_memory_mb),
+            timeout_s=self._lifetime(task),
+            user=user,
+        )
+
+    def plan_ahead(self, warm: WarmPool, upcoming: Iterable[Slot]) -> None:
+        """Start sandboxes in `warm` for `upcoming` (the slots not started yet, in the order they start), as
+        far as the pool has room, now and each time an episode takes its sandbox."""
+        self.warm, self._upcoming = warm, upcoming
+        self.warm_ahead()
+
+    def warm_ahead(self) -> None:
+        warm = self.warm
+        if warm is None:
+            return
+        for slot in self._upcoming:
+            if warm.room == 0:
+                return
+            adapter = self.adapter(slot.harness)
+            try:
+                user = agent_spec_user(slot.task, self.settings.agent_user, self.provider)
+                spec = self.sandbox_spec(slot.task, adapter, user, sandbox_name(self.run_label, "warm"))
+            except SandboxError:  # the episode itself reports it (a missing harness bundle)
+                continue
+            warm.reserve(slot.key, slot.task, spec)
 
     async def _identity(self, sb: Sandbox, task: Task) -> tuple[str, str, str]:
         """The uid, gid and working directory the harness runs with, asked of the sandbox before the agent's

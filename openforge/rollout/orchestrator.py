@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import shutil
 import tempfile
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from openforge.rollout.outcome import record_outcome
 from openforge.rollout.preflight import PreflightError, check_images, effective_image_map
 from openforge.rollout.protocols import EpisodeServer
 from openforge.rollout.sandbox_choice import choose_sandbox
+from openforge.rollout.warm_pool import PoolStats, WarmPool
 from openforge.sandbox import SandboxProvider, get_provider
 from openforge.store import TrajectoryStore
 from openforge.tasks import ImageMap, Task, load_tasks
@@ -50,6 +52,7 @@ class RolloutSummary:
     interrupted: bool = False
     episode_ids: list[str] = field(default_factory=list)  # the final attempt of each slot filled, in finishing order
     failures: dict[str, int] = field(default_factory=dict)  # "outcome: reason" of slots left ungraded → count
+    warm: PoolStats = field(default_factory=PoolStats)  # what the warm sandboxes did (`warm_sandboxes`)
 
     @property
     def graded(self) -> int:
@@ -227,6 +230,7 @@ async def _fill_slots(
 
     async def fill(slot: Slot) -> None:
         async with limit:
+            upcoming.remove(slot)
             for attempt in range(config.max_attempts):
                 result = await runner.run(slot, attempt)
                 final = not result.infrastructure_failure or attempt == config.max_attempts - 1
@@ -243,6 +247,10 @@ async def _fill_slots(
         summary.tampered += bool(result.tampered)
         progress.update(bar, advance=1, tally=tally(), info=tally())
 
+    warm = WarmPool(runner.provider, config.warm_sandboxes, runner.run_label)
+    summary.warm = warm.stats
+    upcoming = deque(slots)
+    runner.plan_ahead(warm, upcoming)
     jobs = [asyncio.create_task(fill(s)) for s in slots]
     try:
         await asyncio.gather(*jobs)
@@ -257,3 +265,6 @@ async def _fill_slots(
             job.cancel()
         await asyncio.gather(*jobs, return_exceptions=True)
         raise
+    finally:
+        runner.warm = None
+        await asyncio.shield(warm.close())  # what no episode took is destroyed, on every path

@@ -39,6 +39,12 @@ def run_episodes(config: RolloutConfig, console: Console, label: str = "") -> Ro
         + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
         + (f" ({summary.tampered} failed for tampering with the verifier)" if summary.tampered else "")
     )
+    warm = summary.warm
+    if warm.hits + warm.misses:
+        console.print(
+            f"sandboxes started ahead: {warm.hits} of {warm.hits + warm.misses} episodes ({warm.hit_rate:.0%}); "
+            f"waited {warm.wait_s / (warm.hits + warm.misses):.2f} s per episode for one; at most {warm.peak_live} warm"
+        )
     if summary.interrupted:
         raise RolloutInterrupted()
     return summary

@@ -54,6 +54,9 @@ class EpisodeSettings(BaseModel):
     - `max_new_tokens`: cap on tokens sampled per model call (the proxy's), and the harness's own per-reply cap
       where it has one (`adapter_options`).
     - `max_attempts`: tries per episode; only infrastructure failures are retried.
+    - `warm_sandboxes`: how many episodes' sandboxes (each with its grader) are started ahead of the episodes
+      that will take them, at their tasks' initial state (`openforge.rollout.warm_pool`); 0 starts each
+      episode's own when it begins. Each is used once and destroyed.
     - `proxy_listen`: where the run's proxy serves the model API over TCP (`127.0.0.1:0`: any free loopback
       port). Kubernetes pods reach it through a Service: in-cluster, `0.0.0.0:8100`.
     - `proxy_options`: the run's proxy settings over their defaults (`openforge.proxy.service.ProxySettings`:
@@ -73,6 +76,7 @@ class EpisodeSettings(BaseModel):
     agent_timeout_s: float | None = Field(default=None, gt=0)
     max_new_tokens: int = Field(default=DEFAULT_MAX_NEW_TOKENS, ge=1)
     max_attempts: int = Field(default=3, ge=1)
+    warm_sandboxes: int = Field(default=2, ge=0)
     proxy_listen: str = "127.0.0.1:0"
     proxy_options: ProxyOptions = Field(default_factory=lambda: ProxyOptions())
 

@@ -43,7 +43,10 @@ def respond(conversation, call_index, task):
 
         client = docker.from_env()
         for c in client.containers.list(filters={"label": f"openforge.run={os.environ['CHAOS_RUN_LABEL']}"}):
-            c.kill()
+            # the episode's own: the agent's sandbox (not a grader) with the harness running beside init and its
+            # keep-alive (the run's warm sandboxes, started for the next episodes, run only those)
+            if c.labels.get("openforge.role") != "grader" and len(c.top()["Processes"]) > 2:
+                c.kill()
         return bash("echo still here")
     if task_id == "probe":
         return bash(PROBE.replace("$ADMIN_PORT", os.environ["CHAOS_ADMIN_PORT"]))
