@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from _machine import host_cpu_s
 
 from openforge.models import build_tiny_model
 from openforge.rollout import RolloutConfig, run_rollouts
@@ -30,13 +31,6 @@ from openforge.store import TrajectoryStore
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ["append-setting", "backup-csv", "count-words", "create-greeting", "grep-errors", "top-ip", "csv-column-sum"]
 TASKS += ["sort-unique-names"]
-
-
-def host_cpu_s() -> float:
-    """CPU seconds the whole machine has spent (user, nice, system, irq, softirq, steal), from /proc/stat."""
-    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:

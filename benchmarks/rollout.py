@@ -53,6 +53,12 @@ their order rotated from round to round; a warm-up run of both on every task fir
                   phases)
   fixed           wall - (last episode end - first episode start): the run's own start-up and shut-down
   load            the machine's 1-minute load average just before the runs (other sessions' work shows here)
+  CPU s/ep        CPU seconds the whole machine spent during the run (/proc/stat: the system's process, the Docker
+                  daemon, containerd, the containers) / episodes
+  warm hits       OpenForge: the share of episodes whose sandbox (and grader) was started ahead of them
+                  (`warm_sandboxes`, default 2); wait s: mean time an episode waited for its sandbox; the JSON's
+                  peak_warm: the most started ahead at once (each with its grader). With --cold, `openforge-cold`
+                  runs OpenForge with `warm_sandboxes: 0` in the same rounds, side by side.
 
     python benchmarks/rollout.py            # 3 levels x 2 rounds, 8/16/24 tasks: about 15 minutes
     python benchmarks/rollout.py --quick    # 1 round, 4/8/8 tasks: about 4 minutes
@@ -67,6 +73,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import platform
@@ -97,12 +104,14 @@ except ImportError:  # run with another interpreter: use the project's virtualen
     raise
 
 import _harbor_support as hs
+from _machine import host_cpu_s
 
 console = Console(width=190)
 BASE_IMAGE = "openforge-base:bookworm"
 IMAGE_MAP = {"debian:bookworm-slim": BASE_IMAGE}
 PROBE_REPO = "openforge-bench-probe"
-SYSTEMS = ("openforge", "harbor", "harbor+init")
+SYSTEMS = ("openforge", "openforge-cold", "harbor", "harbor+init")
+OPENFORGE = ("openforge", "openforge-cold")
 
 
 # ---- results ------------------------------------------------------------------------------------------------
@@ -135,6 +144,8 @@ class Run:
     attempts: int  # OpenForge: attempts stored (retries of infrastructure failures count); Harbor: trials
     note: str = ""
     load: float = float("nan")  # 1-minute load average just before the run (other work on the machine)
+    cpu_s: float = float("nan")  # CPU seconds the whole machine spent during the run (/proc/stat)
+    pool: dict = field(default_factory=dict)  # OpenForge: what its warm sandboxes did (PoolStats)
 
     @property
     def span_s(self) -> float:
@@ -156,6 +167,7 @@ class Bench:
     harbor_proc: subprocess.Popen | None = None
     probe_images: list[str] = field(default_factory=list)
     work_s: dict[str, float] = field(default_factory=dict)  # task id -> W (solve + test), seconds
+    pools: dict[str, dict] = field(default_factory=dict)  # OpenForge run name -> its PoolStats
 
 
 # ---- preflight ----------------------------------------------------------------------------------------------
@@ -282,7 +294,7 @@ def measure_work(bench: Bench) -> None:
 
 
 def run_openforge(
-    bench: Bench, task_ids: list[str], concurrency: int, name: str
+    bench: Bench, task_ids: list[str], concurrency: int, name: str, warm: bool = True
 ) -> tuple[float, list[Episode], int, str]:
     from openforge.rollout import RolloutConfig, run_rollouts
     from openforge.store import TrajectoryStore
@@ -301,6 +313,7 @@ def run_openforge(
         backend="oracle",
         run=run,
         image_map=IMAGE_MAP,
+        **({} if warm else {"warm_sandboxes": 0}),
     )
     logfile = bench.work / f"{name}.log"
     with open(logfile, "w") as f:
@@ -310,6 +323,7 @@ def run_openforge(
         wall = time.monotonic() - t0
     if summary.interrupted:
         raise KeyboardInterrupt
+    bench.pools[name] = dataclasses.asdict(summary.warm)
     store = TrajectoryStore.open(run)
     episodes, attempts = [], 0
     try:
@@ -518,7 +532,22 @@ def aggregate(runs: list[Run], work_s: dict[str, float]) -> dict:
         "rest_s": mean([e.rest_s for e in eps]),
         "fixed_s": mean([r.wall_s - r.span_s for r in runs]),
         "load": mean([r.load for r in runs]),
+        "host_cpu_s_per_episode": sum(r.cpu_s for r in runs) / n if n else float("nan"),
+        **pool_figures([r.pool for r in runs if r.pool], n),
         "notes": "; ".join(f"r{r.round}: {r.note}" for r in runs if r.note),
+    }
+
+
+def pool_figures(pools: list[dict], episodes: int) -> dict:
+    """OpenForge's warm sandboxes over its runs: the share of episodes that found theirs started, the mean wait
+    for a sandbox, and the most started ahead at once (each with its grader: twice as many containers)."""
+    if not pools:
+        return {}
+    taken = sum(p["hits"] + p["misses"] for p in pools)
+    return {
+        "warm_hit_rate": sum(p["hits"] for p in pools) / taken if taken else 0.0,
+        "sandbox_wait_s": sum(p["wait_s"] for p in pools) / episodes if episodes else float("nan"),
+        "peak_warm": max(p["peak_live"] for p in pools),
     }
 
 
@@ -549,6 +578,9 @@ def report(runs: list[Run], bench: Bench, levels: list[int], systems: list[str])
         ("verify", "right"),
         ("rest", "right"),
         ("fixed s", "right"),
+        ("CPU s/ep", "right"),
+        ("warm hits", "right"),
+        ("wait s", "right"),
         ("load", "right"),
         ("notes", "left"),
     ]:
@@ -573,6 +605,9 @@ def report(runs: list[Run], bench: Bench, levels: list[int], systems: list[str])
                 f"{a['verify_s']:.2f}",
                 f"{a['rest_s']:.2f}",
                 f"{a['fixed_s']:.2f}",
+                f"{a['host_cpu_s_per_episode']:.2f}",
+                f"{a['warm_hit_rate']:.0%}" if "warm_hit_rate" in a else "",
+                f"{a['sandbox_wait_s']:.2f}" if "sandbox_wait_s" in a else "",
                 f"{a['load']:.1f}",
                 a["notes"],
             )
@@ -584,16 +619,15 @@ def report(runs: list[Run], bench: Bench, levels: list[int], systems: list[str])
         r.add_column(col, justify="left" if col == "vs" else "right")
     ratios = {}
     for c in levels:
-        of = agg.get(("openforge", c))
-        for other in [s for s in systems if s != "openforge"]:
-            hb = agg.get((other, c))
+        for mine, other in [(m, o) for m in OPENFORGE for o in systems if o not in OPENFORGE]:
+            of, hb = agg.get((mine, c)), agg.get((other, c))
             if of is None or hb is None:
                 continue
             ratio = of["overhead_s"] / hb["overhead_s"]
-            ratios[f"{c}/{other}"] = ratio
+            ratios[f"{c}/{other}" if mine == "openforge" else f"{c}/{mine}/{other}"] = ratio
             r.add_row(
                 str(c),
-                other,
+                other if mine == "openforge" else f"{other} ({mine})",
                 f"[bold]{ratio:.3f}[/]",
                 f"{of['episode_minus_w_s'] / hb['episode_minus_w_s']:.3f}",
                 f"{of['per_min'] / hb['per_min']:.2f}x",
@@ -617,6 +651,9 @@ def main(argv=None) -> None:
     )
     ap.add_argument("--rounds", type=int, default=None, help="rounds per level (default 2; quick 1)")
     ap.add_argument("--no-harbor-init", action="store_true", help="skip the harbor+init variant")
+    ap.add_argument(
+        "--cold", action="store_true", help="also run OpenForge without warm sandboxes (openforge-cold), side by side"
+    )
     ap.add_argument("--harbor-venv", type=Path, default=Path(tempfile.gettempdir()) / "openforge-harbor-venv")
     ap.add_argument("--harbor-version", default=hs.HARBOR_VERSION)
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
@@ -630,7 +667,11 @@ def main(argv=None) -> None:
     if len(counts) != len(levels):
         ap.error("--tasks needs one count per level")
     rounds = args.rounds or (1 if args.quick else 2)
-    systems = [s for s in SYSTEMS if not (args.no_harbor_init and s == "harbor+init")]
+    systems = [
+        s
+        for s in SYSTEMS
+        if not (args.no_harbor_init and s == "harbor+init") and not (not args.cold and s == "openforge-cold")
+    ]
 
     def terminate(signum, frame):
         raise KeyboardInterrupt
@@ -700,11 +741,13 @@ def main(argv=None) -> None:
                 for s in systems[k:] + systems[:k]:
                     load = os.getloadavg()[0]
                     name = f"{s.replace('+', '-')}-c{c}-r{rnd}"
-                    if s == "openforge":
-                        wall, eps, att, note = run_openforge(bench, sel, c, name)
+                    cpu0 = host_cpu_s()
+                    if s in OPENFORGE:
+                        wall, eps, att, note = run_openforge(bench, sel, c, name, warm=(s == "openforge"))
                     else:
                         wall, eps, att, note = run_harbor(bench, sel, c, name, init=(s == "harbor+init"))
-                    runs.append(Run(s, c, rnd, wall, eps, att, note, load))
+                    cpu = host_cpu_s() - cpu0
+                    runs.append(Run(s, c, rnd, wall, eps, att, note, load, cpu, bench.pools.get(name, {})))
                     log(
                         f"C={c} round {rnd} {s:12s} {len(eps):3d} episodes ({sum(e.ok for e in eps)} passed) in "
                         f"{wall:6.1f}s = {len(eps) / wall * 60:6.1f}/min; "
@@ -733,6 +776,12 @@ def main(argv=None) -> None:
             args.json.write_text(
                 json.dumps(
                     {
+                        "command": "python benchmarks/rollout.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                        "commit": subprocess.run(
+                            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+                        ).stdout.strip(),
+                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                        "machine": f"{os.cpu_count()} CPUs, {platform.platform()}",
                         "levels": levels,
                         "tasks": counts,
                         "rounds": rounds,

@@ -181,8 +181,9 @@ class EpisodeRunner:
         finally:
             self.proxy.end_episode(episode.id)
             faults.record(self.proxy.store, episode.id, plan)
-            failed = await release(grader, sb)
-            if failed:  # a leak is reported, the run goes on
+            if self.warm is not None:  # destroyed in the background: the slot goes to the next episode
+                self.warm.retire(grader, sb)
+            elif failed := await release(grader, sb):  # a leak is reported, the run goes on
                 result.reason = (result.reason or "") + f" (destroying a sandbox failed: {failed})"
             result.timings["total_s"] = time.monotonic() - t0
         if result.outcome is Outcome.verifier_error:  # the agent's doing, or the infrastructure's?

@@ -8,13 +8,16 @@ episode a sandbox of the same task and spec — the spec without its name (every
 with the run's label, so a crashed run's leftover sweep finds them) — ready (a hit), still starting (a hit
 that waited), or, when none was reserved, created there and then (a miss). A sandbox is handed out once and
 never comes back: the episode destroys it as before, so a warm sandbox gives the same isolation as a cold one.
-`close` stops what is starting and destroys what was not taken (end of a batch, an error, Ctrl-C).
+Destroying it is off the episode's path too (`retire`): once graded, the episode hands its sandboxes back to be
+destroyed in the background and its concurrency slot goes to the next episode. `close` stops what is starting,
+destroys what was not taken, and waits for every retired sandbox to be gone (end of a batch, an error, Ctrl-C).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -25,18 +28,22 @@ from openforge.tasks import Task
 
 __all__ = ["EpisodeSandboxes", "PoolStats", "WarmPool", "start_episode_sandboxes"]
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class PoolStats:
     """What the pool did for a batch: `hits` (taken warm, `waited` of them still starting), `misses` (created on
-    demand), `wait_s` (total time episodes waited for their sandbox, hits and misses alike) and `peak_live`
-    (most warm sandboxes alive, or starting, at once)."""
+    demand), `wait_s` (total time episodes waited for their sandbox, hits and misses alike), `peak_live`
+    (most warm sandboxes alive, or starting, at once) and `destroy_failures` (retired sandboxes that could not be
+    destroyed: logged, and left to the run's leftover sweep)."""
 
     hits: int = 0
     waited: int = 0
     misses: int = 0
     wait_s: float = 0.0
     peak_live: int = 0
+    destroy_failures: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -84,6 +91,7 @@ class WarmPool:
         self._ready: dict[tuple[str, str], deque[asyncio.Task[EpisodeSandboxes]]] = {}
         self._live: set[asyncio.Task[EpisodeSandboxes]] = set()  # started and not handed out
         self._reserved: set[str] = set()
+        self._retiring: set[asyncio.Task[None]] = set()
         self._closed = False
 
     @property
@@ -132,8 +140,23 @@ class WarmPool:
         self.stats.wait_s += time.monotonic() - t0
         return got
 
+    def retire(self, grader: PendingGrader | None, sandbox: Sandbox | None) -> None:
+        """Destroy a finished episode's grader and sandbox (either may be None) in the background; `close` waits
+        for it. A failure is logged and counted, never lost: the sandbox keeps the run's label for its sweep."""
+
+        async def destroy() -> None:
+            failed = await release(grader, sandbox)
+            if failed:
+                self.stats.destroy_failures += 1
+                log.warning("destroying a sandbox failed (the run's leftover sweep removes it): %s", failed)
+
+        retiring = asyncio.ensure_future(destroy())
+        self._retiring.add(retiring)
+        retiring.add_done_callback(self._retiring.discard)
+
     async def close(self) -> None:
-        """Stop the sandboxes still starting and destroy those not handed out; no reservation is taken after."""
+        """Stop the sandboxes still starting, destroy those not handed out and wait for the retired ones to be
+        gone; no reservation is taken after."""
         self._closed = True
         live, self._live = list(self._live), set()
         self._ready.clear()
@@ -141,3 +164,5 @@ class WarmPool:
             warming.cancel()
         done = await asyncio.gather(*live, return_exceptions=True)
         await asyncio.gather(*(d.release() for d in done if isinstance(d, EpisodeSandboxes)))
+        while self._retiring:  # never cancelled: a destroy under way finishes
+            await asyncio.wait(list(self._retiring))
