@@ -421,6 +421,11 @@ class Sandbox(ABC):
         tools, keeping owners and modes; the caller has removed what stood at its roots."""
         raise NotImplementedError(f"{type(self).__name__} cannot import a state")
 
+    #: Whether `remove_paths` is a plain root command (`rm -rf` through `exec` as uid 0), so that a caller may
+    #: fold the removal into a root command of its own (one command, not two); False where the backend removes
+    #: with privileges its commands lack (the local backend's file operations).
+    removes_by_exec: ClassVar[bool] = True
+
     async def remove_paths(self, paths: list[str]) -> None:
         """Remove each of `paths` (recursively; a link itself, never what it points to) as root. Raises
         SandboxError when one cannot be removed."""

@@ -137,6 +137,24 @@ async def test_what_the_agent_changed_never_runs_during_grading(provider, tmp_pa
     assert await provider.list(RUN) == []
 
 
+async def test_what_the_agent_deleted_stays_deleted_in_the_grader(provider, tmp_path):
+    """The grader's copy of the work area is removed before the agent's state is copied in (in Docker within the
+    command that makes grading's directories fresh): a file of the image that the agent deleted must not come back
+    (it would, were the state laid over the image's)."""
+    verifier = (
+        "mkdir -p /logs/verifier\nif [ -e /app/seed.txt ]; then echo 0; else echo 1; fi > /logs/verifier/reward.txt\n"
+    )
+    d = make_task(tmp_path / "tasks", "deleted", test_sh=verifier, solve="rm seed.txt\n")
+    dockerfile = d / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "RUN echo seed > /app/seed.txt\n")
+    task = load_task(d)
+    untouched = await run_script_and_verify(task, provider, MAP, None, "untouched", run=RUN)
+    assert untouched.error is None and untouched.reward == 0.0, untouched
+    out = await run_script_and_verify(task, provider, MAP, task.solve_script, "solve.sh", run=RUN)
+    assert out.solution_exit == 0 and out.error is None and out.reward == 1.0, out
+    assert await provider.list(RUN) == []
+
+
 async def test_a_task_state_outside_the_work_area_is_graded(provider, tmp_path):
     res = await validate_task_by_running(load_task(STATE_TASK), provider, MAP, run=RUN)
     assert res.ok and res.solve_reward == 1.0 and res.wrong_reward == 0.0, res.summary()

@@ -422,6 +422,8 @@ class LocalSandbox(Sandbox):
                 raise StateTooLargeError(archive.max_bytes)
             await asyncio.to_thread(archive.add_file, tmp)
 
+    removes_by_exec = False  # root commands here have no capabilities; the backend's file operations do
+
     async def remove_paths(self, paths: list[str]) -> None:
         """As the backend's own file operation (root keeps FILE_CAPS: the work area is the agent user's)."""
         await self._file_op(["rm", "-rf", "--", *paths], f"removing {', '.join(paths)}")
