@@ -5,7 +5,9 @@ bounds the episodes per minute).
 
     python benchmarks/docker_costs.py --json benchmarks/results/docker-costs.json
 
-Per call, on an idle container of the offline base image: an exec of `true`, a `put_archive` and a
+Per call, on an idle container of the offline base image: the tamper check's read of the container's changes,
+as `docker diff` and as OpenForge reads them from the overlay2 layers on the host (`overlay_read`), an exec of
+`true`, a `put_archive` and a
 `get_archive` of a 1 kB file (each re-executes the daemon's binary to untar / tar in the container's root), an
 `inspect`, and a container's create + start + remove (network none, the daemon's init). Then 8 episodes of the
 shipped tasks (react, oracle, concurrency 2) with the Docker SDK's calls counted, and the estimate: calls per
@@ -35,6 +37,7 @@ from episode_phases import TASKS
 import docker
 from openforge.models import build_tiny_model
 from openforge.rollout import RolloutConfig, run_rollouts
+from openforge.sandbox.docker.overlay import OverlayLayers, overlay_changes
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "openforge-base:bookworm"
@@ -74,7 +77,13 @@ def call_costs(api: docker.APIClient, n: int) -> dict[str, dict[str, float]]:
             stream, _ = api.get_archive(cid, "/tmp/f.txt")
             b"".join(stream)
 
+        exec_true()
+        api.put_archive(cid, "/tmp", archive)  # a change for the tamper check to find
+        layers = OverlayLayers.of(api.inspect_container(cid))
+        overlay = {"overlay_read": per_call(lambda: overlay_changes(layers), n)} if layers is not None else {}
         return {
+            "docker_diff": per_call(lambda: api.diff(cid), n),
+            **overlay,
             "exec": per_call(exec_true, n),
             "put_archive": per_call(lambda: api.put_archive(cid, "/tmp", archive), n),
             "get_archive": per_call(get, n),

@@ -218,6 +218,8 @@ class EpisodeRunner:
         for slot in self._upcoming:
             if warm.room == 0:
                 return
+            if warm.reserved(slot.key):  # its sandbox is starting, or another episode of its task took it
+                continue
             adapter = self.adapter(slot.harness)
             try:
                 user = agent_spec_user(slot.task, self.settings.agent_user, self.provider)

@@ -99,10 +99,14 @@ class WarmPool:
         """How many more sandboxes may be reserved now."""
         return 0 if self._closed else max(0, self.size - len(self._live))
 
+    def reserved(self, tag: str) -> bool:
+        """Whether a sandbox was reserved for `tag` in this batch."""
+        return tag in self._reserved
+
     def reserve(self, tag: str, task: Task, spec: SandboxSpec) -> bool:
         """Start a sandbox for an upcoming episode (`tag` names it: reserving the same tag again does nothing);
         False when the pool is full or closed."""
-        if tag in self._reserved:
+        if self.reserved(tag):
             return True
         if self.room == 0:
             return False

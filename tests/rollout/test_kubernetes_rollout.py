@@ -98,6 +98,8 @@ async def test_evicted_pod_is_a_sandbox_error_and_is_retried(fake_api, tmp_path,
     )
     summary = await run_rollouts(config)
     assert summary.outcomes == {"passed": 1}, summary.outcomes
+    # the first attempt's pod (and its grader) started ahead of it (warm_sandboxes); the retry made its own
+    assert (summary.warm.hits, summary.warm.misses) == (1, 1)
     with TrajectoryStore.open(run) as store:
         attempts = sorted(store.list_episodes(), key=lambda e: e.attempt)
     assert [(e.outcome, e.metadata["final"]) for e in attempts] == [

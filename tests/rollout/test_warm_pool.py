@@ -50,7 +50,7 @@ async def test_episodes_take_warm_sandboxes_once_and_nothing_is_left(docker_read
         assert not ours(run_label(run))
         results[warm] = summary.warm
     assert results[2].hits >= 6 and results[2].hits + results[2].misses == 8
-    assert 2 <= results[2].peak_live <= 2
+    assert results[2].peak_live == 2
     assert results[0].hits == 0 and results[0].misses == 8 and results[0].peak_live == 0
 
 
