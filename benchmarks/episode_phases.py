@@ -37,6 +37,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--samples", type=int, default=1, help="episodes per task (8 tasks)")
+    ap.add_argument("--harness", default="react", help="react, claude-code, codex or openclaw")
     ap.add_argument("--label", default="run")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "openforge-episode-phases")
     ap.add_argument("--json", type=Path, default=None, help="append the figures to this JSON-lines file")
@@ -56,6 +57,7 @@ def main() -> None:
         concurrency=args.concurrency,
         samples=args.samples,
         image_map={"debian:bookworm-slim": "openforge-base:bookworm"},
+        harnesses=[args.harness],
         harness_options={"react": {"max_steps": 4}},
     )
     start, cpu_start = time.monotonic(), host_cpu_s()
@@ -65,7 +67,7 @@ def main() -> None:
         rows = [e.metadata["timings"] for e in store.list_episodes()]
     keys = sorted({k for r in rows for k in r})
     means = {k: round(statistics.mean(r.get(k, 0.0) for r in rows), 3) for k in keys}
-    record = {"label": args.label, "concurrency": args.concurrency, "wall_s": round(wall, 2), "outcomes": outcomes}
+    record = {"label": args.label, "harness": args.harness, "concurrency": args.concurrency, "wall_s": round(wall, 2), "outcomes": outcomes}
     # the whole machine's CPU (this process, the daemon, runc, the containers): what an episode costs it
     record["host_cpu_s_per_episode"] = round(cpu / max(1, len(rows)), 3)
     record["episode_means"] = means

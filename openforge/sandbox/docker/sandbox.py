@@ -333,7 +333,9 @@ class DockerSandbox(Sandbox):
         api = self._p.conn.api
         try:
             since = int(self.created_at) - 1
-            until = int(time.time()) + 1
+            # up to now, to the nanosecond: the daemon streams until `until` has passed, so a whole second rounded
+            # up held every episode's end ~0.9 s (an OOM kill that matters happened before this call)
+            until = f"{time.time():.9f}"
             events = api.events(
                 since=since,
                 until=until,
