@@ -12,3 +12,28 @@ def host_cpu_s() -> float:
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def run_metadata(command: str) -> dict[str, object]:
+    """What a results file records about the run that made it: the command, the commit, the date, and the
+    machine (cores, GPU, load average at the start) -- never a path of the machine it ran on."""
+    import platform
+    import subprocess
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    )
+    return {
+        "command": command,
+        "commit": commit.stdout.strip() + ("+local changes" if dirty.stdout.strip() else ""),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": {
+            "cores": os.cpu_count(),
+            "gpu": None,
+            "platform": platform.platform(),
+            "load_average_start": round(os.getloadavg()[0], 2),
+        },
+    }

@@ -7,6 +7,8 @@ grading (issue 25: the grader against grading in the agent's container).
     # from another checkout, with PYTHONPATH set to it:
     PYTHONPATH=$OTHER python $OTHER/benchmarks/episode_phases.py --concurrency 4 --label before --json /tmp/phases.jsonl
 
+Also `--harness claude-code`; `--summarize RUNS.jsonl --results OUT.json` writes the means over rounds.
+
 Prints one line and appends one JSON object per run: wall seconds of the run, and per episode the means of its
 recorded timings (`total_s`, `setup_s`, `agent_s`, `verify_s`, the grader's `state_copy_s` where there is one).
 """
@@ -18,11 +20,12 @@ import asyncio
 import json
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _machine import host_cpu_s
+from _machine import host_cpu_s, run_metadata
 
 from openforge.models import build_tiny_model
 from openforge.rollout import RolloutConfig, run_rollouts
@@ -41,7 +44,12 @@ def main() -> None:
     ap.add_argument("--label", default="run")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "openforge-episode-phases")
     ap.add_argument("--json", type=Path, default=None, help="append the figures to this JSON-lines file")
+    ap.add_argument("--summarize", type=Path, help="only summarize a --json file's runs into --results")
+    ap.add_argument("--results", type=Path, help="with --summarize: the results file to write")
     args = ap.parse_args()
+    if args.summarize is not None:
+        summarize(args.summarize, args.results)
+        return
     run = args.work / args.label / "run"
     shutil.rmtree(run, ignore_errors=True)
     model = args.work / "model"
@@ -67,7 +75,14 @@ def main() -> None:
         rows = [e.metadata["timings"] for e in store.list_episodes()]
     keys = sorted({k for r in rows for k in r})
     means = {k: round(statistics.mean(r.get(k, 0.0) for r in rows), 3) for k in keys}
-    record = {"label": args.label, "harness": args.harness, "concurrency": args.concurrency, "wall_s": round(wall, 2), "outcomes": outcomes}
+    record = {
+        **run_metadata("python benchmarks/episode_phases.py " + " ".join(sys.argv[1:])),
+        "label": args.label,
+        "harness": args.harness,
+        "concurrency": args.concurrency,
+        "wall_s": round(wall, 2),
+        "outcomes": outcomes,
+    }
     # the whole machine's CPU (this process, the daemon, runc, the containers): what an episode costs it
     record["host_cpu_s_per_episode"] = round(cpu / max(1, len(rows)), 3)
     record["episode_means"] = means
@@ -75,6 +90,31 @@ def main() -> None:
     if args.json is not None:
         with args.json.open("a") as f:
             f.write(json.dumps(record) + "\n")
+
+
+def summarize(runs_file: Path, results: Path | None) -> None:
+    """Means over the rounds of each (label, harness, concurrency): episodes/min, CPU per episode and the
+    per-episode phases; each run's own record (commit, date, machine) kept beside them."""
+    runs = [json.loads(line) for line in runs_file.read_text().splitlines() if line.strip()]
+    groups: dict[str, list[dict]] = {}
+    for r in runs:
+        groups.setdefault(f"{r['label']} / {r.get('harness', 'react')} / C={r['concurrency']}", []).append(r)
+    summary = {}
+    for name, rs in groups.items():
+        episodes = sum(rs[0]["outcomes"].values())
+        phases = sorted({k for r in rs for k in r["episode_means"]})
+        summary[name] = {
+            "rounds": len(rs),
+            "commit": rs[0].get("commit"),
+            "episodes_per_run": episodes,
+            "episodes_per_min": round(statistics.mean(60 * episodes / r["wall_s"] for r in rs), 1),
+            "host_cpu_s_per_episode": round(statistics.mean(r["host_cpu_s_per_episode"] for r in rs), 3),
+            "episode_means": {k: round(statistics.mean(r["episode_means"].get(k, 0.0) for r in rs), 3) for k in phases},
+        }
+        print(name, json.dumps(summary[name]))
+    if results is not None:
+        meta = run_metadata("python benchmarks/episode_phases.py " + " ".join(sys.argv[1:]))
+        results.write_text(json.dumps({**meta, "summary": summary, "runs": runs}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
