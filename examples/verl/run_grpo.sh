@@ -7,6 +7,38 @@ cd "$(dirname "$0")/../.."
 DATA=${DATA:-/data/openforge/verl}
 MODEL=${MODEL:-/data/models/Qwen3-8B}
 NGPUS=${NGPUS:-8}
+# LoRA (OpenForge's `lora:`): LORA_RANK > 0 trains a rank-R adapter (veRL's actor_rollout_ref.model.lora_*; the
+# rollout loads the weights as safetensors, as veRL's LoRA recipe does). 0 trains every weight.
+LORA_RANK=${LORA_RANK:-0}
+LORA_ALPHA=${LORA_ALPHA:-$((2 * LORA_RANK))}
+LORA_TARGETS=${LORA_TARGETS:-all-linear}
+LORA=()
+if [ "$LORA_RANK" -gt 0 ]; then
+  LORA=(
+    actor_rollout_ref.model.lora_rank="$LORA_RANK"
+    actor_rollout_ref.model.lora_alpha="$LORA_ALPHA"
+    actor_rollout_ref.model.target_modules="$LORA_TARGETS"
+    actor_rollout_ref.rollout.load_format=safetensors
+    actor_rollout_ref.rollout.layered_summon=true
+  )
+fi
+# Asynchronous GRPO (OpenForge's `rl.max_staleness: K`): K > 0 runs veRL's v1 colocated asynchronous trainer,
+# drops a group whose trajectories span more than K weight versions (trainer.v1.sampler.max_off_policy_*), and
+# corrects with a truncated token-level importance weight min(pi_old / pi_rollout, C) against the recomputed
+# proximal (old) policy (algorithm.rollout_correction; C = IS_CAP). 0 is veRL's synchronous trainer.
+MAX_STALENESS=${MAX_STALENESS:-0}
+IS_CAP=${IS_CAP:-2.0}
+ASYNC=()
+if [ "$MAX_STALENESS" -gt 0 ]; then
+  ASYNC=(
+    trainer.v1.trainer_mode=colocate_async
+    trainer.v1.sampler.max_off_policy_threshold="$MAX_STALENESS"
+    trainer.v1.sampler.max_off_policy_strategy=drop
+    algorithm.rollout_correction.rollout_is=token
+    algorithm.rollout_correction.rollout_is_threshold="$IS_CAP"
+    algorithm.rollout_correction.bypass_mode=false
+  )
+fi
 
 python3 -m verl.trainer.main_ppo \
   algorithm.adv_estimator=grpo \
@@ -52,4 +84,6 @@ python3 -m verl.trainer.main_ppo \
   trainer.logger='["console"]' \
   trainer.project_name=openforge \
   trainer.experiment_name=grpo-qwen3-8b-harnesses \
+  "${LORA[@]}" \
+  "${ASYNC[@]}" \
   "$@"

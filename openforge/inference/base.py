@@ -113,6 +113,13 @@ class Backend(abc.ABC):
         """Load new weights from a model directory; returns the new policy version."""
         raise NotImplementedError(f"{type(self).__name__} cannot load weights")
 
+    async def load_adapter(self, path: str) -> int:
+        """Serve the LoRA adapter in `path` (PEFT's format) on the base weights from now on, in place of the
+        adapter before it; returns the new policy version. Backends that load merged weights do not."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot load a LoRA adapter: push the merged weights (a model directory)"
+        )
+
     async def close(self) -> None:
         return None
 

@@ -60,7 +60,9 @@ def cache_argument(model: torch.nn.Module) -> str:
     """The forward() keyword for the KV cache: `cache` in transformers 5, `past_key_values` before."""
     name = _CACHE_ARGUMENTS.get(type(model))
     if name is None:
-        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        # a peft model's forward takes **kwargs and hands them on: ask the model it wraps
+        inner = getattr(model, "get_base_model", lambda: model)()
+        name = "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
         _CACHE_ARGUMENTS[type(model)] = name
     return name
 

@@ -55,13 +55,22 @@ class JSONClient:
     async def post(self, path: str, body: dict[str, Any]) -> Any:
         return await self._request("POST", path, body)
 
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+    async def post_text(self, path: str, body: dict[str, Any]) -> str:
+        """POST `body`, answered by plain text (vLLM's admin routes, e.g. /v1/load_lora_adapter)."""
+        return (await self._send("POST", path, body)).text
+
+    async def _send(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
         url = f"{self.base_url}{path}"
         try:
             response = await self._client().request(method, url, json=body)
         except httpx.HTTPError as exc:
             raise self._failure(url, exc) from None
         self._check_status(url, response)
+        return response
+
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        url = f"{self.base_url}{path}"
+        response = await self._send(method, path, body)
         try:
             return response.json()
         except json.JSONDecodeError:

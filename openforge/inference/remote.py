@@ -14,6 +14,12 @@ from openforge.inference.jsonhttp import JSONClient
 StreamStep = Callable[[Any, list[int]], tuple[list[int], list[float], FinishReason | None]]
 
 
+def adapter_name(version: int) -> str:
+    """The name a LoRA adapter is loaded under on vLLM and SGLang: one per policy version (a server caches an
+    adapter by name)."""
+    return f"openforge-policy-{version}"
+
+
 class RemoteBackend(Backend):
     server_name = "the server"
 

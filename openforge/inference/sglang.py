@@ -7,7 +7,10 @@ It posts `{"input_ids": [...], "sampling_params": {...}, "return_logprob": true}
 SGLang's returned logprobs are those of the distribution after temperature (what OpenForge records), unless
 the server runs with SGLANG_RETURN_ORIGINAL_LOGPROB set (then before temperature: leave it unset). The seed
 (`sampling_seed`) is honoured only by servers started with `--enable-deterministic-inference`.
-`load_weights(path)` uses SGLang's documented `/update_weights_from_disk`.
+`load_weights(path)` uses SGLang's documented `/update_weights_from_disk`; `load_adapter(path)` (LoRA, a server
+started with `--enable-lora --max-lora-rank R --lora-target-modules ...`) posts `/load_lora_adapter`
+(`{"lora_name", "lora_path"}`) under a new name per policy version, names it in every `/generate` request
+(`lora_path`) and unloads the one before (`/unload_lora_adapter`).
 
 Streaming (`stream`): the same request with `"stream": true`; SGLang answers server-sent events, each a
 `/generate` answer so far, then `data: [DONE]`. By default each event is cumulative (the whole output so far:
@@ -31,13 +34,18 @@ from openforge.inference.base import (
     SampledToken,
     clamp_max_tokens,
 )
-from openforge.inference.remote import RemoteBackend
+from openforge.inference.remote import RemoteBackend, adapter_name
 
 _FINISH = {"stop": FinishReason.stop, "length": FinishReason.length}
 
 
 def generate_request(
-    prompt_ids: list[int], sampling: SamplingParams, max_new_tokens: int, *, stream: bool = False
+    prompt_ids: list[int],
+    sampling: SamplingParams,
+    max_new_tokens: int,
+    *,
+    stream: bool = False,
+    adapter: str | None = None,
 ) -> dict[str, Any]:
     """The body of `POST /generate` for one token-id prompt."""
     params: dict[str, Any] = {
@@ -54,7 +62,10 @@ def generate_request(
         params["stop"] = list(sampling.stop)
     if sampling.seed is not None:
         params["sampling_seed"] = sampling.seed
-    return {"input_ids": list(prompt_ids), "sampling_params": params, "return_logprob": True, "stream": stream}
+    body = {"input_ids": list(prompt_ids), "sampling_params": params, "return_logprob": True, "stream": stream}
+    if adapter is not None:
+        body["lora_path"] = adapter  # the name it was loaded under
+    return body
 
 
 @overload
@@ -121,6 +132,7 @@ class SGLangBackend(RemoteBackend):
             base_url, max_context=max_context, timeout=timeout, connect_timeout=connect_timeout, api_key=api_key
         )
         self.incremental_stream = False  # learned from the server by connect()
+        self.adapter: str | None = None  # the LoRA adapter requests name, once one is loaded
 
     async def connect(self) -> None:
         if self._server_checked:
@@ -148,7 +160,9 @@ class SGLangBackend(RemoteBackend):
         await self.connect()
         self.check_request(prompt_ids, sampling)
         max_new = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
-        events = self.http.events("/generate", generate_request(prompt_ids, sampling, max_new, stream=True))
+        events = self.http.events(
+            "/generate", generate_request(prompt_ids, sampling, max_new, stream=True, adapter=self.adapter)
+        )
         async for item in self._tokens(events, self._stream_step):
             yield item
 
@@ -166,7 +180,7 @@ class SGLangBackend(RemoteBackend):
         await self.connect()
         self.check_request(prompt_ids, sampling)
         max_new = clamp_max_tokens(len(prompt_ids), sampling, self.max_context)
-        body = await self.http.post("/generate", generate_request(prompt_ids, sampling, max_new))
+        body = await self.http.post("/generate", generate_request(prompt_ids, sampling, max_new, adapter=self.adapter))
         ids, logprobs, finish = parse_generate(body)
         return GenerationResult(
             output_ids=ids, logprobs=logprobs, finish_reason=finish, policy_version=self.policy_version
@@ -178,6 +192,18 @@ class SGLangBackend(RemoteBackend):
             message = body.get("message") if isinstance(body, dict) else body
             raise BackendError(f"SGLang could not load weights from {path}: {message}")
         self.policy_version += 1
+        return self.policy_version
+
+    async def load_adapter(self, path: str) -> int:
+        name = adapter_name(self.policy_version + 1)
+        body = await self.http.post("/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
+        if not (isinstance(body, dict) and body.get("success")):
+            message = (body.get("error_message") or body.get("message")) if isinstance(body, dict) else body
+            raise BackendError(f"SGLang could not load the LoRA adapter {path}: {message}")
+        old, self.adapter = self.adapter, name
+        self.policy_version += 1
+        if old is not None:  # nothing is in flight on it: the proxy is paused while weights change
+            await self.http.post("/unload_lora_adapter", {"lora_name": old})
         return self.policy_version
 
     async def close(self) -> None:

@@ -22,6 +22,11 @@ server-sent events, one `CompletionStreamResponse` per step, whose `choices[0]` 
 `token_ids` and their `logprobs.token_logprobs`, and on the last one the `finish_reason`; then `data: [DONE]`.
 A failure mid-stream is a `data: {"error": ...}` event.
 
+LoRA (`load_adapter`): the adapter directory goes to `POST /v1/load_lora_adapter` (`{"lora_name", "lora_path"}`,
+a server started with `--enable-lora --max-lora-rank R` and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`) under a new
+name per policy version; requests then name it as their `model`, and the previous adapter is unloaded
+(`/v1/unload_lora_adapter`). The proxy is paused while this happens, so no call is in flight on the old one.
+
 Untested against a real vLLM server until a GPU run exists; the parsers are tested against vLLM response
 bodies and streams in vLLM's schema (tests/fixtures/vllm/, whose README says which are captured and which are
 constructed) and the client against `openforge serve-model`, which speaks this subset of vLLM's API.
@@ -40,7 +45,7 @@ from openforge.inference.base import (
     SampledToken,
     clamp_max_tokens,
 )
-from openforge.inference.remote import RemoteBackend
+from openforge.inference.remote import RemoteBackend, adapter_name
 
 _FINISH = {"stop": FinishReason.stop, "length": FinishReason.length}
 
@@ -155,12 +160,14 @@ class VLLMBackend(RemoteBackend):
             base_url, max_context=max_context, timeout=timeout, connect_timeout=connect_timeout, api_key=api_key
         )
         self.model = model
+        self.adapter: str | None = None  # the LoRA adapter requests name, once one is loaded
 
     async def _served_model(self) -> str:
-        """The model name requests carry: the one given, or the server's first (learned by `connect`)."""
+        """The model name requests carry: the loaded LoRA adapter's, else the one given, else the server's
+        first (learned by `connect`)."""
         await self.connect()
         assert self.model is not None  # connect() has set it, or raised
-        return self.model
+        return self.adapter or self.model
 
     async def connect(self) -> None:
         """Ask the server for its model name and context length (done once, before the first call)."""
@@ -214,6 +221,16 @@ class VLLMBackend(RemoteBackend):
             "or train with veRL, whose server manager updates the rollout weights in place. "
             "(The sglang backend can reload from a directory: /update_weights_from_disk.)"
         )
+
+    async def load_adapter(self, path: str) -> int:
+        await self.connect()
+        name = adapter_name(self.policy_version + 1)
+        await self.http.post_text("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
+        old, self.adapter = self.adapter, name
+        self.policy_version += 1
+        if old is not None:  # nothing is in flight on it: the proxy is paused while weights change
+            await self.http.post_text("/v1/unload_lora_adapter", {"lora_name": old})
+        return self.policy_version
 
     async def close(self) -> None:
         await self.http.aclose()

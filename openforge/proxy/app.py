@@ -266,8 +266,12 @@ def admin_api(service: ProxyService, admin_token: str) -> Starlette:
         path = data.get("path")
         if not isinstance(path, str) or not path:
             raise ValueError('"path" (a model directory) is required')
+        adapter = data.get("adapter", False)
+        if not isinstance(adapter, bool):
+            raise ValueError('"adapter" is true (path is a LoRA adapter in PEFT\'s format) or false')
         try:
-            version = await service.backend.load_weights(path)
+            backend = service.backend
+            version = await (backend.load_adapter(path) if adapter else backend.load_weights(path))
         except NotImplementedError as e:
             return JSONResponse({"error": str(e)}, status_code=409)
         except (OSError, ValueError) as e:

@@ -151,12 +151,14 @@ class RunningProxy:
         self.service.registry.end(episode_id)
         self.service.forget(episode_id)
 
-    async def swap_weights(self, checkpoint_dir: str) -> int:
+    async def swap_weights(self, checkpoint_dir: str, adapter: bool = False) -> int:
         """Load new weights into the backend with no call in flight (new calls wait, they do not fail); the
-        proxy serves again whatever happens. Returns the new policy version."""
+        proxy serves again whatever happens. Returns the new policy version. `adapter`: `checkpoint_dir` is a
+        LoRA adapter (PEFT's format) for a backend that serves adapters (vLLM, SGLang)."""
         await self.service.gate.close()  # returns once calls in flight have drained
         try:
-            return await self.service.backend.load_weights(checkpoint_dir)
+            backend = self.service.backend
+            return await (backend.load_adapter(checkpoint_dir) if adapter else backend.load_weights(checkpoint_dir))
         finally:
             self.service.gate.open()
 

@@ -6,6 +6,11 @@
       trainer_state.pt      optimizer state, step, RNG states (torch.load(weights_only=True) can read it)
       trainer_state.json    step and notes, readable without torch
 
+A LoRA model (peft) writes its adapter in PEFT's own format instead, into out_dir/adapter/
+(adapter_config.json, adapter_model.safetensors: `PeftModel.from_pretrained(base, out_dir / "adapter")` loads
+it), and with `merged=True` the merged weights at the top (config.json, model.safetensors: a model directory
+again). `lora.py` says why the adapter has a directory of its own.
+
 Such a directory is what `openforge proxy --model`, `ModelDir`, the embedded backend's weight swap and vLLM
 load. It is written into a temporary sibling and renamed into place, so a crash mid-save never leaves a
 half-written checkpoint where a resume would look.
@@ -29,6 +34,8 @@ from openforge.models import ModelDir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
+
+    from openforge.train.lora import Policy
 
 TRAINER_STATE = "trainer_state.pt"
 TRAINER_STATE_JSON = "trainer_state.json"
@@ -64,26 +71,36 @@ def _template_path(model_dir_template: ModelDir | str | Path) -> Path:
 
 
 def save_checkpoint(
-    model: PreTrainedModel,
+    model: Policy,
     model_dir_template: ModelDir | str | Path,
     out_dir: str | Path,
     optimizer: torch.optim.Optimizer | None = None,
     step: int = 0,
     extra: dict[str, Any] | None = None,
+    merged: bool = False,
 ) -> Path:
     """Write `model` as a model directory at `out_dir` (replacing one already there), tokenizer files from
-    `model_dir_template`, and the trainer state. `extra`: small JSON-able notes (run id, metrics)."""
+    `model_dir_template`, and the trainer state. `extra`: small JSON-able notes (run id, metrics). A LoRA model:
+    its adapter, and with `merged` the merged weights too (the module docstring)."""
+    from openforge.train.lora import adapter_dir, is_peft, merged_model
+
     template = _template_path(model_dir_template)
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     tmp.chmod(0o755)  # mkdtemp makes it private; a server running as another user must read the checkpoint
     try:
-        model.save_pretrained(tmp)
+        adapter = is_peft(model)
+        if adapter:
+            model.save_pretrained(str(adapter_dir(tmp)))  # peft's format: the adapter alone
+            if merged:
+                merged_model(model).save_pretrained(str(tmp))
+        else:
+            model.save_pretrained(str(tmp))
         for name in TOKENIZER_FILES:
             if (template / name).is_file():
                 shutil.copy2(template / name, tmp / name)
-        if not (tmp / "model.safetensors").is_file():
+        if (not adapter or merged) and not (tmp / "model.safetensors").is_file():
             raise CheckpointError(
                 f"saving wrote no model.safetensors (got {sorted(p.name for p in tmp.iterdir())}); "
                 "sharded checkpoints are not supported for models this small"

@@ -9,6 +9,7 @@
     max_new_tokens: 256               # per model call, every episode of the run (EpisodeSettings)
     sft: {teacher: oracle, demos: 32, steps: 100}     # optional
     rl: {steps: 20, prompts: 8, group: 4, eval_every: 5}
+    lora: {rank: 8, alpha: 16, target_modules: [q_proj, v_proj]}   # optional: SFT and GRPO train an adapter
     loggers: [tensorboard, {kind: wandb, project: my-team}]   # RUN/metrics.jsonl is always written
 
 Where and how the run's episodes run (harness options, sandbox, image map, token cap, attempts, proxy, ...) are
@@ -29,7 +30,7 @@ from openforge.faults import FaultSpec, parse_fault_spec
 from openforge.models.tiny import TinyModelSpec
 from openforge.rollout.settings import EpisodeSettings, HarnessNames, TaskValidationSettings
 from openforge.tasks.images import DEFAULT_IMAGE_MAP
-from openforge.train.trainer_config import GRPOConfig, SFTConfig, SFTOptimization
+from openforge.train.trainer_config import GRPOConfig, LoRASettings, SFTConfig, SFTOptimization
 
 if TYPE_CHECKING:
     from openforge.harness.react import ReactAdapter
@@ -178,6 +179,8 @@ class TrainConfig(EpisodeSettings, TaskValidationSettings):
     eval_harnesses: HarnessNames | None = None
     sft: SFTSettings | None = None
     rl: RLSettings = Field(default_factory=RLSettings)
+    # SFT and GRPO train a LoRA adapter (`LoRASettings`); the run's checkpoints hold it and the merged weights
+    lora: LoRASettings | None = None
     evaluation: Literal["curve", "policies"] = "curve"
     loggers: list[LoggerSettings] = Field(default_factory=list)
     faults: FaultSettings | None = None

@@ -21,6 +21,7 @@ from torch import nn
 from openforge.core.records import Sample
 from openforge.train.advantages import group_advantages, group_indices, groups_with_signal
 from openforge.train.batching import collate, micro_batches
+from openforge.train.lora import trainable_parameters
 from openforge.train.losses import clipped_policy_loss, token_logprobs
 from openforge.train.trainer_config import GRPOConfig
 
@@ -62,7 +63,7 @@ class GRPOTrainer:
         self.config = config or GRPOConfig()
         self.pad_id = pad_id
         self.optimizer = optimizer or torch.optim.AdamW(
-            model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay
+            trainable_parameters(model), lr=self.config.lr, weight_decay=self.config.weight_decay
         )
         self.step_count = step_count
 

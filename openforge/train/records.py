@@ -51,6 +51,7 @@ class StepRecord(BaseModel):
     no_signal_groups: int = 0
     no_signal_episodes: int = 0
     no_signal_seconds: float = 0.0
+    lora: bool = False  # the update trained a LoRA adapter (`lora:`), not every weight
 
 
 class EvalRecord(BaseModel):

@@ -83,6 +83,7 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
         "eval_harnesses": list(ctx.config.heldout_harnesses),
         "episode_path": "in-process" if ctx.config.in_process else "orchestrator",
         "sandbox": ctx.sandbox_used,
+        "lora": ctx.config.lora.model_dump() if ctx.config.lora else None,
         "heldout_instances": len(ctx.data.heldout_ids),
         "heldout_task_ids": list(ctx.data.heldout_ids),
         "teacher_episodes": (ctx.sft or {}).get("teacher_episodes"),

@@ -28,13 +28,14 @@ from openforge.rollout.family import run_family_episodes
 from openforge.rollout.orchestrator import plan, run_label, run_slots
 from openforge.sandbox import SandboxProvider
 from openforge.train.assemble import assemble_run
-from openforge.train.checkpoint import load_checkpoint, read_trainer_state, save_checkpoint
+from openforge.train.checkpoint import read_trainer_state, restore_rng, save_checkpoint
 from openforge.train.context import RunContext
 from openforge.train.data import step_instances, step_tasks
 from openforge.train.difficulty import DifficultyTracker, no_signal_cost, task_results
 from openforge.train.errors import TrainInterrupted
 from openforge.train.evaluation import evaluate
 from openforge.train.grpo import GRPOTrainer
+from openforge.train.lora import trainable_model
 from openforge.train.progress import progress_bar
 from openforge.train.records import (
     EVALS_FILE,
@@ -51,14 +52,14 @@ from openforge.train.stored import stored_episode
 from openforge.train.weights_sync import push_weights_in_process
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from openforge.train.lora import Policy
 
 RL_DIR = "rl"  # under RUN/checkpoints
 
 
 @dataclass
 class RLState:
-    model: PreTrainedModel
+    model: Policy
     trainer: GRPOTrainer
     serve: Path  # what the proxy serves first
     next_step: int
@@ -103,15 +104,17 @@ def restore_or_start(ctx: RunContext, start: Path, resume: bool) -> RLState:
     pad = ModelDir(ctx.model_path).pad_token_id
     grpo = rl.grpo_config()
     if resume and (rl_path / "model.safetensors").is_file():
-        model, optimizer_state, count = load_checkpoint(rl_path)
-        trainer = GRPOTrainer(model, grpo, pad_id=pad, step_count=count)
-        if optimizer_state is not None:
-            trainer.optimizer.load_state_dict(optimizer_state)
-        next_step = int(read_trainer_state(rl_path).extra.get("rl_step", 0))
+        saved = read_trainer_state(rl_path)
+        model = trainable_model(ctx.model_path, ctx.config.lora, rl_path)
+        restore_rng(saved)  # after loading, which may draw from them
+        trainer = GRPOTrainer(model, grpo, pad_id=pad, step_count=saved.step)
+        if saved.optimizer is not None:
+            trainer.optimizer.load_state_dict(saved.optimizer)
+        next_step = int(saved.extra.get("rl_step", 0))
         serve = rl_path
         ctx.console.print(f"resuming after RL step {next_step - 1} from {rl_path}")
     else:
-        model = ModelDir(start).load_model()
+        model = trainable_model(ctx.model_path, ctx.config.lora, start)
         trainer, next_step, serve = GRPOTrainer(model, grpo, pad_id=pad), 0, start
     # records past the checkpoint (a crash between the two writes) are dropped: those steps run again; the
     # policies' evaluation is done again at the end
@@ -217,6 +220,7 @@ async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> St
         state.trainer.optimizer,
         state.trainer.step_count,
         extra={"rl_step": step + 1},
+        merged=True,  # with LoRA: the engine loads the merged weights
     )
     version = await push_weights_in_process(env.proxy, rl_path)
     graded = [e.reward for e in episodes if e.reward is not None]
@@ -246,6 +250,7 @@ async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> St
         no_signal_groups=idle.groups,
         no_signal_episodes=idle.episodes,
         no_signal_seconds=idle.seconds,
+        lora=ctx.config.lora is not None,
     )
 
 

@@ -18,6 +18,7 @@ from torch import nn
 
 from openforge.core.records import Sample
 from openforge.train.batching import collate, micro_batches
+from openforge.train.lora import trainable_parameters
 from openforge.train.losses import sft_loss, token_logprobs
 from openforge.train.trainer_config import SFTConfig
 
@@ -61,7 +62,7 @@ class SFTTrainer:
         self.config = config
         self.pad_id = pad_id
         self.optimizer = optimizer or torch.optim.AdamW(
-            model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+            trainable_parameters(model), lr=config.lr, weight_decay=config.weight_decay
         )
         self.step_count = 0
         self.losses: list[float] = []

@@ -19,6 +19,7 @@ from openforge.train.checkpoint import save_checkpoint
 from openforge.train.config import SFTSettings
 from openforge.train.context import RunContext
 from openforge.train.errors import TrainError
+from openforge.train.lora import trainable_model
 from openforge.train.progress import progress_bar
 from openforge.train.rerender import RerenderError, rerender_calls
 from openforge.train.sft import SFTTrainer
@@ -27,7 +28,7 @@ from openforge.train.teacher import check_teacher_tokenizer
 from openforge.train.teacher_selection import TeacherSelection, select_teacher_episodes
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from openforge.train.lora import Policy
 
 SFT_DIR, MORE_SFT_DIR = "sft", "sft-more"  # under RUN/checkpoints
 
@@ -73,7 +74,7 @@ def sft_stage(ctx: RunContext, teacher_episodes: int) -> Path:
             f"{ctx.run / 'teacher'} (`openforge export` lists its calls), or drop the `sft:` block"
         )
     model_dir = ModelDir(ctx.model_path)
-    model = model_dir.load_model()
+    model = trainable_model(ctx.model_path, ctx.config.lora)
     trainer = train_sft(model, model_dir, demos, settings, settings.steps, ctx.config.seed, "SFT", ctx.console)
     ctx.sft = {
         "samples": len(demos),
@@ -87,7 +88,13 @@ def sft_stage(ctx: RunContext, teacher_episodes: int) -> Path:
         "seconds_per_step": statistics.mean(trainer.step_seconds),
     }
     out = save_checkpoint(
-        model, ctx.model_path, ctx.run / "checkpoints" / SFT_DIR, trainer.optimizer, trainer.step_count, extra=ctx.sft
+        model,
+        ctx.model_path,
+        ctx.run / "checkpoints" / SFT_DIR,
+        trainer.optimizer,
+        trainer.step_count,
+        extra=ctx.sft,
+        merged=True,  # a LoRA run serves and evaluates it
     )
     ctx.console.print(
         f"SFT on {len(demos)} successful teacher samples ({ctx.sft['trained_tokens']} trained "
@@ -97,7 +104,7 @@ def sft_stage(ctx: RunContext, teacher_episodes: int) -> Path:
 
 
 def train_sft(
-    model: PreTrainedModel,
+    model: Policy,
     model_dir: ModelDir,
     demos: list[Sample],
     settings: SFTSettings,
@@ -128,9 +135,14 @@ def more_sft(ctx: RunContext, sft_path: Path, seconds: float) -> Path:
     steps = max(1, round(seconds / pace))
     demos, _, _ = teacher_demos(ctx)
     model_dir = ModelDir(ctx.model_path)
-    model = ModelDir(sft_path).load_model()
+    model = trainable_model(ctx.model_path, ctx.config.lora, sft_path)
     trainer = train_sft(model, model_dir, demos, settings, steps, ctx.config.seed + 1, "more SFT", ctx.console)
     ctx.console.print(f"{steps} more SFT steps (GRPO's {seconds:.0f} s at {pace:.2f} s per SFT step)")
     return save_checkpoint(
-        model, ctx.model_path, ctx.run / "checkpoints" / MORE_SFT_DIR, trainer.optimizer, trainer.step_count
+        model,
+        ctx.model_path,
+        ctx.run / "checkpoints" / MORE_SFT_DIR,
+        trainer.optimizer,
+        trainer.step_count,
+        merged=True,
     )

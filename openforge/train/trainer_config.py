@@ -1,4 +1,5 @@
-"""The trainers' settings, without torch: `SFTConfig` (`sft.SFTTrainer`) and `GRPOConfig` (`grpo.GRPOTrainer`).
+"""The trainers' settings, without torch: `SFTConfig` (`sft.SFTTrainer`), `GRPOConfig` (`grpo.GRPOTrainer`) and
+`LoRASettings` (`lora.py`: what both train when set).
 
 A training run's `sft:` and `rl:` blocks (`openforge.train.config`) extend them, so each knob is declared once,
 with one default, whether a trainer is built in Python or from a run's YAML.
@@ -65,3 +66,26 @@ class GRPOConfig(BaseModel):
     def grpo_config(self) -> GRPOConfig:
         """These settings alone (of a run's `rl:` block, which extends them)."""
         return GRPOConfig.model_validate(self.model_dump(include=set(GRPOConfig.model_fields)))
+
+
+class LoRASettings(BaseModel):
+    """Train a LoRA adapter (peft) instead of every weight, in SFT and GRPO: rank `rank`, scale `alpha` / `rank`,
+    on the linear layers named in `target_modules` (module-name suffixes, peft's matching: `q_proj` matches
+    every layer's), `dropout` on the adapter's input. Checkpoints hold the adapter in PEFT's format
+    (adapter_config.json, adapter_model.safetensors; `PeftModel.from_pretrained` loads it) and, when asked
+    (`save_checkpoint(merged=True)`), the merged weights too — a training run asks for its own checkpoints,
+    which it serves and evaluates."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int = Field(default=8, ge=1)
+    alpha: int = Field(default=16, ge=1)
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1)
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _names(self) -> LoRASettings:
+        blank = [name for name in self.target_modules if not name.strip()]
+        if blank:
+            raise ValueError("lora.target_modules holds an empty name: list module names such as q_proj, v_proj")
+        return self

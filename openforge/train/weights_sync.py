@@ -9,6 +9,9 @@ is sent whatever happened in between: a failed load must not leave every harness
     version = await push_weights_in_process(running_proxy, checkpoint_dir)                 # same process
 
 The path is read by the proxy's backend, so it must name the directory as the proxy's machine sees it.
+`adapter=True`: the path is a LoRA adapter in PEFT's format, which a vLLM or SGLang backend loads through its
+LoRA-loading API (`Backend.load_adapter`); the embedded engine takes merged weights instead (a LoRA run's
+checkpoints carry both: `checkpoint.save_checkpoint(merged=True)`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ def _checked(response: httpx.Response, stage: str) -> dict:
     return response.json()
 
 
+def _load_body(path: str, adapter: bool) -> dict:
+    return {"path": path, "adapter": True} if adapter else {"path": path}
+
+
 def _version(data: dict, path: str) -> int:
     version = data.get("policy_version")
     if not isinstance(version, int):
@@ -78,7 +85,11 @@ def _finish(version: int | None, failure: BaseException | None, resume_failure: 
 
 
 def push_weights(
-    admin_url: str, admin_token: str, checkpoint_dir: str | Path, timeout_s: float = DEFAULT_TIMEOUT_S
+    admin_url: str,
+    admin_token: str,
+    checkpoint_dir: str | Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    adapter: bool = False,
 ) -> int:
     """Pause the proxy, load `checkpoint_dir` into its backend, resume; return the new policy version."""
     path = str(checkpoint_dir)
@@ -88,7 +99,8 @@ def push_weights(
     with httpx.Client(transport=transport, **client_kwargs) as client:
         try:
             _checked(client.post("/admin/pause"), "pause")
-            version = _version(_checked(client.post("/admin/weights", json={"path": path}), f"loading {path}"), path)
+            response = client.post("/admin/weights", json=_load_body(path, adapter))
+            version = _version(_checked(response, f"loading {path}"), path)
         except (WeightSyncError, httpx.HTTPError, ValueError) as e:
             failure = e
         finally:
@@ -100,7 +112,11 @@ def push_weights(
 
 
 async def apush_weights(
-    admin_url: str, admin_token: str, checkpoint_dir: str | Path, timeout_s: float = DEFAULT_TIMEOUT_S
+    admin_url: str,
+    admin_token: str,
+    checkpoint_dir: str | Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    adapter: bool = False,
 ) -> int:
     """`push_weights` for callers inside an event loop (the blocking one would stall it)."""
     path = str(checkpoint_dir)
@@ -110,7 +126,7 @@ async def apush_weights(
     async with httpx.AsyncClient(transport=transport, **client_kwargs) as client:
         try:
             _checked(await client.post("/admin/pause"), "pause")
-            response = await client.post("/admin/weights", json={"path": path})
+            response = await client.post("/admin/weights", json=_load_body(path, adapter))
             version = _version(_checked(response, f"loading {path}"), path)
         except (WeightSyncError, httpx.HTTPError, ValueError) as e:
             failure = e
@@ -122,13 +138,13 @@ async def apush_weights(
     return _finish(version, failure, resume_failure)
 
 
-async def push_weights_in_process(proxy: RunningProxy, checkpoint_dir: str | Path) -> int:
+async def push_weights_in_process(proxy: RunningProxy, checkpoint_dir: str | Path, adapter: bool = False) -> int:
     """The same protocol on a proxy in this process (`RunningProxy.swap_weights`). Must run on the proxy's
     event loop."""
     path = str(checkpoint_dir)
     version = failure = None
     try:
-        version = await proxy.swap_weights(path)  # the proxy serves again whatever happens
+        version = await proxy.swap_weights(path, adapter=adapter)  # the proxy serves again whatever happens
     except Exception as e:  # noqa: BLE001 — any failure is reported, after resuming
         failure = WeightSyncError(f"loading {path} failed: {type(e).__name__}: {e}")
     return _finish(version, failure, None)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 from openforge.core import FinishReason, SamplingParams
@@ -263,6 +263,8 @@ def recorded_server(routes: dict[str, tuple[int, object]], seen: list | None = N
             seen.append((path, await request.json()))
         await asyncio.sleep(delay)
         status, body = routes[f"/{path}"]
+        if isinstance(body, str):  # vLLM's admin routes answer plain text
+            return PlainTextResponse(body, status_code=status)
         return JSONResponse(body, status_code=status)
 
     return Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST"])])
@@ -330,6 +332,75 @@ async def test_sglang_client_against_recorded_server():
         assert body["return_logprob"] is True and body["sampling_params"]["stop_token_ids"] == [151645]
         assert body["sampling_params"]["skip_special_tokens"] is False and body["sampling_params"]["sampling_seed"] == 8
         assert await client.load_weights("/models/step-10") == 1 and seen[-1][1] == {"model_path": "/models/step-10"}
+        await client.close()
+
+
+# ---- LoRA adapters through vLLM's and SGLang's LoRA-loading APIs -----------------------------------------------
+
+
+async def test_vllm_loads_each_adapter_under_a_new_name_and_requests_name_it():
+    seen: list = []
+    routes = {
+        "/v1/models": (200, fixture("vllm/models.json")),
+        "/v1/completions": (200, fixture("vllm/completions_token_ids.json")),
+        # vLLM's answers (vllm/entrypoints/openai/api_server.py): plain text, status 200
+        "/v1/load_lora_adapter": (200, "Success: LoRA adapter 'openforge-policy-1' added successfully."),
+        "/v1/unload_lora_adapter": (200, "Success: LoRA adapter 'openforge-policy-1' removed successfully."),
+    }
+    with ServerThread(recorded_server(routes, seen)) as server:
+        client = VLLMBackend(server.url)
+        assert await client.load_adapter("/ckpt/rl/adapter") == 1
+        assert seen[-1] == (
+            "v1/load_lora_adapter",
+            {"lora_name": "openforge-policy-1", "lora_path": "/ckpt/rl/adapter"},
+        )
+        await client.generate([1, 2, 3], SamplingParams(max_tokens=6), CTX)
+        assert seen[-1][0] == "v1/completions" and seen[-1][1]["model"] == "openforge-policy-1"
+        assert await client.load_adapter("/ckpt/rl/adapter") == 2
+        assert seen[-2:] == [
+            ("v1/load_lora_adapter", {"lora_name": "openforge-policy-2", "lora_path": "/ckpt/rl/adapter"}),
+            ("v1/unload_lora_adapter", {"lora_name": "openforge-policy-1"}),
+        ]
+        await client.generate([1, 2, 3], SamplingParams(max_tokens=6), CTX)
+        assert seen[-1][1]["model"] == "openforge-policy-2"
+        await client.close()
+    routes["/v1/load_lora_adapter"] = (400, {"error": {"message": "LoRA is not enabled: start with --enable-lora"}})
+    with ServerThread(recorded_server(routes)) as server:
+        client = VLLMBackend(server.url)
+        with pytest.raises(InvalidRequestError, match="--enable-lora"):
+            await client.load_adapter("/ckpt/rl/adapter")
+        assert client.policy_version == 0 and client.adapter is None
+        await client.close()
+
+
+async def test_sglang_loads_each_adapter_under_a_new_name_and_requests_name_it():
+    seen: list = []
+    routes = {
+        "/get_server_info": (200, fixture("sglang/server_info.json")),
+        "/generate": (200, fixture("sglang/generate_logprobs_length.json")),
+        # SGLang's LoadLoRAAdapterReqOutput / UnloadLoRAAdapterReqOutput
+        "/load_lora_adapter": (200, {"success": True, "error_message": "", "loaded_adapters": {}}),
+        "/unload_lora_adapter": (200, {"success": True, "error_message": "", "loaded_adapters": {}}),
+    }
+    with ServerThread(recorded_server(routes, seen)) as server:
+        client = SGLangBackend(server.url)
+        sampling = SamplingParams(max_tokens=6)
+        await client.generate([1, 2, 3], sampling, CTX)
+        assert "lora_path" not in seen[-1][1]  # the base weights until an adapter is loaded
+        assert await client.load_adapter("/ckpt/rl/adapter") == 1
+        assert seen[-1] == ("load_lora_adapter", {"lora_name": "openforge-policy-1", "lora_path": "/ckpt/rl/adapter"})
+        await client.generate([1, 2, 3], sampling, CTX)
+        assert seen[-1] == ("generate", generate_request([1, 2, 3], sampling, 6, adapter="openforge-policy-1"))
+        assert seen[-1][1]["lora_path"] == "openforge-policy-1"
+        assert await client.load_adapter("/ckpt/rl/adapter") == 2
+        assert seen[-1] == ("unload_lora_adapter", {"lora_name": "openforge-policy-1"})
+        await client.close()
+    routes["/load_lora_adapter"] = (200, {"success": False, "error_message": "LoRA is not enabled"})
+    with ServerThread(recorded_server(routes)) as server:
+        client = SGLangBackend(server.url)
+        with pytest.raises(BackendError, match="LoRA adapter /a: LoRA is not enabled"):
+            await client.load_adapter("/a")
+        assert client.policy_version == 0 and client.adapter is None
         await client.close()
 
 

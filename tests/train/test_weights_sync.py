@@ -145,6 +145,12 @@ async def test_failed_load_resumes_and_reports(tmp_path, checkpoints):
         with pytest.raises(WeightSyncError, match="loading .*nowhere"):
             await push_weights_in_process(proxy, tmp_path / "nowhere")
         assert not proxy.service.gate.paused
+        # an adapter goes to backends with a LoRA-loading API; the embedded engine takes merged weights
+        with pytest.raises(WeightSyncError, match="HTTP 409: EmbeddedBackend cannot load a LoRA adapter.*merged"):
+            await apush_weights(proxy.admin_url, proxy.admin_token, new_dir, adapter=True)
+        with pytest.raises(WeightSyncError, match="cannot load a LoRA adapter"):
+            await push_weights_in_process(proxy, new_dir, adapter=True)
+        assert not proxy.service.gate.paused and proxy.service.backend.policy_version == 0
 
         assert await asyncio.to_thread(push_weights, proxy.admin_url, proxy.admin_token, new_dir) == 1
         assert await push_weights_in_process(proxy, old_dir) == 2
