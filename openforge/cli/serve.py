@@ -65,6 +65,9 @@ def proxy(
     temperature: float | None = typer.Option(
         None, help="Sample every call at this temperature (default: as requested)."
     ),
+    top_p: float | None = typer.Option(
+        None, "--top-p", help="Sample every call with this nucleus mass, 0 < p <= 1 (default: as requested)."
+    ),
     option: ProxyOptionOpt = None,
 ) -> None:
     """Run the recording proxy: harnesses call it as Anthropic / OpenAI; every call is served and recorded."""
@@ -85,6 +88,7 @@ def proxy(
             "served_model": served_model,
             "max_new_tokens": max_new_tokens,
             "temperature": temperature,
+            "top_p": top_p,
         },
         ProxyConfig,
         "options",

@@ -39,6 +39,8 @@ async def serve_message_call(
     update: dict[str, float] = {"max_tokens": min(conversation.sampling.max_tokens, settings.max_new_tokens)}
     if settings.temperature is not None:
         update["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        update["top_p"] = settings.top_p
     sampling = conversation.sampling.model_copy(update=update)
     index = service.registry.next_index(episode.id)
     await asyncio.to_thread(service.registry.mark_running, episode)

@@ -414,6 +414,8 @@ class ProxyService:
         update: dict[str, float] = {"max_tokens": max(1, min(requested.max_tokens, self.settings.max_new_tokens, room))}
         if self.settings.temperature is not None:
             update["temperature"] = self.settings.temperature
+        if self.settings.top_p is not None:
+            update["top_p"] = self.settings.top_p
         return requested.model_copy(update=update)
 
     def _segments_used(self, episode_id: str) -> int:

@@ -25,6 +25,7 @@ class ProxySettings(BaseModel):
     max_new_tokens: int = Field(default=DEFAULT_MAX_NEW_TOKENS, ge=1)
     generation_timeout_s: float = Field(default=600.0, gt=0)
     temperature: float | None = Field(default=None, ge=0.0)  # sample every call at this temperature (training)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)  # and with this nucleus mass (None: as requested)
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1)
     # No harness session comes near this; a request past it is hostile or broken, and rendering it would
     # only burn CPU before failing on the context length.
@@ -45,7 +46,7 @@ class ProxySettings(BaseModel):
 
 
 # What a run sets on its proxy itself (from its own options): not overridable through `proxy_options`.
-RUN_OWNED_SETTINGS = frozenset({"max_new_tokens", "temperature"})
+RUN_OWNED_SETTINGS = frozenset({"max_new_tokens", "temperature", "top_p"})
 
 
 class ProxyOptions(TypedDict, total=False):
@@ -77,7 +78,8 @@ def check_proxy_options(options: Mapping[str, object]) -> ProxyOptions:
     owned = sorted(RUN_OWNED_SETTINGS & set(options))
     if owned:
         raise ValueError(
-            f"{', '.join(owned)}: set with the run's own option (max_new_tokens, temperature), not in proxy_options"
+            f"{', '.join(owned)}: set with the run's own option (max_new_tokens, temperature, top_p), not in "
+            "proxy_options"
         )
     unknown = sorted(set(options) - set(ProxySettings.model_fields))
     if unknown:

@@ -20,7 +20,8 @@ class RolloutConfig(EpisodeSettings, TaskValidationSettings):
     - `harnesses`: harness names (`react`, `claude-code`, `codex`, `openclaw`); several are mixed in one run.
     - `samples`: episodes per (task, harness); `concurrency`: episodes at once.
     - `model`, `backend`: what the run's proxy serves; `run`: the run directory; `resume`: skip finished slots.
-    - `temperature`: sample every call at this temperature (None: as each request asks).
+    - `temperature`, `top_p`: sample every call at this temperature / nucleus mass (None: as each request asks);
+      what a call was sampled with is recorded on it (`sampling`).
     - `faults`: faults injected into the episodes' environments (`openforge.faults.spec`: a spec like
       `transient:0.3,missing_dir:0.2` or its mapping); recorded on each episode.
     - `step`: the training step the episodes belong to (GRPO groups are (step, task, harness)).
@@ -38,6 +39,7 @@ class RolloutConfig(EpisodeSettings, TaskValidationSettings):
     split: Literal["train", "heldout"] | None = None
     task_ids: list[str] | None = None
     temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
     resume: bool = False
     step: int = 0
     faults: FaultSpec | None = None

