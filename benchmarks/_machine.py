@@ -14,9 +14,9 @@ def host_cpu_s() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def run_metadata(command: str) -> dict[str, object]:
-    """What a results file records about the run that made it: the command, the commit, the date, and the
-    machine (cores, GPU, load average at the start) -- never a path of the machine it ran on."""
+def run_metadata(command: str, configuration: object = "the command's options") -> dict[str, object]:
+    """What a results file records about the run that made it: the command, the commit, the date, the machine
+    (cores, GPU, load average at the start) and the configuration -- never a path of the machine it ran on."""
     import platform
     import subprocess
     import time
@@ -30,6 +30,7 @@ def run_metadata(command: str) -> dict[str, object]:
         "command": command,
         "commit": commit.stdout.strip() + ("+local changes" if dirty.stdout.strip() else ""),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "configuration": configuration,
         "machine": {
             "cores": os.cpu_count(),
             "gpu": None,

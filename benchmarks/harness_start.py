@@ -1,12 +1,12 @@
 """Where Claude Code's time before its first model request goes, and what its own settings can remove.
 
 Runs the bundle's Claude Code against the loopback stub (`openforge.harness.smoke`, in its own network
-namespace) ROUNDS times per variant, interleaved (order rotated each round): the launch OpenForge uses, and the same launch with settings
-and environment variables that skip start-up work (the IDE probe, spinner tips, ...). Per variant: the median
-seconds of the whole run (start to exit; the stub answers at once) and whether the requests it sent are
-byte-identical to the plain launch's once the per-run random ids (`metadata.user_id`: device and session ids)
-are set aside. One more run with Claude Code's own start-up profiler (`CLAUDE_CODE_PROFILE_STARTUP=1`) gives the
-phases of its start.
+namespace) ROUNDS times per variant, interleaved (order rotated each round): the launch OpenForge uses, and
+the same launch with settings and environment variables that skip start-up work (the IDE probe, spinner tips).
+Per variant: the median seconds of the whole run (start to exit; the stub answers at once) and whether the
+requests it sent are byte-identical to the plain launch's once the per-run random ids (`metadata.user_id`:
+device and session ids) are set aside. One more run with Claude Code's own start-up profiler
+(`CLAUDE_CODE_PROFILE_STARTUP=1`) gives the phases of its start.
 
     python benchmarks/harness_start.py --rounds 7 --results benchmarks/results/harness-start.json
 """
@@ -100,7 +100,10 @@ def main() -> None:
         print(f"{name:18s} median {v['median_s']:.3f} s   requests identical: {v['requests_identical_to_openforge']}")
     print("start-up profile:", json.dumps(phases))
     if args.results:
-        meta = run_metadata("python benchmarks/harness_start.py " + " ".join(sys.argv[1:]))
+        meta = run_metadata(
+            "python benchmarks/harness_start.py " + " ".join(sys.argv[1:]),
+            {"variants": VARIANTS, "rounds": args.rounds, "harness": "claude-code (the bundle's pinned version)"},
+        )
         record = {**meta, "rounds": args.rounds, "variants": variants, "profile_phases": phases}
         record["profile"] = profiled["profile"]
         args.results.write_text(json.dumps(record, indent=1) + "\n")
