@@ -4,6 +4,8 @@ phase's wall time. Target: SFT+RL beats SFT by at least 10 points on the mean.
     python benchmarks/quickstart.py                 # 3 seeds, about 40 minutes on 2 cores
     python benchmarks/quickstart.py --seeds 0 --out runs/bench-quickstart
     python benchmarks/quickstart.py --control       # also the same-compute control: GRPO's time spent on SFT
+    python benchmarks/quickstart.py --max-staleness 2 --out runs/bench-async \
+        --results benchmarks/results/quickstart-async.json    # asynchronous GRPO (rl.max_staleness: 2)
 
 Each seed runs `openforge quickstart --seed S --run OUT/seed-S` in its own process (a fresh interpreter per
 seed, so one seed's memory and threads never slow the next) and the figures are read from its report.json.
@@ -47,6 +49,12 @@ def main() -> None:
         help="also run the same-compute control (more SFT for GRPO's wall time) and report it",
     )
     parser.add_argument(
+        "--max-staleness",
+        type=int,
+        default=None,
+        help="rl.max_staleness for every seed (asynchronous GRPO; 0 = synchronous, the preset's default)",
+    )
+    parser.add_argument(
         "--results",
         type=Path,
         default=Path("benchmarks/results/quickstart.json"),
@@ -54,7 +62,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     console = Console()
-    reports = run_seeds(args.seeds, args.out, [], args.config, args.control, args.reuse, console)
+    reports = run_seeds(
+        args.seeds, args.out, [], args.config, args.control, args.reuse, console, max_staleness=args.max_staleness
+    )
 
     table = Table(title=f"held-out pass@1 over {len(reports)} seed(s)")
     table.add_column("policy")
@@ -90,6 +100,10 @@ def write_results(path: Path, seeds: list[int], reports: list[dict], policies: l
         str(seed): {
             "heldout_pass_at_1": {p: round(100 * r["heldout_pass_at_1"][p], 2) for p in policies},
             "grpo_steps": len(report_step_records(r)),
+            "max_staleness": r.get("max_staleness", 0),
+            "grpo_cpu": r.get("grpo_cpu"),  # CPU use during GRPO: share of wall time × cores
+            "mean_episode_s": r.get("mean_episode_s"),  # trained episodes' mean wall time
+            "stale_groups_dropped": r.get("stale_groups_dropped", 0),
             "timings_s": r["timings_s"],
             "wall_s": r["wall_s"],
             "sandbox": r.get("sandbox"),
@@ -117,6 +131,7 @@ def run_seeds(
     control: bool,
     reuse: bool,
     console: Console,
+    max_staleness: int | None = None,
 ) -> list[dict]:
     """`openforge quickstart [RECIPE_ARGV] --seed S --run OUT/seed-S` per seed, each in its own process (a fresh
     interpreter per seed, so one seed's memory and threads never slow the next); the reports, with `wall_s`.
@@ -141,7 +156,7 @@ def run_seeds(
             "--run",
             str(run),
             "--config",
-            str(seed_config(config, seed, control, run)),
+            str(seed_config(config, seed, control, run, max_staleness)),
         ]
         started = time.monotonic()
         console.rule(f"seed {seed}")
@@ -162,17 +177,21 @@ def phase_table(reports: list[dict], seeds: list[int]) -> Table:
         phases.add_row(name, *[str(r["timings_s"].get(name, "-")) for r in reports])
     phases.add_row("whole quickstart", *[str(r["wall_s"]) for r in reports])
     phases.add_row("GRPO steps", *[str(len(report_step_records(r))) for r in reports])
+    phases.add_row("GRPO CPU share", *[str((r.get("grpo_cpu") or {}).get("share", "-")) for r in reports])
     return phases
 
 
-def seed_config(path: Path | None, seed: int, control: bool, run: Path) -> Path:
-    """The YAML config of one seed: the given file's fields, this seed, and the control switch."""
+def seed_config(path: Path | None, seed: int, control: bool, run: Path, max_staleness: int | None = None) -> Path:
+    """The YAML config of one seed: the given file's fields, this seed, the control switch and the staleness
+    bound."""
     import yaml
 
     from openforge.train.quickstart import overlay
 
     fields = yaml.safe_load(path.read_text()) if path else {}
     fields = overlay(fields or {}, {"seed": seed, "sft": {"control": control}})
+    if max_staleness is not None:
+        fields = overlay(fields, {"rl": {"max_staleness": max_staleness}})
     run.mkdir(parents=True, exist_ok=True)
     out = run / "benchmark-config.yaml"
     out.write_text(yaml.safe_dump(fields))

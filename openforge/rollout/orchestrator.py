@@ -163,12 +163,14 @@ async def run_slots(
     console: Console,
     summary: RolloutSummary | None = None,
     progress: Progress | None = None,
+    limit: asyncio.Semaphore | None = None,
 ) -> RolloutSummary:
     """Fill `slots` with graded episodes against a proxy and a sandbox provider that are already running (the
     training loop keeps one proxy for all its steps: no second proxy is started). `config.step` is written on
     every episode (GRPO groups are (step, task, harness)). `progress`: show a bar in that live display instead
-    of opening one (rich allows one live display at a time). The summary's `episode_ids` are the slots' final
-    attempts."""
+    of opening one (rich allows one live display at a time). `limit`: the episodes at once, shared with other
+    batches running beside this one (asynchronous GRPO's steps); default `config.concurrency` of its own. The
+    summary's `episode_ids` are the slots' final attempts."""
     summary = summary or RolloutSummary(config.run, len(slots))
     bundle = config.harness_bundle or default_bundle_dir()
     runner = EpisodeRunner(
@@ -181,7 +183,7 @@ async def run_slots(
         step=config.step,
         fault_spec=config.faults,
     )
-    await _run_slots(runner, slots, config, summary, console, progress)
+    await _run_slots(runner, slots, config, summary, console, progress, limit)
     return summary
 
 
@@ -192,6 +194,7 @@ async def _run_slots(
     summary: RolloutSummary,
     console: Console,
     progress: Progress | None = None,
+    limit: asyncio.Semaphore | None = None,
 ) -> None:
     if progress is None:
         columns = (
@@ -202,11 +205,11 @@ async def _run_slots(
             TextColumn("{task.fields[tally]}"),
         )
         with Progress(*columns, console=console, transient=False) as own:
-            await _fill_slots(runner, slots, config, summary, console, own)
+            await _fill_slots(runner, slots, config, summary, console, own, limit=limit)
         return
     bar = progress.add_task("rollouts", total=len(slots), tally="", info="")
     try:
-        await _fill_slots(runner, slots, config, summary, console, progress, bar)
+        await _fill_slots(runner, slots, config, summary, console, progress, bar, limit)
     finally:
         progress.remove_task(bar)  # a caller's display keeps only its own bars between batches
 
@@ -219,9 +222,10 @@ async def _fill_slots(
     console: Console,
     progress: Progress,
     bar: TaskID | None = None,
+    limit: asyncio.Semaphore | None = None,
 ) -> None:
     store = runner.proxy.store
-    limit = asyncio.Semaphore(config.concurrency)
+    limit = limit or asyncio.Semaphore(config.concurrency)
     if bar is None:
         bar = progress.add_task("rollouts", total=len(slots), tally="")
 

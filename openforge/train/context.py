@@ -25,6 +25,7 @@ class RunContext:
     sft: dict[str, Any] | None = None  # the SFT stage's summary (also in its checkpoint)
     loggers: MetricLoggers = field(default_factory=lambda: MetricLoggers([]))  # `loggers:` of the config
     validation: JSONObject | None = None  # what the tasks' check against the reward hacks found (`validation.py`)
+    grpo_cpu: dict[str, float] | None = None  # the GRPO stage's CPU use in this process (`rl_stage.CpuMeter`)
     _sandbox: str | None = None
 
     @property

@@ -126,14 +126,18 @@ def clipped_policy_loss(
     clip_high: float = 0.2,
     clip_ratio_c: float | None = 3.0,
     num_tokens: int | float | None = None,
+    weights: torch.Tensor | None = None,
 ) -> PolicyLoss:
     """PPO's clipped surrogate, token-mean over `mask`:
 
         ratio = exp(clamp(new − old, −20, 20))
         loss_t = max(−A·ratio, −A·clip(ratio, 1 − clip_low, 1 + clip_high))
         if A < 0 (dual clip): loss_t = min(loss_t, −A·clip_ratio_c)
+        loss_t = w_t · loss_t                     (with `weights`: decoupled PPO's importance weight)
 
-    All arguments (B, T). `clip_ratio_c=None` turns dual clip off."""
+    All arguments (B, T). `clip_ratio_c=None` turns dual clip off. `weights` (detached, (B, T)): each token's
+    loss times its weight — `decoupled_weights` for off-policy samples, where `old` is the proximal policy;
+    None leaves the loss exactly as it was (no multiplication at all)."""
     log_ratio = torch.clamp(new_logprobs - old_logprobs, min=-20.0, max=20.0)  # exp() of a wild ratio overflows
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
@@ -148,9 +152,40 @@ def clipped_policy_loss(
         lower_fraction = masked_mean(torch.gt(losses, bound).float() * (advantages < 0).float(), mask)
         # Dual clip: a token with A < 0 whose ratio exploded cannot dominate the batch.
         losses = torch.where(advantages < 0, torch.minimum(bound, losses), losses)
+    if weights is not None:
+        losses = losses * weights
     return PolicyLoss(
         loss=token_mean(losses, mask, num_tokens),
         clip_fraction=float(clip_fraction),
         clip_fraction_lower=float(lower_fraction),
         approx_kl=float(masked_mean(-log_ratio.detach(), mask)),
+    )
+
+
+@dataclass
+class BehaviourRatio:
+    """π_prox / π_behav over the trained tokens (the policy the update starts from against the one that sampled):
+    mean, max, and the share of tokens above the truncation cap."""
+
+    mean: float
+    max: float
+    truncated: float
+
+
+def decoupled_weights(proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, cap: float) -> torch.Tensor:
+    """Decoupled PPO's truncated importance weight per token: min(π_prox / π_behav, cap), no gradient
+    (docs/design.md, "Asynchronous GRPO")."""
+    log_ratio = torch.clamp(proximal_logprobs.detach() - behaviour_logprobs, min=-20.0, max=20.0)
+    return torch.clamp(torch.exp(log_ratio), max=cap)
+
+
+def behaviour_ratio(
+    proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, mask: torch.Tensor, cap: float
+) -> BehaviourRatio:
+    ratio = torch.exp(torch.clamp(proximal_logprobs.detach() - behaviour_logprobs, min=-20.0, max=20.0))
+    on = mask.bool()
+    if not bool(on.any()):
+        return BehaviourRatio(0.0, 0.0, 0.0)
+    return BehaviourRatio(
+        mean=float(ratio[on].mean()), max=float(ratio[on].max()), truncated=float((ratio[on] > cap).float().mean())
     )

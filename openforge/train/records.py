@@ -52,6 +52,15 @@ class StepRecord(BaseModel):
     no_signal_episodes: int = 0
     no_signal_seconds: float = 0.0
     lora: bool = False  # the update trained a LoRA adapter (`lora:`), not every weight
+    # Off-policy (`rl.max_staleness`; `grpo.GRPOMetrics`): groups trained by staleness (policy versions between
+    # the oldest call of the group and the policy updated, {"0": n, ...}), groups dropped as staler than the bound,
+    # π_prox / π_behav over the trained tokens (mean, max, share above `rl.importance_cap`).
+    staleness: dict[str, int] = {}
+    stale_groups_dropped: int = 0
+    behaviour_ratio_mean: float = 0.0
+    behaviour_ratio_max: float = 0.0
+    behaviour_ratio_truncated: float = 0.0
+    episode_seconds_mean: float = 0.0  # the step's episodes' mean wall time (long episodes are not starved)
 
 
 class EvalRecord(BaseModel):

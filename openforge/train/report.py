@@ -84,6 +84,8 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
         "episode_path": "in-process" if ctx.config.in_process else "orchestrator",
         "sandbox": ctx.sandbox_used,
         "lora": ctx.config.lora.model_dump() if ctx.config.lora else None,
+        **off_policy_summary(ctx.config.rl.max_staleness, steps),
+        "grpo_cpu": dict(ctx.grpo_cpu) if ctx.grpo_cpu else None,
         "heldout_instances": len(ctx.data.heldout_ids),
         "heldout_task_ids": list(ctx.data.heldout_ids),
         "teacher_episodes": (ctx.sft or {}).get("teacher_episodes"),
@@ -99,6 +101,24 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
             else None
         ),
         "config": ctx.config.model_dump(mode="json"),
+    }
+
+
+def off_policy_summary(max_staleness: int, steps: list[StepRecord]) -> JSONObject:
+    """Over the run's GRPO steps: the bound, the groups trained by staleness, the groups dropped as staler,
+    and the mean wall time of the trained steps' episodes (paced admission must not starve long ones)."""
+    staleness: dict[str, int] = {}
+    for s in steps:
+        for age, n in s.staleness.items():
+            staleness[age] = staleness.get(age, 0) + n
+    episodes = sum(s.episodes for s in steps)
+    return {
+        "max_staleness": max_staleness,
+        "staleness": dict(sorted(staleness.items(), key=lambda kv: int(kv[0]))),
+        "stale_groups_dropped": sum(s.stale_groups_dropped for s in steps),
+        "mean_episode_s": round(sum(s.episode_seconds_mean * s.episodes for s in steps) / episodes, 3)
+        if episodes
+        else None,
     }
 
 

@@ -13,6 +13,8 @@ versions go on from the last pushed one.
 from __future__ import annotations
 
 import asyncio
+import os
+import resource
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from openforge.proxy.server import RunningProxy
 from openforge.rollout.family import run_family_episodes
 from openforge.rollout.orchestrator import plan, run_label, run_slots
 from openforge.sandbox import SandboxProvider
+from openforge.store import TrajectoryStore
 from openforge.train.assemble import assemble_run
 from openforge.train.checkpoint import read_trainer_state, restore_rng, save_checkpoint
 from openforge.train.context import RunContext
@@ -140,6 +143,9 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
     ):
         started = time.monotonic() - (state.steps[-1].elapsed_s if state.steps else 0.0)
         proxy.store.set_run_info({"train": c.model_dump(mode="json")})
+        superseded = supersede_untrained(proxy.store, state.next_step)
+        if superseded:
+            console.print(f"{superseded} episode(s) of steps not trained before the run stopped: run again")
         with progress_bar(console) as progress:
             budget = c.rl.seconds  # the bar counts seconds against it when set, else steps
             bar = progress.add_task(
@@ -152,34 +158,79 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
             if curve and not state.evals:
                 state.evals.append(await evaluate_during(env, state, state.serve))
             step = state.next_step
-            while step < c.rl.steps and not over_budget(ctx, started):
-                if (
-                    not c.in_process
-                    and c.tasks.dirs is not None
-                    and len(state.difficulty.dropped) >= len(ctx.data.train_tasks)
-                ):
-                    console.print(
-                        "[yellow]every training task saturated or stayed impossible[/] (rl.drop_after): GRPO stops"
+            meter = CpuMeter()
+            admission = Admission(env, state, started)
+            try:
+                while step < c.rl.steps and not over_budget(ctx, started):
+                    if (
+                        not c.in_process
+                        and c.tasks.dirs is not None
+                        and len(state.difficulty.dropped) >= len(ctx.data.train_tasks)
+                    ):
+                        console.print(
+                            "[yellow]every training task saturated or stayed impossible[/] (rl.drop_after): GRPO stops"
+                        )
+                        break
+                    admission.admit(step)
+                    record = await rl_step(env, state, step, await admission.take(step), started)
+                    if record is None:  # the step is not trained on; steps before it are saved
+                        raise TrainInterrupted(f"GRPO step {step}")
+                    state.steps.append(record)
+                    append_jsonl(ctx.run / STEPS_FILE, record)
+                    ctx.loggers.log_step(record)
+                    progress.update(
+                        bar,
+                        completed=min(budget, record.elapsed_s) if budget is not None else step + 1,
+                        info=summary_line(record),
                     )
-                    break
-                record = await rl_step(env, state, step, started)
-                if record is None:  # the step is not trained on; steps before it are saved
-                    raise TrainInterrupted(f"GRPO step {step}")
-                state.steps.append(record)
-                append_jsonl(ctx.run / STEPS_FILE, record)
-                ctx.loggers.log_step(record)
-                progress.update(
-                    bar,
-                    completed=min(budget, record.elapsed_s) if budget is not None else step + 1,
-                    info=summary_line(record),
-                )
-                console.print(summary_line(record))
-                step += 1
-                if curve and step % c.rl.eval_every == 0:
-                    state.evals.append(await evaluate_during(env, state, rl_checkpoint(ctx)))
+                    console.print(summary_line(record))
+                    step += 1
+                    if curve and step % c.rl.eval_every == 0:
+                        state.evals.append(await evaluate_during(env, state, rl_checkpoint(ctx)))
+            finally:  # episodes of steps that will not be trained (budget, interruption): stopped, not waited for
+                await admission.close()
+                ctx.grpo_cpu = meter.read()
             if curve and state.steps and state.evals[-1].after_steps != len(state.steps):
                 state.evals.append(await evaluate_during(env, state, rl_checkpoint(ctx)))
     return state
+
+
+class CpuMeter:
+    """CPU seconds of this process and its reaped children (the jails, the sandboxes' clients) against wall
+    seconds × the cores it may run on: how busy the machine kept during GRPO."""
+
+    def __init__(self) -> None:
+        self.cpu, self.wall = self._cpu(), time.monotonic()
+
+    @staticmethod
+    def _cpu() -> float:
+        me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+    def read(self) -> dict[str, float]:
+        cpu, wall = self._cpu() - self.cpu, time.monotonic() - self.wall
+        cores = len(os.sched_getaffinity(0))
+        return {
+            "cpu_s": round(cpu, 1),
+            "wall_s": round(wall, 1),
+            "cores": cores,
+            "share": round(cpu / max(wall * cores, 1e-9), 3),
+        }
+
+
+def supersede_untrained(store: TrajectoryStore, next_step: int) -> int:
+    """Episodes of steps from `next_step` on were run before a stop (asynchronous GRPO runs up to
+    `rl.max_staleness` steps ahead; an interrupted step's episodes too) and never trained on: the step runs again
+    on resume, so they stop being final episodes (docs/design.md, "Final episodes") and no group is counted
+    twice. Returns how many were final."""
+    count = 0
+    for episode in store.list_episodes():
+        step = episode.metadata.get("step")
+        if isinstance(step, int) and step >= next_step and episode.metadata.get("final") is not False:
+            count += episode.outcome is not None
+            reason = f"GRPO step {step} was not trained before the run stopped; --resume ran it again"
+            store.update_episode(episode.id, metadata={**episode.metadata, "final": False, "superseded": reason})
+    return count
 
 
 def over_budget(ctx: RunContext, started: float) -> bool:
@@ -194,16 +245,70 @@ async def evaluate_during(env: StepEnv, state: RLState, policy: Path) -> EvalRec
     )
 
 
-async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> StepRecord | None:
-    """One GRPO step; None when its episodes were interrupted."""
-    ctx, t0 = env.ctx, time.monotonic()
-    if ctx.config.in_process:
+@dataclass
+class Collected:
+    """A step's episodes, once all of them have ended; `started`: when the first began."""
+
+    episodes: list[StepEpisode]
+    task_ids: list[str]
+    started: float
+
+
+class Admission:
+    """Paced admission (asynchronous GRPO): step s's episodes start once step s − K has been trained
+    (K = `rl.max_staleness`), so at most K + 1 steps of episodes are in flight and the trainer waits only for the
+    oldest. Slots freed by a step's finished episodes go to later steps while its stragglers run and while it
+    trains; no episode is abandoned for being slow, so long episodes are not starved (a group is dropped only if
+    a policy more than K versions old sampled it, `GRPOTrainer.step`). K = 0: one step at a time, started after
+    the step before it trained — synchronous GRPO. The steps' episodes share the `rl.concurrency` slots."""
+
+    def __init__(self, env: StepEnv, state: RLState, started: float):
+        self.env, self.state, self.started = env, state, started
+        self.pending: dict[int, asyncio.Task[Collected | None]] = {}
+        self.next = state.next_step
+        self.slots = asyncio.Semaphore(env.ctx.config.rl.concurrency)
+
+    def admit(self, training: int) -> None:
+        """Start the steps up to `training` + K (within `rl.steps` and the `rl.seconds` budget)."""
+        rl = self.env.ctx.config.rl
+        while self.next < rl.steps and self.next <= training + rl.max_staleness:
+            if self.next > training and over_budget(self.env.ctx, self.started):
+                break  # no step ahead is started after the budget (the one the trainer waits for always is)
+            self.pending[self.next] = asyncio.create_task(collect(self.env, self.state, self.next, self.slots))
+            self.next += 1
+
+    async def take(self, step: int) -> Collected | None:
+        return await self.pending.pop(step)
+
+    def in_flight(self) -> int:
+        return len(self.pending)
+
+    async def close(self) -> None:
+        for task in self.pending.values():
+            task.cancel()
+        await asyncio.gather(*self.pending.values(), return_exceptions=True)
+        self.pending.clear()
+
+
+async def collect(env: StepEnv, state: RLState, step: int, slots: asyncio.Semaphore) -> Collected | None:
+    """Step `step`'s episodes; None when they were interrupted."""
+    started = time.monotonic()
+    if env.ctx.config.in_process:
         episodes, task_ids = await family_step(env, step)
-    else:
-        ran, task_ids = await orchestrated_step(env, step, state.difficulty.dropped)
-        if ran is None:
-            return None
-        episodes = ran
+        return Collected(episodes, task_ids, started)
+    ran, task_ids = await orchestrated_step(env, step, state.difficulty.dropped, slots)
+    return None if ran is None else Collected(ran, task_ids, started)
+
+
+async def rl_step(
+    env: StepEnv, state: RLState, step: int, collected: Collected | None, started: float
+) -> StepRecord | None:
+    """Train on step `step`'s episodes; None when they were interrupted."""
+    if collected is None:
+        return None
+    ctx, episodes, task_ids = env.ctx, collected.episodes, collected.task_ids
+    last = state.steps[-1].elapsed_s + started if state.steps else 0.0
+    t0 = max(collected.started, last)  # a step's wall time: from its episodes' start or the step before's end
     results = task_results(episodes)
     dropped = state.difficulty.observe(results)
     for task, why in dropped.items():
@@ -211,9 +316,12 @@ async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> St
     idle = no_signal_cost(episodes)
     samples, metrics = assemble_run(env.proxy.store, episodes=[e.id for e in episodes], step=step)
     t_train = time.monotonic()
-    result = await asyncio.to_thread(state.trainer.step, samples) if samples else None
+    serving_version = env.proxy.service.backend.policy_version  # the policy this update starts from
+    result = await asyncio.to_thread(state.trainer.step, samples, serving_version) if samples else None
     rl_path = rl_checkpoint(ctx)
-    save_checkpoint(
+    # in a thread: the proxy (on this loop) goes on serving the later steps' episodes meanwhile
+    await asyncio.to_thread(
+        save_checkpoint,
         state.model,
         ctx.model_path,
         rl_path,
@@ -251,6 +359,12 @@ async def rl_step(env: StepEnv, state: RLState, step: int, started: float) -> St
         no_signal_episodes=idle.episodes,
         no_signal_seconds=idle.seconds,
         lora=ctx.config.lora is not None,
+        staleness=result.staleness if result else {},
+        stale_groups_dropped=result.stale_groups_dropped if result else 0,
+        behaviour_ratio_mean=result.behaviour_ratio_mean if result else 0.0,
+        behaviour_ratio_max=result.behaviour_ratio_max if result else 0.0,
+        behaviour_ratio_truncated=result.behaviour_ratio_truncated if result else 0.0,
+        episode_seconds_mean=round(sum(e.seconds for e in episodes) / max(1, len(episodes)), 3),
     )
 
 
@@ -278,7 +392,7 @@ async def family_step(env: StepEnv, step: int) -> tuple[list[StepEpisode], list[
 
 
 async def orchestrated_step(
-    env: StepEnv, step: int, dropped: dict[str, str]
+    env: StepEnv, step: int, dropped: dict[str, str], slots: asyncio.Semaphore | None = None
 ) -> tuple[list[StepEpisode] | None, list[str]]:
     """Real episodes in sandboxes, through the orchestrator's episode runner, against the stage's proxy; tasks
     `dropped` by the difficulty tracker are not drawn."""
@@ -293,6 +407,7 @@ async def orchestrated_step(
         run_label(ctx.run),
         ctx.console,
         progress=env.progress,
+        limit=slots,
     )
     if summary.interrupted:
         return None, []

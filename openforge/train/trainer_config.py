@@ -48,7 +48,8 @@ class SFTConfig(SFTOptimization):
 class GRPOConfig(BaseModel):
     """One GRPO update: AdamW at `lr`, the clipped surrogate (`clip_low` / `clip_high`, veRL's dual-clip bound
     `clip_ratio_c`, None = off), advantages normalised by the group's std (`norm_by_std`, `eps`). `temperature`:
-    what the rollouts were sampled at, used when a sample's metadata names none."""
+    what the rollouts were sampled at, used when a sample's metadata names none. `max_staleness`,
+    `importance_cap`: off-policy groups (below)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -62,6 +63,13 @@ class GRPOConfig(BaseModel):
     temperature: float = Field(default=1.0, gt=0)
     max_grad_norm: float | None = Field(default=1.0, gt=0)
     max_tokens_per_micro_batch: int | None = Field(default=None, ge=1)
+    # Asynchronous GRPO (docs/design.md, "Asynchronous GRPO"): a group is trained only if every call in it was
+    # sampled by a policy at most `max_staleness` versions older than the one being updated (older groups are
+    # dropped and counted); with max_staleness > 0 the loss is decoupled PPO's — clipped against the proximal
+    # policy (the current one before the update), times min(π_prox / π_behav, `importance_cap`). 0: synchronous
+    # GRPO, the clipped loss against the behaviour logprobs.
+    max_staleness: int = Field(default=0, ge=0)
+    importance_cap: float = Field(default=2.0, ge=1.0)
 
     def grpo_config(self) -> GRPOConfig:
         """These settings alone (of a run's `rl:` block, which extends them)."""

@@ -32,6 +32,12 @@ STEP_KEYS = (
     "tokens",
     "merge_rate",
     "policy_version",
+    "staleness",
+    "stale_groups_dropped",
+    "behaviour_ratio_mean",
+    "behaviour_ratio_max",
+    "behaviour_ratio_truncated",
+    "lora",
     "seconds",
 )
 EVAL_KEYS = ("after_steps", "pass_at_1", "graded", "policy")

@@ -40,6 +40,19 @@ def site(tmp_path_factory):
                     "merge_rate": 1.0,
                     "policy_version": i + 1,
                     "seconds": 1.0,
+                    # asynchronous GRPO and LoRA (the last step; older records have none of it)
+                    **(
+                        {
+                            "staleness": {"0": 3, "1": 1},
+                            "stale_groups_dropped": 2,
+                            "behaviour_ratio_mean": 1.0123,
+                            "behaviour_ratio_max": 2.75,
+                            "behaviour_ratio_truncated": 0.0625,
+                            "lora": True,
+                        }
+                        if i == 2
+                        else {}
+                    ),
                 }
             )
             + "\n"
@@ -82,6 +95,9 @@ def test_every_page_renders(site):
     for chart in ("chart-reward", "chart-signal", "chart-policy", "chart-heldout"):
         assert f'id="{chart}"' in page
     assert "recovery.rate" in page and "tool_mix.shell" in page  # behaviour metrics from analysis.json
+    steps = page[page.index('id="steps"') :]
+    row = steps[steps.index('<tr><td class="n">2</td>') :].split("</tr>")[0]  # the step table, latest first
+    assert "0:3 1:1" in row and ">2<" in row and "1.01 · 2.75 · 6.2%" in row and ">on<" in row
     assert "the container died: OOM" in page  # infrastructure failures with their reasons
     assert get(client, "/episodes?run=0&store=rl").count('href="/episode?') == len(named)
     for episode in named.values():
