@@ -16,6 +16,7 @@ or per evaluation) sit beside them.
 from __future__ import annotations
 
 import json
+import resource
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,8 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
         "lora": ctx.config.lora.model_dump() if ctx.config.lora else None,
         **off_policy_summary(ctx.config.rl.max_staleness, steps),
         "grpo_cpu": dict(ctx.grpo_cpu) if ctx.grpo_cpu else None,
+        # the process's peak resident memory (trainer, engines, proxy): LoRA against full fine-tuning
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "heldout_instances": len(ctx.data.heldout_ids),
         "heldout_task_ids": list(ctx.data.heldout_ids),
         "teacher_episodes": (ctx.sft or {}).get("teacher_episodes"),
