@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from _machine import run_metadata
 from rich.console import Console
 from rich.table import Table
 
@@ -118,9 +119,9 @@ def write_results(path: Path, seeds: list[int], reports: list[dict], policies: l
             "sd": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0,
         }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps({"command": "python " + " ".join(sys.argv), "seeds": per_seed, "summary": summary}, indent=2) + "\n"
-    )
+    configuration = {"preset": "QUICKSTART (openforge/train/quickstart.py)", "seeds": seeds, "policies": policies}
+    meta = run_metadata("python " + " ".join(sys.argv), configuration)
+    path.write_text(json.dumps({**meta, "seeds": per_seed, "summary": summary}, indent=2) + "\n")
 
 
 def run_seeds(

@@ -782,6 +782,7 @@ def main(argv=None) -> None:
                         ).stdout.strip(),
                         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                         "machine": f"{os.cpu_count()} CPUs, {platform.platform()}",
+                        "configuration": {"levels": levels, "tasks": counts, "rounds": rounds, "systems": systems},
                         "levels": levels,
                         "tasks": counts,
                         "rounds": rounds,
