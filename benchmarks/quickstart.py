@@ -104,6 +104,7 @@ def write_results(path: Path, seeds: list[int], reports: list[dict], policies: l
             "max_staleness": r.get("max_staleness", 0),
             "grpo_cpu": r.get("grpo_cpu"),  # CPU use during GRPO: share of wall time × cores
             "mean_episode_s": r.get("mean_episode_s"),  # trained episodes' mean wall time
+            "mean_episode_tokens": r.get("mean_episode_tokens"),  # and sampled tokens
             "stale_groups_dropped": r.get("stale_groups_dropped", 0),
             "timings_s": r["timings_s"],
             "wall_s": r["wall_s"],

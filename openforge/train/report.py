@@ -109,7 +109,8 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
 
 def off_policy_summary(max_staleness: int, steps: list[StepRecord]) -> JSONObject:
     """Over the run's GRPO steps: the bound, the groups trained by staleness, the groups dropped as staler,
-    and the mean wall time of the trained steps' episodes (paced admission must not starve long ones)."""
+    and the trained steps' episodes' mean wall time and sampled tokens (paced admission must not starve long
+    ones)."""
     staleness: dict[str, int] = {}
     for s in steps:
         for age, n in s.staleness.items():
@@ -122,6 +123,7 @@ def off_policy_summary(max_staleness: int, steps: list[StepRecord]) -> JSONObjec
         "mean_episode_s": round(sum(s.episode_seconds_mean * s.episodes for s in steps) / episodes, 3)
         if episodes
         else None,
+        "mean_episode_tokens": round(sum(s.tokens for s in steps) / episodes, 1) if episodes else None,
     }
 
 

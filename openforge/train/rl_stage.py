@@ -280,9 +280,6 @@ class Admission:
     async def take(self, step: int) -> Collected | None:
         return await self.pending.pop(step)
 
-    def in_flight(self) -> int:
-        return len(self.pending)
-
     async def close(self) -> None:
         for task in self.pending.values():
             task.cancel()

@@ -28,7 +28,9 @@ def overrides(env: dict[str, str]) -> dict[str, str]:
     """The key=value overrides the script hands veRL with `env` set (python3 stands in for veRL's entry point)."""
     probe = "import json, sys; print(json.dumps(sys.argv[1:]))"
     script = SCRIPT.read_text().replace("python3 -m verl.trainer.main_ppo", f"python3 -c '{probe}'")
-    out = subprocess.run(["bash", "-c", script], env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True)
+    out = subprocess.run(  # $0 is the script's own path, as when it is run
+        ["bash", "-c", script, str(SCRIPT)], env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     import json
 
