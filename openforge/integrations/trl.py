@@ -27,8 +27,8 @@ The policy the episodes sample from is the one being trained:
   vllm_mode="server")`), and the proxy records the trainer's global step as the policy version;
 - `scripted:` / `oracle:` backends: a fixed policy (tests), nothing to push.
 
-The proxy samples at `GRPOConfig.temperature` (TRL scores the completions at it), and `RolloutConfig.samples` is
-not used: TRL's `num_generations` is the group size.
+The proxy samples every call at `GRPOConfig.temperature` and `top_p` (TRL scores the completions at that
+temperature), and `RolloutConfig.samples` is not used: TRL's `num_generations` is the group size.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class OpenForgeRollout:
         started = time.monotonic()
         size = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
         if self._proxy is None:
-            self._start(float(trainer.args.temperature))
+            self._start(float(trainer.args.temperature), float(trainer.args.top_p))
         groups = self._groups(prompts, size)
         version = self._sync(trainer)
         slots = [
@@ -206,16 +206,18 @@ class OpenForgeRollout:
 
     # ---- the proxy, the sandboxes and their event loop -----------------------------------------------------
 
-    def _start(self, temperature: float) -> None:
+    def _start(self, temperature: float, top_p: float) -> None:
         config = self.config
-        if config.temperature is not None and config.temperature != temperature:
-            raise TRLRolloutError(
-                f"temperature: the episodes would sample at {config.temperature} and TRL scores them at "
-                f"GRPOConfig.temperature={temperature}: set one value (or leave RolloutConfig.temperature unset)"
-            )
+        for name, ours, theirs in (("temperature", config.temperature, temperature), ("top_p", config.top_p, top_p)):
+            if ours is not None and ours != theirs:
+                raise TRLRolloutError(
+                    f"{name}: the episodes would sample with {ours} and TRL uses GRPOConfig.{name}={theirs}: set one "
+                    f"value (or leave RolloutConfig.{name} unset)"
+                )
         self.tasks = {t.id: t for t in select_tasks(config)}
         image_map, _ = effective_image_map(config.tasks, config.image_map)
-        self.config = config.model_copy(update={"image_map": image_map.to_dict(), "temperature": temperature})
+        update = {"image_map": image_map.to_dict(), "temperature": temperature, "top_p": top_p}
+        self.config = config.model_copy(update=update)
         self._lock = contextlib.ExitStack()
         self._lock.enter_context(locked_run_dir(config.run))
         self._scratch = Path(tempfile.mkdtemp(prefix="openforge-trl-"))  # short: AF_UNIX paths are ~107 bytes
@@ -223,12 +225,12 @@ class OpenForgeRollout:
         self._thread = threading.Thread(target=self._loop.run_forever, name="openforge-rollout", daemon=True)
         self._thread.start()
         try:
-            self._run(self._open(image_map, temperature))
+            self._run(self._open(image_map))
         except BaseException:
             self.close()
             raise
 
-    async def _open(self, image_map: Any, temperature: float) -> None:
+    async def _open(self, image_map: Any) -> None:
         config, stack = self.config, contextlib.AsyncExitStack()
         self._stack = stack
         assert self._scratch is not None
@@ -250,7 +252,8 @@ class OpenForgeRollout:
             listen=config.proxy_listen,
             uds=self._scratch / "model.sock",
             admin_listen="127.0.0.1:0",
-            temperature=temperature,
+            temperature=config.temperature,
+            top_p=config.top_p,
         )
         self._proxy = await stack.enter_async_context(running_proxy(proxy_config))
         self._proxy.store.set_run_info({"rollout": config.model_dump(mode="json"), "trainer": "trl"})

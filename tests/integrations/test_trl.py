@@ -341,3 +341,7 @@ def test_a_config_trl_cannot_train_is_refused(tmp_path, tiny_model_dir, two_task
         rollout._groups(["t-a", "t-a", "t-b"], 2)
     with pytest.raises(TRLRolloutError, match="task ids"):
         rollout._groups([[{"role": "user", "content": "hi"}]] * 2, 2)
+    # TRL scores at its own temperature: episodes sampled at another one would be trained as if they were not
+    config = rollout_config(tmp_path, tiny_model_dir, two_tasks, "embedded").model_copy(update={"top_p": 0.9})
+    with pytest.raises(TRLRolloutError, match="top_p"):
+        OpenForgeRollout(config)._start(temperature=1.0, top_p=1.0)
