@@ -3,10 +3,10 @@
 1. An SFT checkpoint (a random-init policy earns no reward): the quickstart's pipeline up to SFT — the tiny
    model, the oracle teacher's demonstrations through react in sandboxes, 800 SFT steps — and the SFT policy's
    greedy held-out pass@1 (in RUN/sft; a second run reuses the checkpoint).
-2. GRPO with TRL 1.16 (`GRPOTrainer(rollout_func=OpenForgeRollout(...))`) on fresh generated training tasks:
-   each step `--prompts` tasks × a group of `--group` episodes, each episode in its own local sandbox through
-   the orchestrator, graded by the task's verifier; the trainer's weights are pushed into the proxy's embedded
-   engine before each batch. Stops after `--seconds` (or `--steps`).
+2. GRPO with TRL 1.16 (`GRPOTrainer(rollout_func=OpenForgeRollout(...))`) on a pool of `--pool` fresh generated
+   training tasks, revisited epoch after epoch: each step `--prompts` tasks × a group of `--group` episodes, each
+   episode in its own local sandbox through the orchestrator, graded by the task's verifier; the trainer's
+   weights are pushed into the proxy's embedded engine before each batch. Stops after `--seconds` (or `--steps`).
 3. RUN/report.json: each step's training reward (mean over the step's graded episodes), pass rate, TRL's loss,
    the policy version the episodes sampled, wall times; and the reward's rise (mean of the last third of the
    steps minus the first third's, and a least-squares slope per step).
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -55,7 +56,8 @@ def sft_checkpoint(run: Path, seed: int) -> tuple[Path, float | None]:
         },
         seed=seed,
     )
-    report = run_training(config, run, restart=True, title="SFT for the TRL example")
+    # an SFT checkpoint already in `run` is reused (the teacher and SFT are not run again)
+    report = run_training(config, run, title="SFT for the TRL example")
     pass_at_1 = report.get("final_heldout_pass_at_1")  # the curve's one point: before any GRPO step
     return run / "checkpoints" / SFT_DIR, float(pass_at_1) if isinstance(pass_at_1, (int, float)) else None
 
@@ -89,8 +91,16 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seconds", type=float, default=270.0, help="TRL's GRPO wall-clock budget")
     parser.add_argument("--steps", type=int, default=40, help="at most this many GRPO steps")
+    parser.add_argument("--pool", type=int, default=8, help="training tasks, revisited (TRL's epochs)")
+    parser.add_argument(
+        "--families",
+        default="copy_file,count_lines,replace_word",
+        help="the pool's task families (default: those the SFT policy already solves at times: a group whose "
+        "episodes all fail teaches nothing)",
+    )
     parser.add_argument("--prompts", type=int, default=4, help="tasks per step")
     parser.add_argument("--group", type=int, default=8, help="episodes per task (num_generations)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling (and TRL's scoring) temperature")
     parser.add_argument("--lr", type=float, default=1e-3)
     args = parser.parse_args()
     run = args.run.resolve()
@@ -99,10 +109,15 @@ def main() -> int:
     sft, sft_pass = sft_checkpoint(run / "sft", args.seed)
     sft_s = time.monotonic() - started
 
-    # fresh training instances (never the teacher's, never held out), written as task directories
-    instances = InstanceSampler("train", seed=RL_SEED + args.seed, families=QUICKSTART_FAMILIES).sample(
-        args.prompts * args.steps
-    )
+    # a pool of fresh training instances (never the teacher's, never held out), written as task directories and
+    # revisited epoch after epoch (a dataset, as TRL trains on one); GRPO starts over
+    for stale in (run / "tasks", run / "trl"):
+        shutil.rmtree(stale, ignore_errors=True)
+    families = args.families.split(",")
+    unknown = sorted(set(families) - set(QUICKSTART_FAMILIES))
+    if unknown:
+        parser.error(f"--families: {unknown} are not the quickstart's ({', '.join(QUICKSTART_FAMILIES)})")
+    instances = InstanceSampler("train", seed=RL_SEED + args.seed, families=families).sample(args.pool)
     write_instances(instances, run / "tasks")
     config = RolloutConfig(
         tasks=[run / "tasks"],
@@ -123,10 +138,9 @@ def main() -> int:
         max_steps=args.steps,
         learning_rate=args.lr,
         lr_scheduler_type="constant",
-        temperature=1.0,
+        temperature=args.temperature,
         bf16=False,  # the engine samples in float32; TRL's default autocasts to bf16, on CPU too
         use_cpu=True,
-        shuffle_dataset=False,  # each step takes the next fresh tasks
         logging_steps=1,
         report_to=[],
         save_strategy="no",
@@ -167,7 +181,15 @@ def main() -> int:
         "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "seed": args.seed,
         "sft_heldout_pass_at_1": sft_pass,
-        "grpo": {"prompts": args.prompts, "group": args.group, "lr": args.lr, "steps": len(steps)},
+        "grpo": {
+            "pool": args.pool,
+            "families": families,
+            "prompts": args.prompts,
+            "group": args.group,
+            "lr": args.lr,
+            "temperature": args.temperature,
+            "steps": len(steps),
+        },
         "steps": steps,
         "reward": rise(rewards),
         "wall_s": {"sft": round(sft_s, 1), "grpo": round(grpo_s, 1), "total": round(time.monotonic() - started, 1)},

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -345,3 +346,8 @@ def test_a_config_trl_cannot_train_is_refused(tmp_path, tiny_model_dir, two_task
     config = rollout_config(tmp_path, tiny_model_dir, two_tasks, "embedded").model_copy(update={"top_p": 0.9})
     with pytest.raises(TRLRolloutError, match="top_p"):
         OpenForgeRollout(config)._start(temperature=1.0, top_p=1.0)
+    # a vLLM server only TRL can push weights into: without TRL's sync it would serve the first policy forever
+    remote = OpenForgeRollout(rollout_config(tmp_path, tiny_model_dir, two_tasks, "vllm:http://127.0.0.1:9"))
+    trainer_without_vllm = SimpleNamespace(state=SimpleNamespace(global_step=3), use_vllm=False)  # TRL's fields
+    with pytest.raises(TRLRolloutError, match="use_vllm=True"):
+        remote._sync(trainer_without_vllm)
