@@ -113,7 +113,8 @@ def summarize(runs_file: Path, results: Path | None) -> None:
         }
         print(name, json.dumps(summary[name]))
     if results is not None:
-        meta = run_metadata("python benchmarks/episode_phases.py " + " ".join(sys.argv[1:]))
+        argv = " ".join(a if not a.startswith("/") else Path(a).name for a in sys.argv[1:])  # no machine paths
+        meta = run_metadata("python benchmarks/episode_phases.py " + argv)
         results.write_text(json.dumps({**meta, "summary": summary, "runs": runs}, indent=1) + "\n")
 
 
