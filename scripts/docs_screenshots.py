@@ -1,5 +1,5 @@
 """Screenshots for the documentation, taken in headless Chromium: the viewer's page of a quickstart run and the
-quickstart's report (report.md rendered, its figure report.png). Run after a quickstart:
+quickstart's report (its figure report.png, then report.md rendered). Run after a quickstart:
 
     python scripts/docs_screenshots.py runs/quickstart        # writes docs/images/quickstart-*.png
 
@@ -53,7 +53,8 @@ def report_page(run: Path) -> Path:
     )
     image = '<p><img src="report.png"></p>' if (run / "report.png").is_file() else ""
     title = html.escape(run.name)
-    page.write_text(f"<html><head><title>{title}</title><style>{style}</style></head><body>{body}{image}</body></html>")
+    # the figure first: the per-step table below it is long
+    page.write_text(f"<html><head><title>{title}</title><style>{style}</style></head><body>{image}{body}</body></html>")
     return page
 
 
@@ -75,7 +76,7 @@ def main() -> int:
         stderr=subprocess.DEVNULL,
     )
     try:
-        url = f"http://127.0.0.1:{port}/"
+        url = f"http://127.0.0.1:{port}/run?run=0"
         for _ in range(120):
             try:
                 if httpx.get(url, timeout=2).status_code == 200:
