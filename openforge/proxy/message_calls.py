@@ -37,10 +37,7 @@ async def serve_message_call(
     conversation = request.conversation
     settings = service.settings
     update: dict[str, float] = {"max_tokens": min(conversation.sampling.max_tokens, settings.max_new_tokens)}
-    if settings.temperature is not None:
-        update["temperature"] = settings.temperature
-    if settings.top_p is not None:
-        update["top_p"] = settings.top_p
+    update.update(settings.sampling_overrides())
     sampling = conversation.sampling.model_copy(update=update)
     index = service.registry.next_index(episode.id)
     await asyncio.to_thread(service.registry.mark_running, episode)

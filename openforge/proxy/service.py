@@ -412,10 +412,7 @@ class ProxyService:
     def _sampling(self, requested: SamplingParams, prompt_len: int) -> SamplingParams:
         room = self.backend.max_context - prompt_len
         update: dict[str, float] = {"max_tokens": max(1, min(requested.max_tokens, self.settings.max_new_tokens, room))}
-        if self.settings.temperature is not None:
-            update["temperature"] = self.settings.temperature
-        if self.settings.top_p is not None:
-            update["top_p"] = self.settings.top_p
+        update.update(self.settings.sampling_overrides())
         return requested.model_copy(update=update)
 
     def _segments_used(self, episode_id: str) -> int:

@@ -44,6 +44,11 @@ class ProxySettings(BaseModel):
     body_timeout_s: float = Field(default=60.0, gt=0)
     max_connections: int = Field(default=1024, ge=1)
 
+    def sampling_overrides(self) -> dict[str, float]:
+        """What the run sets on every call whatever the harness asks: its temperature and top_p, where set."""
+        overrides = {"temperature": self.temperature, "top_p": self.top_p}
+        return {k: v for k, v in overrides.items() if v is not None}
+
 
 # What a run sets on its proxy itself (from its own options): not overridable through `proxy_options`.
 RUN_OWNED_SETTINGS = frozenset({"max_new_tokens", "temperature", "top_p"})

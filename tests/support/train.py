@@ -60,3 +60,18 @@ def trained_logprob_sums(model, samples: list[Sample], temperature: float = 1.0)
     batch = collate(samples, default_temperature=temperature)
     with torch.no_grad():
         return (token_logprobs(model, batch) * batch.loss_mask).sum(dim=1)
+
+
+def family_run_config(tmp_path, tiny_model_dir, **rl) -> dict:
+    """A small training run (TrainConfig fields) on the create_file family, react in process, in the local
+    sandbox: `rl` lays fields over its GRPO settings (4 steps of 2 prompts x 2)."""
+    return {
+        "run": str(tmp_path / "run"),
+        "model": str(tiny_model_dir),
+        "tasks": {"families": ["create_file"]},
+        "sandbox": "local",
+        "validate_tasks": False,
+        "max_new_tokens": 16,
+        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
+        "rl": {"steps": 4, "prompts": 2, "group": 2, "eval_every": 10, "eval_instances": 2, **rl},
+    }

@@ -19,7 +19,7 @@ from openforge.train.batching import collate
 from openforge.train.grpo import group_staleness
 from openforge.train.losses import decoupled_weights, token_logprobs
 from support.paths import FIXTURES
-from support.train import make_sample, with_behaviour_logprobs
+from support.train import family_run_config, make_sample, with_behaviour_logprobs
 
 
 def test_decoupled_loss_by_hand():
@@ -142,19 +142,6 @@ def test_max_staleness_0_reproduces_the_synchronous_losses_bit_for_bit(tiny_mode
     assert got == recorded["steps"]
 
 
-def run_config(tmp_path, tiny_model_dir, **rl) -> dict:
-    return {
-        "run": str(tmp_path / "run"),
-        "model": str(tiny_model_dir),
-        "tasks": {"families": ["create_file"]},
-        "sandbox": "local",
-        "validate_tasks": False,
-        "max_new_tokens": 16,
-        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
-        "rl": {"steps": 4, "prompts": 2, "group": 2, "eval_every": 10, "eval_instances": 2, **rl},
-    }
-
-
 def test_an_async_run_stopped_with_episodes_in_flight_resumes_without_losing_or_repeating_a_group(
     tmp_path, tiny_model_dir, local_ready, monkeypatch
 ):
@@ -168,7 +155,7 @@ def test_an_async_run_stopped_with_episodes_in_flight_resumes_without_losing_or_
     from openforge.train.pipeline import run_training
     from openforge.train.records import read_steps
 
-    data = run_config(tmp_path, tiny_model_dir, max_staleness=2)
+    data = family_run_config(tmp_path, tiny_model_dir, max_staleness=2)
     write = rl_stage.append_jsonl
     started_steps: list[set[int]] = []
 
@@ -211,7 +198,7 @@ def test_async_steps_overlap_and_keep_each_calls_version(tmp_path, tiny_model_di
     from openforge.train.pipeline import run_training
     from openforge.train.records import read_steps
 
-    report = run_training(TrainConfig.model_validate(run_config(tmp_path, tiny_model_dir, max_staleness=1)))
+    report = run_training(TrainConfig.model_validate(family_run_config(tmp_path, tiny_model_dir, max_staleness=1)))
     steps = read_steps(tmp_path / "run")
     assert [r.step for r in steps] == [0, 1, 2, 3] and [r.policy_version for r in steps] == [1, 2, 3, 4]
     with TrajectoryStore.open(tmp_path / "run" / "rl") as store:

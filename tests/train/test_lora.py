@@ -19,7 +19,7 @@ from openforge.train.checkpoint import read_trainer_state
 from openforge.train.config import TrainConfig
 from openforge.train.lora import LoRAConfigError, adapter_dir, has_adapter, trainable_model
 from openforge.train.trainer_config import LoRASettings
-from support.train import make_sample, with_behaviour_logprobs
+from support.train import family_run_config, make_sample, with_behaviour_logprobs
 
 LORA = LoRASettings(rank=4, alpha=8, target_modules=["q_proj", "v_proj", "down_proj"])
 
@@ -136,17 +136,8 @@ def test_a_lora_run_trains_serves_and_resumes_the_adapter(tmp_path, tiny_model, 
     from openforge.train.pipeline import run_training
     from openforge.train.records import read_steps
 
-    data = {
-        "run": str(tmp_path / "run"),
-        "model": str(tiny_model_dir),
-        "tasks": {"families": ["create_file"]},
-        "sandbox": "local",
-        "validate_tasks": False,
-        "max_new_tokens": 16,
-        "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
-        "rl": {"steps": 2, "prompts": 2, "group": 2, "eval_every": 5, "eval_instances": 2, "lr": 1e-2},
-        "lora": {"rank": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
-    }
+    data = family_run_config(tmp_path, tiny_model_dir, steps=2, eval_every=5, lr=1e-2)
+    data["lora"] = {"rank": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}
     report = run_training(TrainConfig.model_validate(data))
     ckpt = tmp_path / "run" / "checkpoints" / "rl"
     assert report["lora"] == {"rank": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"], "dropout": 0.0}
