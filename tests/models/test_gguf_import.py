@@ -105,7 +105,7 @@ def test_smollm2_imports_with_a_template_that_renders_tools(smollm2, tmp_path):
     assert (m.vocab_size, m.max_context, m.tool_call_format) == (49152, 8192, "json")
     assert template_warnings(m) == []
     source = json.loads((smollm2 / "openforge-source.json").read_text())
-    assert source["dequantised_from"] == "MOSTLY_Q4_1".removeprefix("MOSTLY_")
+    assert source["dequantised_from"] == "Q4_1"
     assert source["wheel_sha256"] == PACKAGED_MODELS["smollm2-135m"].wheel_sha256
     # the saved weights are the GGUF model's
     gguf_file = fetch_gguf("smollm2-135m")
