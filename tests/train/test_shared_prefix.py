@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from openforge.core.records import Sample
 from openforge.models import ModelDir
 from openforge.train.batching import collate
 from openforge.train.losses import sft_loss, token_logprobs
@@ -18,29 +17,7 @@ from openforge.train.shared_prefix import (
     shared_prefix_length,
 )
 from support.inference import sliding_window_model_dir
-
-
-def _samples(prefix: list[int], tails: list[list[int]], trained_from: int = 2) -> list[Sample]:
-    out = []
-    for i, tail in enumerate(tails):
-        ids = prefix + tail
-        mask = [0] * (len(prefix) + trained_from) + [1] * (len(tail) - trained_from)
-        out.append(
-            Sample(
-                episode_id=f"e{i}",
-                reward=1.0,
-                group_id="g",
-                token_ids=ids,
-                loss_mask=mask,
-                logprobs=[0.0] * len(ids),
-                metadata={"temperature": 0.7 if i % 2 else 1.0},
-            )
-        )
-    return out
-
-
-def _grads(model) -> list[torch.Tensor]:
-    return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+from support.train import parameter_grads, prefix_samples
 
 
 @pytest.mark.parametrize("window", [None, 16], ids=["full-attention", "sliding-window"])
@@ -53,7 +30,7 @@ def test_a_shared_prefix_gives_the_plain_forwards_logprobs_and_gradients(window,
     prefix = torch.randint(10, 900, (300,), generator=gen).tolist()
     # rows of different lengths (right padding), each with its own tokens after the prefix
     tails = [torch.randint(10, 900, (n,), generator=gen).tolist() for n in (9, 30, 17, 5)]
-    batch = collate(_samples(prefix, tails), pad_id=0)
+    batch = collate(prefix_samples(prefix, tails), pad_id=0)
     assert (
         shared_prefix_length(batch.input_ids, batch.attention_mask, batch.loss_mask) == 300
     )  # the tails differ from their first token
@@ -62,7 +39,7 @@ def test_a_shared_prefix_gives_the_plain_forwards_logprobs_and_gradients(window,
         model.zero_grad(set_to_none=True)
         logprobs = token_logprobs(model, batch, share_prefix=share)
         sft_loss(logprobs, batch.loss_mask).backward()
-        results[share] = (logprobs.detach(), _grads(model))
+        results[share] = (logprobs.detach(), parameter_grads(model))
     (plain, plain_grads), (shared, shared_grads) = results[False], results[True]
     # behind a window only the positions the trained tokens can see are computed (the rest are 0, never trained)
     start = receptive_start(model.config, batch.loss_mask)
@@ -80,12 +57,12 @@ def test_a_shared_prefix_gives_the_plain_forwards_logprobs_and_gradients(window,
 
 def test_only_an_untrained_common_prefix_is_shared(tiny_model_dir):
     prefix = list(range(10, 10 + MIN_SHARED_PREFIX + 6))
-    batch = collate(_samples(prefix, [[1, 2, 3, 4], [1, 2, 5, 6]], trained_from=0), pad_id=0)
+    batch = collate(prefix_samples(prefix, [[1, 2, 3, 4], [1, 2, 5, 6]], trained_from=0), pad_id=0)
     # the rows agree on two more tokens, but those are trained: they are not part of the shared prefix
     assert shared_prefix_length(batch.input_ids, batch.attention_mask, batch.loss_mask) == len(prefix)
-    one = collate(_samples(prefix, [[1, 2, 3]]), pad_id=0)
+    one = collate(prefix_samples(prefix, [[1, 2, 3]]), pad_id=0)
     assert shared_prefix_length(one.input_ids, one.attention_mask, one.loss_mask) == 0  # nothing to share
-    different = collate(_samples(prefix, [[1, 2, 3]]) + _samples([7, *prefix[1:]], [[1, 2, 3]]), pad_id=0)
+    different = collate(prefix_samples(prefix, [[1, 2, 3]]) + prefix_samples([7, *prefix[1:]], [[1, 2, 3]]), pad_id=0)
     assert shared_prefix_length(different.input_ids, different.attention_mask, different.loss_mask) == 0
 
 
@@ -100,7 +77,7 @@ def test_a_batch_mixing_prompts_shares_each_prompt_within_its_rows(tiny_model_di
     react = torch.randint(10, 900, (20,), generator=gen).tolist()
     tails = [torch.randint(10, 900, (n,), generator=gen).tolist() for n in (9, 30, 17, 5, 12, 8)]
     prompts = [claude, codex, react, codex, claude, react]
-    samples = [s for prompt, tail in zip(prompts, tails) for s in _samples(prompt, [tail])]
+    samples = [s for prompt, tail in zip(prompts, tails) for s in prefix_samples(prompt, [tail])]
     batch = collate(samples, pad_id=0)
     assert shared_prefix_length(batch.input_ids, batch.attention_mask, batch.loss_mask) == 0  # nothing shared by all
     assert prefix_groups(batch.input_ids, batch.attention_mask, batch.loss_mask) == [[0, 4], [1, 3], [2, 5]]
@@ -114,7 +91,7 @@ def test_a_batch_mixing_prompts_shares_each_prompt_within_its_rows(tiny_model_di
         positions.clear()
         logprobs = token_logprobs(model, batch, share_prefix=share)
         sft_loss(logprobs, batch.loss_mask).backward()
-        results[share] = (logprobs.detach(), _grads(model), sum(positions))
+        results[share] = (logprobs.detach(), parameter_grads(model), sum(positions))
     hook.remove()
     (plain, plain_grads, plain_positions), (shared, shared_grads, shared_positions) = results[False], results[True]
     assert shared_positions < plain_positions / 3, (shared_positions, plain_positions)
