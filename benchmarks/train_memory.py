@@ -1,5 +1,6 @@
 """Peak memory and time of one SFT step on a real model: the whole logits against blocks of positions
-(`openforge/train/vocab_blocks.py`), full fine-tuning against LoRA.
+(`openforge/train/vocab_blocks.py`), with and without activation checkpointing (`activation_checkpointing`),
+full fine-tuning against LoRA.
 
 Each variant runs in its own process (peak RSS is per process): load the model, then STEPS optimizer steps
 (`train.sft.sft_step`, AdamW) on ROWS rows of TOKENS tokens each (the first PROMPT untrained, the rest trained,
@@ -24,10 +25,12 @@ from pathlib import Path
 from _machine import run_metadata
 
 VARIANTS = {
-    "full, whole logits": {"lora": False, "blocks": False},
-    "full, blocks": {"lora": False, "blocks": True},
-    "LoRA, whole logits": {"lora": True, "blocks": False},
-    "LoRA, blocks": {"lora": True, "blocks": True},
+    "full, whole logits": {"lora": False, "blocks": False, "checkpointing": False},
+    "full, blocks": {"lora": False, "blocks": True, "checkpointing": False},
+    "full, blocks, checkpointing": {"lora": False, "blocks": True, "checkpointing": True},
+    "LoRA, whole logits": {"lora": True, "blocks": False, "checkpointing": False},
+    "LoRA, blocks": {"lora": True, "blocks": True, "checkpointing": False},
+    "LoRA, blocks, checkpointing": {"lora": True, "blocks": True, "checkpointing": True},
 }
 LORA = {"rank": 16, "alpha": 32, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj"]}
 
@@ -36,7 +39,9 @@ def peak_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20)  # KiB on Linux
 
 
-def one_variant(model_dir: Path, lora: bool, blocks: bool, rows: int, tokens: int, prompt: int, steps: int) -> dict:
+def one_variant(
+    model_dir: Path, lora: bool, blocks: bool, checkpointing: bool, rows: int, tokens: int, prompt: int, steps: int
+) -> dict:
     import torch
 
     from openforge.core.records import Sample
@@ -48,7 +53,7 @@ def one_variant(model_dir: Path, lora: bool, blocks: bool, rows: int, tokens: in
     torch.manual_seed(0)
     if not blocks:
         vocab_blocks.LOGITS_BUDGET = 1 << 62  # never blocked: the whole logits, as before
-    model = trainable_model(model_dir, LoRASettings(**LORA) if lora else None)
+    model = trainable_model(model_dir, LoRASettings(**LORA) if lora else None, activation_checkpointing=checkpointing)
     loaded = peak_gib()
     vocab = model.config.vocab_size
     samples = [

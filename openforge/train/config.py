@@ -183,6 +183,9 @@ class TrainConfig(EpisodeSettings, TaskValidationSettings):
     rl: RLSettings = Field(default_factory=RLSettings)
     # SFT and GRPO train a LoRA adapter (`LoRASettings`); the run's checkpoints hold it and the merged weights
     lora: LoRASettings | None = None
+    # each decoder layer recomputes its activations in the backward pass instead of keeping them: a real model's
+    # step in a fraction of the memory for about a quarter more compute (benchmarks/train_memory.py)
+    activation_checkpointing: bool = False
     evaluation: Literal["curve", "policies"] = "curve"
     loggers: list[LoggerSettings] = Field(default_factory=list)
     faults: FaultSettings | None = None

@@ -81,18 +81,31 @@ def with_adapter(model: PreTrainedModel, settings: LoRASettings) -> PeftModel:
     return get_peft_model(model, peft_config(settings))
 
 
-def trainable_model(base_dir: Path, settings: LoRASettings | None, checkpoint: Path | None = None) -> Policy:
+def trainable_model(
+    base_dir: Path,
+    settings: LoRASettings | None,
+    checkpoint: Path | None = None,
+    *,
+    activation_checkpointing: bool = False,
+) -> Policy:
     """The model a stage trains. Without LoRA: `checkpoint`'s weights (else the base's). With LoRA: the base
     model with `checkpoint`'s adapter, trainable again — or a fresh adapter on `checkpoint`'s weights when it
-    holds none (a full fine-tune before a LoRA stage), else on the base's."""
+    holds none (a full fine-tune before a LoRA stage), else on the base's. `activation_checkpointing`: each
+    decoder layer recomputes its activations in the backward pass instead of keeping them (transformers'
+    gradient checkpointing; `shared_prefix` pauses it for its cached pass)."""
+    model: Policy
     if settings is None:
-        return ModelDir(checkpoint or base_dir).load_model()
-    if checkpoint is not None and has_adapter(checkpoint):
+        model = ModelDir(checkpoint or base_dir).load_model()
+    elif checkpoint is not None and has_adapter(checkpoint):
         from peft import PeftModel
 
         base = ModelDir(base_dir).load_model()
-        return PeftModel.from_pretrained(base, str(adapter_dir(checkpoint)), is_trainable=True)
-    return with_adapter(ModelDir(checkpoint or base_dir).load_model(), settings)
+        model = PeftModel.from_pretrained(base, str(adapter_dir(checkpoint)), is_trainable=True)
+    else:
+        model = with_adapter(ModelDir(checkpoint or base_dir).load_model(), settings)
+    if activation_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
 
 
 def merged_model(model: Policy) -> PreTrainedModel:

@@ -108,7 +108,9 @@ def restore_or_start(ctx: RunContext, start: Path, resume: bool) -> RLState:
     grpo = rl.grpo_config()
     if resume and (rl_path / "model.safetensors").is_file():
         saved = read_trainer_state(rl_path)
-        model = trainable_model(ctx.model_path, ctx.config.lora, rl_path)
+        model = trainable_model(
+            ctx.model_path, ctx.config.lora, rl_path, activation_checkpointing=ctx.config.activation_checkpointing
+        )
         restore_rng(saved)  # after loading, which may draw from them
         trainer = GRPOTrainer(model, grpo, pad_id=pad, step_count=saved.step)
         if saved.optimizer is not None:
@@ -117,7 +119,9 @@ def restore_or_start(ctx: RunContext, start: Path, resume: bool) -> RLState:
         serve = rl_path
         ctx.console.print(f"resuming after RL step {next_step - 1} from {rl_path}")
     else:
-        model = trainable_model(ctx.model_path, ctx.config.lora, start)
+        model = trainable_model(
+            ctx.model_path, ctx.config.lora, start, activation_checkpointing=ctx.config.activation_checkpointing
+        )
         trainer, next_step, serve = GRPOTrainer(model, grpo, pad_id=pad), 0, start
     # records past the checkpoint (a crash between the two writes) are dropped: those steps run again; the
     # policies' evaluation is done again at the end

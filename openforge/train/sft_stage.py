@@ -74,7 +74,9 @@ def sft_stage(ctx: RunContext, teacher_episodes: int) -> Path:
             f"{ctx.run / 'teacher'} (`openforge export` lists its calls), or drop the `sft:` block"
         )
     model_dir = ModelDir(ctx.model_path)
-    model = trainable_model(ctx.model_path, ctx.config.lora)
+    model = trainable_model(
+        ctx.model_path, ctx.config.lora, activation_checkpointing=ctx.config.activation_checkpointing
+    )
     trainer = train_sft(model, model_dir, demos, settings, settings.steps, ctx.config.seed, "SFT", ctx.console)
     ctx.sft = {
         "samples": len(demos),
@@ -135,7 +137,9 @@ def more_sft(ctx: RunContext, sft_path: Path, seconds: float) -> Path:
     steps = max(1, round(seconds / pace))
     demos, _, _ = teacher_demos(ctx)
     model_dir = ModelDir(ctx.model_path)
-    model = trainable_model(ctx.model_path, ctx.config.lora, sft_path)
+    model = trainable_model(
+        ctx.model_path, ctx.config.lora, sft_path, activation_checkpointing=ctx.config.activation_checkpointing
+    )
     trainer = train_sft(model, model_dir, demos, settings, steps, ctx.config.seed + 1, "more SFT", ctx.console)
     ctx.console.print(f"{steps} more SFT steps (GRPO's {seconds:.0f} s at {pace:.2f} s per SFT step)")
     return save_checkpoint(

@@ -10,6 +10,9 @@ over the repeat) gradients are those of the plain pass, up to float rounding (te
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 from transformers import DynamicCache
@@ -67,6 +70,20 @@ def prefix_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_ma
     return groups + [sorted(rest)] if rest else groups
 
 
+@contextmanager
+def activations_kept(model: nn.Module) -> Iterator[None]:
+    """Activation checkpointing paused: a checkpointed layer runs without its cache (transformers drops it), and
+    the passes here need the prefix's keys and values."""
+    paused = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True]
+    for module in paused:
+        setattr(module, "gradient_checkpointing", False)  # noqa: B010 (a module attribute, typed loosely)
+    try:
+        yield
+    finally:
+        for module in paused:
+            setattr(module, "gradient_checkpointing", True)  # noqa: B010
+
+
 def shared_prefix_logprobs(
     model: nn.Module,
     input_ids: torch.Tensor,
@@ -82,21 +99,22 @@ def shared_prefix_logprobs(
     positions = torch.arange(start, start + width, device=input_ids.device)[None]
     output = OutputHead(model, rows, width - prefix)  # logits, or hidden states when the logits would be large
     cache, keyword = DynamicCache(), cache_argument(output.module)  # filled in place by the prefix's pass
-    head = output.forward(
-        input_ids=input_ids[:1, :prefix],
-        attention_mask=attention_mask[:1, :prefix],
-        use_cache=True,
-        position_ids=positions[:, :prefix],
-        **{keyword: cache},
-    )
-    cache.batch_repeat_interleave(rows)
-    tail = output.forward(
-        input_ids=input_ids[:, prefix:width],
-        attention_mask=attention_mask,
-        use_cache=True,
-        position_ids=positions[:, prefix:].expand(rows, -1),
-        **{keyword: cache},
-    )
+    with activations_kept(model):
+        head = output.forward(
+            input_ids=input_ids[:1, :prefix],
+            attention_mask=attention_mask[:1, :prefix],
+            use_cache=True,
+            position_ids=positions[:, :prefix],
+            **{keyword: cache},
+        )
+        cache.batch_repeat_interleave(rows)
+        tail = output.forward(
+            input_ids=input_ids[:, prefix:width],
+            attention_mask=attention_mask,
+            use_cache=True,
+            position_ids=positions[:, prefix:].expand(rows, -1),
+            **{keyword: cache},
+        )
     # inside the prefix nothing is trained (shared_prefix_length): one row per distinct temperature, no graph
     with torch.no_grad():
         inside = torch.empty((rows, prefix - 1), dtype=torch.float32)
