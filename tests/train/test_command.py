@@ -49,6 +49,8 @@ def test_example_configs_are_valid():
     data = yaml.safe_load((REPO / "examples/train/mixed-harnesses.yaml").read_text())
     mixed = validate_config({**data, "model": "tiny"}, TrainConfig)  # the example names a model not present here
     assert mixed.harnesses == ["react", "claude-code", "codex"] and not mixed.in_process
+    real = load_config(REPO / "examples/train/real-model-lora.yaml", TrainConfig)
+    assert real.model == "smollm2-135m" and real.lora is not None and real.rl.max_staleness == 2
 
 
 def write_config(path: Path, data: dict) -> Path:
