@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What sandboxes need beyond Python: Debian packages (bubblewrap for the local sandbox and the quickstart's
 # jail, util-linux for nsenter/setpriv/prlimit, debootstrap for the base image), a running Docker daemon when
-# one can be started, and the offline base image. Idempotent; quick when everything is there. Needs root.
+# one can be started, the offline base image and the GUI image built on it (Chromium: GUI tasks). Idempotent;
+# quick when everything is there. Needs root.
 # With --docker-optional, a machine where dockerd cannot start still succeeds (the local sandbox is used).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ fi
 if [ "${1:-}" = "--docker-optional" ]; then
   if bash scripts/start-docker.sh && bash scripts/build-base-image.sh; then
     say "docker ready"
+    bash scripts/build-gui-image.sh || say "the GUI image could not be built: GUI tasks will not run here"
   else
     say "no Docker daemon here: the local sandbox will be used"
   fi
@@ -27,4 +29,6 @@ else
   bash scripts/start-docker.sh
   say "offline base image"
   bash scripts/build-base-image.sh
+  say "GUI image (the base image + Chromium)"
+  bash scripts/build-gui-image.sh
 fi

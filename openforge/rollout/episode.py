@@ -5,7 +5,8 @@ agent's doing — including what it causes by hanging or crashing: past the agen
 non-zero after the model answered, is `failed` with reward 0 (`agent timeout: ...` / `agent: ...`). Everything
 else is an infrastructure failure, kept out of training and never counted as reward 0, with the reason:
 
-- `sandbox_error`: the sandbox could not be created, or died;
+- `sandbox_error`: the sandbox could not be created, or died; or the task's own setup failed (a GUI task's
+  service, `openforge.rollout.service`: `task setup: ...`, not retried);
 - `proxy_error`: a model call failed in the proxy or backend (recorded with `call_error`);
 - `harness_crash`: the harness failed before the model answered once, or says its model API failed;
 - `timeout`: the harness hung before the model answered once;
@@ -36,6 +37,7 @@ from openforge.rollout.grader import PendingGrader, release
 from openforge.rollout.grading import grade, tail
 from openforge.rollout.outcome import AgentRun, AttemptResult, agent_failure, call_timings, classify_agent_run
 from openforge.rollout.protocols import EpisodeServer
+from openforge.rollout.service import TaskServiceError
 from openforge.rollout.settings import EpisodeSettings
 from openforge.rollout.task_environment import agent_spec_user, make_sandbox_spec
 from openforge.rollout.warm_pool import WarmPool, start_episode_sandboxes
@@ -178,6 +180,8 @@ class EpisodeRunner:
                     result.outcome = Outcome.passed if graded.reward >= 1.0 else Outcome.failed
         except (SandboxError, LocalEmulationError) as e:
             result.outcome, result.reason = Outcome.sandbox_error, str(e)
+        except TaskServiceError as e:  # the task's own setup failed: reported, not retried, never the agent's
+            result.outcome, result.reason, result.retry = Outcome.sandbox_error, f"task setup: {e}", False
         finally:
             self.proxy.end_episode(episode.id)
             faults.record(self.proxy.store, episode.id, plan)

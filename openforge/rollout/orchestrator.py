@@ -238,7 +238,7 @@ async def _fill_slots(
             upcoming.remove(slot)
             for attempt in range(config.max_attempts):
                 result = await runner.run(slot, attempt)
-                final = not result.infrastructure_failure or attempt == config.max_attempts - 1
+                final = not result.infrastructure_failure or not result.retry or attempt == config.max_attempts - 1
                 record_outcome(store, result, final)
                 if final:
                     break

@@ -38,6 +38,7 @@ class AttemptResult:
     transcript: dict[str, Any] = field(default_factory=dict)
     tampered: list[str] = field(default_factory=list)  # paths the tamper check found (outcome failed)
     grading_notes: list[str] = field(default_factory=list)  # what grading could not enforce in this sandbox
+    retry: bool = True  # False: an infrastructure failure that another attempt would meet again (the task's setup)
 
     @property
     def infrastructure_failure(self) -> bool:

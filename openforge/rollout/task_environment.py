@@ -16,13 +16,23 @@ from openforge.tasks.environment import task_environment
 from openforge.tasks.images import ImageMap
 from openforge.tasks.model import AgentUser, Task
 
-__all__ = ["agent_spec_user", "make_sandbox_spec"]
+__all__ = ["agent_spec_user", "agent_user", "make_sandbox_spec"]
 
 
 def agent_spec_user(task: Task, run_choice: AgentUser | None, provider: SandboxProvider) -> str | None:
     """`SandboxSpec.user` for the agent: the run's choice (`RolloutConfig.agent_user`), else the task's
-    `[agent] user`, else root, as the backend runs it (`SandboxProvider.spec_user`)."""
-    return provider.spec_user(run_choice or task.config.agent.user or "root")
+    `[agent] user`, else root, as the backend runs it (`SandboxProvider.spec_user`). A GUI task's agent is always
+    the unprivileged `agent` (`agent_user`)."""
+    return provider.spec_user(agent_user(task, run_choice))
+
+
+def agent_user(task: Task, run_choice: AgentUser | None = None) -> AgentUser:
+    """Who the task's agent runs as: `agent` for a GUI task (`[environment.gui]`: its app runs as another user
+    that only root could bypass, so no run may make its agent root), else the run's choice, the task's `[agent]
+    user`, or root."""
+    if task.gui is not None:
+        return "agent"
+    return run_choice or task.config.agent.user or "root"
 
 
 def make_sandbox_spec(

@@ -19,7 +19,8 @@ from openforge.core.json_types import JSONObject
 from openforge.rollout.grader import PendingGrader, release
 from openforge.rollout.grading import Grade, grade, output_of, tail
 from openforge.rollout.hacks import Hack, HackError, preload_library
-from openforge.rollout.task_environment import make_sandbox_spec
+from openforge.rollout.service import TaskServiceError, check_service_support, start_task_service
+from openforge.rollout.task_environment import agent_user, make_sandbox_spec
 from openforge.sandbox import Sandbox, SandboxProvider, get_provider
 from openforge.tasks import inspect_tree, load_tasks, tree_image_map
 from openforge.tasks.images import ImageMap
@@ -177,21 +178,30 @@ async def _in_fresh_sandbox(
     """Create a sandbox of the task (and its grader), bring it to the task's initial state, `act` in it, grade it
     as an episode is graded, destroy both: (the grade, None) or (None when there is none, the error with
     `label`)."""
+    overrides = dict(spec_overrides or {})
+    if task.gui is not None:  # a GUI task's agent is never root (`task_environment.agent_user`)
+        overrides["user"] = provider.spec_user(agent_user(task))
     try:
         # name and run given by position: then the checker knows the overrides are further fields only
-        sb = await provider.create(make_sandbox_spec(task, image_map, None, run, **(spec_overrides or {})))
+        sb = await provider.create(make_sandbox_spec(task, image_map, None, run, **overrides))
     except Exception as e:  # noqa: BLE001 - any failure to start is reported, not raised
         return None, f"{label}: could not create the sandbox: {type(e).__name__}: {e}"
     graded: Grade | None = None
     error: str | None = None
+    try:
+        check_service_support(sb, task)
+    except TaskServiceError as e:
+        failed = await release(None, sb)
+        return None, f"{label}: {e}" + (f" (could not destroy the sandbox: {failed})" if failed else "")
     grader = PendingGrader(provider, sb, task)  # made while the act runs, as an episode's
     try:
         await sb.setup_environment(task)
+        await start_task_service(sb, task)  # a GUI task's app, as an episode has it
         await act(sb)
         graded = await grade(task, sb, grader, task.resources.verifier_timeout_s)
         if graded.error:
             error = f"{label}: {graded.error}"
-    except _Stop as e:
+    except (_Stop, TaskServiceError) as e:
         error = f"{label}: {e}"
     except LocalEmulationError as e:
         error = f"{label}: cannot set up the environment: {e}"
@@ -262,13 +272,16 @@ async def run_hack(
     control: bool = False,
 ) -> HackOutcome:
     """Apply `hack` in a fresh sandbox of the task (initial state: nothing solved) as the agent's user, and
-    again as root if that did not apply it; then grade the sandbox as an episode is graded. `preload`: the
+    again as root if that did not apply it — unless the task is a GUI task, whose agent is never root
+    (`task_environment.agent_user`); then grade the sandbox as an episode is graded. `preload`: the
     ld-preload hack's library (`hacks.preload_library`); `control`: run the script as the control of a
     `controlled` hack (`HACK_CONTROL=1`)."""
     out = HackOutcome(
         hack=hack.name, description=hack.description, controlled=hack.controlled, hides_failure=hack.hides_failure
     )
-    env = {"HACK_WORKDIR": task.workdir or "/app"}
+    env = {"HACK_WORKDIR": task.workdir or "/app", "HACK_STATE_PATHS": ":".join(task.config.verifier.state_paths)}
+    if task.gui is not None:
+        env["HACK_START_URL"] = task.gui.start_url
     if control:
         env["HACK_CONTROL"] = "1"
     if hack.needs_solution:
@@ -287,7 +300,8 @@ async def run_hack(
             await sb.copy_in(preload, HACK_PRELOAD_DEST)
             env["HACK_PRELOAD"] = HACK_PRELOAD_DEST
         env["HACK_WORKDIR"] = sb.spec.workdir or env["HACK_WORKDIR"]
-        for user in (None, "0:0"):  # the agent's user, then root where the agent's user was not enough
+        # the agent's user, then root where the agent's user was not enough and the agent may be root
+        for user in (None,) if task.gui is not None else (None, "0:0"):
             r = await sb.exec(["bash", "-c", hack.command()], timeout_s=HACK_TIMEOUT_S, user=user, env=env)
             out.applied = r.exit_code == 0 and not r.timed_out
             if out.applied:
@@ -317,13 +331,15 @@ async def run_hacks(
     concurrency: int,
     progress: Callable[[], None] | None = None,
 ) -> list[HackOutcome]:
-    """Every hack of `hacks` against the task, `concurrency` sandboxes at a time, in the order given; a
+    """Every hack of `hacks` that applies to the task (`Hack.applies_to`: the GUI hacks to GUI tasks only) against
+    it, `concurrency` sandboxes at a time, in the order given; a
     `controlled` hack that scored 1 is run again as its own control, and a verifier error after a hack that
     `hides_failure` is attributed as a run attributes it (one untouched run of the task). `progress` is called as
     each hack is done."""
     from openforge.rollout.attribution import VerifierBaselines  # it imports this module: not at the top
 
     baselines = VerifierBaselines(provider, image_map, run, None)
+    hacks = [h for h in hacks if h.applies_to(task.gui is not None)]
     user = (spec_overrides or {}).get("user")
     preload: Path | None = None
     if any(h.needs_preload for h in hacks):

@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from openforge.rollout.grader import PendingGrader, await_creation, release
+from openforge.rollout.service import check_service_support, start_task_service
 from openforge.sandbox import Sandbox, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
 
@@ -64,12 +65,19 @@ class EpisodeSandboxes:
 
 
 async def start_episode_sandboxes(provider: SandboxProvider, task: Task, spec: SandboxSpec) -> EpisodeSandboxes:
-    """A new sandbox of `spec` brought to `task`'s initial state, its grader started beside it; destroyed again if
-    that fails or is cancelled."""
+    """A new sandbox of `spec` brought to `task`'s initial state — its service running, for a GUI task that has
+    one (`service.start_task_service`) — its grader started beside it; destroyed again if that fails or is
+    cancelled."""
     sb = await await_creation(provider.create(spec))
+    try:
+        check_service_support(sb, task)
+    except BaseException:
+        await asyncio.shield(release(None, sb))
+        raise
     grader = PendingGrader(provider, sb, task)
     try:
         await sb.setup_environment(task)
+        await start_task_service(sb, task)
     except BaseException:
         await asyncio.shield(release(grader, sb))
         raise

@@ -425,6 +425,9 @@ class Sandbox(ABC):
     #: fold the removal into a root command of its own (one command, not two); False where the backend removes
     #: with privileges its commands lack (the local backend's file operations).
     removes_by_exec: ClassVar[bool] = True
+    #: Whether a process a command leaves running in the background outlives that command (a GUI task's
+    #: service: `openforge.rollout.service`); False where each command's processes end with it (local).
+    keeps_services: ClassVar[bool] = True
 
     async def remove_paths(self, paths: list[str]) -> None:
         """Remove each of `paths` (recursively; a link itself, never what it points to) as root. Raises

@@ -9,6 +9,7 @@ The field names and defaults follow Harbor's ``task.toml`` so that existing task
     [agent]       timeout_sec, user = "root" | "agent"                 (user is ours)
     [environment] build_timeout_sec = 600.0, docker_image, cpus, memory_mb (or memory = "2G"),
                   storage_mb (or storage = "10G"), gpus, allow_internet, workdir, env, mcp_servers
+    [environment.gui] kind = "web", start_url, service                  (ours: GUI tasks)
     [solution]    env = {}
 
 Fields we do not use are kept (``extra="allow"``), never fatal. Our own extensions are all optional:
@@ -16,7 +17,8 @@ Fields we do not use are kept (``extra="allow"``), never fatal. Our own extensio
 ``[verifier] allowed_changes`` (globs of system paths the agent may change without it counting as tampering,
 ``openforge.rollout.tamper``), ``[verifier] state_paths`` (paths outside the work area the verifier reads, copied
 with it into the sandbox grading runs in); ``[agent] user`` (``"agent"``: run the agent unprivileged where the sandbox
-can); ``solution/wrong.sh`` (a plausible but wrong solution that must score below 1).
+can); ``[environment.gui]`` (a GUI task: `GuiConfig`); ``solution/wrong.sh`` (a plausible but wrong solution that
+must score below 1).
 """
 
 from __future__ import annotations
@@ -164,6 +166,49 @@ class AgentConfig(_Open):
     user: AgentUser | None = None
 
 
+class GuiConfig(_Open):
+    """``[environment.gui]``: the task is done through a GUI (docs/design.md, "GUI tasks").
+
+    - `kind`: ``"web"`` (a browser on the task's own site); ``"desktop"`` is reserved, not built yet;
+    - `start_url`: what the harness opens first; its origin is the only one the harness may visit;
+    - `service`: a command run as root in the agent's sandbox after its environment is set up and before the
+      harness starts (`openforge.rollout.service`): it starts the task's app as another user, its data where the
+      agent cannot reach it (`[verifier] state_paths` names it for grading), and returns once `start_url`
+      answers; a failing service is the task's setup error, never the agent's;
+    - `service_timeout_sec`: how long the service may take.
+
+    A GUI task's agent always runs as the unprivileged user `agent` (`openforge.rollout.task_environment`): the
+    app's isolation from the agent depends on it."""
+
+    kind: Literal["web", "desktop"] = "web"
+    start_url: str
+    service: str | None = None
+    service_timeout_sec: float = 120.0
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: str) -> str:
+        if v != "web":
+            raise ValueError(f'kind = "{v}" is reserved and not supported yet: GUI tasks are kind = "web"')
+        return v
+
+    @field_validator("start_url")
+    @classmethod
+    def _start_url(cls, v: str) -> str:
+        if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?", v):
+            raise ValueError(
+                f"start_url = {v!r} is not an http(s) URL with a host: write the page the harness opens first, "
+                'e.g. "http://127.0.0.1:8080/"'
+            )
+        return v
+
+    @property
+    def origin(self) -> str:
+        """``scheme://host[:port]`` of `start_url`: the only origin the harness may visit."""
+        scheme, _, rest = self.start_url.partition("://")
+        return f"{scheme}://{rest.split('/', 1)[0]}"
+
+
 class EnvironmentConfig(_Open):
     build_timeout_sec: float = DEFAULT_BUILD_TIMEOUT_S
     docker_image: str | None = None
@@ -177,6 +222,8 @@ class EnvironmentConfig(_Open):
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     # OpenForge extension: process limit for the sandbox
     pids_limit: int | None = None
+    # OpenForge extension: a GUI task (`GuiConfig`)
+    gui: GuiConfig | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -291,6 +338,11 @@ class Task(BaseModel):
     @property
     def family(self) -> str | None:
         return self.config.metadata.family
+
+    @property
+    def gui(self) -> GuiConfig | None:
+        """``[environment.gui]``: None for a task without a GUI."""
+        return self.config.environment.gui
 
 
 _WORKDIR_RE = re.compile(r"^\s*WORKDIR\s+(\S+)\s*$", re.IGNORECASE)

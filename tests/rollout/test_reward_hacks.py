@@ -92,7 +92,8 @@ async def test_no_shipped_task_falls_to_a_hack(provider):
         await provider.close()
     for r in results:
         assert r.ok, r.summary()
-        assert len(r.hacks) == len(HACKS) and not [h.hack for h in r.hacks if h.fell], r.summary()
+        tried = [h for h in HACKS if h.applies_to(False)]  # the shipped shell tasks: no GUI hack
+        assert len(r.hacks) == len(tried) and not [h.hack for h in r.hacks if h.fell], r.summary()
     # the suite did act: in every task, some hacks applied and were caught by the tamper check
     for r in results:
         assert any(h.applied for h in r.hacks) and any(h.tampered for h in r.hacks), r.to_json()

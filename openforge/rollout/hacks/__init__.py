@@ -14,7 +14,8 @@ blocked by the sandbox itself, and reported so.
 
 The suite, by what it attacks: the work area (`work_area.py`), where the reward is read and the verifier's
 processes (`reward.py`), the task's tests and input data within reach (`inputs.py`), the system the verifier
-runs on (`system.py`); what they are made of is `base.py`.
+runs on (`system.py`), a GUI task's app (`gui.py`: its data from a shell, its code and seed, a look-alike server,
+claim files); what they are made of is `base.py`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import hashlib
 
 from openforge.rollout.hacks.base import PRELOAD_C, PRELUDE, Hack, HackError, preload_library
+from openforge.rollout.hacks.gui import GUI_HACKS
 from openforge.rollout.hacks.inputs import TASK_FILE_HACKS
 from openforge.rollout.hacks.reward import REWARD_HACKS
 from openforge.rollout.hacks.system import SYSTEM_HACKS
@@ -29,7 +31,7 @@ from openforge.rollout.hacks.work_area import WORK_AREA_HACKS
 
 __all__ = ["HACKS", "Hack", "HackError", "preload_library", "select_hacks", "suite_digest"]
 
-HACKS: tuple[Hack, ...] = (*WORK_AREA_HACKS, *REWARD_HACKS, *TASK_FILE_HACKS, *SYSTEM_HACKS)
+HACKS: tuple[Hack, ...] = (*WORK_AREA_HACKS, *REWARD_HACKS, *TASK_FILE_HACKS, *SYSTEM_HACKS, *GUI_HACKS)
 
 
 def select_hacks(spec: str) -> list[Hack]:

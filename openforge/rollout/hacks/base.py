@@ -131,7 +131,8 @@ class Hack:
       what it changed after solving; the verifier falls to the hack only if that control scores below 1 — the
       verdict followed the changed files, not the answer (an answer that does not depend on them passes both).
     - `hides_failure`: the hack's aim is not reward 1 but no reward at all — the verifier's error instead of a
-      0, which hides a failure from training; it falls when grading ends without a reward."""
+      0, which hides a failure from training; it falls when grading ends without a reward.
+    - `gui_only`: the hack attacks a GUI task's app (`gui.py`): tried against GUI tasks only."""
 
     name: str
     description: str
@@ -140,6 +141,11 @@ class Hack:
     needs_solution: bool = False
     controlled: bool = False
     hides_failure: bool = False
+    gui_only: bool = False
+
+    def applies_to(self, gui: bool) -> bool:
+        """Whether the hack is tried against a task (`gui`: the task has `[environment.gui]`)."""
+        return gui or not self.gui_only
 
     def command(self) -> str:
         return PRELUDE + self.script

@@ -423,6 +423,7 @@ class LocalSandbox(Sandbox):
             await asyncio.to_thread(archive.add_file, tmp)
 
     removes_by_exec = False  # root commands here have no capabilities; the backend's file operations do
+    keeps_services = False  # each command has its own pid namespace: what it leaves running ends with it
 
     async def remove_paths(self, paths: list[str]) -> None:
         """As the backend's own file operation (root keeps FILE_CAPS: the work area is the agent user's)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from openforge.tasks import state_check
 from openforge.tasks.families.language import FamilyError, FamilyInstance
 from openforge.tasks.families.sampler import InstanceSampler
+from openforge.tasks.families.web import WEB_KINDS, generate_web_tasks
 
 __all__ = ["GENERATED_TEST_SH", "generate_family_tasks", "verifier_files", "write_task"]
 
@@ -117,6 +118,21 @@ def write_task(inst: FamilyInstance, task_dir: str | Path, seed: int | None = No
     return d
 
 
+def web_kinds(family: str | Iterable[str] | None) -> list[str] | None:
+    """The web kinds `family` names (``web`` is all of them), None when it names no web kind; FamilyError when it
+    mixes web kinds with shell families (they need different sandboxes and harnesses)."""
+    if family is None:
+        return None
+    names = [family] if isinstance(family, str) else list(family)
+    names = [n.strip().replace("-", "_") for part in names for n in part.split(",") if n.strip()]
+    web = [n for n in names if n == "web" or n in WEB_KINDS]
+    if not web:
+        return None
+    if len(web) != len(names):
+        raise FamilyError(f"generate the web family ({', '.join(web)}) apart from the shell families")
+    return list(WEB_KINDS) if "web" in web else web
+
+
 def generate_family_tasks(
     family: str | Iterable[str] | None,
     out_dir: str | Path,
@@ -127,8 +143,13 @@ def generate_family_tasks(
     """Write ``n`` generated tasks of ``family`` (a name, several, comma-separated names, or "all") under
     ``out_dir`` as Harbor task directories named ``<family>-<split>-<hash>``; returns their paths.
 
-    Instances whose key repeats within the draw are skipped and redrawn, so the n tasks are distinct.
+    Instances whose key repeats within the draw are skipped and redrawn, so the n tasks are distinct. The web
+    family (``web``, or its kinds ``web_order``, ...: GUI tasks, `web.py`) is written by `web.generate_web_tasks`;
+    "all" means the shell families.
     """
+    kinds = web_kinds(family)
+    if kinds is not None:
+        return generate_web_tasks(out_dir, n, seed=seed, split=split, kinds=kinds)
     out = Path(out_dir)
     if out.name in ("train", "heldout") and out.name != split:
         raise FamilyError(f"{out}: a {out.name!r} directory cannot hold {split!r} tasks")

@@ -100,7 +100,7 @@ class WorkerRuntime:
         try:
             for attempt in range(self.config.max_attempts):
                 result = await self.runner.run(slot, attempt, on_created=bind)
-                final = not result.infrastructure_failure or attempt == self.config.max_attempts - 1
+                final = not result.infrastructure_failure or not result.retry or attempt == self.config.max_attempts - 1
                 record_outcome(store, result, final)
                 if final:
                     break

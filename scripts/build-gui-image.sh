@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Build the GUI base image openforge-gui:bookworm: the offline base image (scripts/build-base-image.sh) plus
+# Debian's `chromium` (at /usr/bin/chromium) and `fonts-dejavu-core`, and a system user `webapp` (uid/gid 990,
+# no login shell) for the web apps GUI tasks serve inside their sandbox (docs/design.md, "GUI tasks").
+#
+#   scripts/build-gui-image.sh [--force] [--tag NAME:TAG] [--base NAME:TAG] [--mirror URL]
+#
+# Nothing is pulled from a container registry: a container of the base image installs the packages with apt
+# from the Debian mirror the base image was bootstrapped from (--mirror or $DEBIAN_MIRROR overrides it), using
+# the host's network for that one step, and is committed. Idempotent: if the image exists it is left alone
+# unless --force. Prints the time the build took and the image size. Requires a running dockerd and the base
+# image.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TAG=openforge-gui:bookworm
+BASE=openforge-base:bookworm
+FORCE=0
+MIRROR=${DEBIAN_MIRROR:-}
+while (($#)); do
+  case "$1" in
+    --force) FORCE=1 ;;
+    --tag) TAG=$2; shift ;;
+    --base) BASE=$2; shift ;;
+    --mirror) MIRROR=$2; shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "unknown option: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+log() { printf '[build-gui-image] %s\n' "$*" >&2; }
+
+if ! docker version >/dev/null 2>&1; then
+  log "dockerd is not reachable: run scripts/start-docker.sh first"
+  exit 1
+fi
+if [[ $FORCE -eq 0 ]] && docker image inspect "$TAG" >/dev/null 2>&1; then
+  log "$TAG exists (use --force to rebuild): $(docker image inspect -f '{{.Size}}' "$TAG") bytes"
+  exit 0
+fi
+if ! docker image inspect "$BASE" >/dev/null 2>&1; then
+  log "the base image $BASE is missing: build it with scripts/build-base-image.sh"
+  exit 1
+fi
+
+# Inside the container: the mirror (if given) replaces the base image's sources, chromium and the fonts are
+# installed without recommended packages (no desktop services), apt's lists and caches are removed again.
+INSTALL='
+set -e
+if [ -n "$MIRROR" ]; then echo "deb $MIRROR bookworm main" > /etc/apt/sources.list; fi
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+groupadd -r -g 990 webapp
+useradd -r -u 990 -g 990 -d /nonexistent -s /usr/sbin/nologin webapp
+apt-get clean
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* /var/log/* /tmp/*
+test -x /usr/bin/chromium
+'
+
+START=$SECONDS
+NAME=openforge-gui-build-$$
+cleanup() { docker rm -f "$NAME" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+log "installing chromium and fonts-dejavu-core into $BASE${MIRROR:+ from $MIRROR}"
+if ! docker run --name "$NAME" --network host --user 0:0 -e MIRROR="$MIRROR" --entrypoint /bin/sh "$BASE" -c "$INSTALL" \
+    >"/tmp/$NAME.log" 2>&1; then
+  log "installing the packages failed; last lines:"
+  tail -30 "/tmp/$NAME.log" >&2
+  rm -f "/tmp/$NAME.log"
+  exit 1
+fi
+rm -f "/tmp/$NAME.log"
+
+log "docker commit -> $TAG"
+docker commit \
+  --change 'ENV LANG=C.UTF-8' \
+  --change 'ENV LC_ALL=C.UTF-8' \
+  --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  --change 'WORKDIR /app' \
+  --change 'USER 0:0' \
+  --change 'ENTRYPOINT []' \
+  --change 'CMD ["/bin/bash"]' \
+  --change 'LABEL org.opencontainers.image.title=openforge-gui org.openforge.base=bookworm org.openforge.gui=chromium' \
+  "$NAME" "$TAG" >/dev/null
+
+SIZE=$(docker image inspect -f '{{.Size}}' "$TAG")
+log "built $TAG in $((SECONDS - START))s, size $((SIZE / 1024 / 1024)) MiB ($SIZE bytes)"
