@@ -174,6 +174,17 @@ def inspect_task_dir(path: str | Path, layout_split: Split | None = None) -> Dir
             except SolutionError as e:
                 rep.errors.append(f"solution/{name}: {e}")
 
+    # a GUI task: its app's state is what the verifier reads, and its demonstration is GUI steps
+    cfg = rep.config
+    if cfg is not None and cfg.environment.gui is not None:
+        if not cfg.verifier.state_paths:
+            rep.warnings.append(
+                f"{CONFIG_FILE}: [environment.gui] without [verifier] state_paths: the verifier sees the image's "
+                "initial app data, not what the agent did through the app; name the app's data directory there"
+            )
+        if not (sol / "actions.json").is_file():
+            rep.warnings.append("solution/actions.json: missing; the oracle has no GUI steps to demonstrate")
+
     # split agreement
     if rep.config is not None and layout_split is not None:
         meta_split = rep.config.metadata.split

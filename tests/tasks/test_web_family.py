@@ -140,3 +140,14 @@ def test_reference_solutions_score_1_and_wrong_or_none_0(tmp_path):
         assert _grade(d, tmp_path / "run", "solve.sh") == 1.0, d.name
         assert _grade(d, tmp_path / "run", "wrong.sh") == 0.0, d.name
         assert _grade(d, tmp_path / "run", None) == 0.0, d.name
+
+
+def test_a_gui_task_without_state_paths_or_actions_is_warned_about(tmp_path):
+    d = tmp_path / "t"
+    shutil.copytree(EXAMPLES / "swap-featured-mouse", d)
+    toml = d / "task.toml"
+    toml.write_text(toml.read_text().replace('state_paths = ["/var/lib/webapp"]\n', ""))
+    (d / "solution" / "actions.json").unlink()
+    warnings: list[str] = []
+    assert validate_task_dir(d, warnings) == []
+    assert any("state_paths" in w for w in warnings) and any("actions.json" in w for w in warnings), warnings
