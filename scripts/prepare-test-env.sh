@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What the test suite needs beyond Python (scripts/setup.sh installs openforge-rl[dev]: every extra, the metric
 # loggers included): the sandboxes' prerequisites (scripts/prepare-sandboxes.sh: Debian packages, a running
-# Docker daemon, the offline base image), veRL's core functions, real model families' tokenizers and chat
-# templates (scripts/fetch-model-files.sh), and the pinned real harnesses (npm). Idempotent; quick when
-# everything is already there. Needs root for apt and dockerd.
+# Docker daemon, the offline base image and the GUI image built on it), veRL's core functions, real model
+# families' tokenizers and chat templates (scripts/fetch-model-files.sh), and the pinned real harnesses (npm).
+# Idempotent; quick when everything is already there. Needs root for apt and dockerd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf '\033[1m[prepare]\033[0m %s\n' "$*"; }
