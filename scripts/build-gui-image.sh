@@ -63,7 +63,8 @@ NAME=openforge-gui-build-$$
 cleanup() { docker rm -f "$NAME" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 log "installing chromium and fonts-dejavu-core into $BASE${MIRROR:+ from $MIRROR}"
-if ! docker run --name "$NAME" --network host --user 0:0 -e MIRROR="$MIRROR" --entrypoint /bin/sh "$BASE" -c "$INSTALL" \
+# the mirror goes into the script itself (not the container's environment, which the commit would keep)
+if ! docker run --name "$NAME" --network host --user 0:0 "$BASE" /bin/sh -c "MIRROR='$MIRROR'; $INSTALL" \
     >"/tmp/$NAME.log" 2>&1; then
   log "installing the packages failed; last lines:"
   tail -30 "/tmp/$NAME.log" >&2
@@ -79,7 +80,6 @@ docker commit \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'WORKDIR /app' \
   --change 'USER 0:0' \
-  --change 'ENTRYPOINT []' \
   --change 'CMD ["/bin/bash"]' \
   --change 'LABEL org.opencontainers.image.title=openforge-gui org.openforge.base=bookworm org.openforge.gui=chromium' \
   "$NAME" "$TAG" >/dev/null
