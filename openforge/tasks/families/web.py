@@ -125,7 +125,7 @@ def draw_seed(rng: random.Random, n_customers: int = 6, n_orders: int = 6) -> di
         {"id": i + 1, "name": n, "email": n.split()[0].lower() + "@example.com", "city": rng.choice(CITIES)}
         for i, n in enumerate(names)
     ]
-    products = []
+    products: list[dict[str, Any]] = []
     for cat, items in PRODUCTS.items():
         for name in items:
             products.append(
