@@ -2,6 +2,7 @@
 
 from openforge.core.conversation import (
     Conversation,
+    ImageRef,
     Message,
     ParsedOutput,
     Role,
@@ -11,6 +12,7 @@ from openforge.core.conversation import (
 )
 from openforge.core.records import (
     GRADED_OUTCOMES,
+    CallImage,
     CallRecord,
     Episode,
     EpisodeState,
@@ -22,11 +24,13 @@ from openforge.core.task_payload import TaskPayload
 
 __all__ = [
     "GRADED_OUTCOMES",
+    "CallImage",
     "CallRecord",
     "Conversation",
     "Episode",
     "EpisodeState",
     "FinishReason",
+    "ImageRef",
     "Message",
     "Outcome",
     "ParsedOutput",

@@ -34,12 +34,29 @@ class ToolCall(_Data):
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+class ImageRef(_Data):
+    """An image a message carried, by reference: its bytes live in the store, once per `sha256`.
+
+    The message's `content` holds the image's placeholder text, `length` characters at `offset` (what a text-only
+    model reads); a model whose chat template takes images gets the image there instead. An image the harness sent by
+    reference (an http(s) URL, a file id) has no bytes here: `url` names it and `sha256` is None.
+    """
+
+    offset: int = Field(ge=0)
+    length: int = Field(default=0, ge=0)
+    sha256: str | None = None
+    media_type: str | None = None
+    size: int = Field(default=0, ge=0)  # bytes of the decoded image
+    url: str | None = None
+
+
 class Message(_Data):
     """One turn.
 
     - `user` / `system`: `content` text.
     - `assistant`: optional `reasoning` (thinking), `content` text, and `tool_calls`.
     - `tool`: the result of the call named by `tool_call_id`, in `content`; `is_error` marks a failed tool.
+    - `images`: the images of a user, system or tool message, each standing at its placeholder in `content`.
     """
 
     role: Role
@@ -49,6 +66,7 @@ class Message(_Data):
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    images: list[ImageRef] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check_role_fields(self) -> Message:

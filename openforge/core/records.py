@@ -70,6 +70,25 @@ class Episode(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class CallImage(BaseModel):
+    """An image the harness sent in a call's request, as the store keeps it.
+
+    An inline image (base64, a data URL) has its bytes' `sha256`; the store holds those bytes once per hash
+    (not once per call) and `span` = (offset, length) says where its base64 text sits in `request_body`, so
+    the body is stored without it and rebuilt exactly. `span` is None when the text is not in the body verbatim
+    (JSON escapes in it, or base64 that is not canonical): the body then keeps it. An image sent by reference
+    has `url` (an http(s) URL or a file id) and no hash.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    sha256: str | None = None
+    media_type: str | None = None
+    size: int = Field(default=0, ge=0)
+    url: str | None = None
+    span: tuple[int, int] | None = None
+
+
 class CallRecord(BaseModel):
     """One model call as served: token for token what the backend saw and sampled.
 
@@ -80,6 +99,7 @@ class CallRecord(BaseModel):
       temperature, before top-p/top-k truncation); `sampling` holds the parameters used.
     - `call_error`: set when the backend failed; such a call has no usable output.
     - `request_body` / `response_body`: the bytes as received from and sent to the harness.
+    - `images`: the images of the request, in the order the body holds them (`CallImage`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -104,6 +124,7 @@ class CallRecord(BaseModel):
     request_body: bytes = b""
     response_body: bytes = b""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    images: list[CallImage] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _logprobs_match_outputs(self) -> CallRecord:

@@ -8,9 +8,10 @@ The one implementation of each format: the proxy, `openforge serve-model` and th
 API decode requests and encode replies, streams and errors through these, and take their routes from here.
 This room depends on `openforge.core` only. `base` holds the contract (Dialect, StreamEncoder,
 DecodedRequest, Reply, DecodedReply); `errors` the dialect-neutral DialectError; `wire` the safe body parsing and SSE
-framing they share; `history` the tool-call bookkeeping; `openai_common` what the two OpenAI formats share;
-`catalog` the model listing. A format's module decodes; `anthropic_output` and `responses_output` write
-those formats' replies, whole and as event streams.
+framing they share; `history` the tool-call bookkeeping; `images` the decoding and checking of image parts
+(screenshots); `openai_common` what the two OpenAI formats share; `catalog` the model listing. A format's
+module decodes; `anthropic_output` and `responses_output` write those formats' replies, whole and as event
+streams.
 """
 
 from __future__ import annotations

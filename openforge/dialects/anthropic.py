@@ -3,8 +3,9 @@
 Decoding:
 - `system` (string or text blocks) → `Conversation.system`; `role: "system"` messages inside `messages`
   (Claude Code sends them) → canonical system messages in place.
-- user blocks: text; image / document → a placeholder text (documents with a text source keep their
-  text); tool_result (string or blocks, `is_error`) → canonical tool messages, in block order.
+- user blocks: text; image → decoded (base64 source) or kept by reference (url, file source) with its
+  placeholder text (`images.py`); document → a placeholder (documents with a text source keep their text);
+  tool_result (string or blocks, images included, `is_error`) → canonical tool messages, in block order.
 - assistant blocks: text; thinking → reasoning (signature ignored); redacted_thinking ignored;
   tool_use → tool calls; server-tool blocks (never produced here) ignored.
 - `cache_control` anywhere, `metadata`, `context_management`, `thinking`, `service_tier`, ... accepted and
@@ -23,12 +24,11 @@ from typing import Any
 
 from openforge.core import Conversation, ToolCall, ToolSpec
 from openforge.core.json_types import JSONObject
-from openforge.dialects import wire
+from openforge.dialects import images, wire
 from openforge.dialects.anthropic_output import MessageStream, message_body, request_body
 from openforge.dialects.base import (
     BLOCK_SEPARATOR,
     FILE_PLACEHOLDER,
-    IMAGE_PLACEHOLDER,
     DecodedReply,
     DecodedRequest,
     Dialect,
@@ -38,6 +38,7 @@ from openforge.dialects.base import (
 )
 from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder, ToolSet
+from openforge.dialects.images import Parts, RequestImage
 
 # Blocks that only server-side tools produce; OpenForge never does, so in history they carry nothing
 # the policy said and are skipped.
@@ -129,6 +130,7 @@ class AnthropicMessages(Dialect):
             parallel_tool_calls=not disable_parallel,
             reasoning_requested=thinking,
             dropped_tools=dropped,
+            images=builder.images,
         )
 
     def _system(self, value: Any) -> str | None:
@@ -181,12 +183,11 @@ class AnthropicMessages(Dialect):
         if isinstance(content, str):
             builder.user(content)
             return
-        texts: list[str] = []
+        parts = builder.parts(BLOCK_SEPARATOR)
 
         def flush() -> None:
-            if texts:
-                builder.user(BLOCK_SEPARATOR.join(texts))
-                texts.clear()
+            if parts:
+                builder.user(*parts.build())
 
         for i, block in enumerate(content):
             bpath = wire.at(path, i)
@@ -195,55 +196,77 @@ class AnthropicMessages(Dialect):
             if kind == "tool_result":
                 flush()  # results and text keep their order
                 call_id = wire.req_str(block, "tool_use_id", bpath, nonempty=True)
-                result = self._result_content(block.get("content"), wire.at(bpath, "content"))
+                result = builder.parts(BLOCK_SEPARATOR)
+                self._result_content(result, block.get("content"), wire.at(bpath, "content"))
+                text, refs = result.build()
                 builder.tool_result(
                     call_id,
-                    result,
+                    text,
                     is_error=wire.opt_bool(block, "is_error", bpath),
                     param=wire.at(bpath, "tool_use_id"),
+                    images=refs,
                 )
             else:
-                texts.append(self._user_block_text(block, kind, bpath))
+                self._user_block(parts, block, kind, bpath)
         flush()
         if not content:
             builder.user("")
 
-    def _user_block_text(self, block: dict, kind: str, path: str) -> str:
+    def _user_block(self, parts: Parts, block: dict, kind: str, path: str) -> None:
         if kind == "text":
-            return wire.req_str(block, "text", path)
-        if kind == "image":
-            return IMAGE_PLACEHOLDER
-        if kind == "document":
+            parts.text(wire.req_str(block, "text", path))
+        elif kind == "image":
+            parts.image(self._image(block, path))
+        elif kind == "document":
             source = block.get("source")
             if isinstance(source, dict) and source.get("type") == "text" and isinstance(source.get("data"), str):
-                return source["data"]
-            return FILE_PLACEHOLDER
-        if kind == "search_result":
+                parts.text(source["data"])
+            else:
+                parts.text(FILE_PLACEHOLDER)
+        elif kind == "search_result":
             inner = wire.opt_list(block, "content", path)
-            return BLOCK_SEPARATOR.join(
-                self._text_block(b, wire.at(wire.at(path, "content"), i)) for i, b in enumerate(inner)
+            parts.text(
+                BLOCK_SEPARATOR.join(
+                    self._text_block(b, wire.at(wire.at(path, "content"), i)) for i, b in enumerate(inner)
+                )
             )
-        raise wire.bad(wire.at(path, "type"), f"unsupported content block type {kind!r} in a user message")
+        else:
+            raise wire.bad(wire.at(path, "type"), f"unsupported content block type {kind!r} in a user message")
 
-    def _result_content(self, value: Any, path: str) -> str:
+    @staticmethod
+    def _image(block: dict, path: str) -> RequestImage:
+        """An `image` block: a base64 source decoded, a `url` or `file` source kept by reference."""
+        spath = wire.at(path, "source")
+        source = wire.need_object(block.get("source"), spath)
+        kind = wire.req_str(source, "type", spath)
+        if kind == "base64":
+            declared = wire.req_str(source, "media_type", spath)
+            return images.decode_base64(wire.req_str(source, "data", spath), declared, wire.at(spath, "data"))
+        if kind == "url":
+            return RequestImage(param=spath, url=wire.req_str(source, "url", spath, nonempty=True))
+        if kind == "file":
+            return RequestImage(param=spath, url=wire.req_str(source, "file_id", spath, nonempty=True))
+        raise wire.bad(wire.at(spath, "type"), f"must be 'base64', 'url' or 'file', got {kind!r}")
+
+    def _result_content(self, parts: Parts, value: Any, path: str) -> None:
         if value is None:
-            return ""
+            parts.text("")
+            return
         if isinstance(value, str):
-            return value
+            parts.text(value)
+            return
         if not isinstance(value, list):
             raise wire.bad(path, f"expected a string or an array of content blocks, got {wire.type_name(value)}")
-        parts = []
         for i, block in enumerate(value):
             bpath = wire.at(path, i)
             block = wire.need_object(block, bpath)
             kind = wire.req_str(block, "type", bpath)
             if kind in ("text", "image", "document", "search_result"):
-                parts.append(self._user_block_text(block, kind, bpath))
+                self._user_block(parts, block, kind, bpath)
             else:
                 # The harness owns tool results (Claude Code's tool search returns `tool_reference`
                 # blocks): an unknown kind is noted, not fatal to the episode.
-                parts.append(f"[{kind} block omitted]")
-        return BLOCK_SEPARATOR.join(parts)
+                parts.text(f"[{kind} block omitted]")
 
     def _assistant(self, builder: ConversationBuilder, content: str | list, path: str) -> None:
         if isinstance(content, str):

@@ -19,14 +19,15 @@ from openforge.core import Conversation, FinishReason, Message, ParsedOutput
 from openforge.core.json_types import JSONObject
 from openforge.dialects import wire
 from openforge.dialects.errors import DialectError
+from openforge.dialects.images import IMAGE_PLACEHOLDER as IMAGE_PLACEHOLDER  # named with the others here
+from openforge.dialects.images import RequestImage
 
 # How several text blocks / content parts of one wire message become one canonical `content` string.
 # One separator for every dialect, so the same conversation reads the same whichever API carried it.
 BLOCK_SEPARATOR = "\n\n"
 
-# What a non-text input (image, audio, file) becomes: the policy reads text only, and refusing the whole
-# request would end a harness's episode over one screenshot.
-IMAGE_PLACEHOLDER = "[image omitted: this model reads text only]"
+# What a file or audio input becomes: the policy reads text only, and refusing the whole request would end a
+# harness's episode over one attachment. Images are decoded and kept (`images.py`, IMAGE_PLACEHOLDER).
 FILE_PLACEHOLDER = "[file omitted: this model reads text only]"
 AUDIO_PLACEHOLDER = "[audio omitted: this model reads text only]"
 
@@ -64,6 +65,8 @@ class DecodedRequest:
     - `dropped_tools`: server-side / built-in tools the request offered that OpenForge cannot run
       (web search, hosted shells): they are not in `conversation.tools`.
     - `tool_routes`: Responses only, canonical tool name → how to encode a call to it.
+    - `images`: the request's images in body order (decoded bytes of inline ones, `images.RequestImage`); each
+      message holds references to its own (`Message.images`).
     - `raw`: the parsed JSON body.
     """
 
@@ -80,6 +83,7 @@ class DecodedRequest:
     reasoning_requested: bool | None = None
     dropped_tools: list[str] = field(default_factory=list)
     tool_routes: dict[str, ToolRoute] = field(default_factory=dict)
+    images: list[RequestImage] = field(default_factory=list, repr=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
 

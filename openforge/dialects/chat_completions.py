@@ -5,7 +5,8 @@ Decoding:
 - messages: system / developer (a leading one becomes `Conversation.system`, later ones stay in place),
   user, assistant (`content` string, parts or null; `tool_calls` with JSON-string arguments;
   `reasoning_content` or `reasoning`), tool (`tool_call_id`). Content parts: text (and refusal);
-  image_url / input_audio / file → placeholders. Legacy `functions` / `function_call` are refused.
+  image_url (a base64 data URL or bare base64: decoded, `images.py`; an http(s) URL: by reference) → the
+  image with its placeholder text; input_audio / file → placeholders. Legacy `functions` / `function_call` are refused.
 - tools (`function`), `tool_choice`, `max_completion_tokens` (or `max_tokens`), temperature, top_p,
   top_k (vLLM's extension), stop (string or list), seed, `n` (1 only), `stream`,
   `stream_options.include_usage`, `response_format` (json_schema / json_object).
@@ -19,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from openforge.core import Conversation, Message, ToolCall, ToolSpec
+from openforge.core import Conversation, ImageRef, Message, ToolCall, ToolSpec
 from openforge.core.json_types import JSONObject
-from openforge.dialects import openai_common, wire
+from openforge.dialects import images, openai_common, wire
 from openforge.dialects.base import (
     AUDIO_PLACEHOLDER,
     BLOCK_SEPARATOR,
@@ -37,10 +38,13 @@ from openforge.dialects.base import (
 )
 from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder, ToolSet
+from openforge.dialects.images import RequestImage
 
 _FINISH = {"length": "length", "tool_calls": "tool_calls", "stop_sequence": "stop", "stop": "stop"}
 _TEXT_PARTS = ("text",)
-_MEDIA_PARTS = {"image_url": IMAGE_PLACEHOLDER, "input_audio": AUDIO_PLACEHOLDER, "file": FILE_PLACEHOLDER}
+_MEDIA_PARTS = {"input_audio": AUDIO_PLACEHOLDER, "file": FILE_PLACEHOLDER}
+# An assistant turn holds no images in this API: a part that claims one is only its placeholder.
+_ASSISTANT_MEDIA_PARTS = {**_MEDIA_PARTS, "image_url": IMAGE_PLACEHOLDER}
 
 
 class ChatCompletions(Dialect):
@@ -112,6 +116,7 @@ class ChatCompletions(Dialect):
             parallel_tool_calls=wire.opt_bool(data, "parallel_tool_calls", "", default=True),
             reasoning_requested=None if effort is None else effort != "none",
             dropped_tools=dropped,
+            images=builder.images,
         )
 
     @staticmethod
@@ -125,9 +130,9 @@ class ChatCompletions(Dialect):
         role = wire.req_str(message, "role", path)
         cpath = wire.at(path, "content")
         if role in ("system", "developer"):
-            builder.system(self._text(message.get("content"), cpath, required=True))
+            builder.system(*self._content(builder, message.get("content"), cpath, required=True))
         elif role == "user":
-            builder.user(self._text(message.get("content"), cpath, required=True))
+            builder.user(*self._content(builder, message.get("content"), cpath, required=True))
         elif role == "assistant":
             if message.get("function_call") is not None:
                 raise wire.bad(
@@ -136,17 +141,15 @@ class ChatCompletions(Dialect):
             reasoning = wire.opt_str(message, "reasoning_content", path)
             if reasoning is None:
                 reasoning = wire.opt_str(message, "reasoning", path)
-            turn = builder.assistant(
-                content=self._text(message.get("content"), cpath, required=False), reasoning=reasoning, param=path
-            )
+            text, _ = self._content(builder, message.get("content"), cpath, required=False, assistant=True)
+            turn = builder.assistant(content=text, reasoning=reasoning, param=path)
             for i, call in enumerate(wire.opt_list(message, "tool_calls", path)):
                 cpath_i = wire.at(wire.at(path, "tool_calls"), i)
                 builder.add_call(turn, self._call(call, cpath_i), wire.at(cpath_i, "id"))
         elif role == "tool":
             call_id = wire.req_str(message, "tool_call_id", path, nonempty=True)
-            builder.tool_result(
-                call_id, self._text(message.get("content"), cpath, required=True), param=wire.at(path, "tool_call_id")
-            )
+            text, refs = self._content(builder, message.get("content"), cpath, required=True)
+            builder.tool_result(call_id, text, param=wire.at(path, "tool_call_id"), images=refs)
         elif role == "function":
             raise wire.bad(wire.at(path, "role"), "legacy 'function' messages are not supported; use 'tool'")
         else:
@@ -174,19 +177,36 @@ class ChatCompletions(Dialect):
             arguments=arguments,
         )
 
-    def _text(self, content: Any, path: str, *, required: bool) -> str:
+    def _content(
+        self, builder: ConversationBuilder, content: Any, path: str, *, required: bool, assistant: bool = False
+    ) -> tuple[str, list[ImageRef]]:
+        """A message's content (a string or parts) as text, and the images in it."""
         if content is None:
             if required:
                 raise wire.bad(path, "is required")
-            return ""
+            return "", []
         if isinstance(content, str):
-            return content
+            return content, []
         if not isinstance(content, list):
             raise wire.bad(path, f"expected a string or an array of content parts, got {wire.type_name(content)}")
-        return BLOCK_SEPARATOR.join(self._part(part, wire.at(path, i)) for i, part in enumerate(content))
+        parts = builder.parts(BLOCK_SEPARATOR)
+        media, image_kind = (_ASSISTANT_MEDIA_PARTS, "") if assistant else (_MEDIA_PARTS, "image_url")
+        for i, part in enumerate(content):
+            openai_common.add_part(parts, part, wire.at(path, i), _TEXT_PARTS, media, image_kind, self._image)
+        return parts.build()
 
-    def _part(self, part: Any, path: str) -> str:
-        return openai_common.part_text(part, path, _TEXT_PARTS, _MEDIA_PARTS)
+    @staticmethod
+    def _image(part: dict[str, Any], path: str) -> RequestImage:
+        """An `image_url` part: `image_url.url` (or `image_url` itself, as some clients send it) is a data URL,
+        bare base64, or an http(s) URL kept by reference."""
+        value = part.get("image_url")
+        if isinstance(value, str):
+            return images.from_url(value, wire.at(path, "image_url"), bare_base64=True)
+        ipath = wire.at(path, "image_url")
+        image = wire.need_object(value, ipath)
+        return images.from_url(
+            wire.req_str(image, "url", ipath, nonempty=True), wire.at(ipath, "url"), bare_base64=True
+        )
 
     def _tools(self, data: dict) -> tuple[list[ToolSpec], list[str]]:
         offered = ToolSet()

@@ -7,8 +7,9 @@ harness (or a proxy bug) that would otherwise render a result the model never as
 
 from __future__ import annotations
 
-from openforge.core import Message, ToolCall, ToolSpec
+from openforge.core import ImageRef, Message, ToolCall, ToolSpec
 from openforge.dialects import wire
+from openforge.dialects.images import Parts, RequestImage
 
 
 class ToolSet:
@@ -33,12 +34,17 @@ class ConversationBuilder:
         self.messages: list[Message] = []
         self._call_names: dict[str, str] = {}  # call id → tool name, for every call made so far
         self._answered: set[str] = set()
+        self.images: list[RequestImage] = []  # every image of the request, in body order
 
-    def system(self, text: str) -> None:
-        self.messages.append(Message(role="system", content=text))
+    def parts(self, separator: str) -> Parts:
+        """A collector for one message's content parts (text and images)."""
+        return Parts(self.images, separator)
 
-    def user(self, text: str) -> None:
-        self.messages.append(Message(role="user", content=text))
+    def system(self, text: str, images: list[ImageRef] | None = None) -> None:
+        self.messages.append(Message(role="system", content=text, images=images or []))
+
+    def user(self, text: str, images: list[ImageRef] | None = None) -> None:
+        self.messages.append(Message(role="user", content=text, images=images or []))
 
     def assistant(
         self, *, content: str = "", reasoning: str | None = None, tool_calls: list[ToolCall] | None = None, param: str
@@ -56,11 +62,28 @@ class ConversationBuilder:
         self._call_names[call.id] = call.name
         message.tool_calls.append(call)
 
-    def tool_result(self, call_id: str, content: str, *, is_error: bool = False, param: str) -> None:
+    def tool_result(
+        self,
+        call_id: str,
+        content: str,
+        *,
+        is_error: bool = False,
+        param: str,
+        images: list[ImageRef] | None = None,
+    ) -> None:
         name = self._call_names.get(call_id)
         if name is None:
             raise wire.bad(param, f"tool result for {call_id!r} answers no earlier tool call (unknown tool call id)")
         if call_id in self._answered:
             raise wire.bad(param, f"tool call {call_id!r} already has a result")
         self._answered.add(call_id)
-        self.messages.append(Message(role="tool", content=content, tool_call_id=call_id, name=name, is_error=is_error))
+        self.messages.append(
+            Message(
+                role="tool",
+                content=content,
+                tool_call_id=call_id,
+                name=name,
+                is_error=is_error,
+                images=images or [],
+            )
+        )

@@ -14,6 +14,7 @@ from typing import Any
 from openforge.core.json_types import JSONObject
 from openforge.dialects import wire
 from openforge.dialects.errors import DialectError
+from openforge.dialects.images import Parts, RequestImage
 
 _OPENAI_ERRORS: dict[str, tuple[int, str, str | None]] = {
     "invalid_request": (400, "invalid_request_error", None),
@@ -51,17 +52,29 @@ def tool_choice(data: dict) -> str | dict[str, Any]:
     return wire.need_object(choice, "tool_choice")
 
 
-def part_text(part: Any, path: str, texts: Collection[str], media: Mapping[str, str]) -> str:
-    """One content part as text: a text kind's `text`, a refusal's `refusal`, a placeholder for media."""
+def add_part(
+    parts: Parts,
+    part: Any,
+    path: str,
+    texts: Collection[str],
+    media: Mapping[str, str],
+    image_kind: str,
+    read_image: Callable[[dict[str, Any], str], RequestImage],
+) -> None:
+    """One content part into `parts`: a text kind's `text`, a refusal's `refusal`, an image (the part of type
+    `image_kind`, read by `read_image`), a placeholder for other media."""
     part = wire.need_object(part, path)
     kind = wire.req_str(part, "type", path)
     if kind in texts:
-        return wire.req_str(part, "text", path)
-    if kind == "refusal":
-        return wire.req_str(part, "refusal", path)
-    if kind in media:
-        return media[kind]
-    raise wire.bad(wire.at(path, "type"), f"unsupported content part type {kind!r}")
+        parts.text(wire.req_str(part, "text", path))
+    elif kind == "refusal":
+        parts.text(wire.req_str(part, "refusal", path))
+    elif kind == image_kind:
+        parts.image(read_image(part, path))
+    elif kind in media:
+        parts.text(media[kind])
+    else:
+        raise wire.bad(wire.at(path, "type"), f"unsupported content part type {kind!r}")
 
 
 def response_format(fmt: dict | None, path: str, json_schema: Callable[[dict], dict]) -> dict | None:

@@ -2,8 +2,9 @@
 
 Decoding:
 - `instructions` → `Conversation.system`; `input` as a string (one user message) or items:
-  messages (user / assistant / system / developer; content a string or input_text / output_text parts,
-  images and files → placeholders), `function_call` (+ `namespace`), `function_call_output`,
+  messages (user / assistant / system / developer; content a string or input_text / output_text parts;
+  input_image: a data URL decoded, an http(s) URL or file_id by reference, with its placeholder text
+  (`images.py`); files → placeholders), `function_call` (+ `namespace`), `function_call_output`,
   `custom_tool_call(_output)`, `reasoning` (reasoning_text content, else OpenForge's own
   `encrypted_content`, else the summary). Consecutive reasoning / assistant message / call items form
   one assistant turn — the shape a Response's `output` has.
@@ -25,9 +26,9 @@ import binascii
 from dataclasses import dataclass
 from typing import Any
 
-from openforge.core import Conversation, Message, ToolCall, ToolSpec
+from openforge.core import Conversation, ImageRef, Message, ToolCall, ToolSpec
 from openforge.core.json_types import JSONObject
-from openforge.dialects import openai_common, wire
+from openforge.dialects import images, openai_common, wire
 from openforge.dialects.base import (
     AUDIO_PLACEHOLDER,
     BLOCK_SEPARATOR,
@@ -42,6 +43,7 @@ from openforge.dialects.base import (
 )
 from openforge.dialects.errors import DialectError
 from openforge.dialects.history import ConversationBuilder, ToolSet
+from openforge.dialects.images import Parts, RequestImage
 from openforge.dialects.responses_output import (
     CUSTOM_INPUT,
     REASONING_PREFIX,
@@ -81,7 +83,9 @@ _BUILTIN_ITEMS = frozenset(
 )
 
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
-_MEDIA_PARTS = {"input_image": IMAGE_PLACEHOLDER, "input_file": FILE_PLACEHOLDER, "input_audio": AUDIO_PLACEHOLDER}
+_MEDIA_PARTS = {"input_file": FILE_PLACEHOLDER, "input_audio": AUDIO_PLACEHOLDER}
+# Reasoning and output items hold no images: a part that claims one is only its placeholder.
+_TEXT_ONLY_MEDIA_PARTS = {**_MEDIA_PARTS, "input_image": IMAGE_PLACEHOLDER}
 
 
 @dataclass
@@ -159,6 +163,7 @@ class OpenAIResponses(Dialect):
             reasoning_requested=None if reasoning is None else reasoning.get("effort") != "none",
             dropped_tools=dropped,
             tool_routes=routes,
+            images=builder.images,
         )
 
     def _tools(self, data: dict) -> tuple[list[ToolSpec], dict[str, ToolRoute], list[str]]:
@@ -229,18 +234,19 @@ class OpenAIResponses(Dialect):
             kind = wire.opt_str(item, "type", path) or "message"
             if kind == "message":
                 role = wire.req_str(item, "role", path)
-                text = self._parts_text(item.get("content"), wire.at(path, "content"))
                 if role == "assistant":
+                    text = self._text_only(item.get("content"), wire.at(path, "content"))
                     if turn is None or turn.has_text or turn.message.tool_calls:
                         turn = _OpenTurn(builder.assistant(content=text, param=path))
                     else:
                         turn.message.content = text
                     turn.has_text = True
                     continue
+                text, refs = self._parts(builder, item.get("content"), wire.at(path, "content"))
                 if role == "user":
-                    builder.user(text)
+                    builder.user(text, refs)
                 elif role in ("system", "developer"):
-                    builder.system(text)
+                    builder.system(text, refs)
                 else:
                     raise wire.bad(
                         wire.at(path, "role"), f"must be 'user', 'assistant', 'system' or 'developer', got {role!r}"
@@ -263,8 +269,8 @@ class OpenAIResponses(Dialect):
                 continue
             elif kind in ("function_call_output", "custom_tool_call_output"):
                 call_id = wire.req_str(item, "call_id", path, nonempty=True)
-                output = self._parts_text(item.get("output"), wire.at(path, "output"))
-                builder.tool_result(call_id, output, param=wire.at(path, "call_id"))
+                output, refs = self._parts(builder, item.get("output"), wire.at(path, "output"))
+                builder.tool_result(call_id, output, param=wire.at(path, "call_id"), images=refs)
             elif kind == "item_reference":
                 raise wire.bad(wire.at(path, "type"), "item_reference needs server-side state and is not supported")
             elif kind in _BUILTIN_ITEMS:
@@ -287,18 +293,44 @@ class OpenAIResponses(Dialect):
             )
         return ToolCall(id=call_id, name=name, arguments={CUSTOM_INPUT: wire.req_str(item, "input", path)})
 
-    def _parts_text(self, content: Any, path: str) -> str:
-        """A message's content or a call's output: a string, or content parts joined."""
+    def _parts(self, builder: ConversationBuilder, content: Any, path: str) -> tuple[str, list[ImageRef]]:
+        """A message's content or a call's output: a string, or content parts joined; and the images in it."""
+        parts = builder.parts(BLOCK_SEPARATOR)
+        self._read_parts(parts, content, path, _MEDIA_PARTS, "input_image")
+        return parts.build()
+
+    def _text_only(self, content: Any, path: str) -> str:
+        """Content that holds no images (an assistant message): its text, an image part only its placeholder."""
+        parts = Parts([], BLOCK_SEPARATOR)
+        self._read_parts(parts, content, path, _TEXT_ONLY_MEDIA_PARTS, "")
+        return parts.build()[0]
+
+    def _read_parts(self, parts: Parts, content: Any, path: str, media: dict[str, str], image_kind: str) -> None:
         if content is None:
             raise wire.bad(path, "is required")
         if isinstance(content, str):
-            return content
+            parts.text(content)
+            return
         if not isinstance(content, list):
             raise wire.bad(path, f"expected a string or an array of content parts, got {wire.type_name(content)}")
-        return BLOCK_SEPARATOR.join(self._part_text(part, wire.at(path, i)) for i, part in enumerate(content))
+        for i, part in enumerate(content):
+            openai_common.add_part(parts, part, wire.at(path, i), _TEXT_PARTS, media, image_kind, self._image)
 
     def _part_text(self, part: Any, path: str) -> str:
-        return openai_common.part_text(part, path, _TEXT_PARTS, _MEDIA_PARTS)
+        parts = Parts([], BLOCK_SEPARATOR)
+        openai_common.add_part(parts, part, path, _TEXT_PARTS, _TEXT_ONLY_MEDIA_PARTS, "", self._image)
+        return parts.build()[0]
+
+    @staticmethod
+    def _image(part: dict[str, Any], path: str) -> RequestImage:
+        """An `input_image` part: `image_url` a data URL (decoded) or an http(s) URL, or `file_id` (by reference)."""
+        url = wire.opt_str(part, "image_url", path)
+        if url:
+            return images.from_url(url, wire.at(path, "image_url"))
+        file_id = wire.opt_str(part, "file_id", path)
+        if file_id:
+            return RequestImage(param=wire.at(path, "file_id"), url=file_id)
+        raise wire.bad(path, "an input_image needs `image_url` (a data URL or an http(s) URL) or `file_id`")
 
     def _reasoning_text(self, item: dict, path: str) -> str | None:
         content = wire.opt_list(item, "content", path)

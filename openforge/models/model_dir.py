@@ -57,9 +57,16 @@ class HFToolCall(TypedDict):
     function: HFFunctionCall
 
 
+class HFContentItem(TypedDict, total=False):
+    type: Required[Literal["text", "image"]]
+    text: str
+
+
 class HFMessage(TypedDict, total=False):
     role: Required[str]
-    content: Required[str | None]  # None: an assistant turn that only calls tools, for text templates
+    # None: an assistant turn that only calls tools, for text templates; items: a message with images, for a
+    # template that takes images (`ModelDir.takes_images`)
+    content: Required[str | list[HFContentItem] | None]
     reasoning_content: str
     tool_calls: list[HFToolCall]
     tool_call_id: str | None
@@ -215,6 +222,12 @@ class ModelDir:
         return max(1, max((len(piece) for piece in self.tokenizer.get_vocab(with_added_tokens=True)), default=1))
 
     @cached_property
+    def takes_images(self) -> bool:
+        """The chat template renders image content items (`{"type": "image"}`, as Qwen2-VL's, Llava's, Gemma 3's
+        and Llama 3.2 Vision's do): messages with images are then given to it as content items."""
+        return bool(_IMAGE_ITEMS.search(self.chat_template))
+
+    @cached_property
     def tool_format(self) -> ToolCallFormat:
         """The tool-call format the chat template renders (`openforge.models.tool_formats`)."""
         return detect_tool_format(self.chat_template)
@@ -244,7 +257,7 @@ class ModelDir:
         `render`'s ids decode to. Content is rendered as `render` renders it, control-token strings in it
         hidden from the template."""
         marks = self.content_marks()
-        messages, tools = to_hf_messages(conversation, marks.escape)
+        messages, tools = to_hf_messages(conversation, marks.escape, images=self.takes_images)
         return marks.unescape(self.render_messages_text(messages, tools, add_generation_prompt))
 
     def render(self, conversation: Conversation, add_generation_prompt: bool = True) -> list[int]:
@@ -276,7 +289,7 @@ class ModelDir:
         )
 
     def _render_marked(self, conversation: Conversation, add_generation_prompt: bool, marks: ContentMarks) -> str:
-        messages, tools = to_hf_messages(conversation, marks.wrap)
+        messages, tools = to_hf_messages(conversation, marks.wrap, images=self.takes_images)
         return self.render_messages_text(messages, tools, add_generation_prompt)
 
     def encode_marked(self, text: str, marks: ContentMarks) -> list[int]:
@@ -433,19 +446,25 @@ def _wrap_json(value: JSONValue, wrap: Wrap, keep_identifier_keys: bool = False)
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+# A template comparing a content item's type with "image" (`item['type'] == 'image'`, `selectattr('type',
+# 'equalto', 'image')`) or testing `'image' in content`.
+_IMAGE_ITEMS = re.compile(r"""(?:==\s*|['"]equalto['"]\s*,\s*)['"]image(?:_url)?['"]|['"]image['"]\s+in\s""")
 
 
 def _unchanged(text: str) -> str:
     return text
 
 
-def to_hf_messages(conversation: Conversation, wrap: Wrap = _unchanged) -> tuple[list[HFMessage], list[HFTool]]:
+def to_hf_messages(
+    conversation: Conversation, wrap: Wrap = _unchanged, *, images: bool = False
+) -> tuple[list[HFMessage], list[HFTool]]:
     """Canonical conversation → (HF chat-template messages, HF tools), every provided string passed
-    through `wrap`."""
+    through `wrap`. `images`: a message with images gets content items, each image where its placeholder was
+    (for a template that takes images); otherwise every content is text, placeholders included."""
     messages: list[HFMessage] = []
     if conversation.system is not None:
         messages.append({"role": "system", "content": wrap(conversation.system)})
-    messages.extend(hf_message(m, wrap) for m in conversation.messages)
+    messages.extend(hf_message(m, wrap, images=images) for m in conversation.messages)
     tools: list[HFTool] = [
         {
             "type": "function",
@@ -460,8 +479,11 @@ def to_hf_messages(conversation: Conversation, wrap: Wrap = _unchanged) -> tuple
     return messages, tools
 
 
-def hf_message(message: Message, wrap: Wrap = _unchanged) -> HFMessage:
-    out: HFMessage = {"role": message.role, "content": wrap(message.content)}
+def hf_message(message: Message, wrap: Wrap = _unchanged, *, images: bool = False) -> HFMessage:
+    content: str | list[HFContentItem] = wrap(message.content)
+    if images and message.images:
+        content = _content_items(message, wrap)
+    out: HFMessage = {"role": message.role, "content": content}
     if message.role == "assistant":
         if message.reasoning:
             out["reasoning_content"] = wrap(message.reasoning)
@@ -479,3 +501,17 @@ def hf_message(message: Message, wrap: Wrap = _unchanged) -> HFMessage:
         if message.name:
             out["name"] = wrap(message.name)
     return out
+
+
+def _content_items(message: Message, wrap: Wrap) -> list[HFContentItem]:
+    """A message's content as text and image items, each image in place of its placeholder text."""
+    items: list[HFContentItem] = []
+    cursor = 0
+    for image in sorted(message.images, key=lambda i: i.offset):
+        if message.content[cursor : image.offset]:
+            items.append({"type": "text", "text": wrap(message.content[cursor : image.offset])})
+        items.append({"type": "image"})
+        cursor = image.offset + image.length
+    if message.content[cursor:]:
+        items.append({"type": "text", "text": wrap(message.content[cursor:])})
+    return items

@@ -25,6 +25,10 @@ named:
 - `repeated_request`: the same conversation again without our reply (not a retry the proxy recognised);
 - `state_lost`: the proxy has no memory of the episode's earlier calls (it was restarted);
 - `side_call`: a call the harness makes on the side (no tools), kept apart from the threads.
+
+Images (screenshots) do not change this: a text-only model reads each image's placeholder text, so a
+conversation that grows by a screenshot per call grows by that text; a model whose template takes images gets
+each as a content item in its place, and its fingerprint includes the image's hash.
 """
 
 from __future__ import annotations
@@ -40,15 +44,19 @@ from openforge.models import ModelDir, to_hf_messages
 _NOT_APPEND_ONLY = object()
 
 
-def message_fingerprint(message: Message) -> str:
-    """What a message means, without the ids harnesses rewrite."""
-    key = {
+def message_fingerprint(message: Message, *, images: bool = False) -> str:
+    """What a message means, without the ids harnesses rewrite. `images`: the model sees the message's images
+    (its template takes them), so they are part of what it means; a text-only model sees only their
+    placeholders, so a harness that drops an old screenshot for its placeholder changes nothing it reads."""
+    key: dict[str, object] = {
         "role": message.role,
         "content": message.content,
         "reasoning": message.reasoning or None,
         "calls": [[c.name, c.arguments] for c in message.tool_calls],
         "is_error": message.is_error,
     }
+    if images and message.images:
+        key["images"] = [[i.offset, i.sha256 or i.url] for i in message.images]
     return _digest(key)
 
 
@@ -76,7 +84,7 @@ def normalize_messages(messages: list[Message]) -> list[Message]:
                 reasoning="\n".join(r for r in (prev.reasoning, m.reasoning) if r) or None,
                 content="".join(c for c in (prev.content, m.content) if c),
                 tool_calls=m.tool_calls,
-            )
+            )  # (an assistant turn holds no images)
         else:
             out.append(m)
     return out
@@ -143,7 +151,7 @@ class ContinuityRenderer:
         conversation = conversation.model_copy(update={"messages": messages})
         system_fp = _digest(conversation.system)
         tools_fp = _digest([t.model_dump() for t in conversation.tools])
-        fps = [message_fingerprint(m) for m in messages]
+        fps = [message_fingerprint(m, images=self.model.takes_images) for m in messages]
         last_role = messages[-1].role if messages else None
 
         not_append_only = False
@@ -219,7 +227,7 @@ class ContinuityRenderer:
         """Ids of the thread's last call + the end of its turn + messages after the echoed reply, or
         `_NOT_APPEND_ONLY`."""
         marks = self.model.content_marks()
-        messages, tools = to_hf_messages(conversation, marks.wrap)
+        messages, tools = to_hf_messages(conversation, marks.wrap, images=self.model.takes_images)
         has_system = conversation.system is not None
         reply_at = n + (1 if has_system else 0)  # index of the echoed reply among the HF messages
         render = self.model.render_messages_text

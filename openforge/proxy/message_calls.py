@@ -39,6 +39,7 @@ async def serve_message_call(
     update: dict[str, float] = {"max_tokens": min(conversation.sampling.max_tokens, settings.max_new_tokens)}
     update.update(settings.sampling_overrides())
     sampling = conversation.sampling.model_copy(update=update)
+    images = await service.locate_images(body, request)
     index = service.registry.next_index(episode.id)
     await asyncio.to_thread(service.registry.mark_running, episode)
     started = time.time()
@@ -58,6 +59,7 @@ async def serve_message_call(
         dialect=dialect.name,
         side_call=request.side_call,
         request_body=body,
+        images=images,
     )
     try:
         result = await asyncio.wait_for(backend.complete(conversation, sampling, ctx), settings.generation_timeout_s)

@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from openforge.core import CallRecord, Conversation, Episode, FinishReason, SamplingParams
+from openforge.core import CallImage, CallRecord, Conversation, Episode, FinishReason, SamplingParams
 from openforge.dialects import DecodedRequest, Dialect, DialectError, ReplyStart
 from openforge.inference import (
     Backend,
@@ -38,6 +38,7 @@ from openforge.models import ModelDir, ModelDirError
 from openforge.proxy.calls import CallJob, CallJobs, CallResponse
 from openforge.proxy.continuity import ContinuityRenderer, RenderedPrompt
 from openforge.proxy.episodes import EpisodeRegistry
+from openforge.proxy.images import call_images, oversized
 from openforge.proxy.message_calls import serve_message_call
 from openforge.proxy.reply import ReplyContext, StreamedReply, whole_reply
 from openforge.proxy.settings import (  # re-exported: the proxy's settings were declared here before
@@ -144,6 +145,9 @@ class ProxyService:
                     param="messages",
                 ),
             )
+        too_large = oversized(request.images, self.settings.max_image_bytes)
+        if too_large is not None:
+            return self.error_response(dialect, too_large)
         if len(body) > _DECODE_IN_THREAD_BYTES:  # hashing releases the interpreter's lock: off the loop
             digest = await asyncio.to_thread(lambda: hashlib.sha256(body).hexdigest())
         else:
@@ -249,6 +253,7 @@ class ProxyService:
         except InvalidRequestError as e:
             return self.error_response(dialect, DialectError(400, "invalid_request", str(e)))
 
+        images = await self.locate_images(body, request)
         index = self.registry.next_index(episode.id)
         await asyncio.to_thread(self.registry.mark_running, episode)
         started = time.time()
@@ -265,6 +270,7 @@ class ProxyService:
             segment=rendered.segment,
             break_reason=rendered.break_reason,
             request_body=body,
+            images=images,
             metadata={"reused_prompt_tokens": rendered.reused_tokens, "extends_call": rendered.extends_call},
         )
         context = GenerationContext(
@@ -389,6 +395,14 @@ class ProxyService:
         job.finish(response, failed=True)
 
     # ---- helpers ------------------------------------------------------------------------------------
+    async def locate_images(self, body: bytes, request: DecodedRequest) -> list[CallImage]:
+        """The request's images for its record (`images.call_images`), off the loop for a large body."""
+        if not request.images:
+            return []
+        if len(body) > _DECODE_IN_THREAD_BYTES:
+            return await asyncio.to_thread(call_images, body, request.images)
+        return call_images(body, request.images)
+
     def token_floor(self, conversation: Conversation) -> int:
         """A lower bound on the prompt's length in tokens, from character counts alone: each token of the
         conversation's text covers at most `ModelDir.max_token_chars` characters. Cheap enough for any body."""

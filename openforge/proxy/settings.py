@@ -27,6 +27,9 @@ class ProxySettings(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0)  # sample every call at this temperature (training)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)  # and with this nucleus mass (None: as requested)
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1)
+    # One decoded image (a screenshot) at most; a larger one is refused with a 413 naming it. OpenAI's limit
+    # per image; Anthropic's API takes 5 MB.
+    max_image_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
     # No harness session comes near this; a request past it is hostile or broken, and rendering it would
     # only burn CPU before failing on the context length.
     max_messages: int = Field(default=4096, ge=1)
@@ -61,6 +64,7 @@ class ProxyOptions(TypedDict, total=False):
     served_model: str | None
     generation_timeout_s: float
     max_body_bytes: int
+    max_image_bytes: int
     max_messages: int
     replay_cache_per_episode: int
     max_calls_in_flight_per_episode: int

@@ -1,10 +1,11 @@
 """`CallTable`: how calls are written to and read from the `calls` table of one store.
 
 A call's prompt is stored as a reference to an earlier call of its episode plus the new tail (`prompts.py`), and
-its request body as a delta of an earlier call's body (`bodies.py`). Writing therefore looks at the calls stored
-before it, and reading follows those references back; both keep the recent sequences and bodies in caches so
-that a growing conversation is neither re-encoded nor re-decoded from its start. `TrajectoryStore` owns one
-`CallTable` and passes it the connection of the calling thread.
+its request body, its images cut out and kept once per hash (`images.py`), as a delta of an earlier call's body
+(`bodies.py`). Writing therefore looks at the calls stored before it, and reading follows those references back;
+both keep the recent sequences, bodies and images in caches so that a growing conversation is neither re-encoded
+nor re-decoded from its start. `TrajectoryStore` owns one `CallTable` and passes it the connection of the calling
+thread.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from openforge.core import CallRecord
+from openforge.core import CallImage, CallRecord
 from openforge.store.bodies import BodyCache, body_reference, decode_body
 from openforge.store.connection import write_transaction
 from openforge.store.errors import CorruptRecordError, DuplicateCallError, EpisodeNotFoundError
+from openforge.store.images import ImageTable, join_body, split_body
 from openforge.store.prompts import CANDIDATE_CALLS, Candidate, SequenceCache, decode_prompt, encode_prompt
 from openforge.store.rows import CALL_COLUMNS, EncodedCall, decode_output, row_to_call
 
@@ -32,15 +34,18 @@ class CallTable:
 
     def __init__(self) -> None:
         self._sequences = SequenceCache()
-        self._bodies = BodyCache()
+        self._bodies = BodyCache()  # bodies as stored: their images cut out
+        self.images = ImageTable()
 
     # ---- writing ---------------------------------------------------------------------------------------
 
     def add(self, conn: sqlite3.Connection, records: Iterable[CallRecord]) -> None:
         """Store `records` in one transaction: all are stored, or (on error) none."""
-        # compression happens here, outside the write lock
+        # images are cut out and compression happens here, outside the write lock
+        splits = [(r, split_body(r, self.images.stored_text)) for r in records]
         encoded = [
-            EncodedCall(r, self._bodies.latest_before(r.episode_id, r.index), self._prompt_base(r)) for r in records
+            EncodedCall(r, self._bodies.latest_before(r.episode_id, r.index), self._prompt_base(r), split.body)
+            for r, split in splits
         ]
         if not encoded:
             return
@@ -55,7 +60,7 @@ class CallTable:
             in_batch[rec.index] = Candidate(rec.index, call.sequence, prompt.depth)
             rows.append(call.row(prompt))
         with write_transaction(conn):
-            for call, row in zip(encoded, rows):
+            for call, row, (_, split) in zip(encoded, rows, splits):
                 try:
                     conn.execute(_CALL_INSERT, row)
                 except sqlite3.IntegrityError as exc:
@@ -64,12 +69,15 @@ class CallTable:
                     if "UNIQUE" in str(exc):
                         raise DuplicateCallError(call.record.episode_id, call.record.index) from exc
                     raise
+                self.images.insert(conn, call.record, split)
         # Only committed calls may enter the caches.
         for episode_id, calls in batch.items():
             for cand in calls.values():
                 self._sequences.put(episode_id, cand.index, cand.sequence)
         for call in encoded:
-            self._bodies.put(call.record.episode_id, call.record.index, call.record.request_body, call.body_depth)
+            self._bodies.put(call.record.episode_id, call.record.index, call.stored_body, call.body_depth)
+        for _, split in splits:
+            self.images.remember(split.texts)
 
     def _prompt_base(self, record: CallRecord) -> np.ndarray | None:
         """The ids `record`'s prompt is declared to start with (the proxy's continuity hint in its metadata:
@@ -110,13 +118,18 @@ class CallTable:
             return None
         ref = row[_COL["prompt_ref"]]
         base = self._sequence(conn, episode_id, ref) if ref is not None else None
-        return self._decode_row(row, base, self._request_body(conn, episode_id, row[_COL["request_body"]]))[0]
+        images = self.images.of_call(conn, episode_id, index)
+        stored = self._request_body(conn, episode_id, row[_COL["request_body"]])
+        body = join_body(stored, images, self.images.encoder(conn))
+        return self._decode_row(row, base, body, images)[0]
 
     def of_episode(self, conn: sqlite3.Connection, episode_id: str) -> list[CallRecord]:
         """Every call of the episode, ordered by index."""
         rows = conn.execute(f"{_CALL_SELECT} WHERE episode_id = ? ORDER BY call_index", (episode_id,)).fetchall()
         sequences: dict[int, np.ndarray] = {}  # a prompt only references a lower index: already decoded
-        bodies: dict[int, bytes] = {}  # likewise request bodies
+        bodies: dict[int, bytes] = {}  # likewise request bodies (as stored)
+        images = self.images.of_episode(conn, episode_id)
+        encoded = self.images.encoder(conn)
         calls = []
         for row in rows:
             ref = row[_COL["prompt_ref"]]
@@ -133,9 +146,12 @@ class CallTable:
                     f"call {row[_COL['call_index']]} of episode {episode_id!r} "
                     f"references the missing body of call {body_ref}"
                 )
-            body = decode_body(blob, bodies.get(body_ref) if body_ref is not None else None)
-            call, sequences[row[_COL["call_index"]]] = self._decode_row(row, base, body)
-            bodies[call.index] = body
+            stored = decode_body(blob, bodies.get(body_ref) if body_ref is not None else None)
+            index = row[_COL["call_index"]]
+            call_images = images.get(index, [])
+            body = join_body(stored, call_images, encoded)
+            call, sequences[index] = self._decode_row(row, base, body, call_images)
+            bodies[call.index] = stored
             calls.append(call)
         return calls
 
@@ -179,7 +195,9 @@ class CallTable:
             raise CorruptRecordError(f"a request body of episode {episode_id!r} references missing call {ref}")
         return decode_body(blob, self._request_body(conn, episode_id, row[0]))
 
-    def _decode_row(self, row: tuple, base: np.ndarray | None, request_body: bytes) -> tuple[CallRecord, np.ndarray]:
+    def _decode_row(
+        self, row: tuple, base: np.ndarray | None, request_body: bytes, images: list[CallImage]
+    ) -> tuple[CallRecord, np.ndarray]:
         """The call of a `calls` row, and its prompt + output sequence. `base` is the sequence of the call
         its prompt references (None when the prompt is stored whole)."""
         prompt = decode_prompt(base, row[_COL["prompt_prefix_len"]], row[_COL["prompt_tail"]])
@@ -189,4 +207,4 @@ class CallTable:
                 f"{len(prompt)} tokens, {row[_COL['prompt_len']]} were stored"
             )
         output = decode_output(row[_COL["output_ids"]])
-        return row_to_call(row, prompt, output, request_body), np.concatenate([prompt, output])
+        return row_to_call(row, prompt, output, request_body, images), np.concatenate([prompt, output])

@@ -7,7 +7,7 @@ import sqlite3
 
 import numpy as np
 
-from openforge.core import CallRecord, Episode, SamplingParams
+from openforge.core import CallImage, CallRecord, Episode, SamplingParams
 from openforge.store.bodies import encode_body
 from openforge.store.codec import bytes_to_ids, bytes_to_logprobs, ids_array, logprobs_to_bytes, pack, unpack
 from openforge.store.prompts import EncodedPrompt
@@ -53,21 +53,27 @@ class EncodedCall:
     """The parts of a call that can be encoded before taking the write lock (everything but the prompt,
     whose encoding depends on the calls stored before it)."""
 
-    __slots__ = ("record", "prompt", "output", "columns", "body_depth")
+    __slots__ = ("record", "prompt", "output", "columns", "body_depth", "stored_body")
 
     def __init__(
-        self, record: CallRecord, body_ref: tuple[int, bytes, int] | None = None, prompt_base: np.ndarray | None = None
+        self,
+        record: CallRecord,
+        body_ref: tuple[int, bytes, int] | None = None,
+        prompt_base: np.ndarray | None = None,
+        stored_body: bytes | None = None,
     ):
-        """`body_ref`: (index, request body, depth) of an earlier call of the episode to store the request
+        """`body_ref`: (index, stored request body, depth) of an earlier call of the episode to store the request
         body as a delta of. `prompt_base`: ids the prompt is known to start with (an earlier call's prompt +
-        output, `len(prompt_base)` of them), so only the rest is converted."""
+        output, `len(prompt_base)` of them), so only the rest is converted. `stored_body`: the request body as
+        stored, its images cut out (`images.split_body`); the record's own body when None."""
         self.record = record
+        self.stored_body = record.request_body if stored_body is None else stored_body
         if prompt_base is not None:
             self.prompt = np.concatenate([prompt_base, ids_array(record.prompt_ids[len(prompt_base) :])])
         else:
             self.prompt = ids_array(record.prompt_ids)
         self.output = ids_array(record.output_ids)
-        request_body, self.body_depth = encode_body(record.request_body, body_ref)
+        request_body, self.body_depth = encode_body(self.stored_body, body_ref)
         self.columns = {
             "output_len": len(record.output_ids),
             "output_ids": pack(self.output.tobytes()),
@@ -108,8 +114,14 @@ class EncodedCall:
         return tuple(values[c] for c in CALL_COLUMNS)
 
 
-def row_to_call(row: sqlite3.Row | tuple, prompt: np.ndarray, output: np.ndarray, request_body: bytes) -> CallRecord:
-    """Build a CallRecord from a `calls` row whose prompt, output ids and request body have been decoded."""
+def row_to_call(
+    row: sqlite3.Row | tuple,
+    prompt: np.ndarray,
+    output: np.ndarray,
+    request_body: bytes,
+    images: list[CallImage] | None = None,
+) -> CallRecord:
+    """Build a CallRecord from a `calls` row whose prompt, output ids, request body and images have been read."""
     v = dict(zip(CALL_COLUMNS, row))
     return CallRecord(
         episode_id=v["episode_id"],
@@ -132,6 +144,7 @@ def row_to_call(row: sqlite3.Row | tuple, prompt: np.ndarray, output: np.ndarray
         request_body=request_body,
         response_body=unpack(v["response_body"]),
         metadata=json.loads(v["metadata"]),
+        images=images or [],
     )
 
 

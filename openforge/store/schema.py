@@ -12,6 +12,7 @@ Where things live:
 - `verifier_results` (v2): what the verifier wrote besides the reward (reward.json's other keys, log tail),
   kept apart so that listing episodes never drags it along.
 - `calls`: every `CallRecord` field; prompts prefix-shared (see `prompts.py`), arrays and bodies as blobs.
+- `images` (v5): each image a harness sent, once per sha256; `call_images` (v5): a call's `CallRecord.images`.
 """
 
 from __future__ import annotations
@@ -116,6 +117,40 @@ MIGRATIONS += (
         ),
     ),
 )
+
+MIGRATIONS += (
+    # Images a harness sends (screenshots) are kept once per content hash, however many calls send them again:
+    # `images` holds the bytes, `call_images` which images each call's request held and where their base64
+    # text stood in its body (the body is stored without it; `images.py`). An image whose text could not be cut
+    # out (not in the body verbatim) stays in the body and has no `images` row: `sha256` is no foreign key.
+    Migration(
+        5,
+        "images once per content hash, referenced by the calls that sent them",
+        (
+            """CREATE TABLE images (
+                sha256 TEXT PRIMARY KEY,
+                media_type TEXT NOT NULL,
+                size INTEGER NOT NULL,
+                data BLOB NOT NULL
+            )""",
+            """CREATE TABLE call_images (
+                episode_id TEXT NOT NULL,
+                call_index INTEGER NOT NULL,
+                position INTEGER NOT NULL,
+                sha256 TEXT,
+                media_type TEXT,
+                size INTEGER NOT NULL,
+                url TEXT,
+                span_offset INTEGER,
+                span_length INTEGER,
+                PRIMARY KEY (episode_id, call_index, position),
+                FOREIGN KEY (episode_id, call_index) REFERENCES calls (episode_id, call_index)
+            )""",
+            "CREATE INDEX call_images_by_hash ON call_images (sha256)",
+        ),
+    ),
+)
+IMAGES_VERSION = 5  # a file older than this has no image tables: its calls read as holding no images
 
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import openforge
-from openforge.core import CallRecord, Episode, EpisodeState, Outcome
+from openforge.core import CallImage, CallRecord, Episode, EpisodeState, Outcome
 from openforge.core.json_types import JSONObject
 from openforge.store import queries
 from openforge.store.calls import CallTable
@@ -282,6 +282,15 @@ class TrajectoryStore:
         episode_ids = [r[0] for r in self._conn().execute("SELECT id FROM episodes ORDER BY created_at, id").fetchall()]
         for episode_id in episode_ids:
             yield from self.list_calls(episode_id)
+
+    def get_image(self, sha256: str) -> tuple[str, bytes] | None:
+        """(media type, bytes) of an image some call sent, by its sha256; None when none did."""
+        return self._calls.images.get(self._conn(), sha256)
+
+    def episode_images(self, episode_id: str) -> dict[int, list[CallImage]]:
+        """call index → the images its request held, in body order (calls without images left out); read from
+        the image rows alone, no request body decoded."""
+        return self._calls.images.of_episode(self._conn(), episode_id)
 
     def count_calls(self, episode_id: str | None = None) -> int:
         conn = self._conn()

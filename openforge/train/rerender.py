@@ -40,7 +40,7 @@ def reply_ids(model: ModelDir, conversation: Conversation, reply: ParsedOutput, 
     off), with the reply's own text encoded as plain text."""
     conversation = conversation.model_copy(update={"messages": normalize_messages(conversation.messages)})
     marks = ContentMarks.new()
-    messages, tools = to_hf_messages(conversation, marks.wrap)
+    messages, tools = to_hf_messages(conversation, marks.wrap, images=model.takes_images)
     turn = hf_message(
         Message(role="assistant", content=reply.content, reasoning=reply.reasoning, tool_calls=reply.tool_calls),
         marks.wrap,

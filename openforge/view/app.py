@@ -1,5 +1,8 @@
 """The viewer's web app (Starlette): GET pages rendered on the server from the run directories it was given.
 
+Routes: the pages (`PAGES`), `/image?run=&store=&sha256=` (an image a harness sent, from the store by its
+hash, under its own media type), the static files.
+
 Read-only by construction: every route is a GET (anything else is 405), stores are opened read-only, and a
 request names a run by its number and a store by its label among those discovered — never by a path.
 Everything a run holds is untrusted (the policy wrote it): templates autoescape, and every page carries a
@@ -8,6 +11,7 @@ Content-Security-Policy with no script source at all, so even markup that slippe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -24,9 +28,13 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from openforge.dialects.images import MEDIA_TYPES
 from openforge.view import pages
+from openforge.view import params as p
 from openforge.view.library import Library, UnknownRun
 from openforge.view.params import BadParameter
+
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 STATIC = Path(__file__).parent / "static"
 SECURITY_HEADERS = {
@@ -108,6 +116,24 @@ def create_app(library: Library) -> Starlette:
 
         return endpoint
 
+    def image(params: QueryParams) -> Response:
+        try:
+            opened = library.open(p.integer(params, "run", 0, 0), p.text(params, "store", "."))
+            sha256 = p.required(params, "sha256")
+        except UnknownRun as e:
+            return render("error.html", 404, title="Not found", message=str(e))
+        except (BadParameter, ValueError) as e:
+            return render("error.html", 400, title="Bad request", message=str(e))
+        found = opened.store.get_image(sha256.lower()) if _SHA256.fullmatch(sha256) else None
+        # only the image types the dialects accept are served, under their own type (never e.g. SVG)
+        if found is None or found[0] not in MEDIA_TYPES:
+            return render("error.html", 404, title="Not found", message=f"no image {sha256!r} in this store")
+        # an image's bytes never change for its hash: it may be cached, unlike the pages
+        return Response(found[1], media_type=found[0], headers={"cache-control": "private, max-age=86400, immutable"})
+
+    async def image_endpoint(request: Request) -> Response:
+        return await run_in_threadpool(image, request.query_params)
+
     async def favicon(request: Request) -> Response:
         return Response((STATIC / "favicon.svg").read_bytes(), media_type="image/svg+xml")
 
@@ -118,7 +144,11 @@ def create_app(library: Library) -> Starlette:
     routes: list[BaseRoute] = [
         Route(path, page(builder, template), methods=["GET"]) for path, builder, template in PAGES
     ]
-    routes += [Route("/favicon.ico", favicon, methods=["GET"]), Mount("/static", StaticFiles(directory=STATIC))]
+    routes += [
+        Route("/image", image_endpoint, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=STATIC)),
+    ]
     # starlette types every handler as taking any Exception, though it calls this one with HTTPException only
     handlers = {HTTPException: http_error}
     return Starlette(

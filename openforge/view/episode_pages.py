@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from openforge.core import CallImage
 from openforge.store import EpisodeQuery
 from openforge.store.queries import SORT_KEYS
 from openforge.train.assemble import MODES
@@ -104,6 +105,7 @@ def episode_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
     step = episode.metadata.get("step", 0)
     metadata = {k: v for k, v in episode.metadata.items() if k != "task"}
     return {
+        "screenshots": screenshots(opened.store.episode_images(episode.id)),
         "title": f"Episode {episode.id[:8]}",
         "opened": opened,
         "episode": episode,
@@ -122,6 +124,20 @@ def episode_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:
         "versions": sorted({c.policy_version for c in calls}),
         "crumbs": _crumbs(opened, (f"episode {episode.id[:8]}", None)),
     }
+
+
+def screenshots(images: dict[int, list[CallImage]]) -> dict[int, list[CallImage]]:
+    """call index → the images its request sent first in the episode (a harness sends every earlier screenshot
+    again with each call: each is shown beside the call that brought it)."""
+    seen: set[str] = set()
+    out: dict[int, list[CallImage]] = {}
+    for index in sorted(images):
+        for image in images[index]:
+            key = image.sha256 or image.url or ""
+            if key and key not in seen:
+                seen.add(key)
+                out.setdefault(index, []).append(image)
+    return out
 
 
 def groups_page(library: Library, params: Mapping[str, str]) -> dict[str, Any]:

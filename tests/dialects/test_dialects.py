@@ -41,6 +41,7 @@ from support.dialects import (
     validate_body,
     validate_events,
 )
+from support.images import b64, png
 
 # ---- a tiny server: decode with the dialect, answer a canned reply ------------------------------------
 
@@ -631,7 +632,8 @@ def test_side_calls_are_requests_without_tools():
     assert DIALECTS["anthropic"].decode(json.dumps(body).encode()).side_call  # only server tools: nothing to call
 
 
-def test_images_become_placeholders_and_system_messages_stay_in_place():
+def test_images_become_placeholders_kept_by_reference():
+    shot = png(4, 4)
     body = {
         "model": "m",
         "max_tokens": 5,
@@ -640,13 +642,18 @@ def test_images_become_placeholders_and_system_messages_stay_in_place():
                 "role": "user",
                 "content": [
                     {"type": "text", "text": "look"},
-                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(shot)}},
                 ],
             },
         ],
     }
-    c = DIALECTS["anthropic"].decode(json.dumps(body).encode()).conversation
-    assert c.messages[0].content == "look" + BLOCK_SEPARATOR + IMAGE_PLACEHOLDER
+    decoded = DIALECTS["anthropic"].decode(json.dumps(body).encode())
+    (message,) = decoded.conversation.messages
+    assert message.content == "look" + BLOCK_SEPARATOR + IMAGE_PLACEHOLDER
+    assert [(i.offset, i.length, i.media_type, i.size) for i in message.images] == [
+        (len("look" + BLOCK_SEPARATOR), len(IMAGE_PLACEHOLDER), "image/png", len(shot))
+    ]
+    assert [i.data for i in decoded.images] == [shot]
 
 
 def test_count_tokens_requests_need_no_max_tokens():

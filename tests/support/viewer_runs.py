@@ -13,7 +13,9 @@ from pathlib import Path
 
 from openforge.core import CallRecord, Episode, EpisodeState, Outcome
 from openforge.store import TrajectoryStore
+from support.images import chat_image, png, recorded_images
 
+SCREENSHOTS = [png(96, 64, seed=1), png(96, 64, seed=2)]  # the image episode's, real PNG files
 MARKUP = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
 TOOLS = [
     {
@@ -92,7 +94,7 @@ def add_episode(
             "role": "user",
             "content": [
                 {"type": "text", "text": f"Do {task}. See the picture."},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                chat_image(SCREENSHOTS[0]),
             ],
         }
     system = {"role": "system", "content": "You are a shell agent."}
@@ -111,6 +113,7 @@ def add_episode(
             finished_at=episode.created_at + 0.5,
             timings={"total_s": 0.4},
             request_body=body(first),
+            images=recorded_images("chat_completions", body(first)),
             parse_error=parse_error,
         )
     ]
@@ -118,6 +121,10 @@ def add_episode(
         {"role": "assistant", "content": None, "tool_calls": [tool_call("call_1", f"solve {task}")]},
         {"role": "tool", "tool_call_id": "call_1", "content": tool_result},
     ]
+    if image:  # a screenshot after the tool ran, as a GUI harness sends one
+        second.append(
+            {"role": "user", "content": [{"type": "text", "text": "The screen now:"}, chat_image(SCREENSHOTS[1])]}
+        )
     prompt1 = prompt0 + out0 + _ids(rng, 15)
     out1 = _ids(rng, 6)
     calls.append(
@@ -133,6 +140,7 @@ def add_episode(
             call_error="backend failed: boom" if call_error else None,
             finish_reason="error" if call_error else "stop",
             request_body=body(second),
+            images=recorded_images("chat_completions", body(second)),
         )
     )
     if break_reason:

@@ -5,6 +5,7 @@ test_browser.py.)"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from html.parser import HTMLParser
@@ -18,7 +19,7 @@ from openforge.train.assemble import assemble
 from openforge.view.app import create_app
 from openforge.view.discover import discover
 from openforge.view.library import Library
-from support.viewer_runs import make_run
+from support.viewer_runs import SCREENSHOTS, make_run
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +118,25 @@ def test_agent_written_markup_is_text(site):
     assert "<img" not in page and 'onerror="' not in page
     image = get(client, f"/episode?run=0&store=rl&id={named['image'].id}")
     assert '<span class="media">[image omitted' in image
+
+
+def test_an_episodes_screenshots_are_shown_beside_the_calls_that_sent_them(site):
+    client, _, named = site
+    page = get(client, f"/episode?run=0&store=rl&id={named['image'].id}")
+    hashes = [hashlib.sha256(shot).hexdigest() for shot in SCREENSHOTS]
+    for index, sha in enumerate(hashes):  # call 1 sends both: shown with call 0, which sent it first, only
+        section = page[page.index(f'id="call-{index}"') :].split("</section>")[0]
+        assert section.count("<img ") == 1 and f"sha256={sha}" in section, section
+    assert 'id="image-count">2 sent' in page
+    for sha, shot in zip(hashes, SCREENSHOTS):
+        response = client.get(f"/image?run=0&store=rl&sha256={sha}")
+        assert response.status_code == 200 and response.content == shot
+        assert response.headers["content-type"] == "image/png"
+        assert response.headers["x-content-type-options"] == "nosniff"
+    assert "no image" in get(client, "/image?run=0&store=rl&sha256=" + "0" * 64, 404)
+    assert "no image" in get(client, "/image?run=0&store=rl&sha256=../../trajectories.db", 404)
+    assert "sha256" in get(client, "/image?run=0&store=rl", 400)
+    assert "has no store" in get(client, f"/image?run=0&store=/etc&sha256={hashes[0]}", 404)
 
 
 def test_read_only_and_strict(site):
