@@ -39,7 +39,7 @@ class ToolStep:
 
     @property
     def checks(self) -> bool:
-        return self.kind in (ToolKind.read, ToolKind.search) or any(p.checks for p in self.parts)
+        return self.kind.checks or any(p.checks for p in self.parts)
 
 
 @dataclass

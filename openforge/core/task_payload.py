@@ -3,6 +3,8 @@ backend is handed with every call of that episode (`GenerationContext.task`, as 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from openforge.core.json_types import JSONObject
@@ -11,7 +13,7 @@ from openforge.core.json_types import JSONObject
 class TaskPayload(BaseModel):
     """Built by the episode runners (the orchestrator's and the in-process one for generated families) from a
     task, stored with the episode, read back by backends that need it (the `oracle` teacher reads `solution`
-    and `shell_tool`)."""
+    and `shell_tool`, or for a GUI task `actions` and `gui_format`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -30,6 +32,12 @@ class TaskPayload(BaseModel):
     # the tool kinds the task needs (`[metadata] required_tools` in task.toml: shell, read, write, edit, search),
     # for the behaviour analytics' tool coverage; None: not declared (the oracle's episode stands in)
     required_tools: tuple[str, ...] | None = None
+    # a GUI task's demonstration (`solution/actions.json`, `openforge.tasks.gui_actions`): the steps the oracle
+    # sends through the harness's GUI tools instead of a shell command; None: the task has none
+    actions: tuple[dict[str, Any], ...] | None = None
+    # the format of the harness's page snapshots (`HarnessAdapter.gui_format`), where the oracle finds each
+    # step's element; None: the harness drives no GUI
+    gui_format: str | None = None
 
     def to_json(self) -> JSONObject:
         """The stored form (every field present, `None` where unset)."""

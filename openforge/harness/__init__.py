@@ -42,12 +42,13 @@ from openforge.harness.bundle import (
 )
 from openforge.harness.claude_code import ClaudeCodeAdapter
 from openforge.harness.codex import CodexAdapter
+from openforge.harness.computer_use import ComputerUseAdapter
 from openforge.harness.openclaw import OpenClawAdapter
 from openforge.harness.react import ReactAdapter
 
 #: The harness registry: name → adapter class.
 ADAPTERS: dict[str, type[HarnessAdapter]] = adapter_table(
-    ClaudeCodeAdapter, CodexAdapter, OpenClawAdapter, ReactAdapter
+    ClaudeCodeAdapter, CodexAdapter, ComputerUseAdapter, OpenClawAdapter, ReactAdapter
 )
 
 
@@ -74,7 +75,7 @@ def get_adapter(name: str, **options: object) -> HarnessAdapter:
 
 def harness_versions(bundle_dir: Path | str | None = None) -> list[tuple[str, str, str, str]]:
     """(harness, dialect, pinned version, installed version) of every harness, by name; "built in" for one
-    that needs no install (react), "-" for one not installed (`openforge harness list`)."""
+    that needs no install (react, computer-use), "-" for one not installed (`openforge harness list`)."""
     installed, pinned = bundle_status(bundle_dir), pinned_versions()
     rows = []
     for name, adapter in sorted(ADAPTERS.items()):
@@ -92,6 +93,7 @@ __all__ = [
     "ALL_HARNESSES",
     "ClaudeCodeAdapter",
     "CodexAdapter",
+    "ComputerUseAdapter",
     "DIALECTS",
     "PINNED",
     "BundleError",

@@ -95,6 +95,8 @@ class LaunchContext:
     instruction: str
     session_id: str | None = None
     manifest: Manifest | Path | None = None
+    #: where a GUI task's browser starts (`[environment.gui] start_url`); None: the task has no GUI
+    start_url: str | None = None
 
     def __post_init__(self) -> None:
         for label, path in (("bundle_root", self.bundle_root), ("home", self.home), ("workdir", self.workdir)):
@@ -109,6 +111,8 @@ class LaunchContext:
         if "\0" in self.instruction:
             raise HarnessError("the instruction contains a NUL byte")
         api_root(self.base_url)  # refuses a URL that is not http(s)
+        if self.start_url is not None and not self.start_url.startswith(("http://", "https://")):
+            raise HarnessError(f"start_url must be an http(s) URL, got {self.start_url!r}")
         size = len(self.instruction.encode())
         if size > MAX_INSTRUCTION_BYTES:
             raise HarnessError(
@@ -189,6 +193,9 @@ class HarnessAdapter(ABC):
     min_memory_mb: ClassVar[int] = 256
     #: how the environment's fault hook reaches the agent's shell commands (None: it cannot)
     command_hook: ClassVar[CommandHook | None] = None
+    #: the format of the page snapshots its GUI tools show (the oracle finds a demonstration's elements in them:
+    #: `openforge.inference.gui_oracle`); None: the harness drives no GUI
+    gui_format: ClassVar[str | None] = None
 
     @abstractmethod
     def launch(self, ctx: LaunchContext) -> Launch:

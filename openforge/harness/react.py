@@ -27,7 +27,7 @@ from openforge.harness.base import (
 from openforge.harness.react_agent import AGENT_REFUSED_STATUSES, API_ERROR_EXIT, DEFAULT_MAX_STEPS
 from openforge.harness.tools import ToolKind
 
-_API_ANSWER = re.compile(r"react: model API answered (\d{3})")
+_API_ANSWER = re.compile(r"model API answered (\d{3})")
 
 
 @dataclass
@@ -56,14 +56,7 @@ class ReactAdapter(HarnessAdapter):
         return super().tool_failed(content, is_error) or content.startswith("[error:")
 
     def infrastructure_error(self, exit_code: int, stdout: str, stderr: str) -> str | None:
-        """Exit 3 is react's "the model API failed": the infrastructure's, unless the API refused the request
-        the agent's conversation had grown into (400: context exhausted, 413: too large)."""
-        if exit_code != API_ERROR_EXIT:
-            return None
-        found = _API_ANSWER.search(stderr)
-        if found and int(found.group(1)) in AGENT_REFUSED_STATUSES:
-            return None
-        return f"the model API failed: {stderr.strip()[-500:]}"
+        return model_api_failure(exit_code, stderr)
 
     max_steps: int = DEFAULT_MAX_STEPS
     max_tokens: int = 512
@@ -113,18 +106,35 @@ class ReactAdapter(HarnessAdapter):
         return __version__
 
     def parse_transcript(self, stdout: str) -> JSONObject:
-        events = json_lines(stdout)
-        result = next((e for e in reversed(events) if e.get("type") == "result"), None)
-        if result is None:
-            return transcript_summary(error="no result line (the agent did not finish)", events=len(events))
-        return transcript_summary(
-            final=result.get("final"),
-            turns=int(result.get("turns") or 0),
-            tool_calls=int(result.get("tool_calls") or 0),
-            error=result.get("error"),
-            events=len(events),
-        )
+        return result_summary(stdout)
 
 
-def agent_source() -> str:
-    return resources.files("openforge.harness").joinpath("react_agent.py").read_text()
+def result_summary(stdout: str) -> JSONObject:
+    """The transcript summary of a built-in agent (react's, computer-use's): its `result` line."""
+    events = json_lines(stdout)
+    result = next((e for e in reversed(events) if e.get("type") == "result"), None)
+    if result is None:
+        return transcript_summary(error="no result line (the agent did not finish)", events=len(events))
+    return transcript_summary(
+        final=result.get("final"),
+        turns=int(result.get("turns") or 0),
+        tool_calls=int(result.get("tool_calls") or 0),
+        error=result.get("error"),
+        events=len(events),
+    )
+
+
+def model_api_failure(exit_code: int, stderr: str) -> str | None:
+    """Exit 3 is the built-in agents' "the model API failed": the infrastructure's, unless the API refused the
+    request the agent's conversation had grown into (400: context exhausted, 413: too large)."""
+    if exit_code != API_ERROR_EXIT:
+        return None
+    found = _API_ANSWER.search(stderr)
+    if found and int(found.group(1)) in AGENT_REFUSED_STATUSES:
+        return None
+    return f"the model API failed: {stderr.strip()[-500:]}"
+
+
+def agent_source(name: str = "react_agent.py") -> str:
+    """The source of a built-in agent script of this package (written into the episode's home)."""
+    return resources.files("openforge.harness").joinpath(name).read_text()

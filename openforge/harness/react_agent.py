@@ -28,8 +28,9 @@ if TYPE_CHECKING:  # for the checker only: in a sandbox this file runs alone, on
 
     from openforge.core.json_types import JSONObject
 
-    # (tool name, its arguments) -> (output for the model, whether the agent submitted)
-    ToolRunner = Callable[[str, Mapping[str, object]], tuple[str, bool]]
+    # (tool name, its arguments) -> (output for the model: text, or content parts as the Chat Completions API
+    # takes them, whether the agent submitted)
+    ToolRunner = Callable[[str, Mapping[str, object]], tuple[Any, bool]]
 
 SYSTEM_PROMPT = "You are a shell agent. Use the tools to do the task in the current directory, then call submit."
 
@@ -204,16 +205,18 @@ def run_agent(
     emit: Callable[[JSONObject], None] = emit,
     tools: list[str] | None = None,
     system_prompt: str | None = None,
+    tool_specs: list[dict[str, Any]] | None = None,
 ) -> JSONObject:
     """The ReAct loop; returns the result event. `tool_runner(name, arguments) -> (output, submitted)` runs
     the tools (the default runs them here, in the current directory). `system_prompt` replaces the default
-    one; "" sends no system message. Raises ModelAPIError when the model API fails."""
+    one; "" sends no system message. `tool_specs` replaces the tool definitions offered (another harness's
+    tools: the computer-use agent's). Raises ModelAPIError when the model API fails."""
     # stripped: an instruction.md's trailing newline must not make its prompt differ from the same task's
     # prompt given as a string (a tiny model notices)
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     messages.append({"role": "user", "content": instruction.strip()})
-    offered = select_tools(tools)
+    offered = tool_specs if tool_specs is not None else select_tools(tools)
     tool_calls = 0
     final = None
     steps = 0

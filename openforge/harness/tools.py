@@ -6,7 +6,12 @@ How a failed command reaches the model, per harness (each seen in real episodes 
 - Claude Code: the tool result has `is_error` set and starts with `Exit code N`;
 - Codex: the `exec_command` output holds a line `Process exited with code N`;
 - OpenClaw: the `exec` output ends with `(Command exited with code N)`;
-- react: the `bash` output ends with `[exit code N]`; its read/write tools answer `[error: ...]`.
+- react: the `bash` output ends with `[exit code N]`; its read/write tools answer `[error: ...]`;
+- computer-use: a GUI action it could not do answers `[error: ...]` (then the page as it is).
+
+GUI tools have kinds of their own: `observe` (a snapshot or a screenshot: looking, which counts as a check),
+`interact` (click, type, select, a key: what changes the page's state, as writing a file does) and `navigate`
+(opening a URL, scrolling: moving around without changing anything).
 """
 
 from __future__ import annotations
@@ -23,11 +28,19 @@ class ToolKind(str, enum.Enum):
     write = "write"  # creates or overwrites a file
     edit = "edit"  # changes part of a file (patch, replace)
     search = "search"  # finds files or text (grep, glob, ls)
-    other = "other"  # planning, sub-agents, asking the user, ...
+    observe = "observe"  # looks at a GUI (a page snapshot, a screenshot)
+    interact = "interact"  # acts on a GUI (click, type, select, a key)
+    navigate = "navigate"  # moves around a GUI (open a URL, scroll)
+    other = "other"  # planning, sub-agents, asking the user, finishing, ...
 
     @property
     def changes_state(self) -> bool:
-        return self in (ToolKind.write, ToolKind.edit)
+        return self in (ToolKind.write, ToolKind.edit, ToolKind.interact)
+
+    @property
+    def checks(self) -> bool:
+        """Whether the step looks at the state (a read, a search, a look at the screen)."""
+        return self in (ToolKind.read, ToolKind.search, ToolKind.observe)
 
 
 def exit_code_failed(pattern: re.Pattern[str] | None, content: str) -> bool:

@@ -1,8 +1,9 @@
 """`oracle`: the teacher that knows the answer. It solves each episode's task by sending the task's reference
 solution through the harness's own shell tool — after a look around and before a check of its result, when
 the task has them (`solution/look.sh`, `solution/check.sh`: `TaskPayload.look`, `.check`) — and finishes with
-a short answer. It validates tasks end to
-end and records teacher trajectories for SFT.
+a short answer. A GUI task's oracle instead sends its demonstration (`solution/actions.json`) step by step
+through the harness's GUI tools (`openforge.inference.gui_oracle`): a shell cannot stand in for the GUI. It
+validates tasks end to end and records teacher trajectories for SFT.
 
 It needs the episode's task payload (`openforge.core.TaskPayload`, as the episode runners create episodes)
 with its `solution` — `openforge.tasks.solution`'s script: `solve.sh` with the files of `solution/` beside it,
@@ -23,18 +24,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openforge.core import Conversation, TaskPayload
+from openforge.inference.gui_oracle import FINAL_ANSWER, gui_reply
 from openforge.inference.scripted import ScriptedBackend, ScriptError, _Policy
 
 if TYPE_CHECKING:
     from openforge.models import ModelDir
 
-FINAL_ANSWER = "Done."
 SHELL_ARGUMENTS = ("command", "cmd")
 
 
 class OraclePolicy(_Policy):
     def respond(self, conversation: Conversation | None, call_index: int, task: object) -> str:
         payload = TaskPayload.from_json(task)
+        if payload is not None and payload.actions is not None:  # a GUI task: its steps through the GUI tools
+            move = gui_reply(conversation, payload)
+            return move if isinstance(move, str) else tool_call_text(move)
         if payload is None or payload.solution is None:
             raise ScriptError(
                 "the oracle needs the episode's task payload with its reference solution "
@@ -47,12 +51,16 @@ class OraclePolicy(_Policy):
             return FINAL_ANSWER
         command = commands[results]
         name, argument = shell_tool(conversation, payload)
-        call = {"name": name, "arguments": {argument: command}}
-        # the same text the chat template renders for this call, so continuity holds from scratch too
-        return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
+        return tool_call_text({"name": name, "arguments": {argument: command}})
 
     def side(self, conversation: Conversation | None, task: object) -> str:
         return "Task"
+
+
+def tool_call_text(call: dict[str, object]) -> str:
+    """A tool call as the model writes it: the same text the chat template renders for this call, so
+    continuity holds from scratch too."""
+    return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
 
 
 def shell_tool(conversation: Conversation, task: TaskPayload) -> tuple[str, str]:

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from openforge.core import Episode, Outcome, TaskPayload
 from openforge.core.json_types import JSONObject
@@ -43,6 +44,7 @@ from openforge.rollout.task_environment import agent_spec_user, make_sandbox_spe
 from openforge.rollout.warm_pool import WarmPool, start_episode_sandboxes
 from openforge.sandbox import Mount, Sandbox, SandboxError, SandboxProvider, SandboxSpec, sandbox_name
 from openforge.tasks import Task
+from openforge.tasks.gui_actions import actions_path, load_actions
 from openforge.tasks.images import ImageMap
 from openforge.tasks.local import LocalEmulationError
 from openforge.tasks.solution import SolutionError, solution_script
@@ -90,7 +92,19 @@ def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
         required_tools=tuple(tools) if (tools := task.config.metadata.required_tools) is not None else None,
         look=solution_command(task, task.look_script) if task.look_script else None,
         check=solution_command(task, task.check_script) if task.check_script else None,
+        actions=gui_demonstration(task),
+        gui_format=adapter.gui_format,
     )
+
+
+def gui_demonstration(task: Task) -> tuple[dict[str, Any], ...] | None:
+    """A GUI task's demonstration (`solution/actions.json`) for the oracle; None when it has none that can be
+    sent (`openforge tasks validate` names the problem)."""
+    try:
+        steps = load_actions(actions_path(task.path))
+    except SolutionError:
+        return None
+    return tuple(steps) if steps is not None else None
 
 
 class EpisodeRunner:

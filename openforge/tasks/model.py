@@ -91,7 +91,9 @@ class TaskMetadata(_Open):
     family: str | None = None
     kind: str | None = None
     # the tool kinds a solution needs (behaviour analytics: tool coverage); see openforge.harness.tools.ToolKind
-    required_tools: list[Literal["shell", "read", "write", "edit", "search"]] | None = None
+    required_tools: (
+        list[Literal["shell", "read", "write", "edit", "search", "observe", "interact", "navigate"]] | None
+    ) = None
 
     @field_validator("split", mode="before")
     @classmethod
