@@ -19,7 +19,9 @@ console = Console()
 TasksOpt = Annotated[
     list[Path], typer.Option("--tasks", help="Task directories, or roots holding them (Harbor layout).")
 ]
-HarnessOpt = Annotated[str, typer.Option(help="Harness(es), comma-separated: react, claude-code, codex, openclaw.")]
+HarnessOpt = Annotated[
+    str, typer.Option(help="Harness(es), comma-separated: react, claude-code, codex, openclaw, computer-use.")
+]
 SandboxOpt = Annotated[str, typer.Option(help="docker, local or kubernetes.")]
 SandboxOptionOpt = Annotated[
     list[str] | None,

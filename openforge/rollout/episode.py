@@ -286,6 +286,7 @@ class EpisodeRunner:
                 model=self.proxy.served_model,
                 instruction=slot.task.instruction,
                 manifest=self.bundle_dir if adapter.component else None,
+                start_url=slot.task.gui.start_url if slot.task.gui is not None else None,
             )
         )
         host_home = scratch / "home"

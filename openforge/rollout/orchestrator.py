@@ -28,7 +28,7 @@ from openforge.proxy.server import ProxyConfig, running_proxy
 from openforge.rollout.config import RolloutConfig
 from openforge.rollout.episode import EpisodeRunner, Slot
 from openforge.rollout.outcome import record_outcome
-from openforge.rollout.preflight import PreflightError, check_images, effective_image_map
+from openforge.rollout.preflight import PreflightError, check_harnesses, check_images, effective_image_map
 from openforge.rollout.protocols import EpisodeServer
 from openforge.rollout.sandbox_choice import choose_sandbox
 from openforge.rollout.warm_pool import PoolStats, WarmPool
@@ -127,6 +127,7 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
     summary = RolloutSummary(config.run, len(slots))
     try:
         try:  # before any episode: a missing image is one error, not every episode's
+            check_harnesses(tasks, config.harnesses)
             await check_images(tasks, image_map, provider)
         except PreflightError as e:
             raise RolloutError(str(e)) from None

@@ -5,6 +5,7 @@ error with its fix (exit status 2) instead of every episode failing the same way
   named; `--image-map` / `image_map` entries override it.
 - Images: every image a task runs, or builds its image from (its Dockerfile's `FROM` lines, mapped), must be
   one the sandbox backend can start from (for Docker: on this machine; nothing is pulled).
+- Harnesses: a GUI harness (computer-use) needs tasks with a GUI (`[environment.gui]`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,21 @@ def needed_images(tasks: list[Task], image_map: ImageMap) -> dict[str, list[str]
         for image in dict.fromkeys(images):
             needed.setdefault(image, []).append(task.id)
     return needed
+
+
+def check_harnesses(tasks: list[Task], harnesses: list[str]) -> None:
+    """PreflightError when a harness that drives a web page (`HarnessAdapter.gui_format`) is to run tasks that
+    have none: every such episode would fail at its launch."""
+    from openforge.harness import ADAPTERS
+
+    gui = [h for h in harnesses if h in ADAPTERS and ADAPTERS[h].gui_format is not None]
+    plain = [t.id for t in tasks if t.gui is None]
+    if gui and plain:
+        shown = ", ".join(plain[:5]) + (f" and {len(plain) - 5} more" if len(plain) > 5 else "")
+        raise PreflightError(
+            f"harness {', '.join(gui)} drives a web page, but {len(plain)} task(s) have no [environment.gui] "
+            f"start_url ({shown}): run them with another harness, or choose GUI tasks"
+        )
 
 
 async def check_images(tasks: list[Task], image_map: ImageMap, provider: SandboxProvider) -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
 from openforge.cli import app
-from openforge.rollout.preflight import needed_images
+from openforge.rollout.preflight import PreflightError, check_harnesses, needed_images
 from openforge.tasks import ImageMap, load_tasks, tree_image_map
 from support.paths import EXAMPLES
 from support.rollout import make_task
@@ -113,3 +114,12 @@ def test_a_run_with_nothing_graded_exits_non_zero(docker_ready, tmp_path, tiny_m
     assert result.exit_code == 1, result.output
     assert "no episode could be graded" in result.output and "1 × verifier_error" in result.output
     assert (tmp_path / "run" / "report.json").is_file()  # the report still says what happened
+
+
+def test_a_gui_harness_on_tasks_without_a_gui_is_one_error():
+    tasks = load_tasks([EXAMPLES])
+    gui = load_tasks([EXAMPLES.parent / "gui-tasks"])
+    with pytest.raises(PreflightError, match=r"harness computer-use drives a web page, but \d+ task\(s\) have no"):
+        check_harnesses(tasks + gui, ["react", "computer-use"])
+    check_harnesses(gui, ["computer-use"])
+    check_harnesses(tasks, ["react"])
