@@ -52,7 +52,8 @@ def needed_images(tasks: list[Task], image_map: ImageMap) -> dict[str, list[str]
 
 def check_harnesses(tasks: list[Task], harnesses: list[str]) -> None:
     """PreflightError when a harness that drives a web page (`HarnessAdapter.gui_format`) is to run tasks that
-    have none: every such episode would fail at its launch."""
+    have none: every such episode would fail at its launch; or a harness without GUI tools (a shell) is to run
+    GUI tasks, which are done through the GUI only."""
     from openforge.harness import ADAPTERS
 
     gui = [h for h in harnesses if h in ADAPTERS and ADAPTERS[h].gui_format is not None]
@@ -62,6 +63,15 @@ def check_harnesses(tasks: list[Task], harnesses: list[str]) -> None:
         raise PreflightError(
             f"harness {', '.join(gui)} drives a web page, but {len(plain)} task(s) have no [environment.gui] "
             f"start_url ({shown}): run them with another harness, or choose GUI tasks"
+        )
+    shells = [h for h in harnesses if h in ADAPTERS and ADAPTERS[h].gui_format is None]
+    gui_tasks = [t.id for t in tasks if t.gui is not None]
+    if shells and gui_tasks:  # a GUI task's agent gets GUI tools only: a shell would stand in for the GUI
+        shown = ", ".join(gui_tasks[:5]) + (f" and {len(gui_tasks) - 5} more" if len(gui_tasks) > 5 else "")
+        able = ", ".join(sorted(h for h, a in ADAPTERS.items() if a.gui_format is not None))
+        raise PreflightError(
+            f"harness {', '.join(shells)} has no GUI tools, but {len(gui_tasks)} task(s) are GUI tasks "
+            f"([environment.gui]: {shown}), whose agent works through the GUI only: run them with {able}"
         )
 
 

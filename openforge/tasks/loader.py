@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from openforge.core.errors import TaskError
 from openforge.tasks.context import BuildContextError, check_build_context
+from openforge.tasks.gui_actions import ACTIONS_FILE, actions_path, load_actions
 from openforge.tasks.model import Split, Task, TaskConfig, normalize_split
 from openforge.tasks.solution import SOLUTION_SCRIPTS, SolutionError, solution_script
 
@@ -182,8 +183,11 @@ def inspect_task_dir(path: str | Path, layout_split: Split | None = None) -> Dir
                 f"{CONFIG_FILE}: [environment.gui] without [verifier] state_paths: the verifier sees the image's "
                 "initial app data, not what the agent did through the app; name the app's data directory there"
             )
-        if not (sol / "actions.json").is_file():
-            rep.warnings.append("solution/actions.json: missing; the oracle has no GUI steps to demonstrate")
+        try:
+            if load_actions(actions_path(p)) is None:
+                rep.warnings.append("solution/actions.json: missing; the oracle has no GUI steps to demonstrate")
+        except SolutionError as e:
+            rep.errors.append(f"solution/{ACTIONS_FILE}: {e}")
 
     # split agreement
     if rep.config is not None and layout_split is not None:

@@ -143,7 +143,7 @@ async def test_an_episode_whose_service_fails_is_reported_once_not_retried(gui_i
     await run_rollouts(
         RolloutConfig(
             tasks=[tmp_path / "tasks"],
-            harnesses=["react"],
+            harnesses=["computer-use"],
             sandbox="docker",
             model=tiny_model_dir,
             backend="oracle",

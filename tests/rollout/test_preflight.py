@@ -123,3 +123,5 @@ def test_a_gui_harness_on_tasks_without_a_gui_is_one_error():
         check_harnesses(tasks + gui, ["react", "computer-use"])
     check_harnesses(gui, ["computer-use"])
     check_harnesses(tasks, ["react"])
+    with pytest.raises(PreflightError, match=r"harness react has no GUI tools, but 4 task\(s\) are GUI tasks"):
+        check_harnesses(gui, ["react"])

@@ -161,3 +161,11 @@ def test_a_gui_task_without_state_paths_or_actions_is_warned_about(tmp_path):
     warnings: list[str] = []
     assert validate_task_dir(d, warnings) == []
     assert any("state_paths" in w for w in warnings) and any("actions.json" in w for w in warnings), warnings
+
+
+def test_a_gui_tasks_actions_are_checked(tmp_path):
+    d = tmp_path / "t"
+    shutil.copytree(EXAMPLES / "swap-featured-mouse", d)
+    (d / "solution" / "actions.json").write_text('[{"tool": "click", "target": {"role": "button"}}]')
+    errors = validate_task_dir(d)
+    assert len(errors) == 1 and "actions.json" in errors[0] and "target" in errors[0], errors
