@@ -49,6 +49,7 @@ __all__ = [
     "UnknownHarnessError",
     "adapter_table",
     "api_root",
+    "kill_leftovers",
     "run_local",
     "transcript_summary",
 ]
@@ -358,7 +359,8 @@ def run_local(
     extra_env: dict[str, str] | None = None,
 ) -> LocalResult:
     """Run a Launch as a local child process: writes its files, stdin from /dev/null, a minimal base
-    environment (PATH, LANG, ... from this process) plus `launch.env`. Kills the process group on timeout."""
+    environment (PATH, LANG, ... from this process) plus `launch.env`. When it exits or times out, what it left
+    running is killed (`kill_leftovers`)."""
     import signal
     import time
 
@@ -384,12 +386,42 @@ def run_local(
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    # whatever the harness left behind dies with it, as a sandbox's processes die with the sandbox
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    kill_leftovers(launch.home)
+    if timed_out:
         out, err = proc.communicate()
     result = LocalResult(proc.returncode, out, err, time.monotonic() - start, timed_out)
     if adapter is not None:
         result.transcript = adapter.parse_transcript(out)
     return result
+
+
+def kill_leftovers(home: PurePosixPath | Path) -> list[int]:
+    """Kill (SIGKILL) the processes of this user whose environment holds `HOME=<home>`: a local run's fresh
+    HOME marks everything it started, wherever it went — OpenClaw's CLI re-runs itself in a new session, and its
+    browser (with Chromium's crash handler) stays running there after the CLI exits. Returns their pids; none
+    where there is no /proc."""
+    import signal
+
+    if os.path.realpath(home) == os.path.realpath(os.environ.get("HOME") or "/"):
+        return []  # a run in this process's own HOME marks nothing of its own
+    marker = f"HOME={home}".encode()
+    killed = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone, or another user's
+            continue
+        if marker in environ.split(b"\0"):
+            if int(entry.name) == os.getpid():
+                continue
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed

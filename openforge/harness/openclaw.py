@@ -50,12 +50,23 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import ClassVar
+from urllib.parse import urlsplit
 
 from openforge.core.json_types import JSONObject
-from openforge.harness.base import CommandHook, HarnessAdapter, Launch, LaunchContext, api_root, transcript_summary
+from openforge.harness.base import (
+    CommandHook,
+    HarnessAdapter,
+    HarnessError,
+    Launch,
+    LaunchContext,
+    api_root,
+    transcript_summary,
+)
 from openforge.harness.tools import ToolKind
 
 PROVIDER_ID = "openforge"
+BROWSER_TOOL = "browser"
+GUI_CHROMIUM = "/usr/bin/chromium"  # Debian's chromium, as the GUI image has it
 
 
 @dataclass
@@ -97,8 +108,17 @@ class OpenClawAdapter(HarnessAdapter):
     extra_config: JSONObject = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
+    chromium: str = GUI_CHROMIUM
 
-    def config(self, home: PurePosixPath, workdir: PurePosixPath, base_url: str, key: str, model: str) -> JSONObject:
+    def config(
+        self,
+        home: PurePosixPath,
+        workdir: PurePosixPath,
+        base_url: str,
+        key: str,
+        model: str,
+        start_url: str | None = None,
+    ) -> JSONObject:
         cfg: JSONObject = {
             "models": {
                 "providers": {
@@ -130,6 +150,8 @@ class OpenClawAdapter(HarnessAdapter):
             },
             "update": {"checkOnStart": False},
         }
+        if start_url is not None:
+            cfg = _deep_merge(cfg, browser_only(start_url, self.chromium))
         return _deep_merge(cfg, self.extra_config)
 
     def launch(self, ctx: LaunchContext) -> Launch:
@@ -137,6 +159,8 @@ class OpenClawAdapter(HarnessAdapter):
         sid = ctx.session_id or self._new_session_id()
         env = self._common_env(home_p)
         env["OPENCLAW_NO_AUTO_UPDATE"] = "1"
+        if ctx.start_url is not None:
+            env["OPENCLAW_BROWSER_HEADLESS"] = "1"  # whatever DISPLAY says
         env.update(self.extra_env)
         argv = self.executable(ctx) + [
             "agent",
@@ -150,7 +174,7 @@ class OpenClawAdapter(HarnessAdapter):
         if self.timeout_s is not None:
             argv += ["--timeout", str(int(self.timeout_s))]
         argv += [*self.extra_args, f"--message={ctx.instruction}"]
-        cfg = json.dumps(self.config(home_p, cwd, ctx.base_url, ctx.key, model), indent=2) + "\n"
+        cfg = json.dumps(self.config(home_p, cwd, ctx.base_url, ctx.key, model, ctx.start_url), indent=2) + "\n"
         state = home_p / ".openclaw"
         return Launch(
             harness=self.name,
@@ -195,6 +219,30 @@ class OpenClawAdapter(HarnessAdapter):
             session_id=agent.get("sessionId"),
             events=1,
         )
+
+
+def browser_only(start_url: str, chromium: str = GUI_CHROMIUM) -> JSONObject:
+    """The openclaw.json settings of a GUI task's run: the `browser` tool and no other (no exec, no files, no
+    web fetch: the GUI is the agent's only way in), driving `chromium` headless without its sandbox (the agent
+    is an unprivileged user in a container without user namespaces), no JavaScript of the agent's own
+    (`act:evaluate` would reach the app's HTTP API behind its GUI), and navigation to private addresses refused
+    except the start URL's host (OpenClaw's SSRF policy is per host name, not per origin)."""
+    host = urlsplit(start_url).hostname
+    if not host:
+        raise HarnessError(f"start_url must be an absolute http(s) URL, got {start_url!r}")
+    return {
+        "tools": {"allow": [BROWSER_TOOL], "toolSearch": False},
+        "browser": {
+            "enabled": True,
+            "executablePath": chromium,
+            "headless": True,
+            "noSandbox": True,
+            "evaluateEnabled": False,
+            "ssrfPolicy": {"allowedHostnames": [host]},
+        },
+        # the browser on this machine only: never ask a gateway for browser nodes (there is none)
+        "gateway": {"nodes": {"browser": {"mode": "off"}}},
+    }
 
 
 def _deep_merge(base: dict, extra: dict) -> dict:

@@ -17,6 +17,7 @@ import pkgutil
 import stat
 import sys
 import textwrap
+import time
 import tomllib
 import uuid
 from pathlib import Path, PurePosixPath
@@ -295,6 +296,35 @@ def test_openclaw_options():
     assert la.argv[la.argv.index("--timeout") + 1] == "90"
 
 
+def test_openclaw_in_a_gui_task_gets_its_browser_tool_only():
+    """A launch with the task's start URL: the browser tool and no other, on the GUI image's Chromium, headless,
+    no JavaScript of the agent's own, private addresses refused but the start URL's host."""
+    adapter = get_adapter("openclaw")
+    la = adapter.launch(context(start_url="http://127.0.0.1:8080/orders"))
+    cfg = json.loads(la.files[HOME / ".openclaw" / "openclaw.json"])
+    assert cfg["tools"] == {"allow": ["browser"], "toolSearch": False}
+    b = cfg["browser"]
+    assert b["enabled"] is True and b["executablePath"] == "/usr/bin/chromium"
+    assert b["headless"] is True and b["noSandbox"] is True and b["evaluateEnabled"] is False
+    assert b["ssrfPolicy"] == {"allowedHostnames": ["127.0.0.1"]}
+    assert cfg["gateway"]["nodes"]["browser"]["mode"] == "off"
+    assert la.env["OPENCLAW_BROWSER_HEADLESS"] == "1"
+    assert cfg["models"]["providers"]["openforge"]["apiKey"] == KEY  # the rest as for any task
+    # a task without a GUI: OpenClaw as it ships (its tools, no browser block)
+    plain = json.loads(next(iter(launch("openclaw").files.values())))
+    assert "tools" not in plain and "browser" not in plain and "OPENCLAW_BROWSER_HEADLESS" not in launch("openclaw").env
+    # another Chromium (the host's, a test's) by option; extra_config still has the last word
+    la = get_adapter("openclaw", chromium="/opt/chrome/chrome", extra_config={"browser": {"headless": False}}).launch(
+        context(start_url="https://shop.example:8443/")
+    )
+    b = json.loads(next(iter(la.files.values())))["browser"]
+    assert b["executablePath"] == "/opt/chrome/chrome" and b["headless"] is False
+    assert b["ssrfPolicy"] == {"allowedHostnames": ["shop.example"]}
+    for bad in ("127.0.0.1:8080", "file:///etc/passwd", "/relative"):
+        with pytest.raises(HarnessError, match="start_url"):
+            context(start_url=bad)
+
+
 def test_a_launch_context_refuses_bad_arguments():
     with pytest.raises(HarnessError, match="bundle_root must be an absolute"):
         context(bundle_root=PurePosixPath("bundle"))
@@ -357,6 +387,32 @@ def test_run_local_minimal_environment_devnull_stdin_and_timeout(tmp_path, monke
     )
     r = run_local(slow, timeout=0.5)
     assert r.timed_out and r.returncode != 0 and r.seconds < 30
+
+
+def test_run_local_kills_what_the_harness_left_running(tmp_path):
+    """A process the harness started in a session of its own (as OpenClaw's CLI re-runs itself, with its browser
+    under it) outlives the harness's process group; the run's HOME in its environment marks it, and it dies."""
+    home = PurePosixPath(tmp_path)
+    pidfile = tmp_path / "pid"
+    code = (
+        "import subprocess; p = subprocess.Popen(['sleep', '600'], start_new_session=True, "
+        f"stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); open({str(pidfile)!r}, 'w').write(str(p.pid))"
+    )
+    la = Launch(harness="t", argv=[sys.executable, "-c", code], env={"HOME": str(home)}, files={}, cwd=home, home=home)
+    r = run_local(la)
+    assert r.returncode == 0
+    pid = int(pidfile.read_text())
+    for _ in range(50):  # SIGKILL is sent; the kernel takes a moment to end it
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        except FileNotFoundError:
+            break
+        if state == "Z":  # dead, not yet reaped by its new parent
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        pytest.fail(f"sleep {pid}, started by the harness in its own session, is still running")
 
 
 @pytest.mark.parametrize("name", ALL_HARNESSES)
