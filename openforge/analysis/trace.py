@@ -74,7 +74,7 @@ def trace_calls(calls: list[CallRecord], adapter: HarnessAdapter) -> EpisodeTrac
     def add_call(tool_id: str, name: str, arguments: dict[str, Any]) -> None:
         if tool_id in steps:
             return
-        kind = adapter.tool_kind(name)
+        kind = adapter.tool_kind(name, arguments)
         step = ToolStep(tool_id, name, kind, dict(arguments))
         if kind is ToolKind.shell and adapter.shell_tool is not None:
             command = arguments.get(adapter.shell_tool[1])

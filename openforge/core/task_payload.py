@@ -38,6 +38,9 @@ class TaskPayload(BaseModel):
     # the format of the harness's page snapshots (`HarnessAdapter.gui_format`), where the oracle finds each
     # step's element; None: the harness drives no GUI
     gui_format: str | None = None
+    # where a GUI task's site starts (`[environment.gui] start_url`): the oracle opens it first in a harness whose
+    # browser starts on no page (OpenClaw), and resolves a demonstration's relative URLs against it
+    start_url: str | None = None
 
     def to_json(self) -> JSONObject:
         """The stored form (every field present, `None` where unset)."""

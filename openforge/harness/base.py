@@ -29,6 +29,7 @@ import re
 import subprocess
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, TypeAlias
@@ -218,7 +219,9 @@ class HarnessAdapter(ABC):
         """Whether the harness, as configured, offers the agent its shell tool."""
         return self.shell_tool is not None
 
-    def tool_kind(self, name: str) -> ToolKind:
+    def tool_kind(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolKind:
+        """What a call of tool `name` with `arguments` does (a harness whose one tool does many things, as
+        OpenClaw's `browser`, tells them apart by its arguments)."""
         return self.tool_kinds.get(name, ToolKind.other)
 
     def tool_failed(self, content: str, is_error: bool = False) -> bool:

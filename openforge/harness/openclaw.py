@@ -47,9 +47,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from openforge.core.json_types import JSONObject
@@ -67,6 +68,13 @@ from openforge.harness.tools import ToolKind
 PROVIDER_ID = "openforge"
 BROWSER_TOOL = "browser"
 GUI_CHROMIUM = "/usr/bin/chromium"  # Debian's chromium, as the GUI image has it
+# what each `browser` action does (analytics); an `act` by its request's kind: every kind not named here interacts
+BROWSER_ACTIONS: dict[str, ToolKind] = {
+    **dict.fromkeys(("snapshot", "screenshot", "text", "tabs", "console", "requests", "errors"), ToolKind.observe),
+    **dict.fromkeys(("navigate", "open", "focus", "close"), ToolKind.navigate),
+    **dict.fromkeys(("upload", "dialog", "download", "waitfordownload"), ToolKind.interact),
+}
+BROWSER_ACT_KINDS: dict[str, ToolKind] = {"scrollIntoView": ToolKind.navigate, "wait": ToolKind.other}
 
 
 @dataclass
@@ -91,6 +99,7 @@ class OpenClawAdapter(HarnessAdapter):
     }
     failed_exit_pattern = re.compile(r"\(Command exited with code (-?\d+)\)")
     min_memory_mb = 2048
+    gui_format = "openclaw"  # Playwright's snapshot lines, `- button "Save" [ref=e12]` (inference/gui_oracle.py)
     # `exec` runs `$SHELL --noprofile --norc -c CMD` (`sh -c CMD` when SHELL is unset) and drops BASH_ENV and
     # ENV from the command's environment: SHELL names a wrapped bash instead. It runs lines of its own through
     # that shell first (its shell snapshot, captured and then checked); each command comes as the snapshot
@@ -109,6 +118,18 @@ class OpenClawAdapter(HarnessAdapter):
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
     chromium: str = GUI_CHROMIUM
+
+    def tool_kind(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolKind:
+        """`browser` does what its `action` (and an `act`'s request `kind`) says: looking at the page, acting on
+        it, or moving around it."""
+        if name != BROWSER_TOOL:
+            return super().tool_kind(name, arguments)
+        arguments = arguments or {}
+        if arguments.get("action") == "act":
+            request = arguments.get("request")
+            kind = (request if isinstance(request, Mapping) else arguments).get("kind")
+            return BROWSER_ACT_KINDS.get(str(kind), ToolKind.interact)
+        return BROWSER_ACTIONS.get(str(arguments.get("action")), ToolKind.other)
 
     def config(
         self,

@@ -94,6 +94,7 @@ def task_payload(task: Task, adapter: HarnessAdapter) -> TaskPayload:
         check=solution_command(task, task.check_script) if task.check_script else None,
         actions=gui_demonstration(task),
         gui_format=adapter.gui_format,
+        start_url=task.gui.start_url if task.gui is not None else None,
     )
 
 

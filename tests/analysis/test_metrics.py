@@ -227,6 +227,7 @@ async def test_declared_required_tools_give_coverage(tmp_path, tiny_model_dir):
         look_script=None,
         check_script=None,
         path=tmp_path,  # no solution/actions.json there
+        gui=None,
     )  # the fields task_payload reads
     payload = task_payload(task, get_adapter("react")).to_json()
     assert payload["required_tools"] == ["shell", "read"]

@@ -46,6 +46,7 @@ from openforge.harness import bundle as bundle_mod
 from openforge.harness.base import adapter_table, api_root
 from openforge.harness.codex import toml_string
 from openforge.harness.stub_api import StubModelAPI
+from openforge.harness.tools import ToolKind
 
 ROOT = PurePosixPath("/opt/openforge/harnesses")  # where a container would mount the bundle
 HOME = PurePosixPath("/home/agent")
@@ -323,6 +324,33 @@ def test_openclaw_in_a_gui_task_gets_its_browser_tool_only():
     for bad in ("127.0.0.1:8080", "file:///etc/passwd", "/relative"):
         with pytest.raises(HarnessError, match="start_url"):
             context(start_url=bad)
+
+
+def test_openclaws_browser_calls_are_classified_by_their_action():
+    adapter = get_adapter("openclaw")
+    kinds = {
+        "observe": [{"action": "snapshot"}, {"action": "screenshot"}, {"action": "tabs"}],
+        "navigate": [
+            {"action": "navigate", "url": "x"},
+            {"action": "open"},
+            {"action": "act", "kind": "scrollIntoView"},
+        ],
+        "interact": [
+            {"action": "act", "request": {"kind": "click", "ref": "e1"}},
+            {"action": "act", "kind": "type", "ref": "e2", "text": "a"},  # the flat form OpenClaw also takes
+            {"action": "act", "request": {"kind": "select", "values": ["Pro"]}},
+            {"action": "act", "request": {"kind": "press", "key": "Enter"}},
+        ],
+        "other": [{"action": "act", "request": {"kind": "wait"}}, {"action": "status"}, {}],
+    }
+    for kind, calls in kinds.items():
+        for arguments in calls:
+            assert adapter.tool_kind("browser", arguments) is ToolKind(kind), arguments
+    assert (
+        adapter.tool_kind("exec", {"command": "ls"}) is ToolKind.shell
+        and adapter.tool_kind("browser") is ToolKind.other
+    )
+    assert get_adapter("openclaw").gui_format == "openclaw"
 
 
 def test_a_launch_context_refuses_bad_arguments():

@@ -122,3 +122,110 @@ def test_actions_json_is_checked(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
         load_actions(path)
+
+
+# -- OpenClaw: one `browser` tool, Playwright's snapshot lines, a browser that starts on no page ------------------
+
+NOTICE = "SECURITY NOTICE: The following content is from an EXTERNAL, UNTRUSTED source (e.g., email, webhook).\n"
+# as OpenClaw 2026.9.6 showed the shipped store app (tests/rollout/test_gui_openclaw.py runs it for real)
+OC_PAGE = (
+    NOTICE
+    + '\n<<<EXTERNAL_UNTRUSTED_CONTENT id="1">>>\nSource: Browser\n---\n'
+    + """- generic [active] [ref=e1]:
+  - navigation "Main" [ref=e2]:
+    - link "Customers" [ref=e5] [cursor=pointer]:
+      - /url: /customers
+  - heading "New order" [level=1] [ref=e7]
+  - textbox "Note" [ref=e8]
+  - combobox "Status" [ref=e9]:
+    - option "Pending" [selected]
+    - option "Shipped"
+      - 'link "Order #2" [ref=f2e39] [cursor=pointer]':
+  - button "Save" [ref=e10]
+"""
+    + '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="1">>>'
+)
+OC_ACTED = NOTICE + '<<<EXTERNAL_UNTRUSTED_CONTENT id="2">>>\n{\n  "ok": true,\n  "url": "http://127.0.0.1:8080/"\n}'
+OC_FAILED = (
+    '{\n  "status": "error",\n  "tool": "browser",\n  "error": "Error: Unknown ref \\"e8\\". Run a new snapshot"\n}'
+)
+OC_STEPS = (
+    {"tool": "click", "target": {"role": "link", "name": "Order #2"}},
+    {"tool": "select", "target": {"role": "combobox", "name": "Status"}, "value": "Shipped"},
+    {"tool": "type", "target": {"role": "textbox", "name": "Note"}, "text": "sent by courier"},
+    {"tool": "key", "key": "Enter"},
+    {"tool": "navigate", "url": "/orders"},
+)
+OC_TOOLS = [ToolSpec(name="browser", parameters={"type": "object", "properties": {"action": {"type": "string"}}})]
+OPEN = {"action": "navigate", "url": "http://127.0.0.1:8080/", "timeoutMs": 120_000}
+SNAP = {"action": "snapshot"}
+
+
+def openclaw(*turns: tuple[dict, str]) -> Conversation:
+    """OpenClaw's conversation: the task, then (browser arguments, result) per turn, then its trailing context."""
+    messages = [Message(role="user", content="Ship it. The site opens at http://127.0.0.1:8080/.")]
+    for i, (arguments, result) in enumerate(turns):
+        messages.append(
+            Message(role="assistant", tool_calls=[ToolCall(id=f"c{i}", name="browser", arguments=arguments)])
+        )
+        messages.append(Message(role="tool", tool_call_id=f"c{i}", content=result))
+    messages.append(Message(role="user", content="<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>> ..."))
+    return Conversation(messages=messages, tools=OC_TOOLS)
+
+
+def oc_payload(steps=OC_STEPS) -> TaskPayload:
+    return TaskPayload(id="t", actions=steps, gui_format="openclaw", start_url="http://127.0.0.1:8080/")
+
+
+def act(request: dict) -> dict:
+    return {"name": "browser", "arguments": {"action": "act", "request": request}}
+
+
+def test_openclaws_snapshot_lines_are_read_quoted_or_not():
+    assert FORMATS["openclaw"].elements(OC_PAGE) == [
+        ("e2", "navigation", "Main"),
+        ("e5", "link", "Customers"),
+        ("e7", "heading", "New order"),
+        ("e8", "textbox", "Note"),
+        ("e9", "combobox", "Status"),
+        ("f2e39", "link", "Order #2"),
+        ("e10", "button", "Save"),
+    ]
+    assert FORMATS["openclaw"].elements("""- 'link "Ada''s \\"x\\" #1" [ref=e9]':""") == [
+        ("e9", "link", 'Ada\'s "x" #1')
+    ]
+
+
+def test_openclaw_opens_the_start_page_then_snapshots_before_each_targeted_step():
+    p = oc_payload()
+    assert gui_reply(openclaw(), p) == {"name": "browser", "arguments": OPEN}
+    # navigate's inline page names refs that do not act: a snapshot first
+    opened = (OPEN, OC_PAGE)
+    assert gui_reply(openclaw(opened), p) == {"name": "browser", "arguments": SNAP}
+    assert gui_reply(openclaw(opened, (SNAP, OC_PAGE)), p) == act({"kind": "click", "ref": "f2e39"})
+    clicked = (opened, (SNAP, OC_PAGE), ({"action": "act"}, OC_ACTED))
+    assert gui_reply(openclaw(*clicked), p) == {"name": "browser", "arguments": SNAP}
+    selected = (*clicked, (SNAP, OC_PAGE))
+    assert gui_reply(openclaw(*selected), p) == act({"kind": "select", "ref": "e9", "values": ["Shipped"]})
+    typed = (*selected, ({"action": "act"}, OC_ACTED), (SNAP, OC_PAGE))
+    assert gui_reply(openclaw(*typed), p) == act({"kind": "type", "ref": "e8", "text": "sent by courier"})
+    keyed = (*typed, ({"action": "act"}, OC_ACTED))
+    assert gui_reply(openclaw(*keyed), p) == act({"kind": "press", "key": "Enter"})  # no target: no snapshot
+    moved = (*keyed, ({"action": "act"}, OC_ACTED))
+    assert gui_reply(openclaw(*moved), p) == {
+        "name": "browser",
+        "arguments": {"action": "navigate", "url": "http://127.0.0.1:8080/orders"},  # the site's own path
+    }
+    assert gui_reply(openclaw(*moved, ({"action": "navigate"}, OC_PAGE)), p) == "Done."  # no finishing tool
+
+
+def test_openclaw_failures_stop_the_oracle_naming_the_step():
+    p = oc_payload()
+    with pytest.raises(ScriptError, match="opening the start page http://127.0.0.1:8080/ failed"):
+        gui_reply(openclaw((OPEN, OC_FAILED)), p)
+    with pytest.raises(ScriptError, match=r'(?s)step 1 \(click link "Order #2"\) failed: .*Unknown ref'):
+        gui_reply(openclaw((OPEN, OC_PAGE), (SNAP, OC_PAGE), ({"action": "act"}, OC_FAILED)), p)
+    with pytest.raises(ScriptError, match="no page snapshot"):  # a snapshot that shows nothing
+        gui_reply(openclaw((OPEN, OC_PAGE), (SNAP, NOTICE)), p)
+    with pytest.raises(ScriptError, match="no start_url"):
+        gui_reply(openclaw(), TaskPayload(id="t", actions=OC_STEPS, gui_format="openclaw"))
