@@ -51,6 +51,9 @@ def test_example_configs_are_valid():
     assert mixed.harnesses == ["react", "claude-code", "codex"] and not mixed.in_process
     real = load_config(REPO / "examples/train/real-model-lora.yaml", TrainConfig)
     assert real.model == "smollm2-135m" and real.lora is not None and real.rl.max_staleness == 2
+    web = load_config(REPO / "examples/train/web-family.yaml", TrainConfig)  # benchmarks/web_family.py runs it
+    assert web.harnesses == ["computer-use"] and web.evaluation == "policies" and web.lora is not None
+    assert web.harness_options["computer-use"]["observation"] == "snapshot" and not web.in_process
 
 
 def write_config(path: Path, data: dict) -> Path:
