@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=CONFIG)
     parser.add_argument("--run", type=Path, default=Path("runs/web-family"))
     parser.add_argument("--train-tasks", type=int, default=16, help="generated training instances")
-    parser.add_argument("--heldout-tasks", type=int, default=16, help="generated held-out instances")
+    parser.add_argument("--heldout-tasks", type=int, default=12, help="generated held-out instances")
     parser.add_argument("--reuse", action="store_true", help="use RUN/report.json where a finished run left one")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run (train --resume)")
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results/web-family-training.json"))
