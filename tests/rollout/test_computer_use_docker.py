@@ -1,7 +1,8 @@
-"""The shipped GUI tasks (examples/gui-tasks) through the built-in computer-use harness in real Docker sandboxes,
-as `openforge eval` runs them: the oracle's demonstrations (solution/actions.json, through the harness's GUI tools
-only) score 1.0 on every task, a policy that does nothing scores 0.0, and nothing is left running (the
-`docker_ready` fixture checks the containers). The analysis reads the GUI steps with their kinds."""
+"""The shipped GUI tasks (examples/gui-tasks) through the built-in computer-use harness and through OpenClaw's
+browser tool (the real binary from the bundle, its managed Chromium) in real Docker sandboxes, as `openforge eval`
+runs them: the oracle's demonstrations (solution/actions.json, through the harness's GUI tools only) score 1.0 on
+every task, a policy that does nothing scores 0.0, and nothing is left running (the `docker_ready` fixture checks
+the containers). The analysis reads the GUI steps with their kinds."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from conftest import unavailable
 from openforge.analysis.trace import trace_calls
 from openforge.core import Outcome
 from openforge.harness import get_adapter
+from openforge.harness.bundle import bundle_status, default_bundle_dir
 from openforge.harness.tools import ToolKind
 from openforge.rollout import RolloutConfig, run_rollouts
 from openforge.store import TrajectoryStore
@@ -32,17 +34,18 @@ def gui_image(docker_ready):
         unavailable(f"cannot build the GUI image openforge-gui:bookworm: {r.stderr[-2000:]}")
 
 
-def _config(tmp_path, model, backend, name, task_ids=TASK_IDS) -> RolloutConfig:
+def _config(tmp_path, model, backend, name, task_ids=TASK_IDS, harness="computer-use", **kw) -> RolloutConfig:
     return RolloutConfig(
         tasks=[GUI_TASKS],
         task_ids=task_ids,
-        harnesses=["computer-use"],
+        harnesses=[harness],
         sandbox="docker",
         model=model,
         backend=backend,
         run=tmp_path / name,
         max_attempts=1,
         concurrency=2,
+        **kw,
     )
 
 
@@ -71,6 +74,70 @@ async def test_a_policy_that_does_nothing_scores_0(gui_image, tmp_path, tiny_mod
     with TrajectoryStore.open(tmp_path / "noop") as store:
         episodes = [e for e in store.list_episodes() if e.metadata.get("final")]
     assert sorted(e.task for e in episodes) == TASK_IDS[:2]
+    assert all(e.outcome == Outcome.failed and e.reward == 0.0 for e in episodes), [
+        (e.task, e.outcome, e.outcome_reason) for e in episodes
+    ]
+
+
+@pytest.fixture(scope="module")
+def openclaw_bundle():
+    if not bundle_status(default_bundle_dir()).get("openclaw"):
+        unavailable("openclaw is not in the harness bundle: run `openforge harness install`")
+
+
+# OpenClaw starts in ~12 s on an idle 2-core machine, several times that on a loaded one, and its first browser
+# action starts Chromium: more than a GUI task's 300 s can be
+OPENCLAW_TIMEOUT_S = 900
+
+
+async def test_the_oracle_solves_every_shipped_gui_task_through_openclaws_browser(
+    gui_image, openclaw_bundle, tmp_path, tiny_model_dir
+):
+    config = _config(
+        tmp_path, tiny_model_dir, "oracle", "oracle", harness="openclaw", agent_timeout_s=OPENCLAW_TIMEOUT_S
+    )
+    await run_rollouts(config)
+    adapter = get_adapter("openclaw")
+    with TrajectoryStore.open(tmp_path / "oracle") as store:
+        episodes = [e for e in store.list_episodes() if e.metadata.get("final")]
+        assert sorted(e.task for e in episodes) == TASK_IDS
+        assert all(e.outcome == Outcome.passed and e.reward == 1.0 for e in episodes), [
+            (e.task, e.outcome, e.outcome_reason) for e in episodes
+        ]
+        for e in episodes:
+            demonstration = json.loads((GUI_TASKS / e.task / "solution" / "actions.json").read_text())
+            calls = [c for c in store.list_calls(e.id) if not c.side_call]
+            # its browser tool and nothing else: no shell, no files, no web fetch
+            offered = [[t["function"]["name"] for t in json.loads(c.request_body)["tools"]] for c in calls]
+            assert offered == [["browser"]] * len(calls)
+            steps = trace_calls(calls, adapter).steps
+            assert {s.name for s in steps} == {"browser"}
+            assert steps[0].arguments["action"] == "navigate" and steps[0].kind is ToolKind.navigate  # the opening
+            acts = [s for s in steps if s.kind is ToolKind.interact]
+            assert len(acts) == sum(a["tool"] in ("click", "type", "select", "key") for a in demonstration)
+            targeted = sum("target" in a for a in demonstration)
+            assert sum(s.kind is ToolKind.observe for s in steps) == targeted  # a snapshot before each
+            assert not any('"status": "error"' in (s.result or "") for s in steps)
+
+
+async def test_a_policy_that_does_nothing_scores_0_through_openclaw(
+    gui_image, openclaw_bundle, tmp_path, tiny_model_dir
+):
+    policy = tmp_path / "noop.json"
+    policy.write_text(json.dumps({"turns": ["I am done."]}))
+    config = _config(
+        tmp_path,
+        tiny_model_dir,
+        f"scripted:{policy}",
+        "noop",
+        TASK_IDS[:1],
+        "openclaw",
+        agent_timeout_s=OPENCLAW_TIMEOUT_S,
+    )
+    await run_rollouts(config)
+    with TrajectoryStore.open(tmp_path / "noop") as store:
+        episodes = [e for e in store.list_episodes() if e.metadata.get("final")]
+    assert [e.task for e in episodes] == TASK_IDS[:1]
     assert all(e.outcome == Outcome.failed and e.reward == 0.0 for e in episodes), [
         (e.task, e.outcome, e.outcome_reason) for e in episodes
     ]
