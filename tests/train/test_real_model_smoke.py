@@ -19,6 +19,7 @@ from openforge.train.quickstart import REAL_MODEL_PROMPT, quickstart_config, run
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # the model's import (a minute on a quiet machine), then Claude Code episodes
 def test_real_model_recipe_smoke(docker_ready, smollm2, tmp_path):
     if not bundle_status(default_bundle_dir()).get("claude-code"):
         unavailable("claude-code is not in the harness bundle: run `openforge harness install`")
