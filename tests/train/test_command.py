@@ -54,6 +54,8 @@ def test_example_configs_are_valid():
     web = load_config(REPO / "examples/train/web-family.yaml", TrainConfig)  # benchmarks/web_family.py runs it
     assert web.harnesses == ["computer-use"] and web.evaluation == "policies" and web.lora is not None
     assert web.harness_options["computer-use"]["observation"] == "snapshot" and not web.in_process
+    tiny = load_config(REPO / "examples/train/web-family-tiny.yaml", TrainConfig)  # the run measured here
+    assert tiny.model == "tiny" and tiny.harnesses == ["computer-use"] and tiny.tasks.dirs == web.tasks.dirs
 
 
 def write_config(path: Path, data: dict) -> Path:
