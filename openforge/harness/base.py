@@ -198,6 +198,8 @@ class HarnessAdapter(ABC):
     #: the format of the page snapshots its GUI tools show (the oracle finds a demonstration's elements in them:
     #: `openforge.inference.gui_oracle`); None: the harness drives no GUI
     gui_format: ClassVar[str | None] = None
+    #: it drives a web page and nothing else (no shell): it cannot run a task without [environment.gui]
+    gui_only: ClassVar[bool] = False
 
     @abstractmethod
     def launch(self, ctx: LaunchContext) -> Launch:

@@ -54,6 +54,7 @@ class ComputerUseAdapter(HarnessAdapter):
     }
     min_memory_mb = 1024  # headless Chromium with a small page: ~300 MB, with room for a heavier one
     gui_format = "computer-use"
+    gui_only = True
 
     observation: str = "snapshot"
     snapshot_chars: int = DEFAULT_SNAPSHOT_CHARS

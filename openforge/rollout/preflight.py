@@ -51,12 +51,12 @@ def needed_images(tasks: list[Task], image_map: ImageMap) -> dict[str, list[str]
 
 
 def check_harnesses(tasks: list[Task], harnesses: list[str]) -> None:
-    """PreflightError when a harness that drives a web page (`HarnessAdapter.gui_format`) is to run tasks that
-    have none: every such episode would fail at its launch; or a harness without GUI tools (a shell) is to run
-    GUI tasks, which are done through the GUI only."""
+    """PreflightError when a harness that only drives a web page (`HarnessAdapter.gui_only`) is to run tasks
+    that have none: every such episode would fail at its launch; or a harness without GUI tools (a shell) is to
+    run GUI tasks, which are done through the GUI only. A harness with both (OpenClaw) runs either."""
     from openforge.harness import ADAPTERS
 
-    gui = [h for h in harnesses if h in ADAPTERS and ADAPTERS[h].gui_format is not None]
+    gui = [h for h in harnesses if h in ADAPTERS and ADAPTERS[h].gui_only]
     plain = [t.id for t in tasks if t.gui is None]
     if gui and plain:
         shown = ", ".join(plain[:5]) + (f" and {len(plain) - 5} more" if len(plain) > 5 else "")

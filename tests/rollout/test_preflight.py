@@ -125,3 +125,5 @@ def test_a_gui_harness_on_tasks_without_a_gui_is_one_error():
     check_harnesses(tasks, ["react"])
     with pytest.raises(PreflightError, match=r"harness react has no GUI tools, but 4 task\(s\) are GUI tasks"):
         check_harnesses(gui, ["react"])
+    # OpenClaw has its shell and file tools on a plain task and its browser tool on a GUI task: it runs either
+    check_harnesses(tasks + gui, ["openclaw"])
