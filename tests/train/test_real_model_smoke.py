@@ -50,7 +50,7 @@ def test_real_model_recipe_smoke(docker_ready, smollm2, tmp_path):
     assert REAL_MODEL_PROMPT.split(".")[0] in first.metadata.get("system", "") or first.prompt_ids
     # GRPO: Claude Code episodes sampled from the real model; the adapter is what the checkpoints hold
     step = report["grpo_step_records"][0]
-    assert step["harnesses"] == {"claude-code": 2} and step["episodes"] == 2
+    assert step["harnesses"] == {"claude-code": 4} and step["episodes"] == 4  # 2 prompts x a group of 2
     assert (run / "checkpoints" / "rl" / "adapter").is_dir() or any((run / "checkpoints").rglob("adapter"))
     # held-out pass@1, without and with a fault, for base, SFT and SFT+RL
     assert set(report["heldout_pass_at_1"]) >= {"base", "sft", "rl"}
