@@ -169,3 +169,19 @@ def test_a_gui_tasks_actions_are_checked(tmp_path):
     (d / "solution" / "actions.json").write_text('[{"tool": "click", "target": {"role": "button"}}]')
     errors = validate_task_dir(d)
     assert len(errors) == 1 and "actions.json" in errors[0] and "target" in errors[0], errors
+
+
+@pytest.mark.parametrize("task", sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()))
+def test_hand_written_tasks_ship_the_familys_app_and_checker_unchanged(task):
+    """A task directory must be self-contained (its Dockerfile's build context, its verifier's files), so each
+    hand-written web task carries a copy of the family's app and checker: the copies are the sources, byte for
+    byte, so a fix to either reaches every task."""
+    families = REPO / "openforge" / "tasks" / "families"
+    root = EXAMPLES / task
+    for copy, source in (
+        (root / "environment/webapp/app.py", families / "web_app.py"),
+        (root / "tests/check.py", families / "web_check.py"),
+    ):
+        assert copy.read_bytes() == source.read_bytes(), (
+            f"{copy.relative_to(REPO)} differs from its source: cp {source.relative_to(REPO)} {copy.relative_to(REPO)}"
+        )
