@@ -132,6 +132,33 @@ class OpenForgeRollout:
         log.info("openforge rollout: %s", stats.model_dump_json())
         return {**trl_columns(packed.rows), "openforge_stats": stats.model_dump(mode="json")}
 
+    def pass_rates(
+        self, task_ids: list[str], samples: int, *, temperature: float, top_p: float = 1.0
+    ) -> dict[str, float]:
+        """Each task's pass rate over `samples` episodes of the policy served now (before training: the starting
+        policy), sampled as TRL's batches will be — to choose the tasks GRPO can learn from: a group whose episodes
+        all pass or all fail has zero advantage and teaches nothing. Infrastructure failures are not counted."""
+        if self._proxy is None:
+            self._start(temperature, top_p)
+        unknown = [t for t in task_ids if t not in self.tasks]
+        if unknown:
+            raise TRLRolloutError(f"{unknown[:3]} are no tasks of tasks={[str(p) for p in self.config.tasks]}")
+        slots = [
+            Slot(self.tasks[t], self.harness, self._samples + i)
+            for i, t in enumerate(t for t in task_ids for _ in range(samples))
+        ]
+        self._samples += len(slots)
+        summary = self._run(self._episodes(slots))
+        if summary.interrupted:
+            raise KeyboardInterrupt
+        assert self._proxy is not None
+        graded: dict[str, list[float]] = {t: [] for t in task_ids}
+        for episode_id in summary.episode_ids:
+            episode = stored_episode(self._proxy.store, episode_id)
+            if episode.reward is not None and not (episode.outcome and episode.outcome.is_infrastructure_failure):
+                graded[episode.task or ""].append(float(episode.reward >= 1.0))
+        return {t: sum(r) / len(r) for t, r in graded.items() if r}
+
     def _groups(self, prompts: list[Any], size: int) -> list[Task]:
         """The task of each GRPO group: TRL repeats each prompt `size` times in a row."""
         if len(prompts) % size:
@@ -311,6 +338,14 @@ def openforge_reward(
     return list(openforge_reward)
 
 
+def learnable_pool(rates: dict[str, float], size: int) -> list[str]:
+    """Up to `size` of the tasks whose pass rate (`OpenForgeRollout.pass_rates`) is strictly between 0 and 1,
+    those nearest an even chance first: their groups have the most reward variance, where a task always or never
+    solved gives all-zero advantages."""
+    learnable = [t for t, r in rates.items() if 0.0 < r < 1.0]
+    return sorted(learnable, key=lambda t: (abs(rates[t] - 0.5), t))[:size]
+
+
 def task_dataset(task_ids: list[str]) -> Dataset:
     """A TRL training dataset whose `prompt` column holds task ids."""
     from datasets import Dataset
@@ -318,4 +353,4 @@ def task_dataset(task_ids: list[str]) -> Dataset:
     return Dataset.from_dict({"prompt": list(task_ids)})
 
 
-__all__ = ["OpenForgeRollout", "TRLRolloutError", "openforge_reward", "task_dataset"]
+__all__ = ["OpenForgeRollout", "TRLRolloutError", "learnable_pool", "openforge_reward", "task_dataset"]

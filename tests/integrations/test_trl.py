@@ -24,7 +24,13 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from openforge.core import CallRecord, Episode, Outcome
-from openforge.integrations.trl import OpenForgeRollout, TRLRolloutError, openforge_reward, task_dataset
+from openforge.integrations.trl import (
+    OpenForgeRollout,
+    TRLRolloutError,
+    learnable_pool,
+    openforge_reward,
+    task_dataset,
+)
 from openforge.integrations.trl_rows import blank_row, episode_rows, pack_groups, trl_columns
 from openforge.rollout import RolloutConfig
 from openforge.store import TrajectoryStore
@@ -231,6 +237,24 @@ def test_embedded_engine_samples_the_policy_being_trained(local_ready, tmp_path,
         mask = (batch["completion_mask"] * batch["tool_mask"]).bool()
         assert mask.any()
         torch.testing.assert_close(theirs[mask], batch["sampling_per_token_logps"][mask], atol=2e-4, rtol=1e-4)
+
+
+def test_pass_rates_screen_the_starting_policy_for_learnable_tasks(local_ready, tmp_path, tiny_model_dir):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "always", test_sh="mkdir -p /logs/verifier\necho 1 > /logs/verifier/reward.txt\n")
+    make_task(tasks, "never", test_sh="mkdir -p /logs/verifier\necho 0 > /logs/verifier/reward.txt\n")
+    make_task(tasks, "coin", test_sh=RANDOM_REWARD)
+    config = rollout_config(tmp_path, tiny_model_dir, tasks, f"scripted:{POLICIES / 'trl_touch_or_skip.py'}")
+    with OpenForgeRollout(config) as rollout:
+        rates = rollout.pass_rates(["always", "never"], 2, temperature=1.0)
+        rates |= rollout.pass_rates(["coin"], 12, temperature=1.0)
+        with pytest.raises(TRLRolloutError, match="no tasks"):
+            rollout.pass_rates(["missing"], 1, temperature=1.0)
+        assert rollout.history == []  # a screening is no training batch
+    assert rates["always"] == 1.0 and rates["never"] == 0.0
+    assert 0.0 < rates["coin"] < 1.0  # 12 fair coins all equal: p = 1/2048
+    assert learnable_pool(rates, 4) == ["coin"]
+    assert learnable_pool({"a": 0.25, "b": 0.5, "c": 0.9, "d": 0.0}, 2) == ["b", "a"]
 
 
 # ---- rows: broken continuity, infrastructure failures, full groups -------------------------------------------
