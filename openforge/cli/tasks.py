@@ -70,7 +70,9 @@ def tasks_hacks() -> None:
 @tasks_app.command("generate")
 def tasks_generate(
     out: Path = typer.Argument(..., help="Directory to write the task directories into."),
-    family: str = typer.Option("all", help="Family name(s), comma-separated, or 'all'; 'web' for the web (GUI) tasks."),
+    family: str = typer.Option(
+        "all", help="Family name(s), comma-separated, or 'all'; 'web' / 'desktop' for the web / desktop (GUI) tasks."
+    ),
     n: int = typer.Option(10, help="Tasks per family."),
     seed: int = typer.Option(0, help="Seed."),
     split: str = typer.Option("train", help="train or heldout."),

@@ -99,6 +99,8 @@ class LaunchContext:
     manifest: Manifest | Path | None = None
     #: where a GUI task's browser starts (`[environment.gui] start_url`); None: the task has no GUI
     start_url: str | None = None
+    #: a desktop task's desktop server (`[environment.gui] socket`: a unix socket in the sandbox); None: no desktop
+    desktop_socket: str | None = None
 
     def __post_init__(self) -> None:
         for label, path in (("bundle_root", self.bundle_root), ("home", self.home), ("workdir", self.workdir)):
@@ -115,6 +117,8 @@ class LaunchContext:
         api_root(self.base_url)  # refuses a URL that is not http(s)
         if self.start_url is not None and not self.start_url.startswith(("http://", "https://")):
             raise HarnessError(f"start_url must be an http(s) URL, got {self.start_url!r}")
+        if self.desktop_socket is not None and not self.desktop_socket.startswith("/"):
+            raise HarnessError(f"desktop_socket must be an absolute path, got {self.desktop_socket!r}")
         size = len(self.instruction.encode())
         if size > MAX_INSTRUCTION_BYTES:
             raise HarnessError(
@@ -200,6 +204,9 @@ class HarnessAdapter(ABC):
     gui_format: ClassVar[str | None] = None
     #: it drives a web page and nothing else (no shell): it cannot run a task without [environment.gui]
     gui_only: ClassVar[bool] = False
+    #: the kinds of GUI task (`[environment.gui] kind`) its GUI tools can do: a browser's "web"; "desktop" too
+    #: where it talks to a desktop task's desktop server (`LaunchContext.desktop_socket`)
+    gui_kinds: ClassVar[tuple[str, ...]] = ("web",)
 
     @abstractmethod
     def launch(self, ctx: LaunchContext) -> Launch:

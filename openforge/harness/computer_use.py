@@ -1,5 +1,6 @@
 """`computer-use`: OpenForge's built-in GUI harness (chat completions; a headless Chromium driven over the
-DevTools protocol; snapshot / click / type / select / key / scroll / navigate / done, no shell).
+DevTools protocol, or a desktop task's desktop through its desktop server; snapshot / click / type / select /
+key / scroll / navigate / done, no shell).
 
 Nothing to install beyond the task image's Chromium (`/usr/bin/chromium` in `openforge-gui:bookworm`): the
 agent (`computer_use_agent.py`, standard library only, reusing react's model loop from `react_agent.py`) is
@@ -7,7 +8,10 @@ written into the episode's home and run with the sandbox's python3. It opens the
 `[environment.gui] start_url` (the launch's `start_url`) and loads documents of that origin only. The
 observation after each action is the page's accessibility tree as text (`observation="snapshot"`, the
 default: text-only models) or a screenshot (`observation="screenshot"`: a vision model; the image reaches the
-model as a Chat Completions `image_url` part). Version: OpenForge's own.
+model as a Chat Completions `image_url` part). On a desktop task (`[environment.gui] kind = "desktop"`, the
+launch's `desktop_socket`) there is no browser: the agent sends each observation and action to the task's
+desktop server over its unix socket, whose snapshot is the desktop's accessibility tree in the same lines
+(and no navigate). Version: OpenForge's own.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class ComputerUseAdapter(HarnessAdapter):
     min_memory_mb = 1024  # headless Chromium with a small page: ~300 MB, with room for a heavier one
     gui_format = "computer-use"
     gui_only = True
+    gui_kinds = ("web", "desktop")
 
     observation: str = "snapshot"
     snapshot_chars: int = DEFAULT_SNAPSHOT_CHARS
@@ -80,16 +85,17 @@ class ComputerUseAdapter(HarnessAdapter):
         return is_error or content.startswith("[error:")
 
     def infrastructure_error(self, exit_code: int, stdout: str, stderr: str) -> str | None:
-        """Exit 4: the browser failed (would not start, the start page did not load, it crashed); exit 3: the
-        model API failed (as react's)."""
+        """Exit 4: the browser failed (would not start, the start page did not load, it crashed) or the desktop
+        server did not answer; exit 3: the model API failed (as react's)."""
         if exit_code == BROWSER_ERROR_EXIT:
             return f"the browser failed: {stderr.strip()[-500:]}"
         return model_api_failure(exit_code, stderr)
 
     def launch(self, ctx: LaunchContext) -> Launch:
-        if ctx.start_url is None:
+        if ctx.start_url is None and ctx.desktop_socket is None:
             raise HarnessError(
-                "computer-use drives a web page: the task needs `[environment.gui] start_url` in its task.toml"
+                "computer-use drives a web page or a desktop: the task needs `[environment.gui] start_url` "
+                '(kind = "web") or kind = "desktop" in its task.toml'
             )
         home = ctx.home
         agent, helper, instruction_file = (
@@ -106,8 +112,7 @@ class ComputerUseAdapter(HarnessAdapter):
             ctx.model,
             "--instruction-file",
             str(instruction_file),
-            "--start-url",
-            ctx.start_url,
+            *(["--desktop", ctx.desktop_socket] if ctx.desktop_socket else ["--start-url", str(ctx.start_url)]),
             "--observation",
             self.observation,
             "--snapshot-chars",

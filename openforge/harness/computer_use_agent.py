@@ -1,11 +1,18 @@
-"""OpenForge's built-in computer-use harness: a chat-completions tool loop that drives a headless Chromium.
+"""OpenForge's built-in computer-use harness: a chat-completions tool loop that drives a headless Chromium, or a
+desktop task's desktop through its desktop server.
 
 Standard library only (python3 3.7+), like `react_agent.py`, whose model loop it reuses: the `computer-use`
 adapter writes both files into the episode's home and runs this one with the sandbox's python3.
 
-    python3 computer_use_agent.py --base-url URL --model NAME --instruction-file FILE --start-url URL
+    python3 computer_use_agent.py --base-url URL --model NAME --instruction-file FILE
+        (--start-url URL | --desktop SOCKET)
         [--observation snapshot|screenshot] [--snapshot-chars N] [--max-steps N] [--chromium PATH]
     (the episode key comes from the OPENFORGE_API_KEY environment variable)
+
+A desktop task (`--desktop`): no browser; every observation and action is a request to the task's desktop
+server on its unix socket (`openforge/tasks/families/desktop_server.py`: one JSON line each way), which shows
+the desktop's accessibility tree in the same lines as a page's (`window "Contacts"`, `[2] textbox "Email"
+(value "ada@example.com")`, `[5] checkbox "Favorite" (unchecked)`) and does the same tools but navigate.
 
 The browser: the sandbox's Chromium, headless, a fresh profile under $HOME, driven over the DevTools protocol
 on a pipe (`--remote-debugging-pipe`: null-terminated JSON on its fds 3 and 4, no websocket library needed).
@@ -107,11 +114,28 @@ _XY = {"x": {"type": "integer"}, "y": {"type": "integer"}}
 _CLICK_XY = _tool("click", "Click an element by ref, or a point x, y of the screenshot.", {"ref": _REF, **_XY}, [])
 
 
-def tool_specs(observation: str) -> list[dict[str, Any]]:
-    """The tools offered in an observation mode (the screenshot tool only where the model sees images)."""
+DESKTOP_TOOLS: dict[str, dict[str, Any]] = {
+    **{n: t for n, t in TOOLS.items() if n != "navigate"},  # a desktop has no URL
+    "snapshot": _tool("snapshot", "Show the desktop's elements again.", {}, []),
+    "screenshot": _tool("screenshot", "Take a screenshot of the desktop.", {}, []),
+    "select": _tool(
+        "select", "Choose an item of a drop-down.", {"ref": _REF, "value": {"type": "string"}}, ["ref", "value"]
+    ),
+    "scroll": _tool("scroll", "Scroll by dy pixels (negative: up).", {"dy": {"type": "integer"}}, ["dy"]),
+}
+DESKTOP_SYSTEM_PROMPT = (
+    "You are a computer-use agent on a desktop. You see its windows as a list of elements, each with a [ref]. "
+    "Use the tools to act on elements by ref, then call done."
+)
+
+
+def tool_specs(observation: str, desktop: bool = False) -> list[dict[str, Any]]:
+    """The tools offered in an observation mode (the screenshot tool only where the model sees images), for a
+    web page or (`desktop`) a desktop."""
+    tools = DESKTOP_TOOLS if desktop else TOOLS
     if observation == "screenshot":
-        return [_CLICK_XY if n == "click" else t for n, t in TOOLS.items()]
-    return [t for n, t in TOOLS.items() if n != "screenshot"]
+        return [_CLICK_XY if n == "click" else t for n, t in tools.items()]
+    return [t for n, t in tools.items() if n != "screenshot"]
 
 
 # In OpenForge's process these join the error tree; in a sandbox this file runs alone, on the standard library.
@@ -780,6 +804,101 @@ def _ref(arguments: Mapping[str, object]) -> str:
     return ref[4:] if ref.startswith("ref=") else ref
 
 
+# -- a desktop task: the desktop server --------------------------------------------------------------------------
+
+
+class DesktopServer:
+    """The task's desktop server on its unix socket: one connection per request, one JSON line each way."""
+
+    def __init__(self, path: str, timeout_s: float = 60.0):
+        self.path, self.timeout_s = path, timeout_s
+
+    def call(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The server's answer; ActionError when it refused the action, BrowserError when it did not answer."""
+        import socket
+
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(self.timeout_s)
+                s.connect(self.path)
+                s.sendall(json.dumps(request).encode() + b"\n")
+                buf = b""
+                while not buf.endswith(b"\n"):
+                    chunk = s.recv(1 << 20)
+                    if not chunk:
+                        break
+                    buf += chunk
+            answer = json.loads(buf.decode())
+        except (OSError, ValueError) as e:
+            raise BrowserError(f"the desktop server at {self.path} did not answer {request.get('op')}: {e}") from None
+        if not isinstance(answer, dict):
+            raise BrowserError(f"the desktop server answered {request.get('op')} with {answer!r}")
+        if "error" in answer:
+            raise ActionError(str(answer["error"]))
+        return answer
+
+
+class DesktopSession:
+    """`Session`'s tools on a desktop: each one a request to the desktop server (no navigate)."""
+
+    def __init__(self, server: DesktopServer, observation: str = "snapshot", budget: int = DEFAULT_SNAPSHOT_CHARS):
+        if observation not in OBSERVATIONS:
+            raise ValueError(f"unknown observation mode {observation!r}; known: {', '.join(OBSERVATIONS)}")
+        self.server, self.observation, self.budget = server, observation, budget
+        self.answer: str | None = None
+
+    def snapshot(self) -> str:
+        return str(self.server.call({"op": "snapshot", "budget": self.budget})["text"])
+
+    def screenshot(self) -> list[dict[str, Any]]:
+        self.snapshot()  # the server's refs current for click/type/select by ref
+        shot = self.server.call({"op": "screenshot"})
+        return [
+            {"type": "text", "text": f"window {_quote(str(shot.get('title') or ''))}"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + str(shot["png"])}},
+        ]
+
+    def observe(self) -> Any:
+        return self.snapshot() if self.observation == "snapshot" else self.screenshot()
+
+    def run(self, name: str, arguments: Mapping[str, object]) -> tuple[Any, bool]:
+        """(what the model sees, whether the agent is done), as `Session.run`."""
+        try:
+            if name == "done":
+                answer = arguments.get("answer")
+                self.answer = str(answer) if answer not in (None, "") else None
+                return "done", True
+            if name == "snapshot":
+                return self.snapshot(), False
+            if name == "screenshot":
+                return self.screenshot(), False
+            if name == "click" and arguments.get("ref") in (None, "") and "x" in arguments and "y" in arguments:
+                self.server.call({"op": "click", "x": arguments["x"], "y": arguments["y"]})
+            elif name in ("click", "type", "select"):
+                request: dict[str, Any] = {"op": name, "ref": _ref(arguments)}
+                if name == "type":
+                    request["text"] = str(arguments.get("text", ""))
+                elif name == "select":
+                    request["value"] = str(arguments.get("value", ""))
+                self.server.call(request)
+            elif name == "key":
+                self.server.call({"op": "key", "key": str(arguments.get("key", ""))})
+            elif name == "scroll":
+                self.server.call({"op": "scroll", "dy": int(float(str(arguments.get("dy", 0))))})
+            else:
+                known = ", ".join(t["function"]["name"] for t in tool_specs(self.observation, desktop=True))
+                raise ActionError(f"unknown tool {name!r}; use one of {known}")
+        except (ActionError, ValueError) as e:
+            return self._error(str(e)), False
+        return self.observe(), False
+
+    def _error(self, message: str) -> Any:
+        page = self.observe()
+        if isinstance(page, list):
+            return [{"type": "text", "text": f"[error: {message}]"}, *page]
+        return f"[error: {message}]\n{page}"
+
+
 def open_start_page(browser: Browser) -> None:
     """The start URL, loaded: a BrowserError (the task's or the infrastructure's failure) when it is not."""
     try:
@@ -795,7 +914,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--instruction-file", required=True)
-    parser.add_argument("--start-url", required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--start-url", help="a web task: the page the browser opens")
+    where.add_argument("--desktop", help="a desktop task: its desktop server's unix socket")
     parser.add_argument("--observation", choices=OBSERVATIONS, default="snapshot")
     parser.add_argument("--snapshot-chars", type=int, default=DEFAULT_SNAPSHOT_CHARS)
     parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS)
@@ -806,25 +927,37 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.instruction_file) as f:
         instruction = f.read().strip()
     profile = os.path.join(os.environ.get("HOME") or ".", ".chromium")
-    os.makedirs(profile, exist_ok=True)
+    if args.desktop is None:
+        os.makedirs(profile, exist_ok=True)
     t0 = time.monotonic()
     browser = None
+    desktop = args.desktop is not None
     try:
-        browser = Browser(find_chromium(args.chromium), profile, args.start_url)
-        browser.start()
-        open_start_page(browser)
-        session = Session(browser, args.observation, args.snapshot_chars)
-        first = session.snapshot()
-        emit({"type": "browser", "start_s": round(time.monotonic() - t0, 3), "url": args.start_url})
+        session: Session | DesktopSession
+        if desktop:
+            session = DesktopSession(DesktopServer(args.desktop), args.observation, args.snapshot_chars)
+            try:
+                first = session.snapshot()
+            except ActionError as e:  # the desktop itself is broken (its app exited): not the agent's doing
+                raise BrowserError(f"the desktop server: {e}") from None
+            emit({"type": "browser", "start_s": round(time.monotonic() - t0, 3), "desktop": args.desktop})
+        else:
+            browser = Browser(find_chromium(args.chromium), profile, args.start_url)
+            browser.start()
+            open_start_page(browser)
+            session = Session(browser, args.observation, args.snapshot_chars)
+            first = session.snapshot()
+            emit({"type": "browser", "start_s": round(time.monotonic() - t0, 3), "url": args.start_url})
+        default_prompt = DESKTOP_SYSTEM_PROMPT if desktop else SYSTEM_PROMPT
         result = run_agent(
             args.base_url,
             os.environ.get("OPENFORGE_API_KEY", ""),
             args.model,
-            f"{instruction}\n\nThe page:\n{first}",
+            f"{instruction}\n\nThe {'desktop' if desktop else 'page'}:\n{first}",
             max_steps=args.max_steps,
             max_tokens=args.max_tokens,
-            tool_specs=tool_specs(args.observation),
-            system_prompt=SYSTEM_PROMPT if args.system_prompt is None else args.system_prompt,
+            tool_specs=tool_specs(args.observation, desktop),
+            system_prompt=default_prompt if args.system_prompt is None else args.system_prompt,
             tool_runner=session.run,
         )
         if session.answer is not None:

@@ -176,6 +176,11 @@ class OpenClawAdapter(HarnessAdapter):
         return _deep_merge(cfg, self.extra_config)
 
     def launch(self, ctx: LaunchContext) -> Launch:
+        if ctx.desktop_socket is not None:  # preflight says so first (`gui_kinds`); this is the last word
+            raise HarnessError(
+                "OpenClaw's GUI tool is a browser: it cannot drive a desktop task ([environment.gui] kind = "
+                '"desktop"); run desktop tasks with the computer-use harness'
+            )
         home_p, cwd, model = ctx.home, ctx.workdir, ctx.model
         sid = ctx.session_id or self._new_session_id()
         env = self._common_env(home_p)

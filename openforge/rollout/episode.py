@@ -288,6 +288,7 @@ class EpisodeRunner:
                 instruction=slot.task.instruction,
                 manifest=self.bundle_dir if adapter.component else None,
                 start_url=slot.task.gui.start_url if slot.task.gui is not None else None,
+                desktop_socket=slot.task.gui.socket if slot.task.gui is not None else None,
             )
         )
         host_home = scratch / "home"

@@ -5,7 +5,8 @@ error with its fix (exit status 2) instead of every episode failing the same way
   named; `--image-map` / `image_map` entries override it.
 - Images: every image a task runs, or builds its image from (its Dockerfile's `FROM` lines, mapped), must be
   one the sandbox backend can start from (for Docker: on this machine; nothing is pulled).
-- Harnesses: a GUI harness (computer-use) needs tasks with a GUI (`[environment.gui]`).
+- Harnesses: a GUI harness (computer-use) needs tasks with a GUI (`[environment.gui]`); a desktop task
+  (`kind = "desktop"`) needs a harness that can drive a desktop (`HarnessAdapter.gui_kinds`).
 """
 
 from __future__ import annotations
@@ -72,6 +73,20 @@ def check_harnesses(tasks: list[Task], harnesses: list[str]) -> None:
         raise PreflightError(
             f"harness {', '.join(shells)} has no GUI tools, but {len(gui_tasks)} task(s) are GUI tasks "
             f"([environment.gui]: {shown}), whose agent works through the GUI only: run them with {able}"
+        )
+    kinds = sorted({t.gui.kind for t in tasks if t.gui is not None})
+    for kind in kinds:  # a browser harness cannot drive a desktop
+        unable = [
+            h for h in harnesses if h in ADAPTERS and ADAPTERS[h].gui_format and kind not in ADAPTERS[h].gui_kinds
+        ]
+        if not unable:
+            continue
+        ids = [t.id for t in tasks if t.gui is not None and t.gui.kind == kind]
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        able = ", ".join(sorted(h for h, a in ADAPTERS.items() if a.gui_format is not None and kind in a.gui_kinds))
+        raise PreflightError(
+            f"harness {', '.join(unable)} drives a browser only, but {len(ids)} task(s) are {kind} tasks "
+            f'([environment.gui] kind = "{kind}": {shown}): run them with {able or "another harness"}'
         )
 
 

@@ -172,7 +172,11 @@ async def check_units(
         provider = get_provider(sandbox, **sandbox_options)
         try:
             with _progress(console) as bar:
-                runs = sum(1 + sum(h.applies_to(t.gui is not None) for h in suite) for u in todo for t in u.tasks)
+                runs = sum(
+                    1 + sum(h.applies_to(t.gui is not None, t.gui.kind if t.gui else None) for h in suite)
+                    for u in todo
+                    for t in u.tasks
+                )
                 job = bar.add_task(f"validating {len(todo)} task(s) against {len(suite)} hacks", total=runs)
                 for unit in todo:
                     results = [

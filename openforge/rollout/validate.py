@@ -280,8 +280,10 @@ async def run_hack(
         hack=hack.name, description=hack.description, controlled=hack.controlled, hides_failure=hack.hides_failure
     )
     env = {"HACK_WORKDIR": task.workdir or "/app", "HACK_STATE_PATHS": ":".join(task.config.verifier.state_paths)}
-    if task.gui is not None:
+    if task.gui is not None and task.gui.start_url is not None:
         env["HACK_START_URL"] = task.gui.start_url
+    if task.gui is not None and task.gui.socket is not None:
+        env["HACK_DESKTOP_SOCKET"] = task.gui.socket
     if control:
         env["HACK_CONTROL"] = "1"
     if hack.needs_solution:
@@ -339,7 +341,7 @@ async def run_hacks(
     from openforge.rollout.attribution import VerifierBaselines  # it imports this module: not at the top
 
     baselines = VerifierBaselines(provider, image_map, run, None)
-    hacks = [h for h in hacks if h.applies_to(task.gui is not None)]
+    hacks = [h for h in hacks if h.applies_to(task.gui is not None, task.gui.kind if task.gui else None)]
     user = (spec_overrides or {}).get("user")
     preload: Path | None = None
     if any(h.needs_preload for h in hacks):

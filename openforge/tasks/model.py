@@ -9,7 +9,7 @@ The field names and defaults follow Harbor's ``task.toml`` so that existing task
     [agent]       timeout_sec, user = "root" | "agent"                 (user is ours)
     [environment] build_timeout_sec = 600.0, docker_image, cpus, memory_mb (or memory = "2G"),
                   storage_mb (or storage = "10G"), gpus, allow_internet, workdir, env, mcp_servers
-    [environment.gui] kind = "web", start_url, service                  (ours: GUI tasks)
+    [environment.gui] kind = "web" | "desktop", start_url, socket, service    (ours: GUI tasks)
     [solution]    env = {}
 
 Fields we do not use are kept (``extra="allow"``), never fatal. Our own extensions are all optional:
@@ -168,45 +168,69 @@ class AgentConfig(_Open):
     user: AgentUser | None = None
 
 
+#: where a desktop task's desktop server listens unless `[environment.gui] socket` says otherwise
+DESKTOP_SOCKET = "/run/desktop/gui.sock"
+
+
 class GuiConfig(_Open):
     """``[environment.gui]``: the task is done through a GUI (docs/design.md, "GUI tasks").
 
-    - `kind`: ``"web"`` (a browser on the task's own site); ``"desktop"`` is reserved, not built yet;
-    - `start_url`: what the harness opens first; its origin is the only one the harness may visit;
+    - `kind`: ``"web"`` (a browser on the task's own site) or ``"desktop"`` (an app on a desktop: Xvfb, a window
+      manager, the app, all behind the task's desktop server, `openforge.tasks.families.desktop_server`);
+    - `start_url` (web tasks, required there): what the harness opens first; its origin is the only one the
+      harness may visit;
+    - `socket` (desktop tasks): the desktop server's unix socket in the sandbox, the harness's only way to the
+      desktop (GUI operations: observe, click, type, select, key, scroll); default ``/run/desktop/gui.sock``;
     - `service`: a command run as root in the agent's sandbox after its environment is set up and before the
       harness starts (`openforge.rollout.service`): it starts the task's app as another user, its data where the
-      agent cannot reach it (`[verifier] state_paths` names it for grading), and returns once `start_url`
-      answers; a failing service is the task's setup error, never the agent's;
+      agent cannot reach it (`[verifier] state_paths` names it for grading), and returns once the app answers
+      (`start_url` for a web task, the socket for a desktop one); a failing service is the task's setup error,
+      never the agent's;
     - `service_timeout_sec`: how long the service may take.
 
     A GUI task's agent always runs as the unprivileged user `agent` (`openforge.rollout.task_environment`): the
     app's isolation from the agent depends on it."""
 
     kind: Literal["web", "desktop"] = "web"
-    start_url: str
+    start_url: str | None = None
+    socket: str | None = None
     service: str | None = None
     service_timeout_sec: float = 120.0
 
-    @field_validator("kind")
-    @classmethod
-    def _kind(cls, v: str) -> str:
-        if v != "web":
-            raise ValueError(f'kind = "{v}" is reserved and not supported yet: GUI tasks are kind = "web"')
-        return v
-
     @field_validator("start_url")
     @classmethod
-    def _start_url(cls, v: str) -> str:
-        if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?", v):
+    def _start_url(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?", v):
             raise ValueError(
                 f"start_url = {v!r} is not an http(s) URL with a host: write the page the harness opens first, "
                 'e.g. "http://127.0.0.1:8080/"'
             )
         return v
 
+    @model_validator(mode="after")
+    def _by_kind(self) -> GuiConfig:
+        if self.kind == "web":
+            if self.start_url is None:
+                raise ValueError('a web task (kind = "web") needs start_url, e.g. start_url = "http://127.0.0.1:8080/"')
+            if self.socket is not None:
+                raise ValueError('socket is a desktop task\'s (kind = "desktop"); a web task has start_url only')
+        else:
+            if self.start_url is not None:
+                raise ValueError(
+                    'start_url is a web task\'s; a desktop task (kind = "desktop") is reached through its desktop '
+                    f'server\'s socket (socket = "{DESKTOP_SOCKET}", the default): remove start_url'
+                )
+            if self.socket is None:
+                self.socket = DESKTOP_SOCKET
+            elif not self.socket.startswith("/") or any(c.isspace() for c in self.socket):
+                raise ValueError(f"socket = {self.socket!r}: write the absolute path of the desktop server's socket")
+        return self
+
     @property
     def origin(self) -> str:
-        """``scheme://host[:port]`` of `start_url`: the only origin the harness may visit."""
+        """``scheme://host[:port]`` of `start_url`: the only origin the harness may visit ("" for a desktop task)."""
+        if self.start_url is None:
+            return ""
         scheme, _, rest = self.start_url.partition("://")
         return f"{scheme}://{rest.split('/', 1)[0]}"
 

@@ -2,7 +2,9 @@
 browser tool (the real binary from the bundle, its managed Chromium) in real Docker sandboxes, as `openforge eval`
 runs them: the oracle's demonstrations (solution/actions.json, through the harness's GUI tools only) score 1.0 on
 every task, a policy that does nothing scores 0.0, and nothing is left running (the `docker_ready` fixture checks
-the containers). The analysis reads the GUI steps with their kinds."""
+the containers). The analysis reads the GUI steps with their kinds. The shipped desktop tasks
+(examples/desktop-tasks: Xvfb, GTK and AT-SPI in the desktop image, the task's desktop server) the same way
+through computer-use."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ pytestmark = pytest.mark.timeout(1800)  # four sandboxes and graders per run, on
 
 GUI_TASKS = REPO / "examples" / "gui-tasks"
 TASK_IDS = ["order-cheapest-keyboard", "ship-pending-order", "swap-featured-mouse", "update-customer-city"]
+DESKTOP_TASKS = REPO / "examples" / "desktop-tasks"
+DESKTOP_IDS = ["add-new-contact", "favorite-work-contact", "same-city-as-colleague"]
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +38,18 @@ def gui_image(docker_ready):
         unavailable(f"cannot build the GUI image openforge-gui:bookworm: {r.stderr[-2000:]}")
 
 
-def _config(tmp_path, model, backend, name, task_ids=TASK_IDS, harness="computer-use", **kw) -> RolloutConfig:
+@pytest.fixture(scope="module")
+def desktop_image(docker_ready):
+    r = subprocess.run(["bash", str(REPO / "scripts/build-gui-image.sh"), "--desktop"], capture_output=True, text=True)
+    if r.returncode != 0:
+        unavailable(f"cannot build the desktop image openforge-desktop:bookworm: {r.stderr[-2000:]}")
+
+
+def _config(
+    tmp_path, model, backend, name, task_ids=TASK_IDS, harness="computer-use", tasks=GUI_TASKS, **kw
+) -> RolloutConfig:
     return RolloutConfig(
-        tasks=[GUI_TASKS],
+        tasks=[tasks],
         task_ids=task_ids,
         harnesses=[harness],
         sandbox="docker",
@@ -74,6 +87,40 @@ async def test_a_policy_that_does_nothing_scores_0(gui_image, tmp_path, tiny_mod
     with TrajectoryStore.open(tmp_path / "noop") as store:
         episodes = [e for e in store.list_episodes() if e.metadata.get("final")]
     assert sorted(e.task for e in episodes) == TASK_IDS[:2]
+    assert all(e.outcome == Outcome.failed and e.reward == 0.0 for e in episodes), [
+        (e.task, e.outcome, e.outcome_reason) for e in episodes
+    ]
+
+
+async def test_the_oracle_solves_every_shipped_desktop_task_and_doing_nothing_scores_0(
+    desktop_image, tmp_path, tiny_model_dir
+):
+    await run_rollouts(_config(tmp_path, tiny_model_dir, "oracle", "oracle", DESKTOP_IDS, tasks=DESKTOP_TASKS))
+    adapter = get_adapter("computer-use")
+    with TrajectoryStore.open(tmp_path / "oracle") as store:
+        episodes = [e for e in store.list_episodes() if e.metadata.get("final")]
+        assert sorted(e.task for e in episodes) == DESKTOP_IDS
+        assert all(e.outcome == Outcome.passed and e.reward == 1.0 for e in episodes), [
+            (e.task, e.outcome, e.outcome_reason) for e in episodes
+        ]
+        for e in episodes:
+            demonstration = json.loads((DESKTOP_TASKS / e.task / "solution" / "actions.json").read_text())
+            calls = [c for c in store.list_calls(e.id) if not c.side_call]
+            offered = {t["function"]["name"] for t in json.loads(calls[0].request_body)["tools"]}
+            assert offered == {"snapshot", "click", "type", "select", "key", "scroll", "done"}  # no navigate
+            first = json.loads(calls[0].request_body)["messages"][-1]["content"]
+            assert 'window "Contacts"' in first and '[1] combobox "Contact"' in first  # the desktop's tree
+            steps = trace_calls(calls, adapter).steps
+            assert [s.name for s in steps] == [a["tool"] for a in demonstration] + ["done"]
+            assert not any(s.failed for s in steps)
+    policy = tmp_path / "noop.json"
+    policy.write_text(json.dumps({"turns": ["I am done."]}))
+    await run_rollouts(
+        _config(tmp_path, tiny_model_dir, f"scripted:{policy}", "noop", DESKTOP_IDS[:1], tasks=DESKTOP_TASKS)
+    )
+    with TrajectoryStore.open(tmp_path / "noop") as store:
+        episodes = [e for e in store.list_episodes() if e.metadata.get("final")]
+    assert [e.task for e in episodes] == DESKTOP_IDS[:1]
     assert all(e.outcome == Outcome.failed and e.reward == 0.0 for e in episodes), [
         (e.task, e.outcome, e.outcome_reason) for e in episodes
     ]

@@ -2,10 +2,15 @@
 own app headless as the agent's user under the sandbox's hardening; the app runs as `webapp` with its code and
 data out of the agent's reach; `tasks validate --run` scores the reference solution 1, `wrong.sh` and doing nothing
 0, and no GUI hack (nor a sample of the others) falls; a failing service is the task's setup error with its cause;
-the local sandbox refuses a GUI task, saying why. The `docker_ready` fixture checks nothing is left running."""
+the local sandbox refuses a GUI task, saying why. A desktop task (examples/desktop-tasks) the same way: its desktop
+server shows the GTK app's accessibility tree and a screenshot to the agent's user, who reaches neither the app's
+data and code nor its display, buses or processes, and no hack falls. The `docker_ready` fixture checks nothing is
+left running."""
 
 from __future__ import annotations
 
+import base64
+import json
 import shutil
 import subprocess
 
@@ -31,6 +36,7 @@ EXAMPLE = REPO / "examples" / "gui-tasks" / "order-cheapest-keyboard"
 RUN = "pytest-gui"
 # the GUI hacks, and a sample of the others that act on what a GUI task has (its work area, its reward)
 SAMPLE_HACKS = [h for h in HACKS if h.gui_only or h.name in ("lingering-writer", "shadow-stdlib", "chmod-workdir")]
+DESKTOP_EXAMPLE = REPO / "examples" / "desktop-tasks" / "favorite-work-contact"
 
 
 @pytest.fixture(scope="session")
@@ -155,3 +161,74 @@ async def test_an_episode_whose_service_fails_is_reported_once_not_retried(gui_i
         (episode,) = store.list_episodes()
     assert episode.outcome == Outcome.sandbox_error and episode.metadata["final"], episode
     assert episode.outcome_reason.startswith("task setup: ") and "exit 3" in episode.outcome_reason, episode
+
+
+@pytest.fixture(scope="session")
+def desktop_image(docker_ready):
+    r = subprocess.run(["bash", str(REPO / "scripts/build-gui-image.sh"), "--desktop"], capture_output=True, text=True)
+    if r.returncode != 0:
+        unavailable(f"cannot build the desktop image openforge-desktop:bookworm: {r.stderr[-2000:]}")
+
+
+def _desktop_call(request: dict) -> list[str]:
+    """A one-request client of the desktop server, run by the sandbox's python3 as the agent's user."""
+    client = (
+        "import json, socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX); s.settimeout(60); s.connect('/run/desktop/gui.sock')\n"
+        "s.sendall(sys.argv[1].encode() + b'\\n'); buf = b''\n"
+        "while not buf.endswith(b'\\n'):\n"
+        "    chunk = s.recv(1 << 20)\n"
+        "    if not chunk: break\n"
+        "    buf += chunk\n"
+        "sys.stdout.write(buf.decode())\n"
+    )
+    return ["python3", "-c", client, json.dumps(request)]
+
+
+async def test_a_desktop_tasks_server_is_the_agents_only_way_to_its_app_and_no_hack_falls(desktop_image, tmp_path):
+    provider = get_provider("docker")
+    task = load_task(DESKTOP_EXAMPLE)
+    try:
+        sb = await provider.create(make_sandbox_spec(task, None, None, RUN, user=agent_spec_user(task, None, provider)))
+        try:
+            await sb.setup_environment(task)
+            await start_task_service(sb, task)
+            snap = await sb.exec(_desktop_call({"op": "snapshot"}), timeout_s=60)
+            text = json.loads(snap.stdout)["text"]
+            assert text.startswith('window "Contacts"') and '[1] combobox "Contact"' in text, text
+            assert '[19] checkbox "Newsletter" (unchecked)' in text and text.endswith(
+                'text "Choose a contact, or make a new one."'
+            ), text
+            shot = await sb.exec(_desktop_call({"op": "screenshot"}), timeout_s=60)
+            png = base64.b64decode(json.loads(shot.stdout)["png"])
+            assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+            ps = await sb.exec(["ps", "-eo", "user:20,args"], timeout_s=30)
+            for needle in ("Xvfb", "app.py run", "server.py serve"):
+                assert any(line.startswith("deskapp") and needle in line for line in ps.stdout.splitlines()), ps.stdout
+            for probe in (
+                "cat /var/lib/deskapp/app.db",
+                "touch /var/lib/deskapp/x",
+                "cat /opt/desktop/app.py",
+                "cat /run/deskapp/Xauthority",
+                "DISPLAY=:1 xdotool search --name Contacts",
+                "DISPLAY=:1 XAUTHORITY=/run/deskapp/Xauthority xdotool search --name Contacts",
+                "rm -f /run/desktop/gui.sock",
+                "kill -9 $(pgrep -u deskapp -f 'server.py serve')",
+            ):
+                r = await sb.exec(["bash", "-c", probe], timeout_s=30)
+                assert r.exit_code != 0, (probe, r.stdout, r.stderr)
+        finally:
+            await sb.destroy()
+        hacks = [h for h in HACKS if h.gui_only]
+        result = await validate_task_by_running(task, provider, None, run=RUN, hacks=hacks, concurrency=2)
+        assert result.ok and result.solve_reward == 1.0 and result.wrong_reward == 0.0, result.summary()
+        by_name = {h.hack: h for h in result.hacks}
+        assert set(by_name) == {h.name for h in hacks if h.applies_to(True, "desktop")}
+        assert not [h.hack for h in result.hacks if h.fell], result.summary()
+        for name, outcome in by_name.items():  # the agent's user can apply none but the claims
+            assert outcome.applied == (name == "claim-files"), outcome.to_json()
+        nothing = await run_script_and_verify(task, provider, None, None, "no-op", run=RUN)
+        assert nothing.error is None and nothing.reward == 0.0 and not nothing.tampered, nothing
+    finally:
+        await provider.cleanup(RUN)
+        await provider.close()

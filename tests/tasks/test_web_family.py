@@ -45,7 +45,7 @@ def test_gui_config_names_what_is_wrong():
     assert gui.kind == "web" and gui.origin == "http://127.0.0.1:8080"
     with pytest.raises(ValidationError, match="start_url"):
         GuiConfig(start_url="127.0.0.1:8080")
-    with pytest.raises(ValidationError, match="reserved"):
+    with pytest.raises(ValidationError, match="start_url is a web task's"):  # a desktop task has its socket
         GuiConfig(kind="desktop", start_url="http://127.0.0.1:8080/")
 
 
@@ -60,7 +60,15 @@ def test_a_gui_tasks_agent_is_never_root():
 
 def test_gui_hacks_are_tried_against_gui_tasks_only():
     gui = [h.name for h in HACKS if h.gui_only]
-    assert gui == ["app-state-from-shell", "app-source-and-seed", "claim-files", "replace-app-server"]
+    assert gui == [
+        "app-state-from-shell",
+        "app-source-and-seed",
+        "claim-files",
+        "replace-app-server",
+        "desktop-x-display",
+        "desktop-buses",
+        "replace-desktop-server",
+    ]
     assert all(h.applies_to(True) for h in HACKS)
     assert not any(h.applies_to(False) for h in HACKS if h.gui_only)
 

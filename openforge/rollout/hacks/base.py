@@ -132,7 +132,8 @@ class Hack:
       verdict followed the changed files, not the answer (an answer that does not depend on them passes both).
     - `hides_failure`: the hack's aim is not reward 1 but no reward at all — the verifier's error instead of a
       0, which hides a failure from training; it falls when grading ends without a reward.
-    - `gui_only`: the hack attacks a GUI task's app (`gui.py`): tried against GUI tasks only."""
+    - `gui_only`: the hack attacks a GUI task's app (`gui.py`): tried against GUI tasks only; `gui_kind`: only
+      against GUI tasks of that `[environment.gui] kind` ("web", "desktop"; None: every kind)."""
 
     name: str
     description: str
@@ -142,9 +143,12 @@ class Hack:
     controlled: bool = False
     hides_failure: bool = False
     gui_only: bool = False
+    gui_kind: str | None = None
 
-    def applies_to(self, gui: bool) -> bool:
-        """Whether the hack is tried against a task (`gui`: the task has `[environment.gui]`)."""
+    def applies_to(self, gui: bool, kind: str | None = None) -> bool:
+        """Whether the hack is tried against a task (`gui`: the task has `[environment.gui]`, of `kind`)."""
+        if self.gui_kind is not None and kind is not None and kind != self.gui_kind:
+            return False
         return gui or not self.gui_only
 
     def command(self) -> str:

@@ -2,10 +2,17 @@
 instead of using the GUI — change the app's data directly, read its code and seed for the answer, stop it and
 serve a look-alike that accepts anything, or leave a claim of success for a verifier that might trust one.
 
+A desktop task's app (`[environment.gui] kind = "desktop"`) has more doors than the desktop server's GUI
+operations, and the desktop hacks try each as the agent's user: its X display (xdotool typing into the app's
+window), its D-Bus session and accessibility buses (the AT-SPI calls the server makes, made directly), and the
+server's socket (a look-alike server in its place).
+
 They read what the task declares (`run_hack` passes them): `$HACK_STATE_PATHS` (the task's `[verifier]
-state_paths`, `:`-separated) and `$HACK_START_URL` (`[environment.gui] start_url`). Where the app runs as
-another user with its data out of the agent's reach, the first three cannot even be applied (blocked by the
-sandbox); the claim files apply anywhere and must score 0. They are tried against GUI tasks only (`gui_only`).
+state_paths`, `:`-separated), `$HACK_START_URL` (`[environment.gui] start_url`, web tasks) and
+`$HACK_DESKTOP_SOCKET` (`[environment.gui] socket`, desktop tasks). Where the app runs as another user with its
+data, display and buses out of the agent's reach, all but the claim files cannot even be applied (blocked by the
+sandbox); the claim files apply anywhere and must score 0. They are tried against GUI tasks only (`gui_only`),
+the web and desktop ones against tasks of their kind (`gui_kind`).
 """
 
 from __future__ import annotations
@@ -99,6 +106,90 @@ python3 -c 'import sys, urllib.request
 sys.exit(0 if b"Everything is done" in urllib.request.urlopen(sys.argv[1], timeout=3).read() else 1)' \
   "$HACK_START_URL" || { echo "the app could not be replaced: it still answers on port $port"; exit 1; }"""
 
+# The desktop's X display, driven directly: every X socket, with the environment's cookie or any readable
+# Xauthority; applied when xdotool can see a window (then it types the task's values into every text field).
+_DESKTOP_DISPLAY = r"""found=0
+for s in /tmp/.X11-unix/X*; do
+  [ -S "$s" ] || continue
+  d=":${s##*/X}"
+  for auth in "${XAUTHORITY:-}" /run/deskapp/Xauthority "$HOME/.Xauthority" /root/.Xauthority; do
+    if DISPLAY=$d XAUTHORITY=$auth xdotool search --onlyvisible --name . >/dev/null 2>&1; then
+      for w in $(DISPLAY=$d XAUTHORITY=$auth xdotool search --onlyvisible --name .); do
+        DISPLAY=$d XAUTHORITY=$auth xdotool windowactivate --sync "$w" key ctrl+a type "openforge hack" 2>/dev/null
+        DISPLAY=$d XAUTHORITY=$auth xdotool key Tab type 1 key Return 2>/dev/null
+      done
+      found=1; break
+    fi
+  done
+done
+[ $found = 1 ] || { echo "no X display of the desktop accepts this user"; exit 1; }"""
+
+# The desktop's session bus and accessibility bus, talked to directly (the AT-SPI calls the desktop server makes,
+# without it): every D-Bus socket in the file system or the abstract namespace; applied when one answers, and then
+# every text field gets a value and every button and check box is pressed.
+_DESKTOP_BUSES = r"""python3 - <<'PY'
+import glob, os, sys
+paths = glob.glob("/run/deskapp/*") + glob.glob("/run/user/*/bus") + glob.glob("/tmp/dbus-*")
+addresses = ["unix:path=" + p for p in paths]
+try:
+    for line in open("/proc/net/unix").read().splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 8 and parts[7].startswith("@") and ("dbus" in parts[7] or "at-spi" in parts[7]):
+            addresses.append("unix:abstract=" + parts[7][1:])
+except OSError:
+    pass
+import gi
+gi.require_version("Atspi", "2.0")
+from gi.repository import Gio
+for address in addresses:
+    try:
+        bus = Gio.DBusConnection.new_for_address_sync(
+            address, Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
+            None, None)
+    except Exception as e:
+        print("%s: %s" % (address, e))
+        continue
+    os.environ["DBUS_SESSION_BUS_ADDRESS"] = address
+    import pyatspi
+    done = 0
+    desktop = pyatspi.Registry.getDesktop(0)
+    for app in desktop:
+        for acc in pyatspi.findAllDescendants(app, lambda a: True):
+            try:
+                acc.queryEditableText().setTextContents("openforge hack"); done += 1
+            except Exception:
+                pass
+            try:
+                action = acc.queryAction()
+                if action.nActions: action.doAction(0); done += 1
+            except Exception:
+                pass
+    print("reached %s: %d actions" % (address, done))
+    sys.exit(0)
+sys.exit("no bus of the desktop accepts this user")
+PY"""
+
+# The desktop server replaced: its processes killed, a look-alike listening on its socket that says yes to all.
+_REPLACE_DESKTOP_SERVER = r"""[ -n "${HACK_DESKTOP_SOCKET:-}" ] || { echo "the task is no desktop task"; exit 1; }
+for p in /proc/[0-9]*; do
+  p=${p#/proc/}; [ "$p" = $$ ] || [ "$p" = 1 ] && continue
+  kill -9 "$p" 2>/dev/null
+done
+sleep 0.5
+rm -f "$HACK_DESKTOP_SOCKET" 2>/dev/null
+setsid python3 -c '
+import json, os, socket, sys
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(4)
+while True:
+    c, _ = s.accept(); c.recv(65536)
+    c.sendall(json.dumps({"ok": True, "text": "window Contacts, text Saved."}).encode() + b"\n"); c.close()
+' "$HACK_DESKTOP_SOCKET" >/dev/null 2>&1 < /dev/null &
+sleep 1
+[ -S "$HACK_DESKTOP_SOCKET" ] && python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"{}\n")
+sys.exit(0 if b"Saved" in s.recv(65536) else 1)' "$HACK_DESKTOP_SOCKET" \
+  || { echo "the desktop server could not be replaced"; exit 1; }"""
+
 GUI_HACKS: tuple[Hack, ...] = (
     Hack(
         "app-state-from-shell",
@@ -126,5 +217,29 @@ GUI_HACKS: tuple[Hack, ...] = (
         "the GUI task's app stopped and a look-alike served on its port that answers every page and form",
         _REPLACE_SERVER,
         gui_only=True,
+        gui_kind="web",
+    ),
+    Hack(
+        "desktop-x-display",
+        "the desktop task's X display driven directly with xdotool (every X socket, any readable cookie), "
+        "bypassing the desktop server: text typed into the app's window",
+        _DESKTOP_DISPLAY,
+        gui_only=True,
+        gui_kind="desktop",
+    ),
+    Hack(
+        "desktop-buses",
+        "the desktop task's D-Bus session and accessibility buses reached directly (AT-SPI without the desktop "
+        "server): every text field set, every button pressed",
+        _DESKTOP_BUSES,
+        gui_only=True,
+        gui_kind="desktop",
+    ),
+    Hack(
+        "replace-desktop-server",
+        "the desktop task's server stopped and a look-alike put on its socket that answers every request",
+        _REPLACE_DESKTOP_SERVER,
+        gui_only=True,
+        gui_kind="desktop",
     ),
 )

@@ -49,6 +49,7 @@ __all__ = [
     "WEB_KINDS",
     "WebTask",
     "draw_web_task",
+    "generate_gui_tasks",
     "generate_web_tasks",
     "heldout_subjects",
     "web_dockerfile",
@@ -475,11 +476,26 @@ def generate_web_tasks(
 ) -> list[Path]:
     """Write `n` distinct web tasks (kinds round-robin, all by default) under `out_dir`, named
     `<kind>-<split>-<hash>`; deterministic under `seed`."""
+    return generate_gui_tasks("web", out_dir, n, seed, split, kinds or list(WEB_KINDS), draw_web_task, write_web_task)
+
+
+def generate_gui_tasks(
+    label: str,
+    out_dir: str | Path,
+    n: int,
+    seed: int,
+    split: str,
+    names: list[str],
+    draw: Callable[[str, random.Random, str], Any],
+    write: Callable[..., Path],
+) -> list[Path]:
+    """The drawing loop of a GUI family (web, desktop): `n` distinct tasks of `names` round-robin, each drawn by
+    `draw(kind, rng, split)` (a task with `key`, `kind`, `combo`, `task_id()`) and written by `write(task, dir,
+    id, extra_metadata=...)`; deterministic under `seed`."""
     out = Path(out_dir)
     if out.name in ("train", "heldout") and out.name != split:
         raise FamilyError(f"{out}: a {out.name!r} directory cannot hold {split!r} tasks")
-    names = kinds or list(WEB_KINDS)
-    rng = random.Random(f"openforge-web:{seed}:{split}")
+    rng = random.Random(f"openforge-{label}:{seed}:{split}")
     out.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     seen: set[str] = set()
@@ -487,12 +503,12 @@ def generate_web_tasks(
     while len(paths) < n:
         attempts += 1
         if attempts > 50 * n + 100:
-            raise FamilyError(f"could draw only {len(paths)} distinct web tasks ({split})")
-        task = draw_web_task(names[attempts % len(names)], rng, split)
+            raise FamilyError(f"could draw only {len(paths)} distinct {label} tasks ({split})")
+        task = draw(names[attempts % len(names)], rng, split)
         if task.key in seen:
             continue
         seen.add(task.key)
         tid = task.task_id()
         meta = f'family = "{task.kind}"\ncombo = {json.dumps(list(task.combo))}\nseed = {seed}\n'
-        paths.append(write_web_task(task, out / tid, tid, extra_metadata=meta))
+        paths.append(write(task, out / tid, tid, extra_metadata=meta))
     return paths

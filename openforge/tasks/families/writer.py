@@ -12,11 +12,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from openforge.tasks import state_check
+from openforge.tasks.families.desktop import DESKTOP_KINDS, generate_desktop_tasks
 from openforge.tasks.families.language import FamilyError, FamilyInstance
 from openforge.tasks.families.sampler import InstanceSampler
 from openforge.tasks.families.web import WEB_KINDS, generate_web_tasks
 
-__all__ = ["GENERATED_TEST_SH", "generate_family_tasks", "verifier_files", "write_task"]
+__all__ = ["GENERATED_TEST_SH", "desktop_kinds", "generate_family_tasks", "verifier_files", "web_kinds", "write_task"]
 
 GENERATED_TEST_SH = """#!/bin/bash
 # Hidden verifier of a generated task: reward 1 iff the work directory's files equal the oracle's final state
@@ -120,17 +121,26 @@ def write_task(inst: FamilyInstance, task_dir: str | Path, seed: int | None = No
 
 def web_kinds(family: str | Iterable[str] | None) -> list[str] | None:
     """The web kinds `family` names (``web`` is all of them), None when it names no web kind; FamilyError when it
-    mixes web kinds with shell families (they need different sandboxes and harnesses)."""
+    mixes web kinds with other families (they need different sandboxes and harnesses)."""
+    return _gui_kinds(family, "web", list(WEB_KINDS))
+
+
+def desktop_kinds(family: str | Iterable[str] | None) -> list[str] | None:
+    """The desktop kinds `family` names (``desktop`` is all of them), as `web_kinds`."""
+    return _gui_kinds(family, "desktop", list(DESKTOP_KINDS))
+
+
+def _gui_kinds(family: str | Iterable[str] | None, label: str, kinds: list[str]) -> list[str] | None:
     if family is None:
         return None
     names = [family] if isinstance(family, str) else list(family)
     names = [n.strip().replace("-", "_") for part in names for n in part.split(",") if n.strip()]
-    web = [n for n in names if n == "web" or n in WEB_KINDS]
-    if not web:
+    gui = [n for n in names if n == label or n in kinds]
+    if not gui:
         return None
-    if len(web) != len(names):
-        raise FamilyError(f"generate the web family ({', '.join(web)}) apart from the shell families")
-    return list(WEB_KINDS) if "web" in web else web
+    if len(gui) != len(names):
+        raise FamilyError(f"generate the {label} family ({', '.join(gui)}) apart from the other families")
+    return kinds if label in gui else gui
 
 
 def generate_family_tasks(
@@ -144,12 +154,16 @@ def generate_family_tasks(
     ``out_dir`` as Harbor task directories named ``<family>-<split>-<hash>``; returns their paths.
 
     Instances whose key repeats within the draw are skipped and redrawn, so the n tasks are distinct. The web
-    family (``web``, or its kinds ``web_order``, ...: GUI tasks, `web.py`) is written by `web.generate_web_tasks`;
+    family (``web``, or its kinds ``web_order``, ...: GUI tasks, `web.py`) is written by `web.generate_web_tasks`,
+    the desktop family (``desktop``, ``desktop_email``, ...: `desktop.py`) by `desktop.generate_desktop_tasks`;
     "all" means the shell families.
     """
     kinds = web_kinds(family)
     if kinds is not None:
         return generate_web_tasks(out_dir, n, seed=seed, split=split, kinds=kinds)
+    kinds = desktop_kinds(family)
+    if kinds is not None:
+        return generate_desktop_tasks(out_dir, n, seed=seed, split=split, kinds=kinds)
     out = Path(out_dir)
     if out.name in ("train", "heldout") and out.name != split:
         raise FamilyError(f"{out}: a {out.name!r} directory cannot hold {split!r} tasks")

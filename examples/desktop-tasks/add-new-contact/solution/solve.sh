@@ -1,0 +1,27 @@
+#!/bin/bash
+# The demonstration's steps sent to the desktop server (GUI operations, as the agent's user): the verifier's check that the end state is reachable.
+python3 -I - <<'PY'
+import json, os, re, socket, sys
+PATH = os.environ.get("DESKTOP_SOCKET", '/run/desktop/gui.sock')
+def call(req):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(60); s.connect(PATH); s.sendall(json.dumps(req).encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(1 << 20)
+            if not chunk: break
+            buf += chunk
+    answer = json.loads(buf)
+    if "error" in answer: sys.exit("desktop: %s: %s" % (req, answer["error"]))
+    return answer
+for step in json.loads("[{\"tool\": \"click\", \"target\": {\"role\": \"button\", \"name\": \"New contact\"}}, {\"tool\": \"type\", \"target\": {\"role\": \"textbox\", \"name\": \"Name\"}, \"text\": \"Margaret Hamilton\"}, {\"tool\": \"type\", \"target\": {\"role\": \"textbox\", \"name\": \"Email\"}, \"text\": \"margaret@apollo.test\"}, {\"tool\": \"type\", \"target\": {\"role\": \"textbox\", \"name\": \"Phone\"}, \"text\": \"555-1969\"}, {\"tool\": \"type\", \"target\": {\"role\": \"textbox\", \"name\": \"City\"}, \"text\": \"Boston\"}, {\"tool\": \"select\", \"target\": {\"role\": \"combobox\", \"name\": \"Group\"}, \"value\": \"Work\"}, {\"tool\": \"click\", \"target\": {\"role\": \"checkbox\", \"name\": \"Newsletter\"}}, {\"tool\": \"click\", \"target\": {\"role\": \"button\", \"name\": \"Save\"}}]"):
+    req = {"op": step["tool"]}
+    req.update({k: v for k, v in step.items() if k not in ("tool", "target")})
+    if "target" in step:
+        text = call({"op": "snapshot", "budget": 100000})["text"]
+        refs = [m.group(1) for m in re.finditer(r'^\s*\[(\d+)\] (\S+) ("(?:[^"\\]|\\.)*")', text, re.M)
+                if m.group(2) == step["target"]["role"] and json.loads(m.group(3)) == step["target"]["name"]]
+        if not refs: sys.exit("no %s in:\n%s" % (step["target"], text))
+        req["ref"] = refs[0]
+    call(req)
+PY
