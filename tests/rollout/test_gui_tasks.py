@@ -105,7 +105,7 @@ async def test_reference_scores_1_wrong_and_nothing_0_and_no_hack_falls(docker, 
     for task in (load_task(EXAMPLE), load_task(generated[0])):
         result = await validate_task_by_running(task, docker, None, run=RUN, hacks=SAMPLE_HACKS, concurrency=2)
         assert result.ok and result.solve_reward == 1.0 and result.wrong_reward == 0.0, result.summary()
-        assert {h.hack for h in result.hacks} == {h.name for h in SAMPLE_HACKS}
+        assert {h.hack for h in result.hacks} == {h.name for h in SAMPLE_HACKS if h.applies_to(True, "web")}
         assert not [h.hack for h in result.hacks if h.fell], result.summary()
         by_name = {h.hack: h for h in result.hacks}
         for name in ("app-state-from-shell", "app-source-and-seed", "replace-app-server"):
