@@ -113,6 +113,23 @@ async def test_the_oracle_solves_every_shipped_desktop_task_and_doing_nothing_sc
             steps = trace_calls(calls, adapter).steps
             assert [s.name for s in steps] == [a["tool"] for a in demonstration] + ["done"]
             assert not any(s.failed for s in steps)
+    # the screenshot observation: each action answered with the desktop's PNG (the oracle asks for the text too)
+    shots = _config(
+        tmp_path,
+        tiny_model_dir,
+        "oracle",
+        "shots",
+        DESKTOP_IDS[1:2],
+        tasks=DESKTOP_TASKS,
+        harness_options={"computer-use": {"observation": "screenshot"}},
+    )
+    await run_rollouts(shots)
+    with TrajectoryStore.open(tmp_path / "shots") as store:
+        (episode,) = [e for e in store.list_episodes() if e.metadata.get("final")]
+        assert episode.outcome == Outcome.passed and episode.reward == 1.0, episode.outcome_reason
+        results = [m for c in store.list_calls(episode.id) for m in json.loads(c.request_body)["messages"][-1:]]
+        images = [p for m in results if isinstance(m["content"], list) for p in m["content"] if "image_url" in p]
+        assert images and all(p["image_url"]["url"].startswith("data:image/png;base64,iVBOR") for p in images)
     policy = tmp_path / "noop.json"
     policy.write_text(json.dumps({"turns": ["I am done."]}))
     await run_rollouts(

@@ -329,6 +329,8 @@ class Tree:
             action = acc.queryAction()
         except NotImplementedError:
             action = None
+        if role in ("textbox", "spinbutton"):  # a field's own action is Enter's: a click puts the cursor there
+            action = None
         if action is not None:
             names = [action.getName(i) for i in range(action.nActions)]
             for wanted in ACTIONS:
