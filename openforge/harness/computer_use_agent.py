@@ -893,7 +893,10 @@ class DesktopSession:
         return self.observe(), False
 
     def _error(self, message: str) -> Any:
-        page = self.observe()
+        try:
+            page = self.observe()
+        except ActionError as e:  # the desktop cannot even be shown (its app exited): not the agent's doing
+            raise BrowserError(f"the desktop server: {e}") from None
         if isinstance(page, list):
             return [{"type": "text", "text": f"[error: {message}]"}, *page]
         return f"[error: {message}]\n{page}"

@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from openforge.harness import HarnessError, LaunchContext, get_adapter
-from openforge.harness.computer_use_agent import DesktopServer, DesktopSession, tool_specs
+from openforge.harness.computer_use_agent import BrowserError, DesktopServer, DesktopSession, tool_specs
 from openforge.rollout.hacks import HACKS
 from openforge.rollout.preflight import PreflightError, check_harnesses
 from openforge.tasks import generate_family_tasks, load_task, load_tasks, validate_task_dir
@@ -133,7 +133,7 @@ class StandInDesktopServer:
     that records each request and answers as the server does."""
 
     def __init__(self, path: Path):
-        self.path, self.requests = path, []
+        self.path, self.requests, self.gone = path, [], False
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(path))
         self.sock.listen(4)
@@ -148,7 +148,9 @@ class StandInDesktopServer:
             with conn:
                 request = json.loads(conn.makefile().readline())
                 self.requests.append(request)
-                if request["op"] == "snapshot":
+                if self.gone:
+                    answer = {"error": "the app exited (status 1)"}
+                elif request["op"] == "snapshot":
                     answer = {"text": 'window "Contacts"\n[1] checkbox "Favorite" (unchecked)'}
                 elif request.get("ref") == "9":
                     answer = {"error": "no element [9] on the desktop"}
@@ -170,4 +172,7 @@ def test_the_desktop_session_sends_gui_operations_and_shows_errors(tmp_path):
     ops = [r["op"] for r in server.requests]
     assert ops == ["click", "snapshot", "type", "snapshot", "snapshot"]
     assert server.requests[0]["ref"] == "1" and server.requests[2] == {"op": "type", "ref": "9", "text": "x"}
+    server.gone = True  # the desktop itself broken: the infrastructure's failure (exit 4), not an action's
+    with pytest.raises(BrowserError, match="the app exited"):
+        session.run("click", {"ref": "1"})
     server.sock.close()

@@ -218,7 +218,7 @@ def _quote(text: str) -> str:
 
 
 class Tree:
-    """The AT-SPI tree of the desktop's apps, rendered (`render`) and acted on (`act`)."""
+    """The AT-SPI tree of the desktop's apps, rendered (`render`) and acted on (`click`, `type`, `select`, ...)."""
 
     def __init__(self) -> None:
         import pyatspi  # here: it connects to the session bus of the environment `Desktop.start` set
