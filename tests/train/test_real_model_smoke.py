@@ -30,6 +30,7 @@ def test_real_model_recipe_smoke(docker_ready, smollm2, tmp_path):
             "sandbox": "docker",
             "validate_tasks": False,  # the tasks' check against the reward hacks: tests/rollout/test_task_gate.py
             "eval_harnesses": ["claude-code"],
+            "max_new_tokens": 32,  # every reply is cut short: the smoke checks the pipeline, not what the model says
             "sft": {"demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 4, "control": False},
             "rl": {"seconds": 1, "steps": 1, "prompts": 2, "group": 2, "eval_instances": 2},
         },
