@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import signal
-from types import FrameType
 from typing import Annotated
 
 import typer
@@ -15,6 +14,7 @@ from rich.console import Console
 from openforge import __version__
 from openforge.cli import harness, k8s, model, results, runs, serve, tasks, verl
 from openforge.cli.errors import OpenForgeGroup, missing_extra_message
+from openforge.core.signals import terminate_like_ctrl_c
 
 __all__ = ["app", "main", "missing_extra_message"]
 
@@ -27,16 +27,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-
-
-def _terminate_like_ctrl_c(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM (kubectl delete, systemd, a CI runner's timeout) stops a command as Ctrl-C does: sandboxes are
-    destroyed and finished episodes kept, instead of the process dying with its containers left running."""
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):
-        handler(signal.SIGINT, frame)  # asyncio's (cancels the main task) or Python's default (KeyboardInterrupt)
-    else:
-        raise KeyboardInterrupt
 
 
 def _print_version(value: bool) -> None:
@@ -52,7 +42,7 @@ def _main(
         typer.Option("--version", callback=_print_version, is_eager=True, help="Print OpenForge's version and exit."),
     ] = False,
 ) -> None:
-    signal.signal(signal.SIGTERM, _terminate_like_ctrl_c)
+    signal.signal(signal.SIGTERM, terminate_like_ctrl_c)
 
 
 @app.command()

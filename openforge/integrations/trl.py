@@ -48,6 +48,7 @@ from rich.console import Console
 
 from openforge.core.errors import ConfigurationError
 from openforge.core.runlock import locked_run_dir
+from openforge.core.signals import sigterm_as_ctrl_c
 from openforge.integrations.trl_rows import BatchStats, EpisodeRows, episode_rows, pack_groups, trl_columns
 from openforge.models import ModelDir
 from openforge.proxy.server import ProxyConfig, RunningProxy, running_proxy
@@ -247,6 +248,8 @@ class OpenForgeRollout:
         self.config = config.model_copy(update=update)
         self._lock = contextlib.ExitStack()
         self._lock.enter_context(locked_run_dir(config.run))
+        # a `kill` of the training script unwinds through close() as Ctrl-C does: no sandbox is left running
+        self._lock.enter_context(sigterm_as_ctrl_c())
         self._scratch = Path(tempfile.mkdtemp(prefix="openforge-trl-"))  # short: AF_UNIX paths are ~107 bytes
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="openforge-rollout", daemon=True)

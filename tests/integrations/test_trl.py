@@ -16,6 +16,10 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -23,6 +27,7 @@ import pytest
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
+from conftest import managed_containers
 from openforge.core import CallRecord, Episode, Outcome
 from openforge.integrations.trl import (
     OpenForgeRollout,
@@ -33,12 +38,14 @@ from openforge.integrations.trl import (
 )
 from openforge.integrations.trl_rows import blank_row, episode_rows, pack_groups, trl_columns
 from openforge.rollout import RolloutConfig
+from openforge.rollout.orchestrator import run_label
 from openforge.store import TrajectoryStore
 from openforge.train import assemble_run
 from openforge.train.batching import collate
 from openforge.train.losses import clipped_policy_loss, token_logprobs
 from support.paths import POLICIES
 from support.rollout import IMAGE_MAP, make_task
+from support.signals import default_sigint
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 REACT = {"react": {"max_steps": 2, "tools": ["bash"], "system_prompt": ""}}
@@ -255,6 +262,46 @@ def test_pass_rates_screen_the_starting_policy_for_learnable_tasks(local_ready, 
     assert 0.0 < rates["coin"] < 1.0  # 12 fair coins all equal: p = 1/2048
     assert learnable_pool(rates, 4) == ["coin"]
     assert learnable_pool({"a": 0.25, "b": 0.5, "c": 0.9, "d": 0.0}, 2) == ["b", "a"]
+
+
+KILLED_TRAINER = """
+import sys
+from pathlib import Path
+from openforge.integrations.trl import OpenForgeRollout
+from openforge.rollout import RolloutConfig
+
+with OpenForgeRollout(RolloutConfig.model_validate_json(Path(sys.argv[1]).read_text())) as rollout:
+    rollout.pass_rates(["k-a", "k-b"], 6, temperature=1.0)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_training_script_leaves_no_sandbox(docker_ready, tmp_path, tiny_model_dir):
+    for name in ("k-a", "k-b"):
+        make_task(tmp_path / "tasks", name)
+    policy = f"scripted:{POLICIES / 'slow_then_done.py'}"  # 12 episodes of a few seconds, 4 at a time
+    config = rollout_config(tmp_path, tiny_model_dir, tmp_path / "tasks", policy)
+    config = config.model_copy(update={"sandbox": "docker", "sandbox_options": {}, "warm_sandboxes": 2})
+    (tmp_path / "config.json").write_text(config.model_dump_json())
+    script = tmp_path / "train.py"
+    script.write_text(KILLED_TRAINER)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "config.json")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    label = run_label(tmp_path / "run")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not [n for n in managed_containers() if label in n]:
+        time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()[0][-2000:]
+    assert [n for n in managed_containers() if label in n]  # episodes (and warm sandboxes) are up
+    proc.send_signal(signal.SIGTERM)  # `kill`: handled as Ctrl-C, so the rollout's close() runs
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, out[-2000:]
+    assert not [n for n in managed_containers() if label in n], out[-2000:]
 
 
 # ---- rows: broken continuity, infrastructure failures, full groups -------------------------------------------
