@@ -95,6 +95,11 @@ def main() -> None:
     write_results(args.results, args.seeds, reports, policies)
 
 
+def mean_train_s(steps: list[dict]) -> float | None:
+    times = [s["train_s"] for s in steps if isinstance(s.get("train_s"), (int, float))]
+    return round(statistics.mean(times), 3) if times else None
+
+
 def write_results(path: Path, seeds: list[int], reports: list[dict], policies: list[str]) -> None:
     """Per seed: held-out pass@1 of each policy (percent), GRPO steps, phase times; means and sds."""
     per_seed = {
@@ -106,6 +111,10 @@ def write_results(path: Path, seeds: list[int], reports: list[dict], policies: l
             "mean_episode_s": r.get("mean_episode_s"),  # trained episodes' mean wall time
             "mean_episode_tokens": r.get("mean_episode_tokens"),  # and sampled tokens
             "stale_groups_dropped": r.get("stale_groups_dropped", 0),
+            "lora": r.get("lora"),  # the run's LoRA settings (None: full fine-tuning)
+            "sft_s_per_step": (r.get("sft") or {}).get("seconds_per_step"),
+            "grpo_train_s_mean": mean_train_s(report_step_records(r)),  # the update alone, per GRPO step
+            "peak_rss_mb": r.get("peak_rss_mb"),  # the training process's peak memory
             "timings_s": r["timings_s"],
             "wall_s": r["wall_s"],
             "sandbox": r.get("sandbox"),
