@@ -112,6 +112,7 @@ class OpenForgeRollout:
         size = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
         if self._proxy is None:
             self._start(float(trainer.args.temperature), float(trainer.args.top_p))
+        self._check_sampling(float(trainer.args.temperature), float(trainer.args.top_p))
         groups = self._groups(prompts, size)
         version = self._sync(trainer)
         slots = [
@@ -141,6 +142,7 @@ class OpenForgeRollout:
         all pass or all fail has zero advantage and teaches nothing. Infrastructure failures are not counted."""
         if self._proxy is None:
             self._start(temperature, top_p)
+        self._check_sampling(temperature, top_p)
         unknown = [t for t in task_ids if t not in self.tasks]
         if unknown:
             raise TRLRolloutError(f"{unknown[:3]} are no tasks of tasks={[str(p) for p in self.config.tasks]}")
@@ -234,14 +236,20 @@ class OpenForgeRollout:
 
     # ---- the proxy, the sandboxes and their event loop -----------------------------------------------------
 
-    def _start(self, temperature: float, top_p: float) -> None:
+    def _check_sampling(self, temperature: float, top_p: float) -> None:
+        """The episodes sample as TRL scores them: one temperature and top_p for the rollout's whole life (the
+        first call — a batch or a screening — fixes them on the proxy)."""
         config = self.config
         for name, ours, theirs in (("temperature", config.temperature, temperature), ("top_p", config.top_p, top_p)):
             if ours is not None and ours != theirs:
                 raise TRLRolloutError(
-                    f"{name}: the episodes would sample with {ours} and TRL uses GRPOConfig.{name}={theirs}: set one "
-                    f"value (or leave RolloutConfig.{name} unset)"
+                    f"{name}: the episodes sample with {ours} and this call asks for {theirs} (GRPOConfig.{name}): "
+                    f"set one value (or leave RolloutConfig.{name} unset)"
                 )
+
+    def _start(self, temperature: float, top_p: float) -> None:
+        self._check_sampling(temperature, top_p)
+        config = self.config
         self.tasks = {t.id: t for t in select_tasks(config)}
         image_map, _ = effective_image_map(config.tasks, config.image_map)
         update = {"image_map": image_map.to_dict(), "temperature": temperature, "top_p": top_p}

@@ -257,6 +257,8 @@ def test_pass_rates_screen_the_starting_policy_for_learnable_tasks(local_ready, 
         rates |= rollout.pass_rates(["coin"], 12, temperature=1.0)
         with pytest.raises(TRLRolloutError, match="no tasks"):
             rollout.pass_rates(["missing"], 1, temperature=1.0)
+        with pytest.raises(TRLRolloutError, match="temperature: the episodes sample with 1.0"):
+            rollout.pass_rates(["always"], 1, temperature=0.5)  # TRL's batches would sample unlike the screening
         assert rollout.history == []  # a screening is no training batch
     assert rates["always"] == 1.0 and rates["never"] == 0.0
     assert 0.0 < rates["coin"] < 1.0  # 12 fair coins all equal: p = 1/2048
