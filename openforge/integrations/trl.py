@@ -299,13 +299,20 @@ class OpenForgeRollout:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the rollout's event loop and wait; Ctrl-C here cancels it there (its episodes clean up)."""
         assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        tasks: list[asyncio.Task[Any]] = []
+
+        async def tracked() -> T:
+            tasks.append(asyncio.current_task())  # type: ignore[arg-type]
+            return await coro
+
+        future = asyncio.run_coroutine_threadsafe(tracked(), self._loop)
         try:
             return future.result()
         except BaseException:
-            future.cancel()
-            with contextlib.suppress(BaseException):
-                future.result(timeout=60)
+            future.cancel()  # the future is cancelled at once; its task goes on unwinding (removing sandboxes):
+            if tasks:  # wait for the task itself, or close() would stop the loop under its clean-up
+                with contextlib.suppress(BaseException):
+                    asyncio.run_coroutine_threadsafe(asyncio.wait(tasks, timeout=60), self._loop).result(timeout=70)
             raise
 
     def close(self) -> None:
