@@ -38,7 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from openforge.tasks.families.language import FamilyError
-from openforge.tasks.families.web import CHECK_SOURCE, CITIES, CUSTOMERS, generate_gui_tasks, heldout_subjects
+from openforge.tasks.families.web import (
+    CHECK_SOURCE,
+    CITIES,
+    CUSTOMERS,
+    generate_gui_tasks,
+    gui_task_toml,
+    heldout_subjects,
+)
 
 __all__ = [
     "APP_SOURCE",
@@ -347,43 +354,17 @@ PY
 """
 
 
-def _toml_str(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)
-
-
 def task_toml(task: DesktopTask, task_id: str, *, author: str, extra_metadata: str = "") -> str:
-    return f"""version = "1.0"
-
-[metadata]
-author_name = {_toml_str(author)}
-difficulty = "easy"
-category = "desktop"
-tags = ["gui", "desktop"]
-id = {_toml_str(task_id)}
-split = "{task.split}"
-kind = "gui"
-{extra_metadata}
-[verifier]
-timeout_sec = 60.0
-# the app's data: grading copies it from the agent's sandbox into the grader, where check.py reads it
-state_paths = [{_toml_str(DATA_DIR)}]
-
-[agent]
-timeout_sec = 300.0
-user = "agent"
-
-[environment]
-build_timeout_sec = 300.0
-cpus = 1
-memory_mb = 2048
-pids_limit = 512
-allow_internet = false
-
-[environment.gui]
-kind = "desktop"
-socket = {_toml_str(SOCKET)}
-service = {_toml_str(SERVICE)}
-"""
+    gui = f'kind = "desktop"\nsocket = {json.dumps(SOCKET)}\nservice = {json.dumps(SERVICE)}\n'
+    return gui_task_toml(
+        task_id,
+        task.split,
+        category="desktop",
+        data_dir=DATA_DIR,
+        gui=gui,
+        author=author,
+        extra_metadata=extra_metadata,
+    )
 
 
 def write_desktop_task(

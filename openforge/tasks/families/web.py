@@ -390,22 +390,25 @@ def _toml_str(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
-def task_toml(task: WebTask, task_id: str, *, author: str, extra_metadata: str = "") -> str:
+def gui_task_toml(
+    task_id: str, split: str, *, category: str, data_dir: str, gui: str, author: str, extra_metadata: str = ""
+) -> str:
+    """A GUI task's task.toml (web and desktop families): `gui` is the `[environment.gui]` table's body."""
     return f"""version = "1.0"
 
 [metadata]
 author_name = {_toml_str(author)}
 difficulty = "easy"
-category = "web"
-tags = ["gui", "web"]
+category = "{category}"
+tags = ["gui", "{category}"]
 id = {_toml_str(task_id)}
-split = "{task.split}"
+split = "{split}"
 kind = "gui"
 {extra_metadata}
 [verifier]
 timeout_sec = 60.0
 # the app's data: grading copies it from the agent's sandbox into the grader, where check.py reads it
-state_paths = [{_toml_str(DATA_DIR)}]
+state_paths = [{_toml_str(data_dir)}]
 
 [agent]
 timeout_sec = 300.0
@@ -419,10 +422,14 @@ pids_limit = 512
 allow_internet = false
 
 [environment.gui]
-kind = "web"
-start_url = {_toml_str(ORIGIN + task.start_path)}
-service = {_toml_str(SERVICE)}
-"""
+{gui}"""
+
+
+def task_toml(task: WebTask, task_id: str, *, author: str, extra_metadata: str = "") -> str:
+    gui = f'kind = "web"\nstart_url = {_toml_str(ORIGIN + task.start_path)}\nservice = {_toml_str(SERVICE)}\n'
+    return gui_task_toml(
+        task_id, task.split, category="web", data_dir=DATA_DIR, gui=gui, author=author, extra_metadata=extra_metadata
+    )
 
 
 def write_web_task(
