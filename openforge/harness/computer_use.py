@@ -28,6 +28,7 @@ from openforge.harness.computer_use_agent import (
     DEFAULT_MAX_STEPS,
     DEFAULT_SNAPSHOT_CHARS,
     OBSERVATIONS,
+    tool_specs,
 )
 from openforge.harness.react import agent_source, model_api_failure, result_summary
 from openforge.harness.tools import ToolKind
@@ -38,8 +39,9 @@ class ComputerUseAdapter(HarnessAdapter):
     """Options: `observation` ("snapshot" or "screenshot"), `snapshot_chars` (the budget of one page snapshot, in
     characters: keep a dozen of them inside the model's context), `max_steps` (model calls per episode),
     `max_tokens` (per call; a run sets it to its `max_new_tokens` unless given here), `system_prompt` (replaces
-    the default; "" sends none), `chromium` (the browser inside the sandbox; default `/usr/bin/chromium`, else
-    chromium on PATH), `python` (interpreter inside the sandbox), `extra_env`."""
+    the default; "" sends none), `tools` (a subset of the mode's tools, e.g. click, type, select, done: fewer
+    schemas in every prompt for a small model; default all), `chromium` (the browser inside the sandbox; default
+    `/usr/bin/chromium`, else chromium on PATH), `python` (interpreter inside the sandbox), `extra_env`."""
 
     name = "computer-use"
     dialect = "chat_completions"
@@ -66,6 +68,7 @@ class ComputerUseAdapter(HarnessAdapter):
     max_steps: int = DEFAULT_MAX_STEPS
     max_tokens: int = 512
     system_prompt: str | None = None
+    tools: tuple[str, ...] = ()
     chromium: str | None = None
     python: str = "python3"
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -74,6 +77,13 @@ class ComputerUseAdapter(HarnessAdapter):
         if self.observation not in OBSERVATIONS:
             raise HarnessError(
                 f"computer-use option observation={self.observation!r}: use one of {', '.join(OBSERVATIONS)}"
+            )
+        known = [t["function"]["name"] for t in tool_specs(self.observation)]
+        unknown = [t for t in self.tools if t not in known]
+        if unknown:
+            raise HarnessError(
+                f"computer-use option tools={list(self.tools)}: {', '.join(unknown)} not offered in the "
+                f"{self.observation} mode; use some of {', '.join(known)}"
             )
         if self.snapshot_chars < 500:
             raise HarnessError(f"computer-use option snapshot_chars={self.snapshot_chars}: give at least 500")
@@ -126,6 +136,8 @@ class ComputerUseAdapter(HarnessAdapter):
             argv += ["--chromium", self.chromium]
         if self.system_prompt is not None:
             argv += ["--system-prompt", self.system_prompt]
+        if self.tools:
+            argv += ["--tools", ",".join(self.tools)]
         return Launch(
             harness=self.name,
             argv=argv,

@@ -65,7 +65,7 @@ except ImportError:  # pragma: no cover - the sandbox's path
     from react_agent import API_ERROR_EXIT, ModelAPIError, emit, run_agent  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
 
 DEBIAN_BINARY = "/usr/lib/chromium/chromium"  # what Debian's /usr/bin/chromium script runs
@@ -129,13 +129,15 @@ DESKTOP_SYSTEM_PROMPT = (
 )
 
 
-def tool_specs(observation: str, desktop: bool = False) -> list[dict[str, Any]]:
+def tool_specs(observation: str, desktop: bool = False, only: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The tools offered in an observation mode (the screenshot tool only where the model sees images), for a
-    web page or (`desktop`) a desktop."""
+    web page or (`desktop`) a desktop; `only`: just these of them (a small model reads fewer schemas)."""
     tools = DESKTOP_TOOLS if desktop else TOOLS
     if observation == "screenshot":
-        return [_CLICK_XY if n == "click" else t for n, t in tools.items()]
-    return [t for n, t in tools.items() if n != "screenshot"]
+        specs = [_CLICK_XY if n == "click" else t for n, t in tools.items()]
+    else:
+        specs = [t for n, t in tools.items() if n != "screenshot"]
+    return [t for t in specs if not only or t["function"]["name"] in only]
 
 
 # In OpenForge's process these join the error tree; in a sandbox this file runs alone, on the standard library.
@@ -912,6 +914,19 @@ def open_start_page(browser: Browser) -> None:
         raise BrowserError(f"the start page {browser.start_url} answered HTTP {browser.document_status}")
 
 
+def only_offered(
+    session: Session | DesktopSession, only: Sequence[str]
+) -> Callable[[str, Mapping[str, object]], tuple[Any, bool]]:
+    """The session's tool runner, refusing (as an unknown tool) what the model was not offered."""
+
+    def run(name: str, arguments: Mapping[str, object]) -> tuple[Any, bool]:
+        if name not in only:
+            return session._error(f"unknown tool {name!r}; use one of {', '.join(only)}"), False
+        return session.run(name, arguments)
+
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", required=True)
@@ -926,7 +941,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--chromium", default=None)
     parser.add_argument("--system-prompt", default=None, help="replaces the default system prompt; '' sends none")
+    parser.add_argument("--tools", default="", help="comma-separated subset of the mode's tools (default: all)")
     args = parser.parse_args(argv)
+    only = [t for t in args.tools.split(",") if t]
     with open(args.instruction_file) as f:
         instruction = f.read().strip()
     profile = os.path.join(os.environ.get("HOME") or ".", ".chromium")
@@ -959,9 +976,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{instruction}\n\nThe {'desktop' if desktop else 'page'}:\n{first}",
             max_steps=args.max_steps,
             max_tokens=args.max_tokens,
-            tool_specs=tool_specs(args.observation, desktop),
+            tool_specs=tool_specs(args.observation, desktop, only),
             system_prompt=default_prompt if args.system_prompt is None else args.system_prompt,
-            tool_runner=session.run,
+            tool_runner=session.run if not only else only_offered(session, only),
         )
         if session.answer is not None:
             result["final"] = session.answer

@@ -23,6 +23,7 @@ from openforge.harness.computer_use_agent import (
     Browser,
     BrowserError,
     Session,
+    only_offered,
     open_start_page,
     render,
     tool_specs,
@@ -147,6 +148,9 @@ def test_the_adapter_launches_the_agent_at_the_start_url_with_gui_tools_only():
     names = {t["function"]["name"] for t in tool_specs("snapshot")}
     assert names == {"snapshot", "click", "type", "select", "key", "scroll", "navigate", "done"}
     assert "screenshot" in {t["function"]["name"] for t in tool_specs("screenshot")}
+    small = get_adapter("computer-use", tools=["click", "type", "done"], system_prompt="").launch(_ctx()).argv
+    assert small[small.index("--tools") + 1] == "click,type,done" and small[small.index("--system-prompt") + 1] == ""
+    assert [t["function"]["name"] for t in tool_specs("snapshot", only=["done", "click"])] == ["click", "done"]
 
 
 def test_the_adapter_refuses_a_task_without_a_start_url_and_bad_options():
@@ -154,6 +158,8 @@ def test_the_adapter_refuses_a_task_without_a_start_url_and_bad_options():
         get_adapter("computer-use").launch(_ctx(None))
     with pytest.raises(HarnessError, match="observation"):
         get_adapter("computer-use", observation="video")
+    with pytest.raises(HarnessError, match=r"tools=\['click', 'screenshot'\]: screenshot not offered in the snapshot"):
+        get_adapter("computer-use", tools=["click", "screenshot"])
     with pytest.raises(HarnessError, match="start_url must be an http"):
         _ctx("file:///etc/passwd")
 
@@ -262,6 +268,10 @@ def test_the_agent_stays_on_its_site_and_errors_go_back_to_the_model(browser):
     assert page.startswith("[error: unknown key")
     page, _ = session.run("rm", {})
     assert page.startswith("[error: unknown tool 'rm'")
+    narrow = only_offered(session, ["click", "done"])  # the `tools` option: a tool not offered is unknown
+    page, _ = narrow("navigate", {"url": "/orders"})
+    assert page.startswith("[error: unknown tool 'navigate'; use one of click, done]") and 'page "New order"' in page
+    assert narrow("done", {}) == ("done", True)
     assert app.orders == []
 
 
@@ -346,6 +356,23 @@ def test_the_oracle_demonstrates_a_gui_task_through_the_harness(chromium, oracle
     assert [s.name for s in steps] == expected
     assert [s.kind for s in steps if s.name == "click"] == [ToolKind.interact] * 2
     assert not any(s.failed for s in steps)
+
+
+def test_a_small_models_prompt_offers_only_the_tools_asked_for(chromium, oracle_proxy, tmp_path):
+    """`tools` and `system_prompt: ""` (a small model's recipe): every request carries only those tools' schemas
+    and no system message, and the demonstration still goes through."""
+    tools = ["click", "type", "select", "done"]
+    with serve_webapp() as app:
+        task = {"id": "gui-small", "actions": DEMONSTRATION, "gui_format": "computer-use"}
+        _, episode_id, result = _episode(oracle_proxy, app, tmp_path, task, tools=tools, system_prompt="")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert app.orders == [{"customer": "Ada Lovelace", "plan": "Pro", "gift": "yes"}]
+    with TrajectoryStore.open(oracle_proxy.run) as store:
+        bodies = [json.loads(c.request_body) for c in store.list_calls(episode_id) if not c.side_call]
+    assert len(bodies) == 5
+    for body in bodies:
+        assert [t["function"]["name"] for t in body["tools"]] == tools
+        assert body["messages"][0]["role"] == "user"
 
 
 def test_a_policy_that_does_nothing_changes_nothing(chromium, tmp_path, tiny_model_dir):
