@@ -11,6 +11,7 @@ from rich.console import Console
 
 from openforge.core.errors import InfrastructureError, Interrupted
 from openforge.core.json_types import JSONObject
+from openforge.core.signals import sigterm_as_ctrl_c
 from openforge.rollout.config import RolloutConfig
 from openforge.rollout.orchestrator import RolloutSummary, run_rollouts, select_tasks
 from openforge.rollout.preflight import effective_image_map
@@ -33,7 +34,8 @@ class NothingGradedError(InfrastructureError, RuntimeError):
 def run_episodes(config: RolloutConfig, console: Console, label: str = "") -> RolloutSummary:
     """Every slot of `config` not yet finished, then one line of outcomes (`label` says which run it was);
     RolloutInterrupted if Ctrl-C or SIGTERM stopped it."""
-    summary = asyncio.run(run_rollouts(config, console))
+    with sigterm_as_ctrl_c():  # a library caller's SIGTERM removes the sandboxes too, as the CLI's does
+        summary = asyncio.run(run_rollouts(config, console))
     console.print(
         f"{summary.done} episodes run{label}, {summary.skipped} already finished: "
         + ", ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))

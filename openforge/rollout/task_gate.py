@@ -28,6 +28,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from openforge.core.errors import TaskError
+from openforge.core.signals import sigterm_as_ctrl_c
 from openforge.harness.bundle import openforge_home
 from openforge.rollout.gate_report import GateReport, UnitVerdict, refusal_message, summary_line
 from openforge.rollout.hacks import HACKS, Hack, suite_digest
@@ -224,18 +225,19 @@ def gate_tasks(
 ) -> GateReport:
     """Check `units` (`check_units`) and act on the verdicts: HackableTasksError naming every unit refused,
     unless `drop`, which leaves them out (`GateReport.dropped`) — and refuses only when nothing is left."""
-    report = asyncio.run(
-        check_units(
-            units,
-            sandbox=sandbox,
-            sandbox_options=sandbox_options,
-            image_map=image_map,
-            console=console,
-            hacks=hacks,
-            concurrency=concurrency,
-            cache_dir=cache_dir,
+    with sigterm_as_ctrl_c():  # a library caller's SIGTERM removes the probe sandboxes too
+        report = asyncio.run(
+            check_units(
+                units,
+                sandbox=sandbox,
+                sandbox_options=sandbox_options,
+                image_map=image_map,
+                console=console,
+                hacks=hacks,
+                concurrency=concurrency,
+                cache_dir=cache_dir,
+            )
         )
-    )
     refused = report.refused
     if refused and (not drop or len(refused) == len(units)):
         raise HackableTasksError(refusal_message(report, drop))

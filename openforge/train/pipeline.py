@@ -28,6 +28,7 @@ from rich.console import Console
 
 from openforge.core.json_types import JSONObject
 from openforge.core.runlock import RunDirBusy, locked_run_dir
+from openforge.core.signals import sigterm_as_ctrl_c
 from openforge.models import ModelDir, ModelRef, build_tiny_model, resolve_model
 from openforge.models.gguf_import import ModelImportError
 from openforge.models.packaged import PACKAGED_MODELS, get_packaged_model
@@ -63,7 +64,7 @@ def run_training(
     TrainInterrupted if Ctrl-C or SIGTERM stopped it."""
     run = Path(run_dir or config.run).resolve()
     try:
-        with locked_run_dir(run):
+        with locked_run_dir(run), sigterm_as_ctrl_c():  # a library caller's SIGTERM too: nothing left running
             return _run_training(config, run, resume, restart, title, console or Console())
     except RunDirBusy as e:
         raise TrainError(str(e)) from None

@@ -205,6 +205,40 @@ async def test_run_directory_in_use_needs_resume(docker_ready, tmp_path, tiny_mo
     assert summary.skipped == 1 and summary.done == 0
 
 
+LIBRARY_RUN = """
+import sys
+from pathlib import Path
+from rich.console import Console
+from openforge.rollout import RolloutConfig
+from openforge.rollout.run import run_episodes
+tasks, model, policy, run = map(Path, sys.argv[1:])
+config = RolloutConfig(tasks=[tasks], harnesses=["react"], sandbox="docker", concurrency=2, model=model,
+                       backend=f"scripted:{policy}", run=run,
+                       image_map={"debian:bookworm-slim": "openforge-base:bookworm"})
+run_episodes(config, Console())
+"""
+
+
+def test_a_library_callers_sigterm_leaves_no_sandbox(docker_ready, tmp_path, tiny_model_dir):
+    """A script that runs episodes through the library (not the CLI, which installs its own handler) and is
+    sent SIGTERM (kill, a job scheduler) stops as on Ctrl-C: its sandboxes are removed, nothing is left running."""
+    tasks, run = tmp_path / "tasks", tmp_path / "run"
+    for i in range(12):
+        make_task(tasks, f"slow-{i}")
+    argv = [sys.executable, "-c", LIBRARY_RUN, str(tasks), str(tiny_model_dir), str(POLICIES / "slow_then_done.py")]
+    proc = subprocess.Popen([*argv, str(run)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not ((run / "trajectories.db").exists() and finals(run)):
+        time.sleep(0.5)
+    assert proc.poll() is None, proc.stdout.read().decode()
+    assert [n for n in managed_containers() if run_label(run) in n]  # the run's sandboxes are up
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert "RolloutInterrupted" in out.decode(), out.decode()[-2000:]
+    assert not [n for n in managed_containers() if run_label(run) in n]
+    assert len(finals(run)) < 12
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_leaves_nothing_and_resume_finishes(stop, docker_ready, tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks"
