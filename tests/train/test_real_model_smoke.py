@@ -31,8 +31,11 @@ def test_real_model_recipe_smoke(docker_ready, smollm2, tmp_path):
             "validate_tasks": False,  # the tasks' check against the reward hacks: tests/rollout/test_task_gate.py
             "eval_harnesses": ["claude-code"],
             "max_new_tokens": 32,  # every reply is cut short: the smoke checks the pipeline, not what the model says
-            "sft": {"demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 4, "control": False},
-            "rl": {"seconds": 1, "steps": 1, "prompts": 2, "group": 2, "eval_instances": 2},
+            # the smallest sizes that still run each stage: SFT on every demonstration (2 steps of 2: a Claude
+            # Code sample carries a ~2,000-token prompt), and one held-out episode per evaluation (six of them:
+            # base, SFT and RL, each without and with a fault)
+            "sft": {"demos": 4, "steps": 2, "warmup_steps": 1, "batch_size": 2, "control": False},
+            "rl": {"seconds": 1, "steps": 1, "prompts": 2, "group": 2, "eval_instances": 1},
         },
         seed=0,
         recipe="real-model",
