@@ -29,12 +29,17 @@ tar, cat, chown) keeps the named file capabilities in the bounding set for a uid
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ctypes
 import os
 import signal
 import socket
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
+# asyncio is imported by the relay alone, where it runs: it is most of the launcher's start (~30 of ~50 ms), and
+# the local sandbox starts a launcher for every command it runs
 
 PR_SET_PDEATHSIG = 1
 PR_CAPBSET_DROP = 24
@@ -86,6 +91,8 @@ def drop_capabilities(keep: frozenset[int] = frozenset()) -> None:
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    import asyncio
+
     try:
         while True:
             data = await reader.read(BUF)
@@ -121,6 +128,8 @@ class _Relay:
 
 
 async def _handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter, uds: str) -> None:
+    import asyncio
+
     try:
         up_r, up_w = await asyncio.open_unix_connection(uds)
     except OSError:
@@ -137,6 +146,8 @@ async def _handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
 
 
 async def _watch(parent_pid: int | None, watch_pid: int | None, stop: asyncio.Event) -> None:
+    import asyncio
+
     while not stop.is_set():
         if parent_pid is not None and os.getppid() != parent_pid:
             stop.set()
@@ -160,6 +171,8 @@ async def serve(
 ) -> None:
     """Relay connections accepted on the bound, listening `sock` to the Unix socket `uds` (at most
     `max_connections` at a time) until the parent or the watched process goes away (or SIGTERM)."""
+    import asyncio
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -211,6 +224,8 @@ def _launch(args: argparse.Namespace) -> None:
                 except OSError:
                     os._exit(0)
             try:
+                import asyncio
+
                 asyncio.run(serve(sock, args.uds, parent_pid=me, max_connections=args.max_connections))
             finally:
                 os._exit(0)
@@ -291,6 +306,8 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as e:
         sys.stderr.write(f"forwarder: cannot listen on {args.listen}: {e}\n")
         sys.exit(2)
+    import asyncio
+
     asyncio.run(
         serve(
             sock,
