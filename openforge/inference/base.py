@@ -109,6 +109,10 @@ class Backend(abc.ABC):
             yield SampledToken(token_id, logprob)
         yield result
 
+    #: whether `load_weights` may be called with calls in flight (each runs entirely under one version, the one
+    #: its result reports); False: the proxy first waits for every call in flight to end (`RunningProxy.swap_weights`)
+    swaps_in_flight: bool = False
+
     async def load_weights(self, path: str) -> int:
         """Load new weights from a model directory; returns the new policy version."""
         raise NotImplementedError(f"{type(self).__name__} cannot load weights")

@@ -38,7 +38,6 @@ class Job:
     deliver: DeliverResult
     on_token: Callable[[int, float], None] | None = None  # streaming: called per sampled token (engine thread)
     cancelled: bool = False
-    before_swap: bool = False  # queued before a pending weight swap: runs under the old weights
     output: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     policy_version: int = 0

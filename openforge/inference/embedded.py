@@ -137,6 +137,7 @@ class EmbeddedBackend(Backend):
             raise
 
     streams_tokens = True
+    swaps_in_flight = True  # the engine drains only the jobs it has started (`engine.py`)
 
     async def stream(
         self, prompt_ids: list[int], sampling: SamplingParams, ctx: GenerationContext

@@ -15,9 +15,10 @@ the caches or a weight swap. Scheduling, per loop turn:
 Long prompts are thus read in slices between decode steps, so a 30k-token prompt does not stall the others.
 A prompt's cache is kept (`PrefixCache`, under the job's key) as soon as the prompt is read, so the jobs admitted
 with it but read in a later turn reuse what they share with it; prompt + output are kept when the call ends.
-A weight swap lets the jobs queued before it run to the end (drain), applies, bumps the policy version and
-empties the prefix cache; jobs that arrive meanwhile wait and then run under the new weights. Every job runs entirely
-under one policy version, the one its result reports.
+A weight swap lets the jobs already started run to the end (drain), applies, bumps the policy version and
+empties the prefix cache; jobs not yet started — queued before the swap or after — wait and then run under the new
+weights (asynchronous GRPO queues later steps' calls: they get the newest policy, not a drain of their own). Every
+job runs entirely under one policy version, the one its result reports.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ class Engine:
                     break
                 self._drop_cancelled()
                 self._admit()
-                if self._swaps and not self._prefilling and not self._batch and not self._waiting_before_swap():
+                if self._swaps and not self._prefilling and not self._batch:
                     self._apply_swaps()
                 if self._prefilling:
                     group, long_job = self._plan_prefill()
@@ -146,8 +147,6 @@ class Engine:
             if isinstance(item, Job):
                 self._waiting.append(item)
             elif isinstance(item, WeightSwap):
-                for job in self._waiting:  # everything queued so far was asked of the old policy
-                    job.before_swap = True
                 self._swaps.append(item)
         return True
 
@@ -157,14 +156,10 @@ class Engine:
         gone = [j for j in self._batch.jobs if j.cancelled]
         self._batch.remove(gone)  # their caches are dropped: a cancelled call's output is not history
 
-    def _waiting_before_swap(self) -> bool:
-        return bool(self._waiting) and self._waiting[0].before_swap
-
     def _admit(self) -> None:
-        # While a swap is pending only the jobs queued before it start (drain); the rest wait for the new weights.
+        if self._swaps:  # the started jobs drain; the rest wait for the new weights
+            return
         while self._waiting and len(self._prefilling) + len(self._batch) < self.max_batch:
-            if self._swaps and not self._waiting[0].before_swap:
-                break
             job = self._waiting.popleft()
             job.started = time.perf_counter()
             job.policy_version = self.policy_version

@@ -154,10 +154,14 @@ class RunningProxy:
     async def swap_weights(self, checkpoint_dir: str, adapter: bool = False) -> int:
         """Load new weights into the backend with no call in flight (new calls wait, they do not fail); the
         proxy serves again whatever happens. Returns the new policy version. `adapter`: `checkpoint_dir` is a
-        LoRA adapter (PEFT's format) for a backend that serves adapters (vLLM, SGLang)."""
+        LoRA adapter (PEFT's format) for a backend that serves adapters (vLLM, SGLang). A backend that swaps
+        with calls in flight (`Backend.swaps_in_flight`: the embedded engine drains only the generations it has
+        started) is not drained here: asynchronous GRPO's later steps go on being served meanwhile."""
+        backend = self.service.backend
+        if backend.swaps_in_flight and not adapter:
+            return await backend.load_weights(checkpoint_dir)
         await self.service.gate.close()  # returns once calls in flight have drained
         try:
-            backend = self.service.backend
             return await (backend.load_adapter(checkpoint_dir) if adapter else backend.load_weights(checkpoint_dir))
         finally:
             self.service.gate.open()

@@ -52,7 +52,7 @@ from openforge.train.records import (
 )
 from openforge.train.serving import rollout_config, sandboxes, serving
 from openforge.train.stored import stored_episode
-from openforge.train.weights_sync import push_weights_in_process
+from openforge.train.weights_sync import WeightPusher
 
 if TYPE_CHECKING:
     from openforge.train.lora import Policy
@@ -77,6 +77,7 @@ class StepEnv:
     proxy: RunningProxy
     provider: SandboxProvider | None
     progress: Progress
+    pusher: WeightPusher
 
 
 @dataclass
@@ -158,7 +159,7 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
                 completed=0 if budget is not None else state.next_step,
                 info="",
             )
-            env = StepEnv(ctx, proxy, provider, progress)
+            env = StepEnv(ctx, proxy, provider, progress, WeightPusher(proxy, version))
             if curve and not state.evals:
                 state.evals.append(await evaluate_during(env, state, state.serve))
             step = state.next_step
@@ -193,6 +194,7 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
                         state.evals.append(await evaluate_during(env, state, rl_checkpoint(ctx)))
             finally:  # episodes of steps that will not be trained (budget, interruption): stopped, not waited for
                 await admission.close()
+                await env.pusher.settle()  # the last policy is served (and its push's failure raised)
                 ctx.grpo_cpu = meter.read()
             if curve and state.steps and state.evals[-1].after_steps != len(state.steps):
                 state.evals.append(await evaluate_during(env, state, rl_checkpoint(ctx)))
@@ -317,9 +319,10 @@ async def rl_step(
     idle = no_signal_cost(episodes)
     samples, metrics = assemble_run(env.proxy.store, episodes=[e.id for e in episodes], step=step)
     t_train = time.monotonic()
-    serving_version = env.proxy.service.backend.policy_version  # the policy this update starts from
-    result = await asyncio.to_thread(state.trainer.step, samples, serving_version) if samples else None
+    # the policy this update starts from: the trainer's weights, pushed (asynchronous GRPO: maybe not yet served)
+    result = await asyncio.to_thread(state.trainer.step, samples, env.pusher.version) if samples else None
     rl_path = rl_checkpoint(ctx)
+    await env.pusher.settle()  # the push in flight has read the checkpoint written again here
     # in a thread: the proxy (on this loop) goes on serving the later steps' episodes meanwhile
     await asyncio.to_thread(
         save_checkpoint,
@@ -331,7 +334,8 @@ async def rl_step(
         extra={"rl_step": step + 1},
         merged=True,  # with LoRA: the engine loads the merged weights
     )
-    version = await push_weights_in_process(env.proxy, rl_path)
+    # asynchronous GRPO does not wait for the swap (the engine drains its started generations meanwhile)
+    version = await env.pusher.push(rl_path, wait=ctx.config.rl.max_staleness == 0)
     graded = [e.reward for e in episodes if e.reward is not None]
     return StepRecord(
         step=step,

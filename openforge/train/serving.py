@@ -36,7 +36,16 @@ def proxy_config(
         uds=socket_dir / "model.sock",
         admin_listen="127.0.0.1:0",
         temperature=temperature,
-        backend_options={"seed": config.seed, **EMBEDDED_OPTIONS, "policy_version": policy_version},
+        backend_options={
+            "seed": config.seed,
+            **EMBEDDED_OPTIONS,
+            # asynchronous GRPO: the calls of every step in flight decoded together (a wider batch amortises
+            # the tiny model's per-step overhead, and no step's calls queue behind another's)
+            "max_batch": max(
+                EMBEDDED_OPTIONS["max_batch"], config.rl.prompts * config.rl.group * (config.rl.max_staleness + 1)
+            ),
+            "policy_version": policy_version,
+        },
     )
 
 

@@ -8,6 +8,9 @@ is sent whatever happened in between: a failed load must not leave every harness
     version = await apush_weights(admin_url, admin_token, checkpoint_dir)                  # same, async
     version = await push_weights_in_process(running_proxy, checkpoint_dir)                 # same process
 
+Asynchronous GRPO pushes without waiting (`WeightPusher`): the embedded engine applies a swap once the generations
+it has started end, serving later steps meanwhile, so the trainer goes on with the next update.
+
 The path is read by the proxy's backend, so it must name the directory as the proxy's machine sees it.
 `adapter=True`: the path is a LoRA adapter in PEFT's format, which a vLLM or SGLang backend loads through its
 LoRA-loading API (`Backend.load_adapter`); the embedded engine takes merged weights instead (a LoRA run's
@@ -16,6 +19,7 @@ checkpoints carry both: `checkpoint.save_checkpoint(merged=True)`).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -148,3 +152,31 @@ async def push_weights_in_process(proxy: RunningProxy, checkpoint_dir: str | Pat
     except Exception as e:  # noqa: BLE001 — any failure is reported, after resuming
         failure = WeightSyncError(f"loading {path} failed: {type(e).__name__}: {e}")
     return _finish(version, failure, None)
+
+
+class WeightPusher:
+    """The weight pushes of a GRPO run, each after its update. `wait=False` (asynchronous GRPO) does not wait for
+    the swap to apply: the engine drains the generations it has started (up to a batch's worth) and serves the
+    later steps' calls meanwhile, while the trainer goes on. `version` is the policy version of the trainer's
+    weights once pushed (versions are sequential, one per push); `settle` waits for the push in flight — before
+    the checkpoint it reads is written again, and at the end — and raises its failure."""
+
+    def __init__(self, proxy: RunningProxy, version: int):
+        self.proxy, self.version = proxy, version
+        self._pending: asyncio.Task[int] | None = None
+
+    async def settle(self) -> None:
+        task, self._pending = self._pending, None
+        if task is not None:
+            await task
+
+    async def push(self, checkpoint_dir: str | Path, wait: bool) -> int:
+        """Push the checkpoint (after any push in flight); returns the version it will be served as."""
+        await self.settle()
+        task = asyncio.create_task(push_weights_in_process(self.proxy, checkpoint_dir))
+        self.version += 1
+        if wait:
+            self.version = await task
+        else:
+            self._pending = task
+        return self.version

@@ -165,7 +165,8 @@ async def test_load_weights_switches_the_policy():
     try:
         prompt = backend.model_dir.encode_text("Weights change, logprobs follow.")
         sampling = SamplingParams(temperature=1.0, max_tokens=16, seed=11)
-        # Queued before the swap (two running, three waiting for room): all finish under the old weights.
+        # Queued before the swap: the two started finish under the old weights; the three waiting for room (not
+        # started) run under the new ones, without a drain of their own.
         queued = [
             asyncio.create_task(
                 backend.generate(prompt, sampling.model_copy(update={"max_tokens": 48, "seed": i}), CTX)
@@ -175,13 +176,16 @@ async def test_load_weights_switches_the_policy():
         await asyncio.sleep(0)
         version = await backend.load_weights(str(perturbed_model_dir()))
         assert version == backend.policy_version == 1
-        assert [(await t).policy_version for t in queued] == [0] * 5
-        assert len(backend.prefix_cache) == 0
+        results = [await t for t in queued]
+        assert [r.policy_version for r in results] == [0, 0, 1, 1, 1]
+        new_model = ModelDir(perturbed_model_dir()).load_model()
+        old_model = ModelDir(tiny_model_dir()).load_model()
+        for r in results:  # each from its own weights, none from a cache the other weights left
+            model = new_model if r.policy_version else old_model
+            assert max_abs_diff(r.logprobs, reference_logprobs(model, prompt, r.output_ids, 1.0)) < 1e-4
 
         after = await backend.generate(prompt, sampling, CTX)
         assert after.policy_version == 1
-        new_model = ModelDir(perturbed_model_dir()).load_model()
-        old_model = ModelDir(tiny_model_dir()).load_model()
         assert max_abs_diff(after.logprobs, reference_logprobs(new_model, prompt, after.output_ids, 1.0)) < 1e-4
         assert max_abs_diff(after.logprobs, reference_logprobs(old_model, prompt, after.output_ids, 1.0)) > 1e-3
 

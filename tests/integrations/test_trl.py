@@ -49,7 +49,9 @@ from support.signals import default_sigint
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 REACT = {"react": {"max_steps": 2, "tools": ["bash"], "system_prompt": ""}}
-RANDOM_REWARD = "mkdir -p /logs/verifier\necho $((RANDOM % 2)) > /logs/verifier/reward.txt\n"
+# from /dev/urandom, not bash's $RANDOM: that is seeded by the PID and the time, the same in sandboxes graded at once
+# in their own PID namespaces (a whole group then scored alike)
+RANDOM_REWARD = "mkdir -p /logs/verifier\necho $(( $(od -An -N1 -tu1 /dev/urandom) % 2 )) > /logs/verifier/reward.txt\n"
 
 
 def rollout_config(tmp_path, model, tasks, backend: str, max_new_tokens: int = 64) -> RolloutConfig:

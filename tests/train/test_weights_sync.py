@@ -25,6 +25,7 @@ from openforge.train import (
     push_weights_in_process,
     save_checkpoint,
 )
+from openforge.train.weights_sync import WeightPusher
 from support.train import make_sample
 
 TEMPERATURE = 0.8  # not 1.0, so a forward pass that forgot the temperature would not match
@@ -163,3 +164,56 @@ async def test_failed_load_resumes_and_reports(tmp_path, checkpoints):
         await sdk.close()
         (call,) = proxy.store.list_calls(episode_id)
         assert call.policy_version == 2
+
+
+async def test_an_async_push_does_not_wait_for_calls_not_yet_started(tmp_path, checkpoints):
+    """Asynchronous GRPO's push (`WeightPusher`, wait=False) on the embedded engine: the calls already generating
+    finish under the old weights, the calls still queued behind them run under the new ones (no drain of the
+    whole proxy, which would stall the later steps' episodes), each call's recorded logprobs are its own version's
+    forward pass; `settle` waits for the swap and raises a failed push's error."""
+    old_dir, new_dir = checkpoints
+    config = ProxyConfig(
+        model=old_dir,
+        run=tmp_path / "run",
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+        max_new_tokens=40,
+        temperature=TEMPERATURE,
+        backend_options={"max_batch": 2},  # two calls generate, the others queue
+    )
+    async with running_proxy(config) as proxy:
+        backend = proxy.service.backend
+        async with httpx.AsyncClient(
+            base_url=proxy.admin_url, headers={"authorization": f"Bearer {proxy.admin_token}"}
+        ) as admin:
+            episodes = [await new_episode(admin, n) for n in range(5)]
+
+        async def call(key: str, n: int) -> None:
+            sdk = openai.AsyncOpenAI(api_key=key, base_url=f"{proxy.url}/v1", max_retries=0)
+            await sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": f"call {n}"}])
+            await sdk.close()
+
+        calls = [asyncio.create_task(call(key, n)) for n, (_, key) in enumerate(episodes)]
+        deadline = time.monotonic() + 30
+        while backend.active_jobs < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)  # the other three have reached the engine's queue
+        pusher = WeightPusher(proxy, version=0)
+        assert await pusher.push(new_dir, wait=False) == 1 == pusher.version
+        await asyncio.gather(*calls)
+        await pusher.settle()
+        assert backend.policy_version == 1
+
+        old_model, new_model = ModelDir(old_dir).load_model(), ModelDir(new_dir).load_model()
+        versions = []
+        for episode_id, _ in episodes:
+            (recorded,) = proxy.store.list_calls(episode_id)
+            versions.append(recorded.policy_version)
+            served_by = new_model if recorded.policy_version == 1 else old_model
+            assert (torch.tensor(recorded.output_logprobs) - forward_logprobs(served_by, recorded)).abs().max() < 1e-4
+        assert sorted(versions) == [0, 0, 1, 1, 1], versions  # asked before the push, three served after it
+
+        assert await pusher.push(tmp_path / "nowhere", wait=False) == 2
+        with pytest.raises(WeightSyncError, match="nowhere"):
+            await pusher.settle()
+        assert backend.policy_version == 1 and not proxy.service.gate.paused
