@@ -12,23 +12,17 @@ from typer.testing import CliRunner
 
 from openforge.cli import app
 from openforge.curate import CurateConfig, run_curation
-from openforge.curate import hacks as curate_hacks
 from openforge.curate.checks import check_grading
 from openforge.curate.files import write_task_dir
 from openforge.curate.ledger import Ledger
-from openforge.rollout.hacks import select_hacks
 from openforge.sandbox import get_provider
 from openforge.tasks import ImageMap, load_task, load_tasks
-from support.curate import EXPECTED, SCRIPTED_GENERATOR, SCRIPTED_SOLVER, SEEDS, mix
+from support.curate import EXPECTED, SCRIPTED_GENERATOR, SCRIPTED_SOLVER, SEEDS, mix, routing_hacks
 
 pytestmark = pytest.mark.timeout(900)
 
-# The module's curation runs the hack suite against every candidate that grades soundly (five): each hack a fresh
-# sandbox. The whole built-in suite against the shipped tasks is tests/rollout/test_reward_hacks.py, and against a
-# curated candidate `test_the_hack_suite_is_one_switch` below; here one hack of each kind the suite's runner treats
-# apart (plain, hiding a failure, needing the reference solution and its control, needing the preload library)
-# plus the candidate's own `touch-mentioned-paths` route the candidates (150 s -> 53 s here).
-ROUTING_HACKS = ("planted-reward", "shadow-unittest", "chmod-workdir", "shrink-input-data", "ld-preload")
+# the module's curation runs the hack suite against every candidate that grades soundly (five): with
+# `routing_hacks`, 150 s -> 53 s here
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +44,7 @@ def curated(tmp_path_factory, tiny_model_dir, docker_ready):
             "attempts": 2,
         },
     )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(curate_hacks, "HACKS", tuple(select_hacks(",".join(ROUTING_HACKS))))
+    with routing_hacks():
         report = run_curation(config)
     return config, out, report
 

@@ -4,8 +4,14 @@ of its candidates must end."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 
+import pytest
+
+from openforge.curate import hacks as curate_hacks
+from openforge.rollout.hacks import select_hacks
 from support.paths import REPO
 
 EXAMPLE = REPO / "examples" / "curate"
@@ -27,6 +33,22 @@ EXPECTED = {
     "cand-0009": ("cand-0009-r1", "accepted", None, None),
     "cand-0010": ("cand-0010", "rejected", "prune", "leaks_tests"),
 }
+
+# The built-in hacks a test's curation runs (the candidate's own `touch-mentioned-paths` is added to them): one of
+# each kind the suite's runner treats apart (plain, hiding a failure, needing the reference solution and its
+# control, needing the preload library). Each hack is a fresh sandbox; the whole suite (37) against a candidate
+# that grades soundly is ~25 s here. The whole suite against a curated candidate:
+# tests/curate/test_pipeline.py::test_the_hack_suite_is_one_switch; against the shipped tasks:
+# tests/rollout/test_reward_hacks.py.
+ROUTING_HACKS = "planted-reward,shadow-unittest,chmod-workdir,shrink-input-data,ld-preload"
+
+
+@contextmanager
+def routing_hacks() -> Iterator[None]:
+    """Curation, within, runs `ROUTING_HACKS` as its built-in suite."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(curate_hacks, "HACKS", tuple(select_hacks(ROUTING_HACKS)))
+        yield
 
 
 @cache
