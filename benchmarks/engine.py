@@ -43,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _machine import run_metadata
+
 from openforge.core import SamplingParams
 from openforge.inference import make_backend
 from openforge.inference.base import GenerationContext
@@ -130,6 +132,7 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", default=ENGINES, choices=ENGINES)
     parser.add_argument("--old-rev", default=OLD_REV, help="git revision of the old engine (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the usable CPUs)")
+    parser.add_argument("--results", type=Path, default=None, help="also write the figures here (JSON)")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -139,6 +142,7 @@ def main() -> None:
     engines = args.engines
     old_tree = extract(args.old_rev) if "old" in engines else None
     print(f"{'N':>4} {'engine':>8} {'wall s':>8} {'cpu s':>8} {'tokens':>7} {'tok/s':>8} {'reused/req':>10}")
+    figures: dict[str, dict] = {}
     for n in args.sizes:
         runs: dict[str, list[dict]] = {name: [] for name in engines}
         for r in range(args.rounds):
@@ -153,13 +157,26 @@ def main() -> None:
                 f"{last['tokens'] / wall[name]:>8.1f} {last['reused']:>10.1f}",
                 flush=True,
             )
+        figures[str(n)] = {
+            name: {"wall_s": round(wall[name], 3), "cpu_s": round(cpu[name], 3), "tokens": runs[name][-1]["tokens"]}
+            for name in engines
+        }
         for name in engines:
             if name != "batched" and "batched" in engines:
+                figures[str(n)][f"{name}_over_batched"] = {
+                    "wall": round(wall[name] / wall["batched"], 2),
+                    "cpu": round(cpu[name] / cpu["batched"], 2),
+                }
                 print(
                     f"{n:>4} {'ratio':>8} {wall[name] / wall['batched']:>7.1f}x {cpu[name] / cpu['batched']:>7.1f}x"
                     f"  ({name} / batched)",
                     flush=True,
                 )
+    if args.results:
+        configuration = {k: v for k, v in vars(args).items() if k not in ("results", "worker")}
+        results = {**run_metadata("python " + " ".join(sys.argv), configuration), "requests": figures}
+        args.results.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"wrote {args.results}")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from openforge.core import FinishReason
 from openforge.inference import kv as kvlib
 from openforge.inference.base import BackendError, GenerationResult
 from openforge.inference.decode_batch import DecodeBatch, Job, cache_argument
-from openforge.inference.sampling import sample_token
+from openforge.inference.sampling import sample_token, sample_tokens
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -282,20 +282,21 @@ class Engine:
         job.first_token = time.perf_counter()
         if self.batched_prefill:
             self.prefix_cache.put(job.cache_key, job.prompt, job_kv)
-        return self._append_token(job, logits.float())
+        return self._append_token(job, *sample_token(logits.float(), job.sampling, job.generator))
 
     def _decode_step(self) -> None:
         logits = self._batch.step(self.model)
+        jobs = self._batch.jobs
+        sampled = sample_tokens(logits, [j.sampling for j in jobs], [j.generator for j in jobs])
         finished: dict[Job, FinishReason] = {}
-        for i, job in enumerate(self._batch.jobs):
-            finish = self._append_token(job, logits[i])
+        for job, (token, logprob) in zip(jobs, sampled, strict=True):
+            finish = self._append_token(job, token, logprob)
             if finish is not None:
                 finished[job] = finish
         for job, job_kv in self._batch.remove(list(finished)):
             self._finish(job, finished[job], job_kv)
 
-    def _append_token(self, job: Job, logits: torch.Tensor) -> FinishReason | None:
-        token, logprob = sample_token(logits, job.sampling, job.generator)
+    def _append_token(self, job: Job, token: int, logprob: float) -> FinishReason | None:
         job.output.append(token)
         job.logprobs.append(logprob)
         if job.on_token is not None:
