@@ -28,6 +28,7 @@ from _machine import run_metadata
 from rich.console import Console
 from rich.table import Table
 
+from openforge.train.pipeline import GRPO_PHASE
 from openforge.train.quickstart import QUICKSTART
 from openforge.train.records import report_step_records
 
@@ -76,7 +77,7 @@ def run_grpo(args: argparse.Namespace, round_: int, staleness: int, console: Con
     subprocess.run(argv, check=True)
     report = json.loads((run / "report.json").read_text())
     steps = report_step_records(report)
-    grpo_s = report["timings_s"]["4. GRPO"]
+    grpo_s = report["timings_s"][GRPO_PHASE]
     return {
         "round": round_,
         "mode": mode,
@@ -86,7 +87,7 @@ def run_grpo(args: argparse.Namespace, round_: int, staleness: int, console: Con
         "grpo_s": grpo_s,
         "grpo_cpu": report.get("grpo_cpu"),
         "update_s_mean": round(statistics.mean(s["train_s"] for s in steps), 3) if steps else None,
-        "staleness": [s.get("staleness") for s in steps][-1:] or None,
+        "staleness": [steps[-1].get("staleness")] if steps else None,  # the last step's histogram
         "heldout_pass_at_1": {"sft": report["heldout_pass_at_1"].get("base"), "rl": report["heldout_pass_at_1"]["rl"]},
         "wall_s": round(time.monotonic() - started, 1),
     }

@@ -915,13 +915,15 @@ def open_start_page(browser: Browser) -> None:
 
 
 def only_offered(
-    session: Session | DesktopSession, only: Sequence[str]
+    session: Session | DesktopSession, offered: Sequence[dict[str, Any]]
 ) -> Callable[[str, Mapping[str, object]], tuple[Any, bool]]:
-    """The session's tool runner, refusing (as an unknown tool) what the model was not offered."""
+    """The session's tool runner, refusing (as an unknown tool) what the model was not offered (`offered`: the
+    tool specs it was sent)."""
+    names = [t["function"]["name"] for t in offered]
 
     def run(name: str, arguments: Mapping[str, object]) -> tuple[Any, bool]:
-        if name not in only:
-            return session._error(f"unknown tool {name!r}; use one of {', '.join(only)}"), False
+        if name not in names:
+            return session._error(f"unknown tool {name!r}; use one of {', '.join(names)}"), False
         return session.run(name, arguments)
 
     return run
@@ -969,6 +971,7 @@ def main(argv: list[str] | None = None) -> int:
             first = session.snapshot()
             emit({"type": "browser", "start_s": round(time.monotonic() - t0, 3), "url": args.start_url})
         default_prompt = DESKTOP_SYSTEM_PROMPT if desktop else SYSTEM_PROMPT
+        offered = tool_specs(args.observation, desktop, only)
         result = run_agent(
             args.base_url,
             os.environ.get("OPENFORGE_API_KEY", ""),
@@ -976,9 +979,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{instruction}\n\nThe {'desktop' if desktop else 'page'}:\n{first}",
             max_steps=args.max_steps,
             max_tokens=args.max_tokens,
-            tool_specs=tool_specs(args.observation, desktop, only),
+            tool_specs=offered,
             system_prompt=default_prompt if args.system_prompt is None else args.system_prompt,
-            tool_runner=session.run if not only else only_offered(session, only),
+            tool_runner=only_offered(session, offered) if only else session.run,
         )
         if session.answer is not None:
             result["final"] = session.answer

@@ -49,13 +49,14 @@ def sample_tokens(
         rows = logits[plain] if len(plain) < len(samplings) else logits
         temperatures = torch.tensor([[samplings[i].temperature] for i in plain], dtype=logits.dtype)
         logprobs = torch.log_softmax(rows / temperatures, dim=-1)
-        cdf = logprobs.exp().double().cumsum(1)
+        weights = logprobs.exp().double()
+        cdf = weights.cumsum(1)
         draws = [torch.rand((), generator=generators[i], dtype=torch.float64) for i in plain]
         u = torch.stack(draws) * cdf[:, -1]
         tokens = torch.searchsorted(cdf, u[:, None], right=True)[:, 0]
         top = tokens >= cdf.shape[1]  # rounding at the very top: the last token with any weight (as `_draw`)
         for r in top.nonzero()[:, 0].tolist():
-            tokens[r] = torch.nonzero(cdf[r].diff(prepend=cdf.new_zeros(1)) > 0)[-1, 0]
+            tokens[r] = torch.nonzero(weights[r] > 0)[-1, 0]
         chosen = logprobs.gather(1, tokens[:, None])[:, 0]
         for i, token, logprob in zip(plain, tokens.tolist(), chosen.tolist(), strict=True):
             out[i] = (token, logprob)

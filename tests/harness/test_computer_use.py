@@ -268,7 +268,7 @@ def test_the_agent_stays_on_its_site_and_errors_go_back_to_the_model(browser):
     assert page.startswith("[error: unknown key")
     page, _ = session.run("rm", {})
     assert page.startswith("[error: unknown tool 'rm'")
-    narrow = only_offered(session, ["click", "done"])  # the `tools` option: a tool not offered is unknown
+    narrow = only_offered(session, tool_specs("snapshot", only=["click", "done"]))  # `tools`: the rest is unknown
     page, _ = narrow("navigate", {"url": "/orders"})
     assert page.startswith("[error: unknown tool 'navigate'; use one of click, done]") and 'page "New order"' in page
     assert narrow("done", {}) == ("done", True)

