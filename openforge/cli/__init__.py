@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 from typing import Annotated
 
@@ -43,6 +44,8 @@ def _main(
     ] = False,
 ) -> None:
     signal.signal(signal.SIGTERM, terminate_like_ctrl_c)
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: what a command that seems stuck is waiting on
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 @app.command()

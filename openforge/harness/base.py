@@ -249,10 +249,19 @@ class HarnessAdapter(ABC):
         """The argv prefix that runs this harness from the bundle (absolute, under `ctx.bundle_root` as the
         process sees it), found in `ctx.manifest` (the manifest, or the bundle directory on this machine to
         read it from; default `ctx.bundle_root` itself)."""
-        from openforge.harness.bundle import harness_argv, read_manifest
+        from openforge.harness.bundle import harness_argv
 
-        manifest = read_manifest(ctx.manifest) if isinstance(ctx.manifest, Path) else ctx.manifest
-        return harness_argv(self.component or self.name, ctx.bundle_root, manifest)
+        return harness_argv(self.component or self.name, ctx.bundle_root, self.manifest(ctx))
+
+    @staticmethod
+    def manifest(ctx: LaunchContext) -> Manifest:
+        """The bundle's manifest: `ctx.manifest`, read from there when it is a directory, else from
+        `ctx.bundle_root` on this machine."""
+        from openforge.harness.bundle import read_manifest
+
+        if isinstance(ctx.manifest, Path) or ctx.manifest is None:
+            return read_manifest(ctx.manifest or Path(str(ctx.bundle_root)))
+        return ctx.manifest
 
     def version(self, bundle_root: PurePosixPath | Path | str | None = None) -> str:
         """The installed version, as recorded (after running `--version`) in the bundle's manifest."""

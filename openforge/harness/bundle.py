@@ -288,7 +288,29 @@ def install_harnesses(
             )
             versions[name] = comp.version
         _write_manifest(bundle, manifest)
+        if "openclaw" in order:
+            _prepare_openclaw_cache(bundle, manifest, say)
     return {h: versions[h] for h in harnesses}
+
+
+def _prepare_openclaw_cache(bundle: Path, manifest: dict[str, Any], say: Callable[[str], None]) -> None:
+    """OpenClaw's compile cache in the bundle (node_cache.py), unless the installed copy has one already; a
+    failed warm-up leaves the bundle without one (OpenClaw starts cold) and says so."""
+    from openforge.harness.node_cache import CompileCacheError, prepare_compile_cache
+
+    entry = manifest["components"]["openclaw"]
+    if entry.get("compile_cache") and (bundle / entry["compile_cache"]).is_dir():
+        return
+    t0 = time.monotonic()
+    say("openclaw: preparing its compile cache (one run against a loopback stub) ...")
+    try:
+        entry["compile_cache"] = prepare_compile_cache(bundle)
+    except CompileCacheError as e:
+        entry.pop("compile_cache", None)
+        say(f"openclaw: no compile cache, each run starts cold ({e})")
+    else:
+        say(f"openclaw: compile cache ready in {time.monotonic() - t0:.1f} s")
+    _write_manifest(bundle, manifest)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ import argparse
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,9 +25,16 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-__all__ = ["isolation_prefix", "smoke_run"]
+__all__ = ["comparable", "isolation_prefix", "smoke_run"]
 
 SMOKE_KEY = "ofk-smoke-episode-key"
+# what differs from one run of a harness to the next whatever else is the same (comparable())
+PER_RUN = (
+    (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),  # session ids
+    (re.compile(r"\[\w{3} \d{4}-\d\d-\d\d \d\d:\d\d UTC\]"), "[<time>]"),  # OpenClaw's task timestamp
+    (re.compile(r"openforge-smoke-[\w-]+?-\w{8}\b"), "<scratch>"),  # smoke_run's temporary directories
+)
+PER_RUN_HEADERS = ("traceparent", "host", "content-length")
 SMOKE_MODEL = "openforge-stub"
 
 
@@ -83,6 +91,17 @@ def smoke_run(
         return _run(harness, bundle, prefix, work, home_dir, script, reply, instruction, options, timeout)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def comparable(request: dict[str, Any]) -> tuple[dict[str, str], str]:
+    """A recorded request as (headers, body text) without what differs from run to run of the same launch: ids
+    (session, trace), the minute in a timestamp, the stub's port, smoke_run's scratch directories. Two launches
+    whose requests are comparable-equal sent the same bytes but for those."""
+    text = json.dumps(request["body"], sort_keys=True)
+    for pattern, stand_in in PER_RUN:
+        text = pattern.sub(stand_in, text)
+    headers = {k: v for k, v in request["headers"].items() if k not in PER_RUN_HEADERS}
+    return headers, text
 
 
 def _run(

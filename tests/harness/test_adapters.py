@@ -670,12 +670,15 @@ def test_install_is_idempotent_and_writes_a_relocatable_manifest(tmp_path, fake_
     assert comps["codex"]["version_output"] == "codex-cli 0.171.0"
     assert bundle_status(bundle) == versions
     assert not [p for p in bundle.iterdir() if p.name.startswith((".staging", ".old"))]
+    # the fake OpenClaw cannot make the warm-up call: the bundle is kept, without a compile cache (starts cold)
+    assert "compile_cache" not in comps["openclaw"] and not (bundle / "openclaw" / "compile-cache").exists()
+    assert any("no compile cache" in line for line in console.lines), console.lines
 
-    # Again: nothing is installed, every binary is re-checked.
+    # Again: nothing is installed, every binary is re-checked (and the cache tried again).
     console = Lines()
     assert install_harnesses(bundle, console=console, npm=str(fake_npm)) == versions
     assert len((tmp_path / "npm.log").read_text().splitlines()) == 4
-    assert all("already installed" in line for line in console.lines)
+    assert all("already installed" in line or "compile cache" in line for line in console.lines)
 
     # Relocated (copied elsewhere, as a container mount would see it): the adapters use the new root.
     argv = get_adapter("codex").executable(context(bundle_root=PurePosixPath("/mnt/harnesses"), manifest=bundle))

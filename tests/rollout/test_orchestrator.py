@@ -240,6 +240,19 @@ def test_a_library_callers_sigterm_leaves_no_sandbox(docker_ready, tmp_path, tin
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def communicate_or_dump(proc: subprocess.Popen, timeout: float) -> bytes:
+    """The output of an `openforge` command that exits within `timeout`; a hung one is failed with its threads'
+    stacks (its SIGUSR1 dump) and killed."""
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        proc.kill()
+        out = proc.communicate()[0].decode(errors="replace")
+        pytest.fail(f"the command did not exit {timeout:g} s after the signal; its threads:\n{out[-12000:]}")
+
+
 def test_ctrl_c_leaves_nothing_and_resume_finishes(stop, docker_ready, tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks"
     # 12 slow episodes, 2 at a time (~20 s): room for the interrupt to land mid-run on a loaded machine (with 8,
@@ -277,7 +290,7 @@ def test_ctrl_c_leaves_nothing_and_resume_finishes(stop, docker_ready, tmp_path,
             break
     assert proc.poll() is None, proc.stdout.read().decode()
     proc.send_signal(stop)  # SIGTERM is handled as Ctrl-C
-    out, _ = proc.communicate(timeout=120)
+    out = communicate_or_dump(proc, 120)
     assert proc.returncode == 130, out.decode()[-2000:]
     assert not [n for n in managed_containers() if run_label(run) in n]
     before = {e.metadata["slot"]: e.id for e in finals(run)}
