@@ -9,6 +9,7 @@ import os
 import random
 import secrets
 import signal
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import httpx
 from _proxy_scale import FAULT_POLICY, TERMINAL, TEXT_EVENTS, Proxy, anthropic_reply, new_episode, start_proxy
 from _proxy_support import Children, free_port, loopback_env, wait_for
+from _raw_http import RawConnection
 
 ROOT = Path(__file__).resolve().parents[1]
 BASH = {
@@ -164,48 +166,89 @@ async def faults(args, children: Children, model: Path, work: Path, filler: str)
 
 
 async def _hammer(url: str, headers: dict, new_key, concurrency: int, seconds: float) -> dict:
-    """`concurrency` streams of 10-call conversations for `seconds`; completed calls per second."""
+    """`concurrency` streams of 10-call conversations for `seconds`, each over its own keep-alive connection of
+    the lean client (`_raw_http.py`: httpx's own CPU per call would cap the figure); completed calls per second."""
     done = 0
     failed = 0
     deadline = time.perf_counter() + seconds
-    limits = httpx.Limits(
-        max_connections=concurrency * 2, max_keepalive_connections=concurrency * 2, keepalive_expiry=30
-    )
 
-    async def stream(client: httpx.AsyncClient, n: int) -> None:
+    async def stream(n: int) -> None:
         nonlocal done, failed
-        while time.perf_counter() < deadline:
-            key = await new_key() if new_key else None
-            messages = [{"role": "user", "content": f"Stream {n}: list the files."}]
-            for _ in range(10):
-                if time.perf_counter() >= deadline:
-                    return
-                h = dict(headers)
-                if key:
-                    h["x-api-key"] = key
-                body = json.dumps(
-                    {"model": "tiny", "max_tokens": 64, "stream": True, "tools": [BASH], "messages": messages}
-                ).encode()
-                raw, complete, status = await tolerant_stream(client, url, body, h)
-                if not complete:
-                    failed += 1
-                    break
-                done += 1
-                _, blocks, _ = anthropic_reply(raw)
-                use = next((b for b in blocks if b.get("type") == "tool_use"), None)
-                blocks = blocks or [{"type": "text", "text": ""}]
-                follow = (
-                    [{"type": "tool_result", "tool_use_id": use["id"], "content": "a.txt b.txt"}]
-                    if use
-                    else [{"type": "text", "text": "go on"}]
-                )
-                messages += [{"role": "assistant", "content": blocks}, {"role": "user", "content": follow}]
+        conn = RawConnection(url)
+        try:
+            while time.perf_counter() < deadline:
+                key = await new_key() if new_key else None
+                messages = [{"role": "user", "content": f"Stream {n}: list the files."}]
+                for _ in range(10):
+                    if time.perf_counter() >= deadline:
+                        return
+                    h = dict(headers)
+                    if key:
+                        h["x-api-key"] = key
+                    body = json.dumps(
+                        {"model": "tiny", "max_tokens": 64, "stream": True, "tools": [BASH], "messages": messages}
+                    ).encode()
+                    status, raw = await conn.post(body, h)
+                    if status != 200 or TERMINAL["anthropic"] not in raw:
+                        failed += 1
+                        break
+                    done += 1
+                    _, blocks, _ = anthropic_reply(raw)
+                    use = next((b for b in blocks if b.get("type") == "tool_use"), None)
+                    blocks = blocks or [{"type": "text", "text": ""}]
+                    follow = (
+                        [{"type": "tool_result", "tool_use_id": use["id"], "content": "a.txt b.txt"}]
+                        if use
+                        else [{"type": "text", "text": "go on"}]
+                    )
+                    messages += [{"role": "assistant", "content": blocks}, {"role": "user", "content": follow}]
+        finally:
+            await conn.close()
 
-    async with httpx.AsyncClient(trust_env=False, timeout=120, limits=limits) as client:
-        t0 = time.perf_counter()
-        await asyncio.gather(*(stream(client, n) for n in range(concurrency)))
-        wall = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    await asyncio.gather(*(stream(n) for n in range(concurrency)))
+    wall = time.perf_counter() - t0
     return {"calls": done, "failed": failed, "wall_s": wall, "calls_per_s": done / wall}
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of process `pid` and its descendants, from /proc."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+async def _measured(pid: int, hammer) -> dict:
+    """`hammer`'s figures plus the CPU the proxy (process `pid` and its children) and this client spent: the
+    proxy's CPU per call, and the client's share of its core (near 1.0 would mean the client set the pace)."""
+    proxy0, client0 = tree_cpu_s(pid), sum(os.times()[:2])
+    result = await hammer
+    proxy_cpu, client_cpu = tree_cpu_s(pid) - proxy0, sum(os.times()[:2]) - client0
+    result["proxy_cpu_s"] = round(proxy_cpu, 2)
+    result["proxy_cpu_ms_per_call"] = round(1000 * proxy_cpu / max(1, result["calls"]), 3)
+    result["proxy_core_share"] = round(proxy_cpu / result["wall_s"], 3)
+    result["client_core_share"] = round(client_cpu / result["wall_s"], 3)
+    return result
+
+
+def _summary(rounds: list[dict]) -> dict:
+    """One target's rounds: the median calls/s (what the ratio compares) and the CPU per call over all rounds."""
+    calls, cpu = sum(r["calls"] for r in rounds), sum(r["proxy_cpu_s"] for r in rounds)
+    return {
+        "calls_per_s": statistics.median(r["calls_per_s"] for r in rounds),
+        "calls": calls,
+        "failed": sum(r["failed"] for r in rounds),
+        "proxy_cpu_ms_per_call": round(1000 * cpu / max(1, calls), 3),
+        "rounds": rounds,
+    }
 
 
 async def throughput(args, children: Children, model: Path, work: Path, start_litellm) -> dict:
@@ -232,41 +275,67 @@ async def throughput(args, children: Children, model: Path, work: Path, start_li
     results: dict = {
         "concurrency": args.throughput_concurrency,
         "seconds": args.throughput_s,
+        "rounds": args.throughput_rounds,
         "pinning": f"each proxy on CPU {min(proxy_cpus)}; clients and the canned server on the rest",
     }
+    headers = {"anthropic-version": "2023-06-01"}
+
+    async def openforge(r: int) -> dict:
+        proxy = start_proxy(
+            children,
+            f"proxy-throughput-{r}",
+            model,
+            f"vllm:http://127.0.0.1:{port}",
+            work / f"run-tp-{r}",
+            cpus=proxy_cpus,
+        )
+        try:
+            async with httpx.AsyncClient(trust_env=False, timeout=30) as admin:
+
+                async def key():
+                    return (await new_episode(admin, proxy))[1]
+
+                await _hammer(proxy.url + "/v1/messages", headers, key, 4, 3)  # warm-up
+                return await _measured(
+                    proxy.proc.pid,
+                    _hammer(proxy.url + "/v1/messages", headers, key, args.throughput_concurrency, args.throughput_s),
+                )
+        finally:
+            children.stop(proxy.proc, signal.SIGINT, timeout=60)
+
+    async def litellm(r: int) -> dict:
+        lproc, lport, lkey = start_litellm(children, args, work, model.name, port, cpus=proxy_cpus)
+        try:
+            lurl = f"http://127.0.0.1:{lport}/v1/messages"
+            lheaders = {**headers, "x-api-key": lkey}
+            await _hammer(lurl, lheaders, None, 4, 3)  # warm-up
+            return await _measured(
+                lproc.pid, _hammer(lurl, lheaders, None, args.throughput_concurrency, args.throughput_s)
+            )
+        finally:
+            children.stop(lproc)
+
+    targets = {"openforge": openforge} | ({} if args.skip_litellm else {"litellm": litellm})
+    runs: dict[str, list[dict]] = {name: [] for name in targets}
     try:
         if rest:
             os.sched_setaffinity(0, rest)
-        proxy = start_proxy(
-            children, "proxy-throughput", model, f"vllm:http://127.0.0.1:{port}", work / "run-tp", cpus=proxy_cpus
-        )
-        async with httpx.AsyncClient(trust_env=False, timeout=30) as admin:
-
-            async def key():
-                return (await new_episode(admin, proxy))[1]
-
-            await _hammer(proxy.url + "/v1/messages", {"anthropic-version": "2023-06-01"}, key, 4, 3)  # warm-up
-            results["openforge"] = await _hammer(
-                proxy.url + "/v1/messages",
-                {"anthropic-version": "2023-06-01"},
-                key,
-                args.throughput_concurrency,
-                args.throughput_s,
-            )
-        children.stop(proxy.proc, signal.SIGINT, timeout=60)
-        if not args.skip_litellm:
-            try:
-                lproc, lport, lkey = start_litellm(children, args, work, model.name, port, cpus=proxy_cpus)
-                lurl = f"http://127.0.0.1:{lport}/v1/messages"
-                lheaders = {"anthropic-version": "2023-06-01", "x-api-key": lkey}
-                await _hammer(lurl, lheaders, None, 4, 3)  # warm-up
-                results["litellm"] = await _hammer(lurl, lheaders, None, args.throughput_concurrency, args.throughput_s)
-                children.stop(lproc)
-            except (RuntimeError, OSError) as e:
-                results["litellm"] = {"unavailable": str(e)[:300]}
+        for r in range(args.throughput_rounds):
+            names = list(targets) if r % 2 == 0 else list(targets)[::-1]  # alternated: no position bias
+            for name in names:
+                try:
+                    runs[name].append(await targets[name](r))
+                except (RuntimeError, OSError) as e:
+                    if name == "openforge":
+                        raise
+                    results[name] = {"unavailable": str(e)[:300]}
+                    targets.pop(name)
     finally:
         os.sched_setaffinity(0, mine)
         children.stop(canned)
+    for name, measured in runs.items():
+        if measured:
+            results[name] = _summary(measured)
     of, lt = results.get("openforge", {}), results.get("litellm", {})
     if of.get("calls_per_s") and lt.get("calls_per_s"):
         results["ratio_openforge_over_litellm"] = of["calls_per_s"] / lt["calls_per_s"]

@@ -86,6 +86,7 @@ except ImportError:  # run with another interpreter: use the project's virtualen
         os.execv(str(venv_python), [str(venv_python), *sys.argv])
     raise
 
+from _machine import run_metadata
 from _proxy_faults import faults as fault_benchmark
 from _proxy_faults import throughput as throughput_benchmark
 from _proxy_scale import load as load_benchmark
@@ -943,6 +944,7 @@ def parse_args(argv=None):
     p.add_argument("--fault-calls-per-episode", type=int, default=20)
     p.add_argument("--throughput-concurrency", type=int, default=64)
     p.add_argument("--throughput-s", type=float, help="seconds per target in part 6 (default 30)")
+    p.add_argument("--throughput-rounds", type=int, default=1, help="rounds of part 6, the targets alternated")
     p.add_argument(
         "--results",
         type=Path,
@@ -1072,8 +1074,10 @@ def main(argv=None) -> None:
 
         served = ModelDir(model).path.name
         latency, cpu = None, None
+        command = "python benchmarks/proxy.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        options = {k: sorted(v) if isinstance(v, set) else v for k, v in vars(args).items() if not isinstance(v, Path)}
         results: dict = {
-            "command": "python benchmarks/proxy.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            **run_metadata(command.strip(), options),
             "openforge": git_head(),
             "python": platform.python_version(),
             "cpus": os.cpu_count(),

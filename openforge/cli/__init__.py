@@ -5,8 +5,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
+import io
 import signal
+import sys
 from typing import Annotated
 
 import typer
@@ -45,7 +48,10 @@ def _main(
 ) -> None:
     signal.signal(signal.SIGTERM, terminate_like_ctrl_c)
     # `kill -USR1 <pid>` prints every thread's stack to stderr: what a command that seems stuck is waiting on
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # (the process's own stderr: a test runner's captured one has no file descriptor)
+    if sys.__stderr__ is not None:
+        with contextlib.suppress(AttributeError, ValueError, io.UnsupportedOperation):
+            faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
 
 
 @app.command()

@@ -107,14 +107,14 @@ class CallRecord(BaseModel):
     episode_id: str
     index: int = Field(ge=0)
     prompt_ids: list[int]
-    output_ids: list[int] = Field(default_factory=list)
-    output_logprobs: list[float] = Field(default_factory=list)
+    output_ids: list[int] = []
+    output_logprobs: list[float] = []
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     finish_reason: FinishReason = FinishReason.stop
     policy_version: int = Field(default=0, ge=0)
     started_at: float = Field(default_factory=time.time)
     finished_at: float | None = None
-    timings: dict[str, float] = Field(default_factory=dict)
+    timings: dict[str, float] = {}
     dialect: str = "chat_completions"
     side_call: bool = False
     segment: int = Field(default=0, ge=0)
@@ -123,8 +123,8 @@ class CallRecord(BaseModel):
     parse_error: str | None = None
     request_body: bytes = b""
     response_body: bytes = b""
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    images: list[CallImage] = Field(default_factory=list)
+    metadata: dict[str, Any] = {}
+    images: list[CallImage] = []
 
     @model_validator(mode="after")
     def _logprobs_match_outputs(self) -> CallRecord:

@@ -21,11 +21,13 @@ import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from openforge.harness.bundle import BundleError
+
 COMPILE_CACHE = "openclaw/compile-cache"  # relative to the bundle, inside OpenClaw's component directory
 CACHE_UIDS = (0, 65534)  # root (Docker and Kubernetes sandboxes) and nobody (the local sandbox's jail)
 
 
-class CompileCacheError(RuntimeError):
+class CompileCacheError(BundleError):
     """The warm-up run of OpenClaw failed: the bundle is kept, without a cache (OpenClaw starts cold)."""
 
 

@@ -12,6 +12,7 @@ template that cuts one anyway is refused (`ContentCutError`), never encoded with
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
@@ -346,6 +347,13 @@ def _for_text_templates(message: HFMessage) -> HFMessage:
     return {**message, "tool_calls": as_text, "content": message.get("content") or None}
 
 
+@functools.lru_cache(maxsize=16)
+def _alternation(strings: tuple[str, ...]) -> re.Pattern[str]:
+    """A pattern matching any of `strings` (in that order of preference), compiled once per tokenizer: a render
+    makes new markers, never new control strings."""
+    return re.compile("|".join(re.escape(s) for s in strings))
+
+
 class ContentMarks:
     """An unguessable pair of markers around conversation-provided strings (Unicode noncharacters + nonce).
 
@@ -370,9 +378,7 @@ class ContentMarks:
         self._placeholders = [f"\ufdd4{nonce}{i}\ufdd5" for i in range(len(self._control))]
         longest_first = sorted(range(len(self._control)), key=lambda i: -len(self._control[i]))
         self._to_placeholder = dict(zip(self._control, self._placeholders))
-        self._escape = (
-            re.compile("|".join(re.escape(self._control[i]) for i in longest_first)) if self._control else None
-        )
+        self._escape = _alternation(tuple(self._control[i] for i in longest_first)) if self._control else None
         self._unescape = re.compile(f"\ufdd4{nonce}(\\d+)\ufdd5") if self._control else None
 
     @classmethod

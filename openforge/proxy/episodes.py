@@ -9,6 +9,7 @@ dialect's 401, and the first `LATE_CALLS_RECORDED` of them are recorded as calls
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 import uuid
@@ -116,6 +117,11 @@ class EpisodeRegistry:
         current = self.store.get_episode(episode.id) or episode
         metadata = {**current.metadata, "late_calls": int(current.metadata.get("late_calls", 0)) + 1}
         self._by_key[episode.key] = self.store.update_episode(episode.id, metadata=metadata)
+
+    async def running(self, episode: Episode) -> None:
+        """`mark_running`, off the loop (a store write) and only for an episode's first call."""
+        if episode.state == EpisodeState.created:
+            await asyncio.to_thread(self.mark_running, episode)
 
     def mark_running(self, episode: Episode) -> None:
         if episode.state == EpisodeState.created:

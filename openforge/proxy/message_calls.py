@@ -41,7 +41,7 @@ async def serve_message_call(
     sampling = conversation.sampling.model_copy(update=update)
     images = await service.locate_images(body, request)
     index = service.registry.next_index(episode.id)
-    await asyncio.to_thread(service.registry.mark_running, episode)
+    await service.registry.running(episode)
     started = time.time()
     ctx = GenerationContext(
         episode_id=episode.id,
