@@ -16,9 +16,12 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _machine import run_metadata
 
 from openforge.sandbox.local import jail
 
@@ -54,7 +57,10 @@ def main() -> None:
     args.results.write_text(
         json.dumps(
             {
-                "command": f"python benchmarks/jail.py --n {args.n} --block {args.block}",
+                **run_metadata(
+                    "python benchmarks/jail.py " + " ".join(sys.argv[1:]),
+                    {"n": args.n, "block": args.block},
+                ),
                 "cpus": os.cpu_count(),
                 "command_run": COMMAND,
                 "median_ms": medians,
