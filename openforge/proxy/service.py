@@ -469,8 +469,10 @@ async def _paced(source: AsyncIterator, first_wait: float, interval: float) -> A
         try:
             async for item in source:
                 put((True, item))
-        except Exception as e:  # noqa: BLE001 - handed to the reader, which raises it
+        except BaseException as e:  # handed to the reader, which raises it (so a reader never waits on a dead pump)
             put((False, e))
+            if not isinstance(e, Exception):
+                raise
         else:
             put((False, None))
 

@@ -55,3 +55,15 @@ async def test_closing_it_stops_the_source_mid_wait():
     assert await paced.__anext__() is IDLE  # the source is waiting inside its sleep
     await paced.aclose()
     assert stopped.is_set()  # its finally ran: the generation was stopped, not left running
+
+
+async def test_a_source_that_stops_on_its_own_cancellation_does_not_leave_the_reader_waiting():
+    async def source():
+        yield 1
+        raise asyncio.CancelledError  # e.g. something inside the backend was cancelled
+
+    async def read():
+        return [item async for item in _paced(source(), 60.0, 60.0)]
+
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(read(), 5)  # a reader left waiting would time out instead

@@ -239,7 +239,6 @@ def test_a_library_callers_sigterm_leaves_no_sandbox(docker_ready, tmp_path, tin
     assert len(finals(run)) < 12
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def communicate_or_dump(proc: subprocess.Popen, timeout: float) -> bytes:
     """The output of an `openforge` command that exits within `timeout`; a hung one is failed with its threads'
     stacks (its SIGUSR1 dump) and killed."""
@@ -253,6 +252,7 @@ def communicate_or_dump(proc: subprocess.Popen, timeout: float) -> bytes:
         pytest.fail(f"the command did not exit {timeout:g} s after the signal; its threads:\n{out[-12000:]}")
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_leaves_nothing_and_resume_finishes(stop, docker_ready, tmp_path, tiny_model_dir):
     tasks = tmp_path / "tasks"
     # 12 slow episodes, 2 at a time (~20 s): room for the interrupt to land mid-run on a loaded machine (with 8,
