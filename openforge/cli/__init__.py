@@ -50,7 +50,7 @@ def _main(
     # `kill -USR1 <pid>` prints every thread's stack to stderr: what a command that seems stuck is waiting on
     # (the process's own stderr: a test runner's captured one has no file descriptor)
     if sys.__stderr__ is not None:
-        with contextlib.suppress(AttributeError, ValueError, io.UnsupportedOperation):
+        with contextlib.suppress(ValueError, io.UnsupportedOperation):  # a closed or descriptor-less stream
             faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
 
 

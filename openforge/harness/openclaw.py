@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -182,6 +182,7 @@ class OpenClawAdapter(HarnessAdapter):
                 "OpenClaw's GUI tool is a browser: it cannot drive a desktop task ([environment.gui] kind = "
                 '"desktop"); run desktop tasks with the computer-use harness'
             )
+        ctx = replace(ctx, manifest=self.manifest(ctx))  # read once: the argv and the compile cache both need it
         home_p, cwd, model = ctx.home, ctx.workdir, ctx.model
         sid = ctx.session_id or self._new_session_id()
         env = self._common_env(home_p)

@@ -28,6 +28,7 @@ from typing import Any
 __all__ = ["comparable", "isolation_prefix", "smoke_run"]
 
 SMOKE_KEY = "ofk-smoke-episode-key"
+SMOKE_MODEL = "openforge-stub"
 # what differs from one run of a harness to the next whatever else is the same (comparable())
 PER_RUN = (
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),  # session ids
@@ -35,7 +36,6 @@ PER_RUN = (
     (re.compile(r"openforge-smoke-[\w-]+?-\w{8}\b"), "<scratch>"),  # smoke_run's temporary directories
 )
 PER_RUN_HEADERS = ("traceparent", "host", "content-length")
-SMOKE_MODEL = "openforge-stub"
 
 
 @functools.lru_cache(maxsize=1)

@@ -29,8 +29,9 @@ READ_FROM_DISK = re.compile(r"reading cache from .*\.\.\. success")
 
 
 def launch_env(manifest: dict, **options: object) -> dict[str, str]:
-    ctx = LaunchContext(MOUNT, PurePosixPath("/h"), PurePosixPath("/w"), "http://127.0.0.1:1", "k", "m", "hi")
-    return get_adapter("openclaw", **options).launch(ctx.__class__(**{**ctx.__dict__, "manifest": manifest})).env
+    home, work = PurePosixPath("/h"), PurePosixPath("/w")
+    ctx = LaunchContext(MOUNT, home, work, "http://127.0.0.1:1", "k", "m", "hi", manifest=manifest)
+    return get_adapter("openclaw", **options).launch(ctx).env
 
 
 def test_a_launch_points_openclaw_at_the_cache_under_the_bundle_as_the_sandbox_mounts_it():
