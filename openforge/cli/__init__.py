@@ -48,8 +48,9 @@ def _main(
 ) -> None:
     signal.signal(signal.SIGTERM, terminate_like_ctrl_c)
     # `kill -USR1 <pid>` prints every thread's stack to stderr: what a command that seems stuck is waiting on
-    # (the process's own stderr: a test runner's captured one has no file descriptor)
-    if sys.__stderr__ is not None:
+    # (the process's own stderr: a test runner's captured one has no file descriptor). A handler the caller
+    # installed (a profiler driving the proxy, say) is theirs: faulthandler would replace it.
+    if sys.__stderr__ is not None and signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
         with contextlib.suppress(ValueError, io.UnsupportedOperation):  # a closed or descriptor-less stream
             faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
 

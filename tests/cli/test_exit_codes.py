@@ -128,3 +128,30 @@ def test_a_bug_prints_its_traceback_and_an_openforge_error_does_not(tmp_path):
     assert bug.returncode == 1 and "Traceback" in bug.stderr and "ValueError: a bug" in bug.stderr
     failed = subprocess.run([sys.executable, str(script), "failed"], capture_output=True, text=True)
     assert failed.returncode == 1 and failed.stderr.strip() == "error: the sandbox died"
+
+
+def test_sigusr1_dumps_stacks_unless_the_caller_took_it():
+    """The CLI prints every thread's stack on SIGUSR1 (what a stuck command waits on), but a SIGUSR1 handler the
+    caller installed before calling the app (the proxy benchmark's profiler switch) is left in place."""
+    script = textwrap.dedent(
+        """
+        import os, signal, sys
+        from openforge.cli import app
+        taken = sys.argv[1] == "taken"
+        if taken:
+            signal.signal(signal.SIGUSR1, lambda *_: print("caller's handler", flush=True))
+        try:
+            app(args=["version"], prog_name="openforge")
+        except SystemExit:
+            pass
+        os.kill(os.getpid(), signal.SIGUSR1)
+        print("still alive", flush=True)
+        """
+    )
+    taken = subprocess.run([sys.executable, "-c", script, "taken"], capture_output=True, text=True, timeout=60)
+    assert taken.returncode == 0, taken.stderr
+    assert "caller's handler" in taken.stdout and "still alive" in taken.stdout
+    assert "Current thread" not in taken.stderr
+    default = subprocess.run([sys.executable, "-c", script, "default"], capture_output=True, text=True, timeout=60)
+    assert default.returncode == 0, default.stderr
+    assert "Current thread" in default.stderr and "still alive" in default.stdout
