@@ -39,6 +39,7 @@ class JSONClient:
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.headers.update(headers or {})  # e.g. Anthropic's x-api-key and anthropic-version
         self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        self._drains: set[asyncio.Task[None]] = set()  # streams read on past `[DONE]` (`events`)
 
     def _client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -80,28 +81,42 @@ class JSONClient:
 
     async def events(self, path: str, body: dict[str, Any]) -> AsyncIterator[Any]:
         """POST `body` and yield the JSON of each `data:` line of the server-sent events that answer it, up to
-        `data: [DONE]` or the end of the stream. Leaving the iteration closes the connection (the server then
-        aborts the request)."""
+        `data: [DONE]` or the end of the stream. Leaving the iteration early closes the connection (the server
+        then aborts the request); after `[DONE]` the rest of the body is read in the background, so that the
+        connection goes back to the pool for the next call without this one waiting for the server to end it."""
         url = f"{self.base_url}{path}"
+        client = self._client()
+        response: httpx.Response | None = None
         try:
-            async with self._client().stream("POST", url, json=body) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    self._check_status(url, response)
-                async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue  # event names, comments, keep-alives
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        return
-                    try:
-                        yield json.loads(data)
-                    except json.JSONDecodeError:
-                        raise BackendError(
-                            f"{self.server} at {url} streamed an event that is not JSON: {data[:200]!r}"
-                        ) from None
+            response = await client.send(client.build_request("POST", url, json=body), stream=True)
+            if response.status_code >= 400:
+                await response.aread()
+                self._check_status(url, response)
+            lines = response.aiter_lines()
+            async for line in lines:
+                if not line.startswith("data:"):
+                    continue  # event names, comments, keep-alives
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    self._drain_later(response, lines)
+                    response = None
+                    return
+                try:
+                    yield json.loads(data)
+                except json.JSONDecodeError:
+                    raise BackendError(
+                        f"{self.server} at {url} streamed an event that is not JSON: {data[:200]!r}"
+                    ) from None
         except httpx.HTTPError as exc:
             raise self._failure(url, exc) from None
+        finally:
+            if response is not None:
+                await response.aclose()
+
+    def _drain_later(self, response: httpx.Response, lines: AsyncIterator[str]) -> None:
+        task = asyncio.get_running_loop().create_task(_drain(response, lines))
+        self._drains.add(task)  # held until done: the loop keeps only weak references to its tasks
+        task.add_done_callback(self._drains.discard)
 
     def _failure(self, url: str, exc: httpx.HTTPError) -> BackendError:
         if isinstance(exc, httpx.TimeoutException):
@@ -119,10 +134,25 @@ class JSONClient:
             raise BackendError(f"{self.server} at {url} answered {response.status_code}: {_message(response)}")
 
     async def aclose(self) -> None:
+        for task in list(self._drains):
+            task.cancel()
         clients, self._clients = list(self._clients.items()), {}
         for loop, client in clients:
             if loop is asyncio.get_running_loop():
                 await client.aclose()
+
+
+async def _drain(response: httpx.Response, lines: AsyncIterator[str], within_s: float = 5.0) -> None:
+    """Read what a server sends after `[DONE]` (normally only the end of the body), then release the
+    connection: back to the pool when the body ended, closed when it did not end within `within_s`."""
+    try:
+        async with asyncio.timeout(within_s):
+            async for _ in lines:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass
+    finally:
+        await response.aclose()
 
 
 def _message(response: httpx.Response) -> str:

@@ -1,9 +1,11 @@
 """`vllm`: a client of vLLM's OpenAI-compatible server, token ids in and token ids + logprobs out.
 
 It posts `/v1/completions` with `prompt` = the token ids (no text, no chat template: the proxy already
-rendered them) and reads the sampled ids from `choices[0].token_ids` (`return_token_ids`, vLLM >= 0.10.2;
-on older servers from `logprobs.tokens` = `"token_id:<id>"` via `return_tokens_as_token_ids`) and their
-log-probabilities from `choices[0].logprobs.token_logprobs`.
+rendered them) and reads the sampled ids from `logprobs.tokens` = `"token_id:<id>"`
+(`return_tokens_as_token_ids`) — or from `choices[0].token_ids` when a server sends them — and their
+log-probabilities from `choices[0].logprobs.token_logprobs`. It does not ask for `return_token_ids`: vLLM then
+also echoes the whole prompt's ids (`prompt_token_ids`), which at a 100k-token context is ~0.6 MB of JSON for
+the server to write and the proxy to parse on every call, for ids the proxy sent itself.
 
 Start vLLM so its logprobs are the ones OpenForge records (those of the sampling distribution, after
 temperature):
@@ -69,8 +71,7 @@ def completion_request(
         "stream": stream,
         "echo": False,
         "logprobs": 1,
-        "return_token_ids": True,
-        "return_tokens_as_token_ids": True,  # fallback source of the ids on servers without return_token_ids
+        "return_tokens_as_token_ids": True,  # the ids, as `token_id:<id>` in logprobs.tokens (no prompt echo)
         "skip_special_tokens": False,
         "stop_token_ids": list(sampling.stop_token_ids),
     }
@@ -131,8 +132,8 @@ def _ids_from_tokens(tokens: list[str] | None) -> list[int]:
     prefix = "token_id:"
     if not tokens or not all(isinstance(t, str) and t.startswith(prefix) for t in tokens):
         raise BackendError(
-            "vLLM answered without choices[0].token_ids: it needs vLLM >= 0.10.2 (return_token_ids) or "
-            "return_tokens_as_token_ids support"
+            "vLLM answered without the sampled ids: logprobs.tokens should be `token_id:<id>` strings "
+            "(return_tokens_as_token_ids, which OpenForge asks for) or choices[0].token_ids should be present"
         )
     return [int(t[len(prefix) :]) for t in tokens]
 

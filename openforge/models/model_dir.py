@@ -97,10 +97,29 @@ class GenerationTag(Extension):
         return nodes.Scope(body, lineno=lineno)
 
 
+# A plain dict's attributes are its methods; any other name looked up on one can only be an item.
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+class _TemplateEnvironment(ImmutableSandboxedEnvironment):
+    """transformers' chat-template sandbox, with `message.role` on a plain dict looked up directly: Jinja
+    tries the attribute first and falls back to the item after an AttributeError, and those exceptions were
+    most of a long conversation's rendering time. The answer is the same (an item is all such a name can
+    be); names a dict has as attributes (`items`, `get`, ...) still go through the sandbox's checks."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        return super().getattr(obj, attribute)
+
+
 def _jinja_env() -> ImmutableSandboxedEnvironment:
     # Same settings, filters and globals as transformers' chat-template environment, so any HF template renders
     # the same way.
-    env = ImmutableSandboxedEnvironment(
+    env = _TemplateEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols", GenerationTag]
     )
 
@@ -318,6 +337,8 @@ class ModelDir:
 # The noncharacters that markers and placeholders are made of: outside a marked span, a piece of one means a
 # template cut a conversation string.
 _MARK_CHARS = re.compile("[\ufdd0-\ufdd5]")
+# What may be a placeholder of some rendering: `ContentMarks.unescape` checks it is one of its own.
+_PLACEHOLDER = re.compile("\ufdd4([^\ufdd4\ufdd5]*)\ufdd5")
 
 
 class ContentCutError(ModelDirError):
@@ -372,14 +393,15 @@ class ContentMarks:
 
     def __init__(self, open_: str, close: str, control: tuple[str, ...] = (), nonce: str = ""):
         self.open, self.close = open_, close
-        self._pattern = re.compile(f"({re.escape(open_)}|{re.escape(close)})")
-        # placeholder i stands for control[i]; the nonce keeps a message from spelling one
+        # placeholder i stands for control[i]; the nonce keeps a message from spelling one. Nothing here is
+        # compiled per nonce: a render makes a new pair, and compiling two patterns cost more than rendering a
+        # short conversation.
+        self._nonce = nonce
         self._control = tuple(control)
         self._placeholders = [f"\ufdd4{nonce}{i}\ufdd5" for i in range(len(self._control))]
         longest_first = sorted(range(len(self._control)), key=lambda i: -len(self._control[i]))
         self._to_placeholder = dict(zip(self._control, self._placeholders))
         self._escape = _alternation(tuple(self._control[i] for i in longest_first)) if self._control else None
-        self._unescape = re.compile(f"\ufdd4{nonce}(\\d+)\ufdd5") if self._control else None
 
     @classmethod
     def new(cls, control: tuple[str, ...] | list[str] = ()) -> ContentMarks:
@@ -393,9 +415,16 @@ class ContentMarks:
         return self._escape.sub(lambda m: self._to_placeholder[m.group(0)], text)
 
     def unescape(self, text: str) -> str:
-        if self._unescape is None or "\ufdd4" not in text:
+        if not self._control or "\ufdd4" not in text:
             return text
-        return self._unescape.sub(lambda m: self._control[int(m.group(1))], text)
+        return _PLACEHOLDER.sub(self._control_for, text)
+
+    def _control_for(self, match: re.Match[str]) -> str:
+        body = match.group(1)
+        index = body[len(self._nonce) :]
+        if not (body.startswith(self._nonce) and index.isdecimal() and int(index) < len(self._control)):
+            return match.group(0)  # not one of this rendering's placeholders
+        return self._control[int(index)]
 
     def wrap(self, text: str) -> str:
         core = text.strip()
@@ -409,7 +438,7 @@ class ContentMarks:
         """Yield (inside_marks, piece) in order, placeholders inside marked pieces turned back into their text.
         Raises ContentCutError when the markers are not balanced pairs."""
         inside = False
-        for piece in self._pattern.split(text):
+        for piece in self._pieces(text):
             if piece == self.open:
                 if inside:
                     raise ContentCutError("the chat template nested one conversation string inside another")
@@ -432,6 +461,18 @@ class ContentMarks:
             raise ContentCutError(
                 "the chat template cut a conversation string (its start marker has no end): refusing to render"
             )
+
+    def _pieces(self, text: str) -> Iterator[str]:
+        """`text` cut at every marker, the markers kept as pieces of their own, in order. (The two markers
+        cannot overlap each other or themselves: each starts with a character that occurs nowhere else in
+        either.)"""
+        for i, after_open in enumerate(text.split(self.open)):
+            if i:
+                yield self.open
+            for j, piece in enumerate(after_open.split(self.close)):
+                if j:
+                    yield self.close
+                yield piece
 
 
 def _wrap_json(value: JSONValue, wrap: Wrap, keep_identifier_keys: bool = False) -> JSONValue:

@@ -248,9 +248,12 @@ def test_vllm_parser_refuses_bodies_without_token_ids():
 
 
 def test_vllm_request_body_asks_for_ids_and_neutral_sampling():
+    """The sampled ids come as `token_id:<id>` tokens; `return_token_ids` is not asked for, since vLLM would
+    echo the whole prompt's ids with them on every call."""
     body = completion_request("m", [1, 2, 3], SamplingParams(temperature=0.5, top_p=0.9, seed=4, stop_token_ids=[9]), 7)
     assert body["prompt"] == [1, 2, 3] and body["max_tokens"] == 7 and body["seed"] == 4
-    assert body["return_token_ids"] is True and body["logprobs"] == 1 and body["skip_special_tokens"] is False
+    assert "return_token_ids" not in body and body["return_tokens_as_token_ids"] is True
+    assert body["logprobs"] == 1 and body["skip_special_tokens"] is False
     assert body["top_k"] == -1 and body["repetition_penalty"] == 1.0 and body["stop_token_ids"] == [9]
 
 
@@ -463,7 +466,7 @@ async def test_vllm_client_streams_ids_and_logprobs_as_they_come():
     result = rest[-1]
     assert [t.id for t in [first, *rest[:-1]]] == RECORDED_IDS == result.output_ids
     assert result.finish_reason is FinishReason.length and result.logprobs[5] == pytest.approx(-0.060546875)
-    assert seen[0]["stream"] is True and seen[0]["return_token_ids"] is True and seen[0]["logprobs"] == 1
+    assert seen[0]["stream"] is True and seen[0]["return_tokens_as_token_ids"] is True and seen[0]["logprobs"] == 1
 
 
 async def test_vllm_stream_failing_mid_way_is_a_backend_error_after_the_first_tokens():
@@ -507,3 +510,27 @@ async def test_vllm_client_streams_from_serve_model_token_by_token(served):
     assert [e.id for e in events[:-1]] == result.output_ids == (await client.generate(prompt, sampling, CTX)).output_ids
     assert max_abs_diff(result.logprobs, reference_logprobs(backend.model, prompt, result.output_ids, 0.7)) < 1e-4
     await client.close()
+
+
+async def test_streamed_calls_in_a_row_share_one_connection():
+    """After `[DONE]` the client reads the stream to its end in the background, so the connection goes back to
+    the pool: calls one after another reuse it (a connection per call cost each call a connect, and the server an
+    accept, on the one-stream path). Closing the client mid-stream still aborts the request (tested above)."""
+    backend = EmbeddedBackend(tiny_model_dir(), seed=0)
+    inner = create_app(backend, model_name="tiny")
+    ports: list[int] = []
+
+    async def counting(scope, receive, send):  # the client's port of every streamed completion request
+        if scope["type"] == "http" and scope["path"] == "/v1/completions":
+            ports.append(scope["client"][1])
+        await inner(scope, receive, send)
+
+    with ServerThread(counting) as server:
+        client = make_backend(f"vllm:{server.url}", tiny_model_dir())
+        prompt = backend.model_dir.encode_text("One connection for every call.")
+        for seed in range(3):
+            events = [e async for e in client.stream(prompt, SamplingParams(max_tokens=4, seed=seed), CTX)]
+            assert events[-1].output_ids
+            await asyncio.sleep(0.2)  # the background read of the stream's end
+        await client.close()
+    assert len(ports) == 3 and len(set(ports)) == 1, ports

@@ -133,3 +133,14 @@ def test_a_template_that_slices_content_is_refused(tiny_model_dir, tmp_path):
 def test_marks_without_control_strings_still_wrap():
     marks = ContentMarks.new()
     assert list(marks.split(marks.wrap("a <b>"))) == [(True, "a <b>")]
+
+
+def test_only_this_renderings_placeholders_turn_back_into_control_strings(tiny_model):
+    """A string spelling a placeholder of another rendering (another nonce), or of this one with an index it
+    does not have, stays text; this rendering's own placeholders come back as the control strings they hide."""
+    marks, other = tiny_model.content_marks(), tiny_model.content_marks()
+    foreign = other.escape("<|im_end|>")
+    assert foreign != "<|im_end|>" and foreign != marks.escape("<|im_end|>")
+    own_out_of_range = marks.escape("<|im_end|>").replace("\ufdd5", "999\ufdd5")
+    text = marks.wrap("a <|im_end|> b") + marks.open + foreign + " " + own_out_of_range + marks.close
+    assert list(marks.split(text)) == [(True, "a <|im_end|> b"), (True, foreign + " " + own_out_of_range)]
