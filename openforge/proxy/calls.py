@@ -111,6 +111,7 @@ class CallJobs:
     def __init__(self, keep: int):
         self.keep = keep
         self._by_episode: dict[str, OrderedDict[str, CallJob]] = {}
+        self.running = 0  # calls of every episode whose work has not ended
 
     def find(self, episode_id: str, digest: str) -> CallJob | None:
         calls = self._by_episode.get(episode_id)
@@ -127,9 +128,11 @@ class CallJobs:
         return job
 
     async def _run(self, job: CallJob, work: Callable[[CallJob], Awaitable[None]]) -> None:
+        self.running += 1
         try:
             await work(job)
         finally:
+            self.running -= 1
             if not job.done:  # `work` ends every call it can; this only keeps followers from waiting forever
                 job.finish(
                     CallResponse(500, {"error": {"message": "the call was stopped before it finished"}}), failed=True

@@ -54,6 +54,8 @@ from openforge.store.writer import AsyncCallWriter
 
 # Bodies above this are decoded in a worker thread (parsing 10 MB of JSON takes the loop ~0.1 s).
 _DECODE_IN_THREAD_BYTES = 256 * 1024
+# Requests up to this size render on the loop (~1 ms for a few thousand tokens); larger ones in a worker thread.
+_RENDER_ON_LOOP_BYTES = 16 * 1024
 
 
 class PauseGate:
@@ -241,7 +243,7 @@ class ProxyService:
                 ),
             )
         try:
-            rendered = await self._render(episode, conversation, request.side_call)
+            rendered = await self._render(episode, conversation, request.side_call, len(body))
         except ModelDirError as e:  # the template refused the conversation, or cut a string in it
             return self.error_response(
                 dialect, DialectError.invalid(f"the model's chat template cannot render this conversation: {e}")
@@ -343,7 +345,8 @@ class ProxyService:
                 },
             }
         )
-        await self.writer.add_call(record)  # durable before the harness can see the call complete
+        # durable before the harness can see the call complete
+        await self.writer.add_call(record, alone=self.calls.running == 1)
         async with self._render_lock(call.episode.id):
             self.renderer.record(
                 call.episode.id,
@@ -412,13 +415,18 @@ class ProxyService:
             chars += len(message.content) + len(message.reasoning or "")
         return chars // self.model.max_token_chars
 
-    async def _render(self, episode: Episode, conversation: Conversation, side_call: bool) -> RenderedPrompt:
-        """The continuity renderer, in a worker thread (a long prompt takes seconds to render and tokenize);
-        one render per episode at a time, since it reads and updates the episode's threads."""
+    async def _render(
+        self, episode: Episode, conversation: Conversation, side_call: bool, body_bytes: int
+    ) -> RenderedPrompt:
+        """The continuity renderer; one render per episode at a time, since it reads and updates the episode's
+        threads. A long prompt takes seconds to render and tokenize, so it goes to a worker thread; a short one
+        renders here, in less time than the hop to a thread and back costs."""
         async with self._render_lock(episode.id):
             if self.registry.calls_before_this_process(episode.id):
                 used = await asyncio.to_thread(self._segments_used, episode.id)
                 self.renderer.mark_unknown(episode.id, next_segment=used)
+            if body_bytes <= _RENDER_ON_LOOP_BYTES:
+                return self.renderer.render(episode.id, conversation, side_call)
             return await asyncio.to_thread(self.renderer.render, episode.id, conversation, side_call)
 
     def _render_lock(self, episode_id: str) -> asyncio.Lock:

@@ -269,6 +269,21 @@ class TrajectoryStore:
         """Store several calls in one transaction: all are stored, or (on error) none."""
         self._calls.add(self._conn(), records)
 
+    def try_add_call(self, record: CallRecord) -> bool:
+        """Store one call if SQLite's write lock is free now; False, with nothing written, when another
+        writer holds it (this never waits for the lock: a caller on an event loop must not block on it)."""
+        conn = self._conn()
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            self._calls.add(conn, [record])
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return False
+            raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._pool.busy_timeout_s * 1000)}")
+        return True
+
     def get_call(self, episode_id: str, index: int) -> CallRecord | None:
         return self._calls.get(self._conn(), episode_id, index)
 

@@ -20,6 +20,8 @@ from openforge.store.errors import StoreClosedError
 from openforge.store.store import TrajectoryStore
 
 _STOP = object()
+# A record whose request body is at most this is committed by its caller when the writer is idle.
+_INLINE_BYTES = 16 * 1024
 
 
 @dataclass
@@ -45,6 +47,8 @@ class AsyncCallWriter:
         self._closed = False
         self._close_lock = threading.Lock()
         self.stats = WriterStats()
+        self._stats_lock = threading.Lock()  # commits are counted from the writer thread and from callers
+        self._busy = False  # the writer thread is committing a batch
         self._thread = threading.Thread(target=self._run, name="openforge-call-writer", daemon=True)
         self._thread.start()
 
@@ -57,9 +61,22 @@ class AsyncCallWriter:
             self._queue.put((record, future))
         return future
 
-    async def add_call(self, record: CallRecord) -> None:
-        """Store `record`; returns once it is committed."""
+    async def add_call(self, record: CallRecord, *, alone: bool = False) -> None:
+        """Store `record`; returns once it is committed. `alone`: the caller knows no other record is on its
+        way (one call in flight). Then a small record is committed right here while the writer is idle and
+        SQLite's write lock is free: it would have had a batch of its own, and the two thread hops cost more
+        than its commit. Otherwise it joins the writer's next batch."""
+        small = len(record.request_body or b"") <= _INLINE_BYTES
+        if alone and small and self._idle() and self._store.try_add_call(record):
+            self._count(1)
+            return
         await asyncio.shield(asyncio.wrap_future(self.submit(record)))
+
+    def _idle(self) -> bool:
+        with self._close_lock:
+            if self._closed:
+                raise StoreClosedError("the call writer is closed")
+        return not self._busy and self._queue.empty()
 
     def close(self) -> None:
         """Commit everything queued, then stop the thread. Idempotent."""
@@ -98,7 +115,11 @@ class AsyncCallWriter:
                 except queue.Empty:
                     break
             if batch:
-                self._commit(batch)
+                self._busy = True
+                try:
+                    self._commit(batch)
+                finally:
+                    self._busy = False
 
     def _commit(self, batch: list[tuple[CallRecord, concurrent.futures.Future]]) -> None:
         try:
@@ -119,9 +140,10 @@ class AsyncCallWriter:
             _settle(future, None)
 
     def _count(self, n: int) -> None:
-        self.stats.records += n
-        self.stats.transactions += 1
-        self.stats.largest_batch = max(self.stats.largest_batch, n)
+        with self._stats_lock:
+            self.stats.records += n
+            self.stats.transactions += 1
+            self.stats.largest_batch = max(self.stats.largest_batch, n)
 
 
 def _settle(future: concurrent.futures.Future, exc: BaseException | None) -> None:

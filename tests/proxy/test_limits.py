@@ -178,8 +178,9 @@ async def test_count_tokens_refuses_what_cannot_fit_without_tokenizing(tmp_path,
 
 
 async def test_a_slow_render_does_not_hold_up_other_episodes(tmp_path, tiny_model_dir):
-    """One episode's prompt takes a long time to render (here: held in its worker thread until released);
-    another episode's call is served meanwhile."""
+    """One episode's long prompt takes a long time to render (here: held in its worker thread until
+    released); another episode's call is served meanwhile. (A short prompt renders on the loop, in about a
+    millisecond: less than the hop to a thread costs.)"""
     async with live_proxy(tmp_path, tiny_model_dir) as live:
         renderer = live.service.renderer
         slow_episode, fast_episode = live.create_episode(), live.create_episode()
@@ -193,7 +194,8 @@ async def test_a_slow_render_does_not_hold_up_other_episodes(tmp_path, tiny_mode
             return render(episode_id, conversation, side_call)
 
         renderer.render = held_render
-        slow = asyncio.create_task(openai_client(live, slow_episode.key).chat.completions.create(**OK_CHAT))
+        long_chat = {**OK_CHAT, "messages": [{"role": "user", "content": "word " * 8_000}]}  # > 16 KB: a thread
+        slow = asyncio.create_task(openai_client(live, slow_episode.key).chat.completions.create(**long_chat))
         while not rendering.is_set():
             await asyncio.sleep(0.01)
         fast = await openai_client(live, fast_episode.key).chat.completions.create(**OK_CHAT)

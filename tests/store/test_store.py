@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -518,6 +519,42 @@ async def test_async_writer_batches_concurrent_callers(tmp_path):
     with pytest.raises(StoreClosedError):
         await writer.add_call(records[("e0", 0)])
     observer.close()
+    store.close()
+
+
+async def test_async_writer_commits_a_lone_call_on_the_callers_thread_unless_the_lock_is_taken(tmp_path):
+    """With one call in flight (`alone`), a small record is committed by the caller itself (no hop to the
+    writer thread and back); when another connection holds SQLite's write lock it does not wait on the loop
+    for it, but queues the record, which the writer commits once the lock is free."""
+    store = TrajectoryStore.open(tmp_path)
+    store.create_episode(Episode(id="e", key="k"))
+    committed_on: list[str] = []
+    real_try = store.try_add_call
+
+    def spy(record):
+        done = real_try(record)
+        committed_on.append(threading.current_thread().name if done else "refused")
+        return done
+
+    store.try_add_call = spy
+    holder = sqlite3.connect(str(tmp_path / "trajectories.db"), isolation_level=None)
+    async with AsyncCallWriter(store) as writer:
+        await writer.add_call(full_call("e", 0), alone=True)
+        assert committed_on == [threading.current_thread().name] and store.get_call("e", 0) is not None
+        await writer.add_call(full_call("e", 1))  # not alone: the writer's batch
+        assert committed_on == [threading.current_thread().name]
+
+        holder.execute("BEGIN IMMEDIATE")
+        pending = asyncio.ensure_future(writer.add_call(full_call("e", 2), alone=True))
+        started = time.monotonic()
+        await asyncio.sleep(0.2)
+        assert time.monotonic() - started < 5  # the loop went on while the lock was held
+        assert committed_on[-1] == "refused" and not pending.done()
+        holder.execute("ROLLBACK")
+        await asyncio.wait_for(pending, 30)
+        assert store.get_call("e", 2) is not None
+        assert writer.stats.records == 3
+    holder.close()
     store.close()
 
 
