@@ -47,17 +47,23 @@ _NOT_APPEND_ONLY = object()
 def message_fingerprint(message: Message, *, images: bool = False) -> str:
     """What a message means, without the ids harnesses rewrite. `images`: the model sees the message's images
     (its template takes them), so they are part of what it means; a text-only model sees only their
-    placeholders, so a harness that drops an old screenshot for its placeholder changes nothing it reads."""
-    key: dict[str, object] = {
-        "role": message.role,
-        "content": message.content,
-        "reasoning": message.reasoning or None,
-        "calls": [[c.name, c.arguments] for c in message.tool_calls],
-        "is_error": message.is_error,
-    }
+    placeholders, so a harness that drops an old screenshot for its placeholder changes nothing it reads.
+    The text is hashed as it is, each field length-prefixed (not through JSON: escaping a long tool result
+    cost four times its hashing, on every message of every call)."""
+    h = hashlib.blake2b(digest_size=16)
+    for field_text in (message.role, message.content, message.reasoning or ""):
+        _put(h, field_text.encode("utf-8", "surrogatepass"))
+    calls = [[c.name, c.arguments] for c in message.tool_calls]
+    extra: dict[str, object] = {"calls": calls, "is_error": message.is_error}
     if images and message.images:
-        key["images"] = [[i.offset, i.sha256 or i.url] for i in message.images]
-    return _digest(key)
+        extra["images"] = [[i.offset, i.sha256 or i.url] for i in message.images]
+    _put(h, json.dumps(extra, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _put(h: hashlib.blake2b, data: bytes) -> None:
+    h.update(len(data).to_bytes(8, "little"))
+    h.update(data)
 
 
 def reply_fingerprint(output: ParsedOutput) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from openforge.core import Conversation, Message, ToolCall, ToolSpec
-from openforge.proxy.continuity import ContinuityRenderer
+from openforge.proxy.continuity import ContinuityRenderer, message_fingerprint
 from openforge.proxy.output_parser import parse_output
 
 TOOLS = [
@@ -176,3 +176,18 @@ def test_real_qwen3_template_tool_loop_extends_and_new_user_turn_is_template_not
     r3, _, _ = h.call("Sure.")
     assert r3.break_reason == "template_not_append_only" and r3.segment != r2.segment
     assert qwen3.decode(r3.prompt_ids) == qwen3.render_text(h.conv)
+
+
+def test_fingerprints_tell_apart_text_moved_between_fields():
+    """A fingerprint hashes each field's text with its length: moving text from the content to the reasoning
+    (or a tool call's arguments into another field) is a different message; the tool call's id is not part
+    of it (OpenClaw rewrites ids)."""
+    base = Message(role="assistant", content="ab", reasoning="c")
+    assert message_fingerprint(base) == message_fingerprint(Message(role="assistant", content="ab", reasoning="c"))
+    assert message_fingerprint(base) != message_fingerprint(Message(role="assistant", content="a", reasoning="bc"))
+    assert message_fingerprint(base) != message_fingerprint(Message(role="user", content="ab", reasoning="c"))
+    call = ToolCall(id="x1", name="bash", arguments={"command": "ls"})
+    with_call = Message(role="assistant", content="", tool_calls=[call])
+    renamed = Message(role="assistant", content="", tool_calls=[call.model_copy(update={"id": "other"})])
+    assert message_fingerprint(with_call) == message_fingerprint(renamed)
+    assert message_fingerprint(with_call) != message_fingerprint(Message(role="assistant", content='[["bash"'))
