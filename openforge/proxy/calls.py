@@ -89,15 +89,19 @@ class CallJob:
         return self.response
 
     async def follow(self) -> AsyncIterator[bytes]:
-        """Every event of the stream from the first, live, until the call is over."""
+        """Every event of the stream from the first, live, until the call is over. The events that arrived
+        since the follower last wrote go out as one chunk (one socket write: the stream's opening events with
+        its first token, its closing events), each token still as soon as it is emitted."""
         self.followers += 1
         try:
             sent = 0
             while True:
                 events = self.events  # a finished call's events may be joined into one blob meanwhile
-                while sent < len(events):
-                    sent += 1
-                    yield events[sent - 1]
+                if sent < len(events):
+                    chunk = events[sent] if sent + 1 == len(events) else b"".join(events[sent:])
+                    sent = len(events)
+                    yield chunk
+                    continue  # more may have been emitted while the chunk was written
                 if self.done:
                     return
                 await self._wake.wait()

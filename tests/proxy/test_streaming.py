@@ -251,3 +251,26 @@ async def test_embedded_engine_streams_tokens_before_it_has_sampled_the_rest(tmp
         assert blocked.is_set() and not forwards["timed_out"]
         (call,) = live.store.list_calls(episode.id)
         assert call.output_ids == greedy.output_ids and final.content[0].text
+
+
+async def test_a_follower_writes_what_was_emitted_together_as_one_chunk():
+    """A stream's follower sends the events emitted since its last write as one chunk (one socket write: the
+    opening events with the first token, the closing events), and still each token as soon as it is emitted."""
+    import asyncio
+
+    from openforge.proxy.calls import CallJob, CallResponse
+
+    job = CallJob("episode", "digest", streamed=True)
+    job.emit([b"start;", b"token 1;"])
+    follower = job.follow()
+    assert await anext(follower) == b"start;token 1;"
+    pending = asyncio.ensure_future(anext(follower))
+    await asyncio.sleep(0.01)
+    assert not pending.done()  # nothing new yet: it waits, it does not wait for more
+    job.emit([b"token 2;"])
+    assert await asyncio.wait_for(pending, 5) == b"token 2;"
+    job.emit([b"stop;", b"end;"])
+    job.finish(CallResponse(200, chunks=[]))
+    assert await anext(follower) == b"stop;end;"
+    with pytest.raises(StopAsyncIteration):
+        await anext(follower)
