@@ -779,7 +779,9 @@ def cpu_tables(args, records: list[EpisodeCPU], checks: dict) -> dict:
 IDLE = ("select.epoll",)  # waiting for the next request, not work
 
 
-async def profile_run(args, children: Children, model: Path, work: Path, policy: Path, messages: dict[int, str]):
+async def profile_run(
+    args, children: Children, model: Path, work: Path, policy: Path, messages: dict[int, str]
+) -> dict:
     """Profile the tool-loop calls of an episode at the smallest and at the largest context (one profiled proxy
     process; each episode's first call is left out)."""
     prof = work / "proxy.prof"
@@ -805,7 +807,7 @@ async def profile_run(args, children: Children, model: Path, work: Path, policy:
             wait_for(path.exists, 60, "profile dump", proxy.proc, lambda: children.log_tail("proxy-profiled"))
             profiles[size] = pstats.Stats(str(path)).stats
     children.stop(proxy.proc, signal.SIGINT, timeout=60)
-    print_profile(args, profiles[sizes[1]], sizes[1], profiles[sizes[0]], sizes[0])
+    return print_profile(args, profiles[sizes[1]], sizes[1], profiles[sizes[0]], sizes[0])
 
 
 def _where(key) -> str:
@@ -825,8 +827,9 @@ def _busy(entries) -> float:
     return sum(v[2] for k, v in entries.items() if not any(i in k[2] for i in IDLE))
 
 
-def print_profile(args, entries: dict, size: int, small: dict, small_size: int) -> None:
-    """entries: pstats' (file, line, name) -> (primitive calls, calls, tottime, cumtime, callers)."""
+def print_profile(args, entries: dict, size: int, small: dict, small_size: int) -> dict:
+    """Prints the profile's tables and returns them for the results file. entries: pstats' (file, line, name) ->
+    (primitive calls, calls, tottime, cumtime, callers)."""
     n = args.tool_calls
     busy_s = _busy(entries)
     console.print(
@@ -836,7 +839,25 @@ def print_profile(args, entries: dict, size: int, small: dict, small_size: int) 
         f"{small_size // 1000}k; cProfile's overhead inflates both, most where many small Python calls are made)"
     )
 
+    summary: dict[str, object] = {
+        "context_tokens": size,
+        "small_context_tokens": small_size,
+        "tool_loop_calls": n,
+        "cpu_ms_per_call_under_profiler": round(busy_s / n * 1000, 3),
+        "cpu_ms_per_call_under_profiler_small": round(_busy(small) / n * 1000, 3),
+    }
+
     def show(title: str, keys, column: int, extra=None):
+        summary[title] = [
+            {
+                "function": _where(key),
+                "calls": entries[key][1],
+                "ms_per_call": round(entries[key][column] / n * 1000, 4),
+                "share_of_cpu": round(entries[key][column] / busy_s, 4),
+                **({extra[0]: extra[1](key)} if extra else {}),
+            }
+            for key in keys
+        ]
         t = Table(title=title, title_justify="left")
         cols = ["function", "ncalls", "tottime s", "cumtime s", "ms per call", "% of CPU"]
         if extra:
@@ -889,6 +910,7 @@ def print_profile(args, entries: dict, size: int, small: dict, small_size: int) 
         2,
         extra=("growth ms/call", lambda k: f"{entries[k][2] / n * 1000 - at_small(k, 2):+.2f}"),
     )
+    return summary
 
 
 # ---- main ---------------------------------------------------------------------------------------------------
@@ -1093,7 +1115,7 @@ def main(argv=None) -> None:
             results["cpu_per_call"] = {k: v for k, v in cpu.items() if k != "per_size"}
             results["cpu_per_call"]["per_size_mean_p50_s"] = {str(k): v for k, v in cpu["per_size"].items()}
             if not args.skip_profile:
-                asyncio.run(profile_run(args, children, model, work, policy, messages))
+                results["cpu_profile"] = asyncio.run(profile_run(args, children, model, work, policy, messages))
         filler = filler_text(400_000, seed=1)
         if "stream" in args.parts:
             console.rule("Part 3: streaming — first byte, first token, whole reply")
