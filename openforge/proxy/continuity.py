@@ -105,7 +105,10 @@ class Thread:
     tools_fp: str
     message_fps: list[str]
     reply_fp: str
-    token_ids: list[int]  # prompt ids + output ids of the last call
+    # the last call's prompt and output ids, kept apart: joining them here would copy a 100k-id prompt once
+    # more per call (the next prompt is built from both in one copy, `_append`)
+    prompt_ids: list[int]
+    output_ids: list[int]
     ended_with_eos: bool
     last_call_index: int
     last_message_role: str | None
@@ -169,7 +172,7 @@ class ContinuityRenderer:
                         extended,
                         thread.segment,
                         None,
-                        len(thread.token_ids),
+                        len(thread.prompt_ids) + len(thread.output_ids),
                         system_fp,
                         tools_fp,
                         fps,
@@ -209,7 +212,8 @@ class ContinuityRenderer:
             tools_fp=rendered.tools_fp,
             message_fps=rendered.message_fps,
             reply_fp=reply_fingerprint(output),
-            token_ids=rendered.prompt_ids + output_ids,
+            prompt_ids=rendered.prompt_ids,
+            output_ids=output_ids,
             ended_with_eos=bool(output_ids) and output_ids[-1] in self._eos_ids,
             last_call_index=call_index,
             last_message_role=rendered.last_message_role,
@@ -247,7 +251,10 @@ class ContinuityRenderer:
         if turn_end is None:
             return _NOT_APPEND_ONLY  # the template renders no end-of-turn token after the reply
         tail = turn_end + full[len(through_reply) :]
-        return thread.token_ids + self.model.encode_marked(tail, marks)
+        ids = list(thread.prompt_ids)
+        ids += thread.output_ids
+        ids += self.model.encode_marked(tail, marks)
+        return ids
 
     def _turn_end(self, turn: str, ended_with_eos: bool) -> str | None:
         """The template's text after what the model sampled: what follows the end-of-turn token (or, if the
