@@ -43,9 +43,10 @@ class CallTable:
         """Store `records` in one transaction: all are stored, or (on error) none."""
         # images are cut out and compression happens here, outside the write lock
         splits = [(r, split_body(r, self.images.stored_text)) for r in records]
+        bases = [self._prompt_base(r) for r, _ in splits]
         encoded = [
-            EncodedCall(r, self._bodies.latest_before(r.episode_id, r.index), self._prompt_base(r), split.body)
-            for r, split in splits
+            EncodedCall(r, self._bodies.latest_before(r.episode_id, r.index), base, split.body)
+            for (r, split), base in zip(splits, bases)
         ]
         if not encoded:
             return
@@ -53,10 +54,11 @@ class CallTable:
         # A reference chosen now stays valid: stored calls are never changed or deleted.
         batch: dict[str, dict[int, Candidate]] = {}
         rows = []
-        for call in encoded:
+        for call, base in zip(encoded, bases):
             rec = call.record
             in_batch = batch.setdefault(rec.episode_id, {})
-            prompt = encode_prompt(call.prompt, self._candidates(conn, rec.episode_id, rec.index, in_batch))
+            extends = rec.metadata["extends_call"] if base is not None else None  # checked by `_prompt_base`
+            prompt = encode_prompt(call.prompt, self._candidates(conn, rec.episode_id, rec.index, in_batch), extends)
             in_batch[rec.index] = Candidate(rec.index, call.sequence, prompt.depth)
             rows.append(call.row(prompt))
         with write_transaction(conn):

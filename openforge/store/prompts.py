@@ -50,8 +50,15 @@ class EncodedPrompt:
     depth: int
 
 
-def encode_prompt(prompt: np.ndarray, candidates: list[Candidate]) -> EncodedPrompt:
-    """Pick the candidate sharing the longest prefix with `prompt` and store only the rest."""
+def encode_prompt(prompt: np.ndarray, candidates: list[Candidate], extends: int | None = None) -> EncodedPrompt:
+    """Pick the candidate sharing the longest prefix with `prompt` and store only the rest. `extends`: the index
+    of a candidate whose whole sequence `prompt` is known to start with (the proxy's continuity hint, checked
+    by the caller); it is taken without comparing the others (at 100k tokens each comparison costs more than
+    the rest of storing the call)."""
+    hinted = next((c for c in candidates if c.index == extends), None) if extends is not None else None
+    if hinted is not None and hinted.depth + 1 <= MAX_CHAIN_DEPTH and len(hinted.sequence) >= MIN_SHARED_TOKENS:
+        shared = len(hinted.sequence)
+        return EncodedPrompt(hinted.index, shared, pack(ids_to_bytes(prompt[shared:])), len(prompt), hinted.depth + 1)
     best: Candidate | None = None
     best_shared = 0
     for cand in candidates:

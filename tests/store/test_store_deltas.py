@@ -68,3 +68,21 @@ def test_prompt_extension_hint(tmp_path):
         assert store.get_call("ep", 2).prompt_ids == wrong
     with TrajectoryStore.open(tmp_path) as fresh:
         assert [c.prompt_ids for c in fresh.list_calls("ep")] == [list(range(100)), prompt, wrong]
+
+
+def test_a_valid_hint_names_the_reference_without_comparing_other_calls(tmp_path):
+    """With the proxy's hint (`extends_call` k, its whole prompt + output reused) the prompt is stored against
+    call k directly, even where another recent call shares more (comparing a 100k-token prompt with every recent
+    call cost more than the rest of storing it); it reads back whole either way."""
+    seq0 = list(range(100)) + [7, 8]
+    with TrajectoryStore.open(tmp_path) as store:
+        episode(store)
+        store.add_call(CallRecord(episode_id="ep", index=0, prompt_ids=seq0[:100], output_ids=[7, 8]))
+        store.add_call(CallRecord(episode_id="ep", index=1, prompt_ids=seq0 + [1, 2, 3], output_ids=[4]))
+        prompt = seq0 + [1, 2, 3, 4, 5]  # shares 106 ids with call 1's sequence, 102 with call 0's
+        hint = {"extends_call": 0, "reused_prompt_tokens": 102}
+        store.add_call(CallRecord(episode_id="ep", index=2, prompt_ids=prompt, metadata=hint))
+        ref = store._conn().execute("SELECT prompt_ref, prompt_prefix_len FROM calls WHERE call_index = 2").fetchone()
+        assert tuple(ref) == (0, 102)
+    with TrajectoryStore.open(tmp_path) as fresh:
+        assert fresh.get_call("ep", 2).prompt_ids == prompt
