@@ -134,7 +134,8 @@ class JSONClient:
             raise BackendError(f"{self.server} at {url} answered {response.status_code}: {_message(response)}")
 
     async def aclose(self) -> None:
-        for task in list(self._drains):
+        loop = asyncio.get_running_loop()
+        for task in [t for t in self._drains if t.get_loop() is loop]:  # another loop's tasks are its own
             task.cancel()
         clients, self._clients = list(self._clients.items()), {}
         for loop, client in clients:

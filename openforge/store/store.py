@@ -277,9 +277,11 @@ class TrajectoryStore:
         try:
             self._calls.add(conn, [record])
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                return False
-            raise
+            if exc.sqlite_errorcode not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+            if conn.in_transaction:  # refused at COMMIT rather than at BEGIN: the lock must not stay held
+                conn.execute("ROLLBACK")
+            return False
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(self._pool.busy_timeout_s * 1000)}")
         return True
