@@ -179,6 +179,9 @@ class TrainConfig(EpisodeSettings, TaskValidationSettings):
     harnesses: HarnessNames = Field(default_factory=lambda: ["react"])
     # the held-out evaluation's harnesses (default: `harnesses`); one that is not trained on measures transfer
     eval_harnesses: HarnessNames | None = None
+    # harnesses only the trained policies (SFT, SFT+RL) are also evaluated in, without faults: transfer from the
+    # harnesses they learned through, at a fraction of evaluating every policy everywhere
+    transfer_harnesses: HarnessNames | None = None
     sft: SFTSettings | None = None
     rl: RLSettings = Field(default_factory=RLSettings)
     # SFT and GRPO train a LoRA adapter (`LoRASettings`); the run's checkpoints hold it and the merged weights
@@ -242,6 +245,20 @@ class TrainConfig(EpisodeSettings, TaskValidationSettings):
             raise ValueError(
                 "sft.control compares policies after training: set `evaluation: policies` (or drop sft.control)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _transfer_is_elsewhere(self) -> TrainConfig:
+        if not self.transfer_harnesses:
+            return self
+        both = [h for h in self.transfer_harnesses if h in self.heldout_harnesses]
+        if both:
+            raise ValueError(
+                f"transfer_harnesses {both} are already in eval_harnesses (every policy is evaluated there): "
+                "drop them from one of the two"
+            )
+        if self.evaluation != "policies":
+            raise ValueError("transfer_harnesses evaluates the trained policies: set `evaluation: policies`")
         return self
 
     @model_validator(mode="after")

@@ -82,7 +82,7 @@ def load_data(config: TrainConfig, run: Path, dropped: Collection[str] = ()) -> 
             trained_instances=list(teacher),
             stream=InstanceStream(families, config.seed, rl.prompts),
         )
-        if not config.in_process_eval:
+        if not config.in_process_eval or config.transfer_harnesses:
             data.heldout_tasks = write_instances(heldout, run / "tasks" / "heldout")
         return data
     dirs = config.tasks.dirs

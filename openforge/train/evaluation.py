@@ -32,6 +32,8 @@ from openforge.train.serving import rollout_config, serving
 from openforge.train.stored import stored_episode
 
 FAULTS_SUFFIX = "+faults"  # RUN/eval/<name>+faults: the same evaluation with faults injected
+TRANSFER_SUFFIX = "+transfer"  # RUN/eval/<name>+transfer: the trained policies in `transfer_harnesses`
+TRANSFER_LABELS = ("sft", "rl")  # the policies evaluated for transfer (trained through the run's harnesses)
 
 
 @dataclass
@@ -60,6 +62,12 @@ async def evaluate(
         faulted = await measure(
             ctx, policy, run.with_name(run.name + FAULTS_SUFFIX), provider, after_steps, faults, progress
         )
+    transfer = ctx.config.transfer_harnesses
+    if transfer and label in TRANSFER_LABELS:
+        moved = await measure(
+            ctx, policy, run.with_name(run.name + TRANSFER_SUFFIX), provider, after_steps, None, progress, transfer
+        )
+        clean.by_harness.update(moved.by_harness)
     record = EvalRecord(
         after_steps=after_steps,
         pass_at_1=clean.score,
@@ -97,13 +105,16 @@ async def measure(
     after_steps: int,
     faults: FaultSpec | None,
     progress: Progress | None = None,
+    harnesses: list[str] | None = None,
 ) -> Measurement:
+    """Held-out pass@1 in `harnesses` (default: the run's evaluation harnesses)."""
     shutil.rmtree(run, ignore_errors=True)  # a crashed earlier attempt: start clean
-    if ctx.config.in_process_eval:
+    harnesses = harnesses or ctx.config.heldout_harnesses
+    if ctx.config.in_process_eval and harnesses == ["react"]:
         episode_ids = await family_eval(ctx, policy, run, faults)
     elif ctx.data.heldout_tasks:
         assert provider is not None
-        episode_ids = await task_eval(ctx, policy, run, provider, after_steps, faults, progress)
+        episode_ids = await task_eval(ctx, policy, run, provider, after_steps, faults, progress, harnesses)
     else:
         ctx.console.print("[yellow]no held-out tasks (split heldout): pass@1 not measured[/]")
         return Measurement(None, 0, None)
@@ -112,9 +123,7 @@ async def measure(
         pass_at_1(_results(graded)),
         len(graded),
         analyze_store(run, run).overall.model_dump(mode="json"),
-        by_harness={
-            h: pass_at_1(_results([e for e in graded if e.harness == h])) for h in ctx.config.heldout_harnesses
-        },
+        by_harness={h: pass_at_1(_results([e for e in graded if e.harness == h])) for h in harnesses},
     )
 
 
@@ -154,11 +163,11 @@ async def task_eval(
     provider: SandboxProvider,
     after_steps: int,
     faults: FaultSpec | None,
-    progress: Progress | None = None,
+    progress: Progress | None,
+    harnesses: list[str],
 ) -> list[str]:
-    """Held-out tasks × the evaluation's harnesses, one episode each, through the orchestrator."""
+    """Held-out tasks × `harnesses`, one episode each, through the orchestrator."""
     async with serving(ctx.config, policy, run, 0.0) as proxy:
-        harnesses = ctx.config.heldout_harnesses
         config = rollout_config(ctx, run=run, step=after_steps, temperature=0.0, faults=faults, harnesses=harnesses)
         summary = await run_slots(
             proxy,

@@ -182,7 +182,7 @@ async def evaluate_policies(ctx: RunContext, policies: dict[str, Path], rl_steps
     """Held-out pass@1 of each policy (label → checkpoint), in order."""
     (ctx.run / EVALS_FILE).unlink(missing_ok=True)
     records = []
-    async with sandboxes(ctx) as provider:
+    async with sandboxes(ctx, transfer=bool(ctx.config.transfer_harnesses)) as provider:
         for label, path in policies.items():
             after = rl_steps if label == "rl" else 0
             records.append(await evaluate(ctx, path, ctx.run / "eval" / label, provider, after, label=label))

@@ -82,6 +82,7 @@ def build_report(ctx: RunContext, steps: list[StepRecord], evals: list[EvalRecor
         # copies, as JSON (a list[str] is not a list[JSONValue] to a type checker: lists are invariant)
         "harnesses": list(ctx.config.harnesses),
         "eval_harnesses": list(ctx.config.heldout_harnesses),
+        "transfer_harnesses": list(ctx.config.transfer_harnesses or []),
         "episode_path": "in-process" if ctx.config.in_process else "orchestrator",
         "sandbox": ctx.sandbox_used,
         "lora": ctx.config.lora.model_dump() if ctx.config.lora else None,

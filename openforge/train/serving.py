@@ -83,10 +83,10 @@ def rollout_config(ctx: RunContext, **overrides: Any) -> RolloutConfig:
 
 
 @asynccontextmanager
-async def sandboxes(ctx: RunContext) -> AsyncIterator[SandboxProvider | None]:
-    """The run's sandbox provider (None when every episode runs in process); the run's leftover sandboxes are
-    removed by label before and after."""
-    if ctx.config.in_process_eval:  # (implies in-process training)
+async def sandboxes(ctx: RunContext, transfer: bool = False) -> AsyncIterator[SandboxProvider | None]:
+    """The run's sandbox provider (None when every episode runs in process, `transfer` episodes aside); the
+    run's leftover sandboxes are removed by label before and after."""
+    if ctx.config.in_process_eval and not transfer:  # (implies in-process training)
         yield None
         return
     provider = get_provider(ctx.sandbox, **ctx.config.sandbox_options)

@@ -41,6 +41,11 @@ def test_config_errors_name_the_field_and_the_fix():
     assert "unknown harness(es) clod" in invalid({"tasks": families, "harnesses": ["clod"]})
     assert "not a model directory" in invalid({"tasks": families, "model": "/nonexistent"})
     assert "sandbox = 'vm'" in invalid({"tasks": families, "sandbox": "vm"})
+    both = {"tasks": families, "evaluation": "policies", "eval_harnesses": ["react", "codex"]}
+    assert "transfer_harnesses ['codex'] are already in eval_harnesses" in invalid(
+        {**both, "transfer_harnesses": ["codex"]}
+    )
+    assert "set `evaluation: policies`" in invalid({"tasks": families, "transfer_harnesses": ["codex"]})
 
 
 def test_example_configs_are_valid():
