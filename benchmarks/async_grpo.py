@@ -43,6 +43,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/bench-async-grpo"))
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results/async-grpo.json"))
     args = parser.parse_args()
+    if args.staleness < 1:  # 0 is the synchronous run every round already makes
+        parser.error("--staleness must be at least 1: each round compares it with the synchronous run (0)")
     console = Console()
     if not (args.sft / "config.json").is_file():
         sys.exit(f"no SFT policy at {args.sft}: run `openforge quickstart --seed {args.seed}` first, or give --sft")
