@@ -64,10 +64,19 @@ def test_prompt_extension_hint(tmp_path):
                 episode_id="ep", index=2, prompt_ids=wrong, metadata={"extends_call": 0, "reused_prompt_tokens": 102}
             )
         )
+        # nor one that matches at its first and last ids but not in between (a bug in continuity, not a lie)
+        middle = list(range(100)) + [7, 8] + [4]
+        middle[50] = 9
+        store.add_call(
+            CallRecord(
+                episode_id="ep", index=3, prompt_ids=middle, metadata={"extends_call": 0, "reused_prompt_tokens": 102}
+            )
+        )
         assert store.get_call("ep", 1).prompt_ids == prompt
         assert store.get_call("ep", 2).prompt_ids == wrong
+        assert store.get_call("ep", 3).prompt_ids == middle
     with TrajectoryStore.open(tmp_path) as fresh:
-        assert [c.prompt_ids for c in fresh.list_calls("ep")] == [list(range(100)), prompt, wrong]
+        assert [c.prompt_ids for c in fresh.list_calls("ep")] == [list(range(100)), prompt, wrong, middle]
 
 
 def test_a_valid_hint_names_the_reference_without_comparing_other_calls(tmp_path):
