@@ -82,7 +82,8 @@ def test_the_real_model_recipe_trains_a_packaged_model_with_lora_through_claude_
 
     c = quickstart_config(recipe="real-model")
     assert c.model == "smollm2-135m" and c.lora is not None and c.tiny_model is None
-    assert c.harnesses == ["claude-code"] and c.heldout_harnesses == ["claude-code", "react", "codex"]
+    assert c.harnesses == ["claude-code"] and c.heldout_harnesses == ["claude-code"]
+    assert c.transfer_harnesses == ["react", "codex"]  # the trained policies only
     assert c.tasks.families == list(RECOVERY_FAMILIES) and c.faults is not None and c.sft.control
     assert c.rl.eval_instances >= 100  # the held-out size
     assert "--system-prompt" in c.adapter_options("claude-code")["extra_args"]
