@@ -167,7 +167,7 @@ HARNESSES_OVERRIDES: dict[str, Any] = {
 # measured by hand) while the teacher's happy path never shows a recovery. LoRA and small groups because a full
 # fine-tuning step on 8 x 400 tokens costs 13-16 s here and a Claude Code sample carries its ~2,000-token prompt
 # (run once per batch: `train.shared_prefix`); the logits of its 49,152-token vocabulary are computed in blocks
-# (`train.vocab_blocks`). Sizes from measured costs on 2 cores (docs/models.md, "what one seed costs"): an SFT step
+# (`train.vocab_blocks`). Sizes from measured costs on 2 cores (docs/models.md, "what a seed costs"): an SFT step
 # ~18 s, a GRPO step of 16 Claude Code episodes ~2 min, a greedy held-out episode ~3 s for a trained policy and
 # ~16 s for the base model, whose replies run to the token cap and Claude Code asks again after each cut.
 REAL_MODEL_PROMPT = (
