@@ -167,9 +167,10 @@ HARNESSES_OVERRIDES: dict[str, Any] = {
 # measured by hand) while the teacher's happy path never shows a recovery. LoRA and small groups because a full
 # fine-tuning step on 8 x 400 tokens costs 13-16 s here and a Claude Code sample carries its ~2,000-token prompt
 # (run once per batch: `train.shared_prefix`); the logits of its 49,152-token vocabulary are computed in blocks
-# (`train.vocab_blocks`). Sizes from measured costs on 2 cores (docs/models.md, "what a seed costs"): an SFT step
-# ~18 s, a GRPO step of 16 Claude Code episodes ~2 min, a greedy held-out episode ~3 s for a trained policy and
-# ~16 s for the base model, whose replies run to the token cap and Claude Code asks again after each cut.
+# (`train.vocab_blocks`). Sizes from costs measured by hand on 2 cores (docs/models.md, "what a seed costs"; no
+# results file yet): an SFT step ~18 s, a GRPO step of 16 Claude Code episodes ~2 min, a greedy held-out episode
+# ~3 s for a trained policy and ~16 s for the base model, whose replies run to the token cap and Claude Code asks
+# again after each cut.
 REAL_MODEL_PROMPT = (
     "You are a coding agent. Run one shell command that does the task. If it fails, read the error, fix the "
     "cause and run a command again. Then answer Done."
