@@ -2,7 +2,8 @@
 
 A job is one generation request: its prompt, sampling, stop rule and where its result goes; while it is read it
 holds its prefill state, and once past its prompt it sits in a row of the decode batch, whose cache is kept in
-buffers with room to grow (`kv.BufferedLayer`).
+buffers with room to grow (`kv.BufferedLayer`). With cascade attention (`cascade.py`) the prefix all rows share is
+kept once, beside the rows' buffers, and each row holds only the tokens after it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from transformers import DynamicCache
 
 from openforge.core import SamplingParams
+from openforge.inference import cascade
 from openforge.inference import kv as kvlib
 from openforge.inference.base import GenerationResult
 from openforge.inference.stopping import StopChecker
@@ -76,12 +78,17 @@ class DecodeBatch:
     """
 
     SPARE_COLUMNS = 64  # room for this many decode steps before the buffers are widened
+    MIN_SHARED = 64  # a shared prefix shorter than this is left in the rows (two attention parts cost more)
 
-    def __init__(self) -> None:
+    def __init__(self, cascade: bool = False) -> None:
+        """`cascade`: keep the prefix every row shares once (the model runs `cascade.CASCADE` attention)."""
+        self.cascade = cascade
         self.jobs: list[Job] = []
-        self.lengths: list[int] = []  # real (unpadded) tokens in each row's cache
+        self.lengths: list[int] = []  # real (unpadded) tokens in each row's own cache (after the shared prefix)
         self.layers: list[kvlib.BufferedLayer] = []  # kept across steps
         self.cache: DynamicCache | None = None  # made of `layers` (None while there are none)
+        self.shared: kvlib.KV = []  # the prefix every row shares, one row per layer (empty: none)
+        self.shared_tokens: list[int] = []
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -95,9 +102,11 @@ class DecodeBatch:
         self.cache = kvlib.cache_of(layers) if layers else None
 
     def add(self, arrivals: list[tuple[Job, kvlib.KV]]) -> None:
-        """Add jobs with their own (unpadded, one-row) caches."""
+        """Add jobs with their own (unpadded, one-row) caches of their prompts."""
         if not arrivals:
             return
+        if self.cascade:
+            arrivals = self._split_shared(arrivals)
         new_lengths = [kvlib.kv_length(job_kv) for _, job_kv in arrivals]
         rows, width = len(self.jobs), self.width
         layers = self.layers
@@ -126,9 +135,8 @@ class DecodeBatch:
         if not leaving:
             return []
         layers, width = self.layers, self.width
-        current = [(layer.keys, layer.values) for layer in layers]
         gone = [i for i, job in enumerate(self.jobs) if job in leaving]
-        out = [(self.jobs[i], kvlib.row(current, i, width - self.lengths[i])) for i in gone]
+        out = [(self.jobs[i], self._whole_row(i)) for i in gone]
         rows = len(self.jobs) - len(gone)
         if rows == 0:
             self.clear()
@@ -156,19 +164,63 @@ class DecodeBatch:
     def clear(self) -> list[Job]:
         jobs, self.jobs, self.lengths = self.jobs, [], []
         self._use([])
+        self.shared, self.shared_tokens = [], []
         return jobs
+
+    def _whole_row(self, i: int) -> kvlib.KV:
+        """Row i's cache, shared prefix included, unpadded (a copy: the batch's memory can be freed)."""
+        own = [(layer.keys, layer.values) for layer in self.layers]
+        start = self.width - self.lengths[i]
+        if not self.shared:
+            return kvlib.row(own, i, start)
+        return [
+            (torch.cat((sk, k[i : i + 1, :, start:]), dim=2), torch.cat((sv, v[i : i + 1, :, start:]), dim=2))
+            for (sk, sv), (k, v) in zip(self.shared, own, strict=True)
+        ]
+
+    def _split_shared(self, arrivals: list[tuple[Job, kvlib.KV]]) -> list[tuple[Job, kvlib.KV]]:
+        """The arrivals with only what follows the shared prefix, which becomes the prefix the batch and all of
+        them have in common (a fresh batch: the arrivals' common prefix; else the current one, cut where an
+        arrival differs, its rest moved into every row)."""
+        prompts = [job.prompt[: kvlib.kv_length(job_kv)] for job, job_kv in arrivals]
+        if not self.jobs:
+            first = arrivals[0][1]
+            n = min(kvlib.common_prefix(prompts[0], p) for p in prompts)
+            if n >= self.MIN_SHARED:
+                self.shared = [(k[..., :n, :].contiguous(), v[..., :n, :].contiguous()) for k, v in first]
+                self.shared_tokens = prompts[0][:n]
+        elif self.shared:
+            n = min(kvlib.common_prefix(self.shared_tokens, p) for p in prompts)
+            if n < len(self.shared_tokens):
+                self._cut_shared(n if n >= self.MIN_SHARED else 0)
+        p = len(self.shared_tokens)
+        return [(job, [(k[..., p:, :], v[..., p:, :]) for k, v in job_kv]) for job, job_kv in arrivals]
+
+    def _cut_shared(self, n: int) -> None:
+        """Keep the first n tokens shared; the rest of the shared prefix moves to the front of every row."""
+        rows = [self._whole_row(i) for i in range(len(self.jobs))]
+        self.shared_tokens = self.shared_tokens[:n]
+        self.shared = [(k[..., :n, :].contiguous(), v[..., :n, :].contiguous()) for k, v in self.shared] if n else []
+        rows = [[(k[..., n:, :], v[..., n:, :]) for k, v in kv] for kv in rows]
+        self.lengths = [kvlib.kv_length(kv) for kv in rows]
+        self._use(
+            kvlib.buffered_layers(rows, max(self.lengths), spare_rows=len(rows) // 4, spare_columns=self.SPARE_COLUMNS)
+        )
 
     def step(self, model: PreTrainedModel) -> torch.Tensor:
         """Feed each row's newest token; returns next-token logits, shape (rows, vocab), float32."""
         width = self.width
         lengths = torch.tensor(self.lengths, dtype=torch.long)
         input_ids = torch.tensor([[job.output[-1]] for job in self.jobs], dtype=torch.long)
-        position_ids = lengths.unsqueeze(1)  # the new token's position in its own (unpadded) sequence
+        # the new token's position in its own (unpadded) sequence, shared prefix included
+        position_ids = (lengths + len(self.shared_tokens)).unsqueeze(1)
         kwargs: dict[str, Any] = {}
         if any(n != width for n in self.lengths):
             columns = torch.arange(width + 1).unsqueeze(0)
             kwargs["attention_mask"] = (columns >= (width - lengths).unsqueeze(1)).long()
         kwargs[cache_argument(model)] = self.cache
+        if self.shared:
+            kwargs[cascade.SHARED_ARGUMENT] = self.shared
         out = model(input_ids=input_ids, position_ids=position_ids, use_cache=True, **kwargs)
         self.lengths = [n + 1 for n in self.lengths]
         return out.logits[:, -1, :].float()

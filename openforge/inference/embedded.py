@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 import torch
 
 from openforge.core import SamplingParams
+from openforge.inference import cascade
 from openforge.inference import kv as kvlib
 from openforge.inference.base import (
     Backend,
@@ -28,6 +29,7 @@ from openforge.inference.base import (
     check_token_ids,
     clamp_max_tokens,
 )
+from openforge.inference.cpu_linear import use_onednn_linears
 from openforge.inference.decode_batch import DeliverResult, Job
 from openforge.inference.engine import Engine, WeightSwap
 from openforge.inference.sampling import seeded_generator
@@ -66,6 +68,9 @@ class EmbeddedBackend(Backend):
     - `prefill_chunk`: prompt tokens read per engine turn, between decode steps of the other jobs.
     - `prefix_cache_entries` / `prefix_cache_bytes`: the last cache of that many recent episodes is kept.
     - `batched_prefill`: False restores the former one-prompt-per-turn schedule (for benchmarks/engine.py).
+    - `cascade_attention`: decode steps read the prefix all rows share once (`cascade.py`; models with plain
+      attention only, others ignore it).
+    - `onednn_linears`: linear layers run through oneDNN with packed weights (`cpu_linear.py`).
     - `policy_version`: the version of the weights it starts with (a resumed training run's last one), so
       recorded calls keep counting where the run left off.
     """
@@ -81,6 +86,8 @@ class EmbeddedBackend(Backend):
         prefix_cache_entries: int = 16,
         prefix_cache_bytes: int = 1 << 30,
         batched_prefill: bool = True,
+        cascade_attention: bool = True,
+        onednn_linears: bool = True,
         policy_version: int = 0,
     ):
         # models may import inference later; keep the edge one-way
@@ -92,6 +99,8 @@ class EmbeddedBackend(Backend):
         torch.set_num_threads(num_threads or default_num_threads())
         model = self.model_dir.load_model(dtype=torch.float32)
         kvlib.check_attention_layers(model.config)
+        if onednn_linears:
+            use_onednn_linears(model)
         self.vocab_size = int(model.config.vocab_size)  # embedding rows: may exceed the tokenizer's vocabulary
         self.eos_token_ids = list(self.model_dir.eos_token_ids)
         self._seeds = random.Random(seed) if seed is not None else random.SystemRandom()
@@ -103,6 +112,7 @@ class EmbeddedBackend(Backend):
             max_batch=max_batch,
             prefill_chunk=prefill_chunk,
             batched_prefill=batched_prefill,
+            cascade_attention=cascade_attention and cascade.enable(model),
             policy_version=policy_version,
         )
 

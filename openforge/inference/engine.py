@@ -67,11 +67,13 @@ class Engine:
         max_batch: int = 16,
         prefill_chunk: int = 1024,
         batched_prefill: bool = True,
+        cascade_attention: bool = False,
         policy_version: int = 0,
     ):
         """`batched_prefill=False`: the former schedule, for comparison (benchmarks/engine.py): one prompt
         chunk per turn, oldest job first, each job joining the decode batch on its own, caches kept only when
-        a call ends. `policy_version`: the version of the weights it starts with."""
+        a call ends. `cascade_attention`: the decode batch keeps the prefix its rows share once (the model runs
+        `cascade.CASCADE` attention). `policy_version`: the version of the weights it starts with."""
         self.model = model
         self.prefix_cache = prefix_cache
         self.max_batch = max_batch
@@ -81,7 +83,7 @@ class Engine:
         self._inbox: queue.SimpleQueue[Job | WeightSwap | _Stop | None] = queue.SimpleQueue()
         self._waiting: deque[Job] = deque()
         self._prefilling: deque[Job] = deque()
-        self._batch = DecodeBatch()
+        self._batch = DecodeBatch(cascade=cascade_attention)
         self._swaps: list[WeightSwap] = []
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="openforge-embedded-engine", daemon=True)

@@ -275,3 +275,108 @@ def test_the_decode_batch_keeps_rows_exact_as_jobs_join_in_free_rows_and_leave()
     batch.remove([job for job in batch.jobs if len(sequences[job]) > 40])  # most of the width is padding now
     assert batch.width < 40
     step_and_check(batch)
+
+
+def test_cascade_attention_keeps_rows_exact_as_the_shared_prefix_is_cut_and_rows_leave():
+    """The decode batch keeps the prefix its rows share once (`cascade.py`); each step's logits are still those
+    of reading each row's whole sequence alone, through a lone first row (its whole prompt shared), rows sharing
+    it, a newcomer that differs earlier (the shared prefix is cut, its rest moved into every row) and rows
+    leaving (each handed back whole, for the prefix cache)."""
+    from openforge.inference import cascade
+    from openforge.inference import kv as kvlib
+    from openforge.inference.engine import DecodeBatch, Job
+    from openforge.models import ModelDir
+
+    model = ModelDir(tiny_model_dir()).load_model(dtype=torch.float32)
+    assert cascade.enable(model)
+    generator = torch.Generator().manual_seed(1)
+    system = torch.randint(10, 900, (120,), generator=generator).tolist()
+    sequences: dict[Job, list[int]] = {}
+
+    def job_with_cache(prefix: list[int], n: int) -> tuple[Job, kvlib.KV]:
+        tokens = prefix + torch.randint(10, 900, (n + 1,), generator=generator).tolist()
+        job = Job(prompt=tokens[:-1], sampling=None, stopper=None, generator=None, cache_key="", deliver=None)
+        job.output = [tokens[-1]]
+        sequences[job] = tokens
+        return job, solo_kv(model, tokens[:-1])
+
+    def step_and_check(batch: DecodeBatch) -> None:
+        with torch.inference_mode():
+            logits = batch.step(model)
+        for i, job in enumerate(batch.jobs):
+            assert (logits[i] - solo_logits(model, sequences[job])).abs().max() < 1e-4
+            token = int(torch.argmax(logits[i]))
+            job.output.append(token)
+            sequences[job].append(token)
+
+    batch = DecodeBatch(cascade=True)
+    batch.add([job_with_cache(system, 9)])  # alone: its whole prompt is the shared prefix
+    assert len(batch.shared_tokens) == 129 and batch.lengths == [0]
+    step_and_check(batch)
+    batch.add([job_with_cache(system, n) for n in (4, 17)])  # the system prompt stays shared
+    assert batch.shared_tokens == system and batch.lengths == [9 + 1, 4, 17]  # the cut moved 9 tokens
+    for _ in range(2):
+        step_and_check(batch)
+    batch.add([job_with_cache(system[:80], 6)])  # differs after 80 tokens: the shared prefix is cut there
+    assert batch.shared_tokens == system[:80] and len(batch.shared[0][0][0, 0]) == 80
+    step_and_check(batch)
+    leaving = batch.jobs[1]
+    [(job, whole)] = batch.remove([leaving])
+    expected = solo_kv(model, sequences[leaving][:-1])
+    assert job is leaving and kvlib.kv_length(whole) == kvlib.kv_length(expected)
+    assert max(float((k - ek).abs().max()) for (k, _), (ek, _) in zip(whole, expected)) < 1e-4
+    step_and_check(batch)
+    batch.add([job_with_cache(system[:30], 3)])  # shares less than MIN_SHARED: nothing stays shared
+    assert batch.shared == [] and batch.shared_tokens == []
+    step_and_check(batch)
+    batch.remove(list(batch.jobs))
+    assert batch.shared == [] and not batch.jobs
+
+
+def test_cascade_attention_equals_sdpa_over_the_concatenated_cache():
+    """The split attention (shared prefix + own tokens, merged softmax) against transformers' SDPA over the
+    whole left-padded cache, grouped-query heads and padding included; a longer shared prefix than a row's own
+    part, and the reverse."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from openforge.inference import cascade
+
+    class Module(torch.nn.Module):
+        layer_idx, num_key_value_groups, is_causal = 0, 3, True
+
+    generator = torch.Generator().manual_seed(0)
+    rows, kv_heads, dim = 4, 2, 16
+    for shared_len, own in ((50, 7), (3, 40)):
+        query = torch.randn(rows, kv_heads * 3, 1, dim, generator=generator)
+        shared = tuple(torch.randn(1, kv_heads, shared_len, dim, generator=generator) for _ in "kv")
+        key = torch.randn(rows, kv_heads, own, dim, generator=generator)
+        value = torch.randn(rows, kv_heads, own, dim, generator=generator)
+        lengths = torch.tensor([own, own - 2, 1, own - 5])
+        mask = (torch.arange(own).unsqueeze(0) >= (own - lengths).unsqueeze(1))[:, None, None, :]
+        got, _ = cascade.attention(Module(), query, key, value, mask, **{cascade.SHARED_ARGUMENT: [shared]})
+        whole_mask = torch.cat((torch.ones(rows, 1, 1, shared_len, dtype=torch.bool), mask), dim=-1)
+        whole_key = torch.cat((shared[0].expand(rows, -1, -1, -1), key), dim=2)
+        whole_value = torch.cat((shared[1].expand(rows, -1, -1, -1), value), dim=2)
+        expected, _ = sdpa_attention_forward(Module(), query, whole_key, whole_value, whole_mask)
+        assert got.shape == expected.shape == (rows, 1, kv_heads * 3, dim)
+        assert (got - expected).abs().max() < 1e-5
+
+
+def test_onednn_linears_follow_a_weight_changed_in_place():
+    """A packed weight is packed again after the weight changes in place (a weight swap's load_state_dict);
+    with gradients enabled the layer runs as torch's own linear."""
+    from openforge.inference.cpu_linear import PackedLinear, onednn_available, use_onednn_linears
+
+    assert onednn_available()
+    layer = torch.nn.Linear(24, 40)
+    x = torch.randn(5, 24)
+    assert use_onednn_linears(torch.nn.Sequential(layer)) == 1 and isinstance(layer.forward, PackedLinear)
+    with torch.inference_mode():
+        before = layer(x)
+        assert (before - torch.nn.functional.linear(x, layer.weight, layer.bias)).abs().max() < 1e-5
+        layer.load_state_dict({"weight": layer.weight * 2, "bias": layer.bias})
+        after = layer(x)
+    assert (after - torch.nn.functional.linear(x, layer.weight, layer.bias)).abs().max() < 1e-5
+    x.requires_grad_()
+    layer(x).sum().backward()  # oneDNN's operator has no backward: torch's own runs
+    assert x.grad is not None

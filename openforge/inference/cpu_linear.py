@@ -1,0 +1,63 @@
+"""The engine's linear layers through oneDNN, with each weight packed once for it (CPU, float32).
+
+Why: torch's CPU matrix products go to MKL, whose kernels for a few rows (a decode step: one row per job) are
+slow on AMD CPUs; oneDNN picks its kernels from the CPU's instruction sets and reads a weight laid out for them
+ahead of time (`benchmarks/engine_shared_prompt.py`). Same float32 arithmetic, summed in another order: logits
+differ from torch's by rounding (~1e-5 relative), as they already do between batch shapes.
+
+The packed copy follows its weight: a weight changed in place (a weight swap's `load_state_dict`) is packed again
+at its next use, found by the tensor's version counter. With gradients enabled the layer runs as before (the
+oneDNN operator has no backward), so a caller training the same module is unaffected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+BATCH_HINT = 8  # rows the packed layout is tuned for; any row count works
+
+
+def onednn_available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+class PackedLinear:
+    """Stands in for one `nn.Linear`'s forward (an instance attribute: the module and its state dict stay)."""
+
+    def __init__(self, layer: torch.nn.Linear):
+        self.layer = layer
+        self.plain = layer.forward
+        self.packed: torch.Tensor | None = None
+        self.version = -1
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.layer.weight
+        if torch.is_grad_enabled() or x.dtype != torch.float32 or weight.dtype != torch.float32 or x.is_cuda:
+            return self.plain(x)
+        if self.packed is None or self.version != weight._version:
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), BATCH_HINT)
+            self.version = weight._version
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.layer.bias, "none", [], "")
+
+
+def use_onednn_linears(model: torch.nn.Module) -> int:
+    """Route every float32 `nn.Linear` of `model` on the CPU through `PackedLinear`; returns how many."""
+    if not onednn_available():
+        return 0
+    count = 0
+    for module in model.modules():
+        if type(module) is torch.nn.Linear and module.weight.device.type == "cpu":
+            if not isinstance(module.__dict__.get("forward"), PackedLinear):
+                module.forward = PackedLinear(module)
+            count += 1
+    return count
+
+
+def restore_linears(model: torch.nn.Module) -> None:
+    """Undo `use_onednn_linears`."""
+    for module in model.modules():
+        forward: Any = module.__dict__.get("forward")
+        if isinstance(forward, PackedLinear):
+            del module.forward
