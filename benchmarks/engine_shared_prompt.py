@@ -9,10 +9,12 @@ wall time, their own suffixes' reading included.
 
 Variants, each in a fresh process, rounds alternating (read the ratios: the machine may be shared):
 
-  plain    the engine before this work: torch's linear layers (MKL), every row's cache holds the shared prompt
+  plain    the engine's defaults: torch's linear layers (MKL), every row's cache holds the shared prompt
   onednn   linear layers through oneDNN with weights packed once (`openforge/inference/cpu_linear.py`)
   cascade  the decode batch keeps the shared prefix once (`openforge/inference/cascade.py`)
-  both     onednn + cascade (the default)
+  both     onednn + cascade
+
+Both are backend options (`backend_options: {cascade_attention: true, onednn_linears: true}`), off by default.
 
     openforge model get smollm2-135m runs/smollm2
     python benchmarks/engine_shared_prompt.py --model runs/smollm2 --rounds 3 \

@@ -69,8 +69,9 @@ class EmbeddedBackend(Backend):
     - `prefix_cache_entries` / `prefix_cache_bytes`: the last cache of that many recent episodes is kept.
     - `batched_prefill`: False restores the former one-prompt-per-turn schedule (for benchmarks/engine.py).
     - `cascade_attention`: decode steps read the prefix all rows share once (`cascade.py`; models with plain
-      attention only, others ignore it).
-    - `onednn_linears`: linear layers run through oneDNN with packed weights (`cpu_linear.py`).
+      attention only, others ignore it). Off by default until measured on the recipes' workloads.
+    - `onednn_linears`: linear layers run through oneDNN with packed weights (`cpu_linear.py`). Off by default,
+      as above.
     - `policy_version`: the version of the weights it starts with (a resumed training run's last one), so
       recorded calls keep counting where the run left off.
     """
@@ -86,8 +87,8 @@ class EmbeddedBackend(Backend):
         prefix_cache_entries: int = 16,
         prefix_cache_bytes: int = 1 << 30,
         batched_prefill: bool = True,
-        cascade_attention: bool = True,
-        onednn_linears: bool = True,
+        cascade_attention: bool = False,
+        onednn_linears: bool = False,
         policy_version: int = 0,
     ):
         # models may import inference later; keep the edge one-way

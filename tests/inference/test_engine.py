@@ -380,3 +380,47 @@ def test_onednn_linears_follow_a_weight_changed_in_place():
     x.requires_grad_()
     layer(x).sum().backward()  # oneDNN's operator has no backward: torch's own runs
     assert x.grad is not None
+
+
+async def test_the_backend_options_give_the_default_engines_tokens_and_logprobs(texts):
+    """`cascade_attention` and `onednn_linears` on: requests behind a shared system prompt, one of them joining
+    late with a prompt that differs earlier, decode to the default engine's greedy tokens, logprobs within
+    rounding; the cascade path was taken."""
+    from openforge.inference import decode_batch
+    from openforge.models import ModelDir
+
+    system, users = texts
+    model = ModelDir(tiny_model_dir())
+    prefix = model.encode_text(system * 2)
+    prompts = [prefix + model.encode_text(u) for u in users] + [prefix[:70] + model.encode_text(" other")]
+    shared_steps = []
+    step = decode_batch.DecodeBatch.step
+
+    def counting_step(self, m):
+        shared_steps.append(len(self.shared_tokens))
+        return step(self, m)
+
+    async def run(**options):
+        backend = EmbeddedBackend(model, seed=0, prefix_cache_entries=0, **options)
+        sampling = SamplingParams(temperature=0.0, max_tokens=12)
+        try:
+            tasks = [
+                asyncio.create_task(backend.generate(p, sampling, GenerationContext(episode_id=f"e{i}")))
+                for i, p in enumerate(prompts[:3])
+            ]
+            await asyncio.sleep(0.05)
+            late = backend.generate(prompts[3], sampling, GenerationContext(episode_id="late"))
+            return await asyncio.gather(*tasks, late)
+        finally:
+            await backend.close()
+
+    default = await run()
+    decode_batch.DecodeBatch.step = counting_step
+    try:
+        both = await run(cascade_attention=True, onednn_linears=True)
+    finally:
+        decode_batch.DecodeBatch.step = step
+    assert max(shared_steps) >= 64
+    for a, b in zip(default, both, strict=True):
+        assert a.output_ids == b.output_ids
+        assert max_abs_diff(a.logprobs, b.logprobs) < 1e-4
