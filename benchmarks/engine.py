@@ -14,6 +14,8 @@ The engines, side by side, each on a fresh backend
   former    the same with `batched_prefill=False`: one prompt per engine turn (each interleaved with a decode
             step), each job joining the decode batch on its own, caches kept only when a call ends (the
             former schedule, on the current decode batch and prefix cache)
+  options   batched with the backend options `cascade_attention` and `onednn_linears` on (the shared prefix
+            kept once in the decode batch, linear layers through oneDNN: docs/inference.md)
   old       the engine as it was before this work (`--old-rev`, extracted with `git archive` into a temporary
             directory and imported from there; nothing in the working tree changes): the former schedule, and a
             decode batch whose cache is copied whole at every step and rebuilt for every job joining or leaving
@@ -27,7 +29,7 @@ with other CPU-heavy work, torch's OpenMP threads spin-waiting for each other ca
 slower and erratic; `--threads 1` or `OMP_WAIT_POLICY=PASSIVE` in the environment avoids that.
 
     .venv/bin/python benchmarks/engine.py [--sizes 16 64 128] [--rounds 1] [--threads T]
-                                          [--engines batched former old] [--old-rev REV]
+                                          [--engines batched former old options] [--old-rev REV]
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from openforge.inference.base import GenerationContext
 from openforge.models import ModelDir, build_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
-ENGINES = ["batched", "former", "old"]
+ENGINES = ["batched", "former", "old", "options"]
 OLD_REV = "287e7c5"  # the engine before batched prefill (one prompt per turn, a batch rebuild per job)
 PREFIX_TOKENS = 100
 SUFFIX_TOKENS = 20
@@ -101,7 +103,9 @@ async def run_once(
 def worker(engine: str, n: int, threads: int | None) -> None:
     """One measurement in this process (a warm-up run first); prints it as JSON."""
     model = ModelDir(build_tiny_model(Path(tempfile.mkdtemp(prefix="openforge-bench-engine-")) / "tiny", seed=0))
-    options = {} if engine == "old" else {"batched_prefill": engine == "batched"}  # the old code lacks the flag
+    options: dict = {} if engine == "old" else {"batched_prefill": engine != "former"}  # the old code lacks the flag
+    if engine == "options":
+        options.update(cascade_attention=True, onednn_linears=True)
     asyncio.run(run_once(model, workload(model, 4), threads, **options))
     wall, cpu, tokens, reused = asyncio.run(run_once(model, workload(model, n), threads, **options))
     print(json.dumps({"wall": wall, "cpu": cpu, "tokens": tokens, "reused": reused}))
