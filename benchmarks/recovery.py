@@ -147,6 +147,10 @@ def write_results(path: Path, recipe: str, seeds: list[int], reports: list[dict]
             "sandbox": r.get("sandbox"),
             "recovery_by_fault": r.get("recovery_by_fault"),
             "faults": r.get("faults"),
+            # what the episodes did (report.json's behaviour metrics), behind the verdict's reasons
+            "behaviour": r.get("behaviour"),
+            "behaviour_with_faults": r.get("behaviour_with_faults"),
+            "sft": r.get("sft"),
         }
         for seed, r in zip(seeds, reports)
     }
