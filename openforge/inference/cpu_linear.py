@@ -12,8 +12,6 @@ oneDNN operator has no backward), so a caller training the same module is unaffe
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 BATCH_HINT = 8  # rows the packed layout is tuned for; any row count works
@@ -53,11 +51,3 @@ def use_onednn_linears(model: torch.nn.Module) -> int:
                 module.forward = PackedLinear(module)
             count += 1
     return count
-
-
-def restore_linears(model: torch.nn.Module) -> None:
-    """Undo `use_onednn_linears`."""
-    for module in model.modules():
-        forward: Any = module.__dict__.get("forward")
-        if isinstance(forward, PackedLinear):
-            del module.forward

@@ -4,6 +4,7 @@ logprobs from a forward pass, and per-sample logprob sums."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import torch
 
@@ -100,3 +101,13 @@ def prefix_samples(prefix: list[int], tails: list[list[int]], trained_from: int 
 
 def parameter_grads(model) -> list[torch.Tensor]:
     return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor (`GenuineIntel`, `AuthenticAMD`, ...; empty where /proc/cpuinfo does not say): vector
+    kernels of the same capability round differently across vendors, so a bit-exact fixture records it."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("vendor_id")), "")

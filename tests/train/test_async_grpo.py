@@ -8,7 +8,6 @@ import copy
 import json
 import math
 import random
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,7 +19,7 @@ from openforge.train.batching import collate
 from openforge.train.grpo import group_staleness
 from openforge.train.losses import decoupled_weights, token_logprobs
 from support.paths import FIXTURES
-from support.train import family_run_config, make_sample, with_behaviour_logprobs
+from support.train import cpu_vendor, family_run_config, make_sample, with_behaviour_logprobs
 
 
 def test_decoupled_loss_by_hand():
@@ -122,15 +121,6 @@ def test_groups_older_than_max_staleness_are_dropped_and_counted(model):
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), untouched.parameters()))
 
 
-def cpu_vendor() -> str:
-    """The CPU's vendor (`GenuineIntel`, `AuthenticAMD`, ...; empty where /proc/cpuinfo does not say)."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return ""
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("vendor_id")), "")
-
-
 def test_max_staleness_0_reproduces_the_synchronous_losses_bit_for_bit(tiny_model):
     recorded = json.loads((FIXTURES / "grpo" / "sync_losses.json").read_text())
     samples = [Sample.model_validate(s) for s in recorded["samples"]]
@@ -142,13 +132,14 @@ def test_max_staleness_0_reproduces_the_synchronous_losses_bit_for_bit(tiny_mode
         m = trainer.step(samples, policy_version=7)  # every call sampled by the policy being updated
         assert m.stale_groups_dropped == 0 and m.staleness == {"0": 4}
         got.append({"loss": m.loss.hex(), "clip_fraction": m.clip_fraction.hex(), "grad_norm": m.grad_norm.hex()})
-    if torch.backends.cpu.get_cpu_capability() != recorded["cpu_capability"] or cpu_vendor() != "GenuineIntel":
+    here = (torch.backends.cpu.get_cpu_capability(), cpu_vendor())
+    if here != (recorded["cpu_capability"], recorded["cpu_vendor"]):
         # Other vector units round matrix products differently: the same computation, not the same bits (so do
-        # AMD's AVX512 kernels: the fixture's bits come from an Intel CPU, the kind this suite ran on until an AMD
-        # EPYC machine differed from the 6th hex digit on, stop 40's code included; over the three steps the
-        # difference grows to 1.4e-5 of the grad norm). Here the values must agree to 1e-4 (a changed loss path
-        # moves them far more: a clip bound 0.28 -> 0.27 fails it); the bits are compared on a CPU like the
-        # fixture's (re-record with tests/fixtures/grpo/record_sync_losses.py at the commit it names).
+        # another vendor's kernels of the same capability: on an AMD EPYC the bits differ from the 6th hex digit
+        # on, stop 40's code included; over the three steps the difference grows to 1.4e-5 of the grad norm).
+        # Here the values must agree to 1e-4 (a changed loss path moves them far more: a clip bound 0.28 -> 0.27
+        # fails it); the bits are compared on a CPU like the fixture's (re-record with
+        # tests/fixtures/grpo/record_sync_losses.py at the commit it names).
         for g, r in zip(got, recorded["steps"]):
             assert all(float.fromhex(g[k]) == pytest.approx(float.fromhex(r[k]), rel=1e-4) for k in g)
         return
