@@ -48,6 +48,7 @@ def use_onednn_linears(model: torch.nn.Module) -> int:
     for module in model.modules():
         if type(module) is torch.nn.Linear and module.weight.device.type == "cpu":
             if not isinstance(module.__dict__.get("forward"), PackedLinear):
-                module.forward = PackedLinear(module)
+                # An instance attribute shadows the class's forward for this layer only.
+                module.forward = PackedLinear(module)  # type: ignore[method-assign,assignment]
             count += 1
     return count
