@@ -45,6 +45,7 @@ VARIANTS = {
     "onednn": {"onednn_linears": True, "cascade_attention": False},
     "cascade": {"onednn_linears": False, "cascade_attention": True},
     "both": {"onednn_linears": True, "cascade_attention": True},
+    "bf16": {"bf16_linears": True, "cascade_attention": True},
 }
 MAX_TOKENS = 64
 

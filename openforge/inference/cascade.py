@@ -56,34 +56,44 @@ def attention(
     scaling: float | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
+    """Attention over the shared prefix (given as `openforge_shared`) and each row's own cache (`key`, `value`).
+
+    `query` holds S new tokens per row (S = 1 for a decode step, more when prompts are read): every one sees the
+    whole shared prefix, and its own row's tokens as `attention_mask` allows (causal when it is None)."""
     shared = kwargs.pop(SHARED_ARGUMENT, None)
-    if shared is None or query.shape[2] != 1:
+    if shared is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
     shared_keys, shared_values = shared[module.layer_idx]  # (1, kv_heads, P, head_dim)
-    rows, heads, _, dim = query.shape
-    kv_heads = key.shape[1]
+    rows, heads, length, dim = query.shape
+    kv_heads, own = key.shape[1], key.shape[2]
     groups = heads // kv_heads
     scale = scaling if scaling is not None else dim**-0.5
-    q = query.reshape(rows, kv_heads, groups, dim)
-    # every row's queries against the shared prefix: (kv_heads, rows * groups, P)
-    q_by_head = q.transpose(0, 1).reshape(kv_heads, rows * groups, dim)
-    s_shared = torch.bmm(q_by_head, shared_keys[0].transpose(1, 2)).mul_(scale)
-    # each row against its own tokens: (rows, kv_heads, groups, own)
-    s_own = torch.matmul(q, key.transpose(-1, -2)).mul_(scale)
-    if attention_mask is not None:  # (rows, 1, 1, own), True where a row may look
-        s_own.masked_fill_(~attention_mask[:, :, -1:, :].bool(), float("-inf"))
-    m_shared = s_shared.amax(-1, keepdim=True)  # (kv_heads, rows * groups, 1)
-    m_own = s_own.amax(-1, keepdim=True)  # (rows, kv_heads, groups, 1)
-    m = torch.maximum(m_shared.reshape(kv_heads, rows, groups, 1).transpose(0, 1), m_own)
-    e_shared = torch.exp(s_shared - m.transpose(0, 1).reshape(kv_heads, rows * groups, 1))
-    e_own = torch.exp(s_own - m)
-    out_shared = torch.bmm(e_shared, shared_values[0])  # (kv_heads, rows * groups, dim)
-    total = e_shared.sum(-1, keepdim=True).reshape(kv_heads, rows, groups, 1).transpose(0, 1) + e_own.sum(
-        -1, keepdim=True
-    )
-    out = out_shared.reshape(kv_heads, rows, groups, dim).transpose(0, 1) + torch.matmul(e_own, value)
-    out = (out / total).reshape(rows, heads, 1, dim)
-    return out.transpose(1, 2).contiguous(), None  # (rows, 1, heads, dim), as transformers' attentions return
+    # query head h reads kv head h // groups: (rows, kv_heads, groups * S, dim), S innermost
+    q = query.reshape(rows, kv_heads, groups * length, dim)
+    # every row's queries against the one shared copy, as one sequence of rows * groups * S queries per kv head
+    q_by_head = q.transpose(0, 1).reshape(1, kv_heads, rows * groups * length, dim)
+    out_shared, lse_shared = _FLASH(q_by_head, shared_keys, shared_values, 0.0, False, scale=scale)
+    out_shared = out_shared[0].reshape(kv_heads, rows, groups * length, dim).transpose(0, 1)
+    lse_shared = lse_shared[0].reshape(kv_heads, rows, groups * length).transpose(0, 1)
+    # each row against its own tokens: (rows, kv_heads, groups * S, ...)
+    allowed = None
+    if attention_mask is not None:  # (rows, 1, S, own), True where a query may look
+        allowed = attention_mask[:, :, -length:, :].bool()
+    elif length > 1:  # causal: the S new tokens are the last S of the row's own
+        allowed = torch.ones(1, 1, length, own, dtype=torch.bool).tril_(own - length)
+    bias = None  # the kernel takes an additive mask of the query's dtype
+    if allowed is not None:
+        bias = torch.zeros(allowed.shape, dtype=query.dtype).masked_fill_(~allowed, float("-inf"))
+        bias = bias.repeat(1, 1, groups, 1) if groups > 1 else bias
+    out_own, lse_own = _FLASH(q, key, value, 0.0, False, attn_mask=bias, scale=scale)
+    # the softmax over both parts: each part's output weighted by its share of the total exp-sum
+    weight_shared = torch.sigmoid(lse_shared - lse_own).unsqueeze(-1)
+    out = torch.lerp(out_own.nan_to_num(0.0), out_shared, weight_shared)
+    return out.reshape(rows, heads, length, dim).transpose(1, 2).contiguous(), None  # (rows, S, heads, dim)
+
+
+# flash attention on the CPU, which also returns each query's log-sum-exp (what merging two parts needs)
+_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
 
 AttentionInterface.register(CASCADE, attention)

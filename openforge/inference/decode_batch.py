@@ -170,13 +170,7 @@ class DecodeBatch:
     def _whole_row(self, i: int) -> kvlib.KV:
         """Row i's cache, shared prefix included, unpadded (a copy: the batch's memory can be freed)."""
         own = [(layer.keys, layer.values) for layer in self.layers]
-        start = self.width - self.lengths[i]
-        if not self.shared:
-            return kvlib.row(own, i, start)
-        return [
-            (torch.cat((sk, k[i : i + 1, :, start:]), dim=2), torch.cat((sv, v[i : i + 1, :, start:]), dim=2))
-            for (sk, sv), (k, v) in zip(self.shared, own, strict=True)
-        ]
+        return kvlib.row(own, i, self.width - self.lengths[i], before=self.shared)
 
     def _split_shared(self, arrivals: list[tuple[Job, kvlib.KV]]) -> list[tuple[Job, kvlib.KV]]:
         """The arrivals with only what follows the shared prefix, which becomes the prefix the batch and all of

@@ -72,6 +72,8 @@ class EmbeddedBackend(Backend):
       attention only, others ignore it). Off by default until measured on the recipes' workloads.
     - `onednn_linears`: linear layers run through oneDNN with packed weights (`cpu_linear.py`). Off by default,
       as above.
+    - `bf16_linears`: the same in bfloat16 (half the weight memory read per step; logits and recorded logprobs
+      differ from float32 by bfloat16's rounding). Off by default.
     - `policy_version`: the version of the weights it starts with (a resumed training run's last one), so
       recorded calls keep counting where the run left off.
     """
@@ -89,6 +91,7 @@ class EmbeddedBackend(Backend):
         batched_prefill: bool = True,
         cascade_attention: bool = False,
         onednn_linears: bool = False,
+        bf16_linears: bool = False,
         policy_version: int = 0,
     ):
         # models may import inference later; keep the edge one-way
@@ -100,8 +103,8 @@ class EmbeddedBackend(Backend):
         torch.set_num_threads(num_threads or default_num_threads())
         model = self.model_dir.load_model(dtype=torch.float32)
         kvlib.check_attention_layers(model.config)
-        if onednn_linears:
-            use_onednn_linears(model)
+        if onednn_linears or bf16_linears:
+            use_onednn_linears(model, torch.bfloat16 if bf16_linears else torch.float32)
         self.vocab_size = int(model.config.vocab_size)  # embedding rows: may exceed the tokenizer's vocabulary
         self.eos_token_ids = list(self.model_dir.eos_token_ids)
         self._seeds = random.Random(seed) if seed is not None else random.SystemRandom()

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from openforge.core import FinishReason
+from openforge.inference import cascade
 from openforge.inference import kv as kvlib
 from openforge.inference.base import BackendError, GenerationResult
 from openforge.inference.decode_batch import DecodeBatch, Job, cache_argument
@@ -214,13 +215,18 @@ class Engine:
         Row i holds its cached prefix left-padded to the widest prefix (as cache), then its remaining prompt
         tokens right-padded to the longest: [pad | prefix_i | rest_i | pad]. The attention mask hides the
         padding, the position ids are each row's own, and the logits are those of each row's last prompt token.
-        Right padding (not left) keeps every query attending to at least one real token.
+        Right padding (not left) keeps every query attending to at least one real token. With cascade attention,
+        the cached prefix all rows share is read once beside the rows (`_shared_prefix`), not copied into each.
         """
+        shared = self._shared_prefix(jobs)
+        skip = kvlib.kv_length(shared)
         prefixes = [job.reused for job in jobs]
+        owns = [n - skip for n in prefixes]  # the cached tokens each row holds itself
         rests = [job.prompt[job.reused :] for job in jobs]
-        width, length = max(prefixes), max(len(rest) for rest in rests)
+        width, length = max(owns), max(len(rest) for rest in rests)
         if width:
-            cache = kvlib.buffered_cache([job.prefix_kv for job in jobs], width, spare_columns=length)
+            own_kvs = [kvlib.crop(job.prefix_kv, job.reused, start=skip) if job.prefix_kv else None for job in jobs]
+            cache = kvlib.buffered_cache(own_kvs, width, spare_columns=length)
         else:
             cache = kvlib.to_dynamic_cache(None)
         input_ids = torch.zeros((len(jobs), length), dtype=torch.long)
@@ -228,9 +234,11 @@ class Engine:
             input_ids[i, : len(rest)] = torch.tensor(rest, dtype=torch.long)
         position_ids = torch.tensor(prefixes, dtype=torch.long).unsqueeze(1) + torch.arange(length).unsqueeze(0)
         kwargs: dict[str, Any] = {cache_argument(self.model): cache}
-        if any(n != width for n in prefixes) or any(len(rest) != length for rest in rests):
+        if shared:
+            kwargs[cascade.SHARED_ARGUMENT] = shared
+        if any(n != width for n in owns) or any(len(rest) != length for rest in rests):
             columns = torch.arange(width + length).unsqueeze(0)
-            starts = torch.tensor([width - n for n in prefixes]).unsqueeze(1)
+            starts = torch.tensor([width - n for n in owns]).unsqueeze(1)
             ends = torch.tensor([width + len(rest) for rest in rests]).unsqueeze(1)
             kwargs["attention_mask"] = ((columns >= starts) & (columns < ends)).long()
         last = sorted({len(rest) - 1 for rest in rests})  # the positions whose logits are needed
@@ -241,7 +249,7 @@ class Engine:
         self._prefilling = deque(j for j in self._prefilling if j not in done)
         arrivals = []
         for i, job in enumerate(jobs):
-            job_kv = kvlib.row(batch_kv, i, width - prefixes[i], width + len(rests[i]))
+            job_kv = kvlib.row(batch_kv, i, width - owns[i], width + len(rests[i]), before=shared)
             logits = out.logits[i, -1 if isinstance(keep, int) else last.index(len(rests[i]) - 1)]
             job.prefix_kv = None
             finish = self._prompt_read(job, job_kv, logits)
@@ -250,6 +258,19 @@ class Engine:
             else:
                 self._finish(job, finish, job_kv)
         self._batch.add(arrivals)
+
+    def _shared_prefix(self, jobs: list[Job]) -> kvlib.KV:
+        """With cascade attention, the cached prefix that every one of several prompts starts with (as the first
+        one's cache holds it), when it is long enough to be worth reading apart; else none."""
+        if not self._batch.cascade or len(jobs) < 2:
+            return []
+        first = jobs[0]
+        n = min(job.reused for job in jobs)
+        if n >= DecodeBatch.MIN_SHARED:
+            n = min(kvlib.common_prefix(first.prompt[:n], job.prompt[:n]) for job in jobs[1:])
+        if n < DecodeBatch.MIN_SHARED or first.prefix_kv is None:
+            return []
+        return kvlib.crop(first.prefix_kv, n)
 
     def _prefill_chunk(self, job: Job) -> None:
         """Read the next `prefill_chunk` tokens of one prompt."""

@@ -56,14 +56,19 @@ def kv_length(kv: KV) -> int:
     return kv[0][0].shape[-2] if kv else 0
 
 
-def crop(kv: KV, length: int) -> KV:
-    """The first `length` tokens (views: the forward pass concatenates into new tensors, never writes these)."""
-    return [(k[..., :length, :], v[..., :length, :]) for k, v in kv]
+def crop(kv: KV, length: int, start: int = 0) -> KV:
+    """Tokens [start, length) (views: the forward pass concatenates into new tensors, never writes these)."""
+    return [(k[..., start:length, :], v[..., start:length, :]) for k, v in kv]
 
 
-def row(kv: KV, i: int, start: int, end: int | None = None) -> KV:
-    """Tokens [start, end) of one sequence out of a batch (without its padding); copied so the batch's memory
-    can be freed."""
+def row(kv: KV, i: int, start: int, end: int | None = None, before: KV | None = None) -> KV:
+    """Tokens [start, end) of one sequence out of a batch (without its padding), after the one-row cache
+    `before` if given (a prefix kept apart from the batch); copied so the batch's memory can be freed."""
+    if before:
+        return [
+            (torch.cat((bk, k[i : i + 1, :, start:end]), dim=2), torch.cat((bv, v[i : i + 1, :, start:end]), dim=2))
+            for (bk, bv), (k, v) in zip(before, kv, strict=True)
+        ]
     return [(k[i : i + 1, :, start:end, :].clone(), v[i : i + 1, :, start:end, :].clone()) for k, v in kv]
 
 

@@ -130,6 +130,53 @@ async def test_prompts_admitted_together_are_read_in_one_forward_pass_with_solo_
         await backend.close()
 
 
+async def test_cascade_attention_reads_prompts_behind_a_cached_shared_prefix_once_with_solo_logits(texts):
+    """With `cascade_attention`, prompts read together behind a cached prefix they all share hold only their own
+    tokens in the forward pass's cache; the prefix is read once beside them. Each row's logits, the caches kept
+    for later calls (prefix included) and the logprobs of what is sampled afterwards are those of reading each
+    prompt alone."""
+    from openforge.inference import engine as engine_module
+
+    backend, recorder = recording_backend(cascade_attention=True)
+    shared_lengths = []
+    shared_prefix = engine_module.Engine._shared_prefix
+
+    def recording_shared_prefix(self, jobs):
+        shared = shared_prefix(self, jobs)
+        shared_lengths.append(len(shared[0][0][0, 0]) if shared else 0)
+        return shared
+
+    engine_module.Engine._shared_prefix = recording_shared_prefix
+    try:
+        system, users = texts
+        encode = backend.model_dir.encode_text
+        warm = GenerationContext(episode_id="warm")
+        await backend.generate(encode(system * 3), SamplingParams(max_tokens=2, seed=1), warm)
+        prompts = [encode(system * 3 + u) for u in users]
+        samplings = [SamplingParams(temperature=1.0, max_tokens=10, seed=50 + i) for i in range(len(prompts))]
+        results = await generate_together(backend, recorder, prompts, samplings, [f"c{i}" for i in prompts[0][:3]])
+        assert max(shared_lengths) >= 64  # the shared path was taken
+        prefills = [(ids, logits) for ids, logits in recorder.calls if ids.shape[1] > 1]
+        assert len(prefills) == 1 and prefills[0][0].shape[0] == len(prompts)
+        _, logits = prefills[0]
+        rests = [len(p) - int(r.timings["prompt_tokens_reused"]) for p, r in zip(prompts, results)]
+        last = sorted({n - 1 for n in rests})
+        for i, prompt in enumerate(prompts):
+            row = logits[i, -1] if last == [max(rests) - 1] else logits[i, last.index(rests[i] - 1)]
+            assert (row.float() - solo_logits(recorder.model, prompt)).abs().max() < 1e-4
+        for prompt, result in zip(prompts, results):
+            expected = reference_logprobs(recorder.model, prompt, result.output_ids, 1.0)
+            assert max_abs_diff(result.logprobs, expected) < 1e-4
+            kept = prompt + result.output_ids[:-1]  # the last sampled token was never fed
+            n, kv = backend.prefix_cache.longest_prefix("", kept + [0])
+            assert n == len(kept)  # kept whole, the shared prefix included
+            for (k, v), (sk, sv) in zip(kv, solo_kv(recorder.model, kept)):
+                assert max((k - sk).abs().max(), (v - sv).abs().max()) < 1e-4
+    finally:
+        engine_module.Engine._shared_prefix = shared_prefix
+        await backend.close()
+
+
 async def test_batched_prefill_caches_equal_solo_caches(texts):
     backend, recorder = recording_backend()
     try:
@@ -336,7 +383,8 @@ def test_cascade_attention_keeps_rows_exact_as_the_shared_prefix_is_cut_and_rows
 def test_cascade_attention_equals_sdpa_over_the_concatenated_cache():
     """The split attention (shared prefix + own tokens, merged softmax) against transformers' SDPA over the
     whole left-padded cache, grouped-query heads and padding included; a longer shared prefix than a row's own
-    part, and the reverse."""
+    part, and the reverse; one new token per row (a decode step) and several (prompts read together: causal
+    among them, from the mask or without one)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     from openforge.inference import cascade
@@ -346,37 +394,50 @@ def test_cascade_attention_equals_sdpa_over_the_concatenated_cache():
 
     generator = torch.Generator().manual_seed(0)
     rows, kv_heads, dim = 4, 2, 16
-    for shared_len, own in ((50, 7), (3, 40)):
-        query = torch.randn(rows, kv_heads * 3, 1, dim, generator=generator)
+    for shared_len, own, length, padded in ((50, 7, 1, True), (3, 40, 1, True), (50, 9, 5, True), (30, 6, 6, False)):
+        query = torch.randn(rows, kv_heads * 3, length, dim, generator=generator)
         shared = tuple(torch.randn(1, kv_heads, shared_len, dim, generator=generator) for _ in "kv")
         key = torch.randn(rows, kv_heads, own, dim, generator=generator)
         value = torch.randn(rows, kv_heads, own, dim, generator=generator)
-        lengths = torch.tensor([own, own - 2, 1, own - 5])
-        mask = (torch.arange(own).unsqueeze(0) >= (own - lengths).unsqueeze(1))[:, None, None, :]
-        got, _ = cascade.attention(Module(), query, key, value, mask, **{cascade.SHARED_ARGUMENT: [shared]})
-        whole_mask = torch.cat((torch.ones(rows, 1, 1, shared_len, dtype=torch.bool), mask), dim=-1)
+        lengths = torch.tensor([own, own - 2, length, own - 3]) if padded else torch.full((rows,), own)
+        columns = torch.arange(own)
+        causal = columns.unsqueeze(0) <= (own - length + torch.arange(length)).unsqueeze(1)  # (S, own)
+        mask = ((columns >= (own - lengths).unsqueeze(1)).unsqueeze(1) & causal)[:, None, :, :]
+        got, _ = cascade.attention(
+            Module(), query, key, value, mask if padded else None, **{cascade.SHARED_ARGUMENT: [shared]}
+        )
+        whole_mask = torch.cat((torch.ones(rows, 1, length, shared_len, dtype=torch.bool), mask), dim=-1)
         whole_key = torch.cat((shared[0].expand(rows, -1, -1, -1), key), dim=2)
         whole_value = torch.cat((shared[1].expand(rows, -1, -1, -1), value), dim=2)
         expected, _ = sdpa_attention_forward(Module(), query, whole_key, whole_value, whole_mask)
-        assert got.shape == expected.shape == (rows, 1, kv_heads * 3, dim)
-        assert (got - expected).abs().max() < 1e-5
+        assert got.shape == expected.shape == (rows, length, kv_heads * 3, dim)
+        assert (got - expected).abs().max() < 1e-5, (shared_len, own, length, padded)
 
 
-def test_onednn_linears_follow_a_weight_changed_in_place():
-    """A packed weight is packed again after the weight changes in place (a weight swap's load_state_dict);
-    with gradients enabled the layer runs as torch's own linear."""
+@pytest.mark.parametrize("compute", [torch.float32, torch.bfloat16])
+def test_onednn_linears_follow_a_weight_changed_in_place(compute):
+    """A packed weight is packed again after the weight or the bias changes in place (a weight swap's
+    load_state_dict); in bfloat16 the output is float32 within bfloat16's rounding; with gradients enabled the
+    layer runs as torch's own linear."""
     from openforge.inference.cpu_linear import PackedLinear, onednn_available, use_onednn_linears
 
     assert onednn_available()
     layer = torch.nn.Linear(24, 40)
     x = torch.randn(5, 24)
-    assert use_onednn_linears(torch.nn.Sequential(layer)) == 1 and isinstance(layer.forward, PackedLinear)
+    tolerance = 1e-5 if compute == torch.float32 else 5e-2
+    assert use_onednn_linears(torch.nn.Sequential(layer), compute) == 1 and isinstance(layer.forward, PackedLinear)
     with torch.inference_mode():
         before = layer(x)
-        assert (before - torch.nn.functional.linear(x, layer.weight, layer.bias)).abs().max() < 1e-5
+        assert before.dtype == torch.float32
+        assert (before - torch.nn.functional.linear(x, layer.weight, layer.bias)).abs().max() < tolerance
         layer.load_state_dict({"weight": layer.weight * 2, "bias": layer.bias})
         after = layer(x)
-    assert (after - torch.nn.functional.linear(x, layer.weight, layer.bias)).abs().max() < 1e-5
+        assert (after - torch.nn.functional.linear(x, layer.weight, layer.bias)).abs().max() < tolerance
+    with torch.no_grad():
+        layer.bias.add_(1)  # the bias alone
+    with torch.inference_mode():
+        moved = layer(x)
+    assert (moved - torch.nn.functional.linear(x, layer.weight, layer.bias)).abs().max() < tolerance
     x.requires_grad_()
     layer(x).sum().backward()  # oneDNN's operator has no backward: torch's own runs
     assert x.grad is not None
@@ -385,7 +446,7 @@ def test_onednn_linears_follow_a_weight_changed_in_place():
 async def test_the_backend_options_give_the_default_engines_tokens_and_logprobs(texts):
     """`cascade_attention` and `onednn_linears` on: requests behind a shared system prompt, one of them joining
     late with a prompt that differs earlier, decode to the default engine's greedy tokens, logprobs within
-    rounding; the cascade path was taken."""
+    rounding; the cascade path was taken. With `bf16_linears`, logprobs within bfloat16's rounding."""
     from openforge.inference import decode_batch
     from openforge.models import ModelDir
 
@@ -424,3 +485,8 @@ async def test_the_backend_options_give_the_default_engines_tokens_and_logprobs(
     for a, b in zip(default, both, strict=True):
         assert a.output_ids == b.output_ids
         assert max_abs_diff(a.logprobs, b.logprobs) < 1e-4
+    # bfloat16 linears: the default's greedy tokens, logprobs within bfloat16's rounding (and not float32's: on)
+    bf16 = await run(cascade_attention=True, bf16_linears=True)
+    differences = [max_abs_diff(a.logprobs, b.logprobs) for a, b in zip(default, bf16, strict=True)]
+    assert [b.output_ids for b in bf16] == [a.output_ids for a in default]
+    assert 1e-4 < max(differences) < 0.05
