@@ -29,6 +29,14 @@ SandboxOptionOpt = Annotated[
         "--sandbox-option", help="KEY=VALUE option of the sandbox backend (repeatable), e.g. namespace=openforge."
     ),
 ]
+EngineOptionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--engine-option",
+        help="KEY=VALUE option of the embedded backend (repeatable): cascade_attention=true, onednn_linears=true, "
+        "bf16_linears=true (docs/inference.md).",
+    ),
+]
 ProxyListenOpt = Annotated[str, typer.Option(help="HOST:PORT of the run's proxy (model API); in-cluster 0.0.0.0:8100.")]
 SamplesOpt = Annotated[int, typer.Option(help="Episodes per (task, harness); eval reports pass@k and pass^k up to it.")]
 ConcurrencyOpt = Annotated[int, typer.Option(help="Episodes at once.")]
@@ -135,6 +143,7 @@ def with_rollout_options(run_it: Callable[[RolloutConfig, Console], object]) -> 
         agent_timeout: TimeoutOpt = None,
         resume: ResumeOpt = False,
         sandbox_option: SandboxOptionOpt = None,
+        engine_option: EngineOptionOpt = None,
         proxy_listen: ProxyListenOpt = _ROLLOUT_DEFAULTS["proxy_listen"],
         proxy_option: ProxyOptionOpt = None,
         max_new_tokens: MaxNewTokensOpt = _ROLLOUT_DEFAULTS["max_new_tokens"],
@@ -153,6 +162,7 @@ def with_rollout_options(run_it: Callable[[RolloutConfig, Console], object]) -> 
                 harnesses=[h.strip() for h in harness.split(",") if h.strip()],
                 sandbox=sandbox,
                 sandbox_options=key_values(sandbox_option, "--sandbox-option"),
+                engine_options=key_values(engine_option, "--engine-option"),
                 proxy_listen=proxy_listen,
                 proxy_options=key_values(proxy_option, "--proxy-option"),
                 samples=samples,

@@ -8,10 +8,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from openforge.faults import FaultSpec, parse_fault_spec
-from openforge.rollout.settings import EpisodeSettings, HarnessNames, TaskValidationSettings
+from openforge.rollout.settings import EpisodeSettings, HarnessNames, ServingSettings, TaskValidationSettings
 
 
-class RolloutConfig(EpisodeSettings, TaskValidationSettings):
+class RolloutConfig(EpisodeSettings, ServingSettings, TaskValidationSettings):
     """`openforge rollout` / `openforge eval` options (also usable from YAML): the `EpisodeSettings` (where and
     how each episode runs: harness options, sandbox, image map, token cap, attempts, proxy, ...) and the batch:
 
@@ -34,7 +34,6 @@ class RolloutConfig(EpisodeSettings, TaskValidationSettings):
     samples: int = Field(default=1, ge=1)
     concurrency: int = Field(default=4, ge=1)
     model: Path
-    backend: str = "embedded"
     run: Path
     split: Literal["train", "heldout"] | None = None
     task_ids: list[str] | None = None

@@ -121,6 +121,7 @@ async def _run_rollouts(config: RolloutConfig, console: Console) -> RolloutSumma
         admin_listen="127.0.0.1:0",
         temperature=config.temperature,
         top_p=config.top_p,
+        backend_options=config.engine_options.backend_options(config.backend),
     )
     config = config.model_copy(update={"sandbox": choose_sandbox(config.sandbox, console)})
     provider = get_provider(config.sandbox, **config.sandbox_options)

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from openforge.core.json_types import JSONObject
+from openforge.inference.engine_options import EngineOptions
 from openforge.proxy.settings import DEFAULT_MAX_NEW_TOKENS, ProxyOptions, RunProxyOptions, check_proxy_options
 
 # `auto`: Docker when a daemon can be started (and the offline base image built), else the local sandbox
@@ -114,6 +115,24 @@ class EpisodeSettings(BaseModel):
         """What reaches the run's proxy (`ProxySettings` fields): `proxy_options` and the token cap. The
         temperature is the batch's (`RolloutConfig.temperature`, a training phase's)."""
         return {**self.proxy_options, "max_new_tokens": self.max_new_tokens}
+
+
+class ServingSettings(BaseModel):
+    """What serves a run's model calls when OpenForge serves them itself (`RolloutConfig`, `TrainConfig`):
+
+    - `backend`: `embedded` (the model in this process, on the CPU), `vllm:URL`, `sglang:URL`, ...
+      (`openforge.inference.SPEC_FORMS`).
+    - `engine_options`: how the embedded backend runs the model (`EngineOptions`: cascade attention, oneDNN
+      linears); an error with another backend.
+    """
+
+    backend: str = "embedded"
+    engine_options: EngineOptions = Field(default_factory=EngineOptions)
+
+    @model_validator(mode="after")
+    def _engine_options_need_embedded(self) -> ServingSettings:
+        self.engine_options.backend_options(self.backend)  # raises, naming the options, for another backend
+        return self
 
 
 class TaskValidationSettings(BaseModel):

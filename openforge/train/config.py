@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from openforge.config import moved_keys
 from openforge.faults import FaultSpec, parse_fault_spec
 from openforge.models.tiny import TinyModelSpec
-from openforge.rollout.settings import EpisodeSettings, HarnessNames, TaskValidationSettings
+from openforge.rollout.settings import EpisodeSettings, HarnessNames, ServingSettings, TaskValidationSettings
 from openforge.tasks.images import DEFAULT_IMAGE_MAP
 from openforge.train.trainer_config import GRPOConfig, LoRASettings, SFTConfig, SFTOptimization
 
@@ -158,7 +158,7 @@ class FaultSettings(BaseModel):
         return parse_fault_spec(v)
 
 
-class TrainConfig(EpisodeSettings, TaskValidationSettings):
+class TrainConfig(EpisodeSettings, ServingSettings, TaskValidationSettings):
     """A training run: the `EpisodeSettings` of every episode it runs (teacher, GRPO, evaluation), and what it
     trains; the tasks it trains on are checked against the reward-hack suite before anything else
     (`validate_tasks`, on by default here; `drop_hackable_tasks`: `TaskValidationSettings`). `evaluation`:
@@ -174,7 +174,6 @@ class TrainConfig(EpisodeSettings, TaskValidationSettings):
     model: str = "tiny"
     # `model: tiny`'s shape (TinyModelSpec fields, e.g. `{sliding_window: 96}`); its seed is the run's `seed`
     tiny_model: TinyModelSpec | None = None
-    backend: str = "embedded"
     tasks: TaskSource
     harnesses: HarnessNames = Field(default_factory=lambda: ["react"])
     # the held-out evaluation's harnesses (default: `harnesses`); one that is not trained on measures transfer

@@ -189,6 +189,9 @@ REAL_MODEL_OVERRIDES: dict[str, Any] = {
         "codex": {**HARNESS_OPTIONS["codex"], "instructions": REAL_MODEL_PROMPT},
     },
     "faults": RECOVERY_OVERRIDES["faults"],
+    # every episode sits behind Claude Code's ~2,000-token prompt: read once per batch, linears through oneDNN
+    # (float32: the same tokens; benchmarks/results/engine-shared-prompt.json)
+    "engine_options": {"cascade_attention": True, "onednn_linears": True},
     # the longest reply a task needs (a recovery command in a tool call) is ~55 tokens; each reply cut at the cap
     # makes Claude Code ask again, up to three times, so a rambling policy costs 4 x the cap per episode
     "max_new_tokens": 64,

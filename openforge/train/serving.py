@@ -39,6 +39,7 @@ def proxy_config(
         backend_options={
             "seed": config.seed,
             **EMBEDDED_OPTIONS,
+            **config.engine_options.backend_options("embedded"),
             # asynchronous GRPO: the calls of every step in flight decoded together (a wider batch amortises
             # the tiny model's per-step overhead, and no step's calls queue behind another's)
             "max_batch": max(

@@ -422,8 +422,9 @@ def test_onednn_linears_follow_a_weight_changed_in_place(compute):
     from openforge.inference.cpu_linear import PackedLinear, onednn_available, use_onednn_linears
 
     assert onednn_available()
-    layer = torch.nn.Linear(24, 40)
-    x = torch.randn(5, 24)
+    assert use_onednn_linears(torch.nn.Sequential(torch.nn.Linear(24, 40)), compute) == 0  # too small to gain
+    layer = torch.nn.Linear(240, 500)
+    x = torch.randn(5, 240)
     tolerance = 1e-5 if compute == torch.float32 else 5e-2
     assert use_onednn_linears(torch.nn.Sequential(layer), compute) == 1 and isinstance(layer.forward, PackedLinear)
     with torch.inference_mode():
