@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 from _machine import run_metadata
+from _rounds import alternating_rounds, worker_figures
 
 from openforge.core import SamplingParams
 from openforge.inference import make_backend
@@ -117,8 +118,7 @@ def measure(engine: str, n: int, threads: int | None, old_tree: Path | None) -> 
     if engine == "old":
         env["PYTHONPATH"] = str(old_tree)
     command = [sys.executable, __file__, "--worker", engine, str(n)] + (["--threads", str(threads)] if threads else [])
-    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return worker_figures(command, env=env, cwd=tempfile.gettempdir())
 
 
 def extract(rev: str) -> Path:
@@ -148,10 +148,7 @@ def main() -> None:
     print(f"{'N':>4} {'engine':>8} {'wall s':>8} {'cpu s':>8} {'tokens':>7} {'tok/s':>8} {'reused/req':>10}")
     figures: dict[str, dict] = {}
     for n in args.sizes:
-        runs: dict[str, list[dict]] = {name: [] for name in engines}
-        for r in range(args.rounds):
-            for name in engines if r % 2 == 0 else engines[::-1]:
-                runs[name].append(measure(name, n, args.threads, old_tree))
+        runs = alternating_rounds(engines, args.rounds, lambda name: measure(name, n, args.threads, old_tree))  # noqa: B023
         wall = {name: statistics.median(x["wall"] for x in runs[name]) for name in engines}
         cpu = {name: statistics.median(x["cpu"] for x in runs[name]) for name in engines}
         for name in engines:

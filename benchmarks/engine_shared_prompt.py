@@ -27,12 +27,12 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from _machine import run_metadata
+from _rounds import alternating_rounds, worker_figures
 
 from openforge.core import SamplingParams
 from openforge.inference import make_backend
@@ -111,8 +111,7 @@ def run_variant(args: argparse.Namespace, variant: str) -> dict:
         "--prompt-tokens",
         str(args.prompt_tokens),
     ] + (["--threads", str(args.threads)] if args.threads else [])
-    out = subprocess.run(command, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return worker_figures(command)
 
 
 def main() -> None:
@@ -129,16 +128,15 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
-    runs: dict[str, list[dict]] = {v: [] for v in args.variants}
-    for r in range(args.rounds):
-        for variant in args.variants if r % 2 == 0 else args.variants[::-1]:
-            got = run_variant(args, variant)
-            runs[variant].append(got)
-            print(
-                f"round {r + 1} {variant:>8}: {got['tokens']} tokens in {got['wall_s']:.2f} s = "
-                f"{got['tok_per_s']:.1f} tok/s (CPU {got['cpu_s']:.1f} s)",
-                flush=True,
-            )
+
+    def report(r: int, variant: str, got: dict) -> None:
+        print(
+            f"round {r + 1} {variant:>8}: {got['tokens']} tokens in {got['wall_s']:.2f} s = "
+            f"{got['tok_per_s']:.1f} tok/s (CPU {got['cpu_s']:.1f} s)",
+            flush=True,
+        )
+
+    runs = alternating_rounds(args.variants, args.rounds, lambda variant: run_variant(args, variant), report)
     baseline = args.variants[0]
     summary = {}
     for variant, got in runs.items():
