@@ -7,15 +7,18 @@ row's keys and values for every token it holds, so at a 2,000-token prompt and 8
 (`decode_batch.DecodeBatch.shared`, one row per layer) and each row only its own tokens after it; a step's
 attention is split in two and merged exactly:
 
-    scores_s = q · K_sharedᵀ · scale      (all rows' queries against the one shared copy: one matrix product)
-    scores_o = q · K_ownᵀ · scale         (each row against its own tokens, padding masked)
-    out      = (exp(scores_s − m) · V_shared + exp(scores_o − m) · V_own) / (Σ exp(scores_s − m) + Σ exp(scores_o − m))
+    out_s, lse_s = attention(q, K_shared, V_shared)   (all rows' queries against the one shared copy)
+    out_o, lse_o = attention(q, K_own, V_own)         (each row against its own tokens: padding masked, causal)
+    out          = out_o + (out_s − out_o) · sigmoid(lse_s − lse_o)
 
-with m the larger of the two maxima: the softmax over the concatenation, without building it.
+each part through torch's CPU flash attention, which also returns every query's log-sum-exp `lse` of its
+scores: `sigmoid(lse_s − lse_o)` is the shared part's share of the whole softmax's sum, so `out` is the softmax
+over the concatenation without building it.
 
 The engine's model runs with attention implementation `CASCADE` (registered with transformers here): a forward
-pass given `openforge_shared` (one (keys, values) pair per layer) for one new token per row takes this path;
-every other pass (prefill, a batch without a shared prefix) is transformers' own SDPA attention, unchanged. Only
+pass given `openforge_shared` (one (keys, values) pair per layer) takes this path — a decode step (one new token
+per row) or prompts read together behind a cached prefix they share (several, causal among themselves); every
+other pass (a batch without a shared prefix) is transformers' own SDPA attention, unchanged. Only
 models whose attention is plain scaled dot-product over every token qualify (`supports`): no sliding windows,
 soft-capping or attention sinks.
 """

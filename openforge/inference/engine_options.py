@@ -1,9 +1,11 @@
 """`EngineOptions`: how the embedded backend runs a model on the CPU, as a run's config sets them
 (`engine_options`, or `--engine-option KEY=VALUE`). Light on purpose: configs read it without importing torch.
 
-All off by default: each changes the arithmetic's order or precision, and was measured to help a real model
-behind a long shared prompt (`benchmarks/engine_shared_prompt.py`) but not the tiny model's small batches
-(`benchmarks/engine.py --engines batched options`). The real-model recipe turns the float32 two on.
+All off by default: each changes the arithmetic's order or precision. The float32 two were measured to help a
+real model behind a long shared prompt (`benchmarks/engine_shared_prompt.py`, 1.85x) and its Claude Code episodes
+(`benchmarks/engine_options_episodes.py`, 1.08x), and to cost the tiny model nothing (`benchmarks/engine.py
+--engines batched options`); the real-model recipe turns them on. A default awaits the tiny-model recipes'
+own figures with them on.
 """
 
 from __future__ import annotations
