@@ -3,9 +3,9 @@
 
 All off by default: each changes the arithmetic's order or precision. The float32 two were measured to help a
 real model behind a long shared prompt (`benchmarks/engine_shared_prompt.py`, 1.85x) and its Claude Code episodes
-(`benchmarks/engine_options_episodes.py`, 1.08x), and to cost the tiny model nothing (`benchmarks/engine.py
---engines batched options`); the real-model recipe turns them on. A default awaits the tiny-model recipes'
-own figures with them on.
+(`benchmarks/engine_options_episodes.py`, 1.08x), and to cost the tiny model's engine nothing (`benchmarks/engine.py
+--engines batched options`) nor gain its quickstart anything (63 GRPO steps against 65, docs/inference.md);
+the real-model recipe turns them on.
 """
 
 from __future__ import annotations
