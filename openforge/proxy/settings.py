@@ -1,6 +1,7 @@
 """How the proxy serves calls: `ProxySettings` (the one declaration of these options, with their defaults) and
-`check_proxy_options`, which checks a run's `proxy_options` over them. Light on purpose: every config that runs
-episodes reads the defaults here without importing the serving code (`service.py`)."""
+`check_proxy_options`, which checks a run's `proxy_options` over them; `EngineOptions`, how its embedded backend
+runs the model. Light on purpose: every config that runs episodes reads the defaults here without importing the
+serving code (`service.py`)."""
 
 from __future__ import annotations
 
@@ -106,3 +107,36 @@ __all__ = [
     "RunProxyOptions",
     "check_proxy_options",
 ]
+
+
+# How the embedded backend runs a model on the CPU (`engine_options`, `--engine-option KEY=VALUE`). All off by
+# default: each changes the arithmetic's order or precision. The float32 two help a real model behind a long shared
+# prompt (benchmarks/engine_shared_prompt.py, 1.85x) and its Claude Code episodes (engine_options_episodes.py,
+# 1.08x), cost the tiny model's engine nothing and gain its quickstart nothing (docs/inference.md); the
+# real-model recipe turns them on.
+class EngineOptions(BaseModel):
+    """- `cascade_attention`: the prefix that all rows of a batch share (a harness's system prompt, a GRPO
+      group's prompt) is kept once and read once per step and per prompt read, beside each row's own tokens
+      (`openforge/inference/cascade.py`; plain-attention models only, others ignore it). Exact up to rounding.
+    - `onednn_linears`: linear layers through oneDNN with weights packed once
+      (`openforge/inference/cpu_linear.py`); float32, exact up to rounding. Layers below ~10^5 weights stay on torch's default path, which is faster for them.
+    - `bf16_linears`: the same with bfloat16 weights and inputs: half the memory read per decode step; logits
+      and the logprobs recorded for training differ from float32 by bfloat16's rounding (~1e-2)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cascade_attention: bool = False
+    onednn_linears: bool = False
+    bf16_linears: bool = False
+
+    def backend_options(self, backend: str) -> dict[str, bool]:
+        """The embedded backend's keyword arguments; for another backend, none (and a set option is an error)."""
+        chosen = self.model_dump(exclude_defaults=True)
+        if backend.split(":", 1)[0] == "embedded":
+            return chosen
+        if chosen:
+            raise ValueError(
+                f"engine_options {sorted(chosen)} apply to the embedded backend only (backend is {backend!r}): "
+                "drop them, or serve with backend: embedded"
+            )
+        return {}

@@ -19,8 +19,13 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from openforge.core.json_types import JSONObject
-from openforge.inference.engine_options import EngineOptions
-from openforge.proxy.settings import DEFAULT_MAX_NEW_TOKENS, ProxyOptions, RunProxyOptions, check_proxy_options
+from openforge.proxy.settings import (
+    DEFAULT_MAX_NEW_TOKENS,
+    EngineOptions,
+    ProxyOptions,
+    RunProxyOptions,
+    check_proxy_options,
+)
 
 # `auto`: Docker when a daemon can be started (and the offline base image built), else the local sandbox
 # (`openforge.rollout.sandbox_choice`).
