@@ -119,7 +119,8 @@ class EngineOptions(BaseModel):
       group's prompt) is kept once and read once per step and per prompt read, beside each row's own tokens
       (`openforge/inference/cascade.py`; plain-attention models only, others ignore it). Exact up to rounding.
     - `onednn_linears`: linear layers through oneDNN with weights packed once
-      (`openforge/inference/cpu_linear.py`); float32, exact up to rounding. Layers below ~10^5 weights stay on torch's default path, which is faster for them.
+      (`openforge/inference/cpu_linear.py`); float32, exact up to rounding. Layers below ~10^5 weights stay on
+      torch's default path, which is faster for them.
     - `bf16_linears`: the same with bfloat16 weights and inputs: half the memory read per decode step; logits
       and the logprobs recorded for training differ from float32 by bfloat16's rounding (~1e-2)."""
 
