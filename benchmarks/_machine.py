@@ -38,3 +38,13 @@ def run_metadata(command: str, configuration: object = "the command's options") 
             "load_average_start": round(os.getloadavg()[0], 2),
         },
     }
+
+
+def write_results(path: Path, command: str, configuration: object, **figures: object) -> None:
+    """A results file: `run_metadata` (the command without machine paths) and the figures."""
+    import json
+    import sys
+
+    argv = " ".join(a if not a.startswith("/") else Path(a).name for a in sys.argv[1:])
+    path.write_text(json.dumps({**run_metadata(f"{command} {argv}", configuration), **figures}, indent=1) + "\n")
+    print(f"wrote {path}")

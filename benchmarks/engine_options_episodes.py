@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _machine import host_cpu_s, run_metadata
+from _machine import host_cpu_s, write_results
 from _rounds import alternating_rounds, worker_figures
 
 from openforge.rollout import RolloutConfig, run_rollouts
@@ -122,17 +122,16 @@ def main() -> None:
     same = all(g["passed"] == runs["default"][0]["passed"] for got in runs.values() for g in got)
     print(f"options / default: {ratio:.2f}x episodes per minute; the same tasks passed in every run: {same}")
     if args.results:
-        argv = " ".join(a if not a.startswith("/") else Path(a).name for a in sys.argv[1:])  # no machine paths
         configuration = {"model": args.model.name, "tasks": len(runs["default"][0]["passed"]), "harness": args.harness}
-        results = {
-            **run_metadata("python benchmarks/engine_options_episodes.py " + argv, configuration),
-            "variants": summary,
-            "options_over_default": round(ratio, 2),
-            "same_tasks_passed": same,
-            "runs": runs,
-        }
-        args.results.write_text(json.dumps(results, indent=1) + "\n")
-        print(f"wrote {args.results}")
+        write_results(
+            args.results,
+            "python benchmarks/engine_options_episodes.py",
+            configuration,
+            variants=summary,
+            options_over_default=round(ratio, 2),
+            same_tasks_passed=same,
+            runs=runs,
+        )
 
 
 if __name__ == "__main__":

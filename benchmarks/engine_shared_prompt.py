@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from _machine import run_metadata
+from _machine import write_results
 from _rounds import alternating_rounds, worker_figures
 
 from openforge.core import SamplingParams
@@ -155,13 +155,13 @@ def main() -> None:
     print("same tokens as", baseline, same)
     if args.results:
         configuration = {k: str(v) for k, v in vars(args).items() if k not in ("results", "worker")}
-        results = {
-            **run_metadata("python " + " ".join(sys.argv), configuration),
-            "variants": summary,
-            "same_tokens_as_baseline": same,
-        }
-        args.results.write_text(json.dumps(results, indent=1) + "\n")
-        print(f"wrote {args.results}")
+        write_results(
+            args.results,
+            "python benchmarks/engine_shared_prompt.py",
+            configuration,
+            variants=summary,
+            same_tokens_as_baseline=same,
+        )
 
 
 if __name__ == "__main__":
