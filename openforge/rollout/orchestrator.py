@@ -60,7 +60,11 @@ class RolloutSummary:
 
 
 def plan(tasks: list[Task], harnesses: list[str], samples: int) -> list[Slot]:
-    return [Slot(t, h, s) for t in tasks for h in harnesses for s in range(samples)]
+    """The slots to fill, harness by harness, a task's samples together. Episodes that run at the same time then
+    mostly share their harness's prompt (its system prompt and tools: thousands of tokens), which the embedded
+    engine reads once and, with cascade attention, attends to once for the whole batch; ordered task by task,
+    every batch would mix the harnesses and share nothing (docs/inference.md, "Harness by harness")."""
+    return [Slot(t, h, s) for h in harnesses for t in tasks for s in range(samples)]
 
 
 def run_label(run: Path) -> str:
