@@ -40,11 +40,25 @@ def run_metadata(command: str, configuration: object = "the command's options") 
     }
 
 
+def public_argv(argv: list[str]) -> str:
+    """A command line as a results file records it: absolute paths inside the checkout relative to it, other
+    absolute paths cut to their last part (no path of the machine it ran on)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def public(arg: str) -> str:
+        if not arg.startswith("/"):
+            return arg
+        path = Path(os.path.abspath(arg))  # not resolved: a symlink under the checkout stays there
+        return str(path.relative_to(root)) if path.is_relative_to(root) else path.name
+
+    return " ".join(public(a) for a in argv)
+
+
 def write_results(path: Path, command: str, configuration: object, **figures: object) -> None:
     """A results file: `run_metadata` (the command without machine paths) and the figures."""
     import json
     import sys
 
-    argv = " ".join(a if not a.startswith("/") else Path(a).name for a in sys.argv[1:])
-    path.write_text(json.dumps({**run_metadata(f"{command} {argv}", configuration), **figures}, indent=1) + "\n")
+    meta = run_metadata(f"{command} {public_argv(sys.argv[1:])}", configuration)
+    path.write_text(json.dumps({**meta, **figures}, indent=1) + "\n")
     print(f"wrote {path}")

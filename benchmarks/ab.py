@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _machine import run_metadata
+from _machine import public_argv, run_metadata
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ def main() -> None:
         ap.error("give the benchmark after --: SCRIPT ARGS...")
     console = Console()
     meta = run_metadata(
-        shlex.join(["python", "benchmarks/ab.py", *sys.argv[1:]]), {"before": args.before, "rounds": args.rounds}
+        "python benchmarks/ab.py " + public_argv(sys.argv[1:]), {"before": args.before, "rounds": args.rounds}
     )
     runs = []
     with tempfile.TemporaryDirectory(prefix="openforge-ab-") as tmp:
