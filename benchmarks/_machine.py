@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from openforge.core.cpu import machine_cpu_seconds
+
 
 def host_cpu_s() -> float:
-    """CPU seconds the whole machine has spent (user, nice, system, irq, softirq, steal), from /proc/stat: the
-    benchmark's process, the Docker daemon, containerd and the containers together."""
-    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds the whole machine has spent (`openforge.core.cpu.machine_cpu_seconds`): the benchmark's
+    process, the Docker daemon, containerd and the containers together."""
+    seconds = machine_cpu_seconds()
+    if seconds is None:
+        raise SystemExit("no /proc/stat here: the benchmarks measure the machine's CPU on Linux")
+    return seconds
 
 
 def run_metadata(command: str, configuration: object = "the command's options") -> dict[str, object]:

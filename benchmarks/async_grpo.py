@@ -99,17 +99,23 @@ def write_results(args: argparse.Namespace, runs: list[dict], console: Console) 
     def mean(mode: str, key: str) -> float:
         return statistics.mean(float(r[key]) for r in runs if r["mode"] == mode)
 
-    def cpu(mode: str) -> float:
-        return statistics.mean(r["grpo_cpu"]["share"] for r in runs if r["mode"] == mode)
+    def cpu(mode: str, key: str = "share") -> float:
+        return statistics.mean(r["grpo_cpu"].get(key, float("nan")) for r in runs if r["mode"] == mode)
 
     asynchronous = f"async-k{args.staleness}"
     summary = {
         "steps_ratio": round(mean(asynchronous, "grpo_steps") / mean("sync", "grpo_steps"), 3),
-        "sync": {"grpo_steps": mean("sync", "grpo_steps"), "cpu_share": round(cpu("sync"), 3)},
-        asynchronous: {"grpo_steps": mean(asynchronous, "grpo_steps"), "cpu_share": round(cpu(asynchronous), 3)},
+        **{
+            mode: {
+                "grpo_steps": mean(mode, "grpo_steps"),
+                "cpu_share": round(cpu(mode), 3),
+                "machine_share": round(cpu(mode, "machine_share"), 3),
+            }
+            for mode in ("sync", asynchronous)
+        },
     }
     table = Table(title=f"GRPO from one SFT policy, {args.seconds:.0f} s each")
-    for column in ("round", "mode", "steps", "steps/min", "CPU share", "update s", "held-out SFT → RL (%)"):
+    for column in ("round", "mode", "steps", "steps/min", "CPU share", "machine", "update s", "held-out SFT → RL (%)"):
         table.add_column(column)
     for r in runs:
         held = r["heldout_pass_at_1"]
@@ -119,6 +125,7 @@ def write_results(args: argparse.Namespace, runs: list[dict], console: Console) 
             str(r["grpo_steps"]),
             str(r["steps_per_min"]),
             str((r["grpo_cpu"] or {}).get("share")),
+            str((r["grpo_cpu"] or {}).get("machine_share")),
             str(r["update_s_mean"]),
             f"{held['sft']} → {held['rl']}",
         )

@@ -189,6 +189,7 @@ def phase_table(reports: list[dict], seeds: list[int]) -> Table:
     phases.add_row("whole quickstart", *[str(r["wall_s"]) for r in reports])
     phases.add_row("GRPO steps", *[str(len(report_step_records(r))) for r in reports])
     phases.add_row("GRPO CPU share", *[str((r.get("grpo_cpu") or {}).get("share", "-")) for r in reports])
+    phases.add_row("GRPO machine CPU", *[str((r.get("grpo_cpu") or {}).get("machine_share", "-")) for r in reports])
     return phases
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from rich.progress import Progress
 
 from openforge.core import Episode
+from openforge.core.cpu import machine_cores, machine_cpu_seconds
 from openforge.models import ModelDir
 from openforge.proxy.server import RunningProxy
 from openforge.rollout.family import run_family_episodes
@@ -202,11 +203,13 @@ async def rl_stage(ctx: RunContext, start: Path, resume: bool) -> RLState:
 
 
 class CpuMeter:
-    """CPU seconds of this process and its reaped children (the jails, the sandboxes' clients) against wall
-    seconds × the cores it may run on: how busy the machine kept during GRPO."""
+    """How busy the machine kept during GRPO: CPU seconds of this process and its reaped children (the jails,
+    the sandboxes' clients) against wall seconds × the cores it may run on (`share`), and the whole machine's
+    busy CPU seconds against wall seconds × its cores (`machine_share`: the kernel's work for the jails, Docker
+    and anything else running count there, not in `share`)."""
 
     def __init__(self) -> None:
-        self.cpu, self.wall = self._cpu(), time.monotonic()
+        self.cpu, self.machine, self.wall = self._cpu(), machine_cpu_seconds(), time.monotonic()
 
     @staticmethod
     def _cpu() -> float:
@@ -216,12 +219,17 @@ class CpuMeter:
     def read(self) -> dict[str, float]:
         cpu, wall = self._cpu() - self.cpu, time.monotonic() - self.wall
         cores = len(os.sched_getaffinity(0))
-        return {
+        out = {
             "cpu_s": round(cpu, 1),
             "wall_s": round(wall, 1),
             "cores": cores,
             "share": round(cpu / max(wall * cores, 1e-9), 3),
         }
+        machine = machine_cpu_seconds()
+        if machine is not None and self.machine is not None:
+            out["machine_cpu_s"] = round(machine - self.machine, 1)
+            out["machine_share"] = round((machine - self.machine) / max(wall * machine_cores(), 1e-9), 3)
+        return out
 
 
 def supersede_untrained(store: TrajectoryStore, next_step: int) -> int:

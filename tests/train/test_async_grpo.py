@@ -215,4 +215,5 @@ def test_async_steps_overlap_and_keep_each_calls_version(tmp_path, tiny_model_di
     assert all(sum(r.staleness.values()) == r.groups and r.stale_groups_dropped == 0 for r in steps)
     assert report["max_staleness"] == 1
     assert report["grpo_cpu"]["cores"] >= 1 and report["grpo_cpu"]["cpu_s"] > 0
+    assert 0 < report["grpo_cpu"]["machine_share"] <= 1
     assert report["mean_episode_s"] > 0 and report["mean_episode_tokens"] > 0 and report["peak_rss_mb"] > 0
