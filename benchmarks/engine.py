@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _machine import run_metadata
+from _machine import public_argv, run_metadata
 from _rounds import alternating_rounds, worker_figures
 
 from openforge.core import SamplingParams
@@ -175,7 +175,7 @@ def main() -> None:
                 )
     if args.results:
         configuration = {k: v for k, v in vars(args).items() if k not in ("results", "worker")}
-        results = {**run_metadata("python " + " ".join(sys.argv), configuration), "requests": figures}
+        results = {**run_metadata("python " + public_argv(sys.argv), configuration), "requests": figures}
         args.results.write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {args.results}")
 

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _machine import host_cpu_s, run_metadata
+from _machine import host_cpu_s, public_argv, run_metadata
 
 from openforge.models import build_tiny_model
 from openforge.rollout import RolloutConfig, run_rollouts
@@ -76,7 +76,7 @@ def main() -> None:
     keys = sorted({k for r in rows for k in r})
     means = {k: round(statistics.mean(r.get(k, 0.0) for r in rows), 3) for k in keys}
     record = {
-        **run_metadata("python benchmarks/episode_phases.py " + " ".join(sys.argv[1:])),
+        **run_metadata("python benchmarks/episode_phases.py " + public_argv(sys.argv[1:])),
         "label": args.label,
         "harness": args.harness,
         "concurrency": args.concurrency,
@@ -113,8 +113,7 @@ def summarize(runs_file: Path, results: Path | None) -> None:
         }
         print(name, json.dumps(summary[name]))
     if results is not None:
-        argv = " ".join(a if not a.startswith("/") else Path(a).name for a in sys.argv[1:])  # no machine paths
-        meta = run_metadata("python benchmarks/episode_phases.py " + argv)
+        meta = run_metadata("python benchmarks/episode_phases.py " + public_argv(sys.argv[1:]))
         results.write_text(json.dumps({**meta, "summary": summary, "runs": runs}, indent=1) + "\n")
 
 

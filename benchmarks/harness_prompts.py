@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _machine import public_argv
+
 from openforge.models import build_tiny_model
 from openforge.rollout import run_rollouts
 from openforge.rollout.config import RolloutConfig
@@ -67,7 +69,7 @@ def main() -> None:
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(
         json.dumps(
-            {"command": "python " + " ".join(sys.argv), "task": instance.task_id(), "first_prompt_tokens": figures},
+            {"command": "python " + public_argv(sys.argv), "task": instance.task_id(), "first_prompt_tokens": figures},
             indent=2,
         )
         + "\n"

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _machine import run_metadata
+from _machine import public_argv, run_metadata
 
 from openforge.harness.smoke import smoke_run
 
@@ -101,7 +101,7 @@ def main() -> None:
     print("start-up profile:", json.dumps(phases))
     if args.results:
         meta = run_metadata(
-            "python benchmarks/harness_start.py " + " ".join(sys.argv[1:]),
+            "python benchmarks/harness_start.py " + public_argv(sys.argv[1:]),
             {"variants": VARIANTS, "rounds": args.rounds, "harness": "claude-code (the bundle's pinned version)"},
         )
         record = {**meta, "rounds": args.rounds, "variants": variants, "profile_phases": phases}

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from _machine import public_argv
 from quickstart import (  # benchmarks/quickstart.py: the one seed loop
     phase_table,
     run_seeds,
@@ -118,7 +119,7 @@ def main() -> None:
     args.results.write_text(
         json.dumps(
             {
-                "command": "python " + " ".join(sys.argv),
+                "command": "python " + public_argv(sys.argv),
                 "seeds": args.seeds,
                 "continuity": continuity_tokens,
                 "conditions": results,

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _machine import run_metadata
+from _machine import public_argv, run_metadata
 
 from openforge.sandbox.local import jail
 
@@ -58,7 +58,7 @@ def main() -> None:
         json.dumps(
             {
                 **run_metadata(
-                    "python benchmarks/jail.py " + " ".join(sys.argv[1:]),
+                    "python benchmarks/jail.py " + public_argv(sys.argv[1:]),
                     {"n": args.n, "block": args.block},
                 ),
                 "cpus": os.cpu_count(),

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _machine import run_metadata
+from _machine import public_argv, run_metadata
 
 from openforge.harness.bundle import read_manifest
 from openforge.harness.smoke import comparable, smoke_run
@@ -80,7 +80,7 @@ def main() -> None:
     print(f"wall time saved: {saved:.0%}; requests the same but for per-run ids: {identical}")
     if args.results:
         meta = run_metadata(
-            "python benchmarks/openclaw_start.py " + " ".join(sys.argv[1:]),
+            "python benchmarks/openclaw_start.py " + public_argv(sys.argv[1:]),
             {"rounds": args.rounds, "variants": list(VARIANTS)},
         )
         record = {

@@ -86,7 +86,7 @@ except ImportError:  # run with another interpreter: use the project's virtualen
         os.execv(str(venv_python), [str(venv_python), *sys.argv])
     raise
 
-from _machine import run_metadata
+from _machine import public_argv, run_metadata
 from _proxy_faults import faults as fault_benchmark
 from _proxy_faults import throughput as throughput_benchmark
 from _proxy_scale import load as load_benchmark
@@ -1096,7 +1096,7 @@ def main(argv=None) -> None:
 
         served = ModelDir(model).path.name
         latency, cpu = None, None
-        command = "python benchmarks/proxy.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        command = "python benchmarks/proxy.py " + public_argv(sys.argv[1:] if argv is None else argv)
         options = {k: sorted(v) if isinstance(v, set) else v for k, v in vars(args).items() if not isinstance(v, Path)}
         results: dict = {
             **run_metadata(command.strip(), options),

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from _machine import run_metadata
+from _machine import public_argv, run_metadata
 from rich.console import Console
 from rich.table import Table
 
@@ -130,7 +130,7 @@ def write_results(path: Path, seeds: list[int], reports: list[dict], policies: l
         }
     path.parent.mkdir(parents=True, exist_ok=True)
     configuration = {"preset": "QUICKSTART (openforge/train/quickstart.py)", "seeds": seeds, "policies": policies}
-    meta = run_metadata("python " + " ".join(sys.argv), configuration)
+    meta = run_metadata("python " + public_argv(sys.argv), configuration)
     path.write_text(json.dumps({**meta, "seeds": per_seed, "summary": summary}, indent=2) + "\n")
 
 

@@ -21,7 +21,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from _machine import run_metadata
+from _machine import public_argv, run_metadata
 from quickstart import phase_table, run_seeds  # benchmarks/quickstart.py: the one seed loop
 from rich.console import Console
 from rich.table import Table
@@ -163,7 +163,7 @@ def write_results(path: Path, recipe: str, seeds: list[int], reports: list[dict]
     path.write_text(
         json.dumps(
             {
-                **run_metadata("python " + " ".join(sys.argv), configuration),
+                **run_metadata("python " + public_argv(sys.argv), configuration),
                 "seeds": per_seed,
                 "summary": summary,
                 "verdict": verdict(rows),

@@ -104,7 +104,7 @@ except ImportError:  # run with another interpreter: use the project's virtualen
     raise
 
 import _harbor_support as hs
-from _machine import host_cpu_s
+from _machine import host_cpu_s, public_argv
 
 console = Console(width=190)
 BASE_IMAGE = "openforge-base:bookworm"
@@ -773,10 +773,11 @@ def main(argv=None) -> None:
     if runs and bench is not None:
         figures = report(runs, bench, levels, systems)
         if args.json:
+            command = "python benchmarks/rollout.py " + public_argv(sys.argv[1:] if argv is None else argv)
             args.json.write_text(
                 json.dumps(
                     {
-                        "command": "python benchmarks/rollout.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                        "command": command,
                         "commit": subprocess.run(
                             ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
                         ).stdout.strip(),

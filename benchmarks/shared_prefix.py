@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+from _machine import public_argv
 
 from openforge.core.records import Sample
 from openforge.models import ModelDir, TinyModelSpec, build_tiny_model
@@ -103,7 +104,7 @@ def main() -> None:
     args.results.write_text(
         json.dumps(
             {
-                "command": "python " + " ".join(sys.argv),  # as run (from the repository root or benchmarks/)
+                "command": "python " + public_argv(sys.argv),  # as run (from the repository root or benchmarks/)
                 "sliding_window": args.sliding_window,
                 "cpus": os.cpu_count(),
                 "torch_threads": torch.get_num_threads(),

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from _machine import run_metadata
+from _machine import public_argv, run_metadata
 
 VARIANTS = {
     "full, whole logits": {"lora": False, "blocks": False, "checkpointing": False},
@@ -101,7 +101,7 @@ def main() -> None:
             )
         )
         return
-    command = "python benchmarks/train_memory.py " + " ".join(sys.argv[1:])
+    command = "python benchmarks/train_memory.py " + public_argv(sys.argv[1:])
     results = {
         **run_metadata(command, {"rows": args.rows, "tokens": args.tokens, "prompt": args.prompt, "lora": LORA}),
         "model": json.loads((args.model / "config.json").read_text()).get("_model_name_or_path") or args.model.name,

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import yaml
-from _machine import run_metadata
+from _machine import public_argv, run_metadata
 
 from openforge.train.records import report_step_records
 
@@ -88,7 +88,7 @@ def write_results(args: argparse.Namespace, config: dict, report: dict, wall: fl
         else f"SFT+RL − SFT = {100 * (rl - sft):+.1f} points of held-out pass@1 "
         + ("(beats SFT)" if rl > sft else "(does not beat SFT)")
     )
-    command = "python " + " ".join(sys.argv)
+    command = "python " + public_argv(sys.argv)
     meta = run_metadata(command, configuration={"config_file": str(args.config), **config, "seed": config.get("seed")})
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps({**meta, "measured": figures, "verdict": verdict}, indent=2) + "\n")
