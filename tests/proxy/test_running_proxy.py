@@ -117,3 +117,22 @@ async def test_the_runs_temperature_and_top_p_override_every_call_and_are_record
         calls = p.store.list_calls(episode_id)
         assert len(calls) == 2
         assert all((c.sampling.temperature, c.sampling.top_p) == (0.3, 0.5) for c in calls)
+
+
+def test_the_cli_proxy_serves_on_uvloop(tmp_path, monkeypatch):
+    """`openforge proxy` runs its server on uvloop's event loop (a dependency): most of the proxy's own cost per
+    call is the loop's work. Fails if `run_proxy` goes back to asyncio's own loop."""
+    import asyncio
+
+    import uvloop
+
+    from openforge.proxy import server
+
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def serve(config: ProxyConfig) -> None:
+        loops.append(asyncio.get_running_loop())
+
+    monkeypatch.setattr(server, "serve", serve)
+    server.run_proxy(ProxyConfig(model=tmp_path, run=tmp_path / "run"))
+    assert len(loops) == 1 and isinstance(loops[0], uvloop.Loop)
