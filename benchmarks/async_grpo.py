@@ -152,7 +152,7 @@ def write_results(
                 "grpo_steps": mean(mode, "grpo_steps"),
                 "cpu_share": cpu(mode, "share"),
                 "machine_share": cpu(mode, "machine_share"),
-                "heldout_rl": round(held(mode), 2),
+                "heldout_rl": round(held(mode), 4),
             }
             for mode in ("sync", asynchronous)
         },
