@@ -11,7 +11,7 @@ cores), the update's share and held-out pass@1 before (the SFT policy) and after
 same-compute control (`benchmarks/quickstart.py --control`: GRPO's time spent on more SFT), its held-out pass@1 is
 in the table beside the two GRPO runs.
 
-Each run is `openforge train --config CFG --run OUT/round-R-MODE` in its own process. Measure on a quiet
+Each run is `openforge train --config CFG --run OUT/seed-S-round-R-MODE` in its own process. Measure on a quiet
 machine: the ratio of steps is what it reports. Not a test: no assertions, only figures.
 """
 
