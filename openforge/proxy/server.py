@@ -245,8 +245,8 @@ async def serve(config: ProxyConfig) -> None:
 
 
 def run_proxy(config: ProxyConfig) -> None:
-    """`openforge proxy`: serve on uvloop's event loop where it is installed. The proxy's own cost per call is
-    mostly event-loop work (reading and writing sockets, waking tasks), which uvloop does in C."""
+    """`openforge proxy`: serve on uvloop's event loop where it is installed, which does the loop's work
+    (sockets, timers, waking tasks) in C: 14 % less CPU per call, side by side (docs/proxy.md, "uvloop")."""
     with asyncio.Runner(loop_factory=fast_event_loop()) as runner:
         runner.run(serve(config))
 

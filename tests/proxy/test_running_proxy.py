@@ -120,8 +120,8 @@ async def test_the_runs_temperature_and_top_p_override_every_call_and_are_record
 
 
 def test_the_cli_proxy_serves_on_uvloop(tmp_path, monkeypatch):
-    """`openforge proxy` runs its server on uvloop's event loop (a dependency): most of the proxy's own cost per
-    call is the loop's work. Fails if `run_proxy` goes back to asyncio's own loop."""
+    """`openforge proxy` runs its server on uvloop's event loop (a dependency; less CPU per call). Fails if
+    `run_proxy` goes back to asyncio's own loop."""
     import asyncio
 
     import uvloop
