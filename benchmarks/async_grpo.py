@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import _machine
@@ -110,6 +111,7 @@ def run_grpo(args: argparse.Namespace, seed: int, sft: Path, round_: int, stalen
         "steps_per_min": round(60 * len(steps) / grpo_s, 2),
         "grpo_s": grpo_s,
         "grpo_cpu": report.get("grpo_cpu"),
+        "machine_cpu_s_per_step": machine_cpu_per_step(report.get("grpo_cpu"), len(steps)),
         "update_s_mean": round(statistics.mean(s["train_s"] for s in steps), 3) if steps else None,
         "staleness": [steps[-1].get("staleness")] if steps else None,  # the last step's histogram
         "heldout_pass_at_1": {"sft": report["heldout_pass_at_1"].get("base"), "rl": report["heldout_pass_at_1"]["rl"]},
@@ -117,42 +119,51 @@ def run_grpo(args: argparse.Namespace, seed: int, sft: Path, round_: int, stalen
     }
 
 
+def machine_cpu_per_step(grpo_cpu: dict | None, steps: int) -> float | None:
+    """The whole machine's CPU seconds per GRPO step (what overlap must not raise to gain steps)."""
+    if not grpo_cpu or "machine_cpu_s" not in grpo_cpu or steps == 0:
+        return None
+    return round(grpo_cpu["machine_cpu_s"] / steps, 2)
+
+
 def write_results(
     args: argparse.Namespace, runs: list[dict], controls: dict[int, float | None], console: Console
 ) -> None:
     asynchronous = f"async-k{args.staleness}"
 
-    def mean(mode: str, key: str, seed: int | None = None) -> float:
-        return statistics.mean(float(r[key]) for r in runs if r["mode"] == mode and seed in (None, r["seed"]))
+    def avg(mode: str, value: Callable[[dict], float], seed: int | None = None) -> float:
+        """The mean of `value` over the runs of `mode` (of `seed`, or all)."""
+        return statistics.mean(float(value(r)) for r in runs if r["mode"] == mode and seed in (None, r["seed"]))
+
+    def steps(r: dict) -> float:
+        return r["grpo_steps"]
+
+    def rl(r: dict) -> float:
+        return r["heldout_pass_at_1"]["rl"]
 
     def cpu(mode: str, key: str) -> float | None:
         shares = [r["grpo_cpu"][key] for r in runs if r["mode"] == mode and key in (r["grpo_cpu"] or {})]
         return round(statistics.mean(shares), 3) if shares else None  # (reports before the machine figure: None)
 
-    def held(mode: str, seed: int | None = None) -> float:
-        return statistics.mean(
-            float(r["heldout_pass_at_1"]["rl"]) for r in runs if r["mode"] == mode and seed in (None, r["seed"])
-        )
-
     by_seed = {
         seed: {
             "sft": next(r["heldout_pass_at_1"]["sft"] for r in runs if r["seed"] == seed),
-            "rl_sync": held("sync", seed),
-            f"rl_{asynchronous}": held(asynchronous, seed),
+            "rl_sync": avg("sync", rl, seed),
+            f"rl_{asynchronous}": avg(asynchronous, rl, seed),
             "control": controls[seed],
-            "steps_sync": mean("sync", "grpo_steps", seed),
-            f"steps_{asynchronous}": mean(asynchronous, "grpo_steps", seed),
+            "steps_sync": avg("sync", steps, seed),
+            f"steps_{asynchronous}": avg(asynchronous, steps, seed),
         }
         for seed in args.seeds
     }
     summary = {
-        "steps_ratio": round(mean(asynchronous, "grpo_steps") / mean("sync", "grpo_steps"), 3),
+        "steps_ratio": round(avg(asynchronous, steps) / avg("sync", steps), 3),
         **{
             mode: {
-                "grpo_steps": mean(mode, "grpo_steps"),
+                "grpo_steps": avg(mode, steps),
                 "cpu_share": cpu(mode, "share"),
                 "machine_share": cpu(mode, "machine_share"),
-                "heldout_rl": round(held(mode), 4),
+                "heldout_rl": round(avg(mode, rl), 4),
             }
             for mode in ("sync", asynchronous)
         },
@@ -173,19 +184,24 @@ def write_results(
             str((r["grpo_cpu"] or {}).get("share")),
             str((r["grpo_cpu"] or {}).get("machine_share")),
             str(r["update_s_mean"]),
-            f"{pass_at_1['sft']} → {pass_at_1['rl']}",
+            f"{percent(pass_at_1['sft'])} → {percent(pass_at_1['rl'])}",
         )
     console.print(table)
     heldout = Table(title="held-out pass@1 (%) by seed")
     for column in ("seed", "SFT", "SFT + GRPO (sync)", f"SFT + GRPO (K = {args.staleness})", "control: more SFT"):
         heldout.add_column(column)
     for seed, row in by_seed.items():
-        heldout.add_row(str(seed), *(str(v) for v in list(row.values())[:4]))
+        policies = ("sft", "rl_sync", f"rl_{asynchronous}", "control")
+        heldout.add_row(str(seed), *(percent(row[k]) for k in policies))
     console.print(heldout)
     console.print(f"steps, asynchronous / synchronous: {summary['steps_ratio']}×")
     configuration = {k: v for k, v in vars(args).items() if k not in ("out", "results")}
     args.results.parent.mkdir(parents=True, exist_ok=True)
     _machine.write_results(args.results, "python benchmarks/async_grpo.py", configuration, runs=runs, summary=summary)
+
+
+def percent(fraction: float | None) -> str:
+    return "–" if fraction is None else f"{100 * fraction:.1f}"
 
 
 if __name__ == "__main__":
