@@ -17,6 +17,61 @@ def host_cpu_s() -> float:
     return seconds
 
 
+# cgroup v1's CPU account of every container Docker started (a parent's usage keeps its removed children's)
+DOCKER_CGROUP_USAGE = (Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage"), Path("/sys/fs/cgroup/docker/cpu.stat"))
+
+
+def cpu_split() -> dict[str, float]:
+    """Cumulative CPU seconds by where they were spent, for a before/after difference: the whole machine,
+    inside Docker's containers (the harness, its tools, the grader), this process with the children it reaped
+    (OpenForge), and Docker's two daemons with theirs (dockerd, containerd). What is left of the machine's is
+    the shims, runc and the kernel's own work."""
+    import resource
+
+    own = sum(
+        getattr(resource.getrusage(who), field)
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for field in ("ru_utime", "ru_stime")
+    )
+    return {
+        "machine": host_cpu_s(),
+        "containers": _docker_containers_cpu_s(),
+        "openforge": own,
+        "docker daemons": sum(_process_cpu_s(name) for name in ("dockerd", "containerd")),
+    }
+
+
+def _docker_containers_cpu_s() -> float:
+    v1, v2 = DOCKER_CGROUP_USAGE
+    if v1.is_file():
+        return int(v1.read_text()) / 1e9
+    if v2.is_file():  # cgroup v2: usage_usec on the first line
+        return int(v2.read_text().split()[1]) / 1e6
+    return 0.0
+
+
+def _process_cpu_s(name: str) -> float:
+    """CPU seconds of the processes called `name`, with the children they have reaped."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if text[text.index("(") + 1 : text.rindex(")")] != name:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        total += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+    return total
+
+
+def split_difference(before: dict[str, float], after: dict[str, float], episodes: int) -> dict[str, float]:
+    """CPU seconds per episode by where they were spent, `other` being the machine's remainder."""
+    spent = {k: (after[k] - before[k]) / max(1, episodes) for k in before}
+    spent["other"] = spent["machine"] - sum(v for k, v in spent.items() if k != "machine")
+    return {k: round(v, 3) for k, v in spent.items()}
+
+
 def run_metadata(command: str, configuration: object = "the command's options") -> dict[str, object]:
     """What a results file records about the run that made it: the command, the commit, the date, the machine
     (cores, GPU, load average at the start) and the configuration -- never a path of the machine it ran on."""

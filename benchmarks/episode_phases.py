@@ -7,10 +7,13 @@ grading (issue 25: the grader against grading in the agent's container).
     # from another checkout, with PYTHONPATH set to it:
     PYTHONPATH=$OTHER python $OTHER/benchmarks/episode_phases.py --concurrency 4 --label before --json /tmp/phases.jsonl
 
-Also `--harness claude-code`; `--summarize RUNS.jsonl --results OUT.json` writes the means over rounds.
+Also `--harness claude-code`, `--runtime crun` (the containers' OCI runtime); `--summarize RUNS.jsonl --results
+OUT.json` writes the means over rounds.
 
-Prints one line and appends one JSON object per run: wall seconds of the run, and per episode the means of its
-recorded timings (`total_s`, `setup_s`, `agent_s`, `verify_s`, the grader's `state_copy_s` where there is one).
+Prints one line and appends one JSON object per run: wall seconds of the run, per episode the means of its
+recorded timings (`total_s`, `setup_s`, `agent_s`, `verify_s`, the grader's `state_copy_s` where there is one),
+and the machine's CPU seconds per episode by where they went (`_machine.cpu_split`: inside the containers, this
+process, Docker's daemons, the rest).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _machine import host_cpu_s, public_argv, run_metadata
+from _machine import cpu_split, host_cpu_s, public_argv, run_metadata, split_difference
 
 from openforge.models import build_tiny_model
 from openforge.rollout import RolloutConfig, run_rollouts
@@ -42,6 +45,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=1, help="episodes per task (8 tasks)")
     ap.add_argument("--harness", default="react", help="react, claude-code, codex or openclaw")
     ap.add_argument("--label", default="run")
+    ap.add_argument("--runtime", default=None, help="the OCI runtime of the containers (Docker's `runtime` option)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "openforge-episode-phases")
     ap.add_argument("--json", type=Path, default=None, help="append the figures to this JSON-lines file")
     ap.add_argument("--summarize", type=Path, help="only summarize a --json file's runs into --results")
@@ -67,10 +71,11 @@ def main() -> None:
         image_map={"debian:bookworm-slim": "openforge-base:bookworm"},
         harnesses=[args.harness],
         harness_options={"react": {"max_steps": 4}},
+        sandbox_options={"runtime": args.runtime} if args.runtime else {},
     )
-    start, cpu_start = time.monotonic(), host_cpu_s()
+    start, cpu_start, split_start = time.monotonic(), host_cpu_s(), cpu_split()
     outcomes = asyncio.run(run_rollouts(config)).outcomes
-    wall, cpu = time.monotonic() - start, host_cpu_s() - cpu_start
+    wall, cpu, split_end = time.monotonic() - start, host_cpu_s() - cpu_start, cpu_split()
     with TrajectoryStore.open(run) as store:
         rows = [e.metadata["timings"] for e in store.list_episodes()]
     keys = sorted({k for r in rows for k in r})
@@ -85,6 +90,7 @@ def main() -> None:
     }
     # the whole machine's CPU (this process, the daemon, runc, the containers): what an episode costs it
     record["host_cpu_s_per_episode"] = round(cpu / max(1, len(rows)), 3)
+    record["cpu_s_per_episode_by_place"] = split_difference(split_start, split_end, len(rows))
     record["episode_means"] = means
     print(json.dumps(record))
     if args.json is not None:
@@ -109,12 +115,23 @@ def summarize(runs_file: Path, results: Path | None) -> None:
             "episodes_per_run": episodes,
             "episodes_per_min": round(statistics.mean(60 * episodes / r["wall_s"] for r in rs), 1),
             "host_cpu_s_per_episode": round(statistics.mean(r["host_cpu_s_per_episode"] for r in rs), 3),
+            "cpu_s_per_episode_by_place": _mean_split([r["cpu_s_per_episode_by_place"] for r in rs if _split(r)]),
             "episode_means": {k: round(statistics.mean(r["episode_means"].get(k, 0.0) for r in rs), 3) for k in phases},
         }
         print(name, json.dumps(summary[name]))
     if results is not None:
         meta = run_metadata("python benchmarks/episode_phases.py " + public_argv(sys.argv[1:]))
         results.write_text(json.dumps({**meta, "summary": summary, "runs": runs}, indent=1) + "\n")
+
+
+def _split(run: dict) -> bool:
+    return "cpu_s_per_episode_by_place" in run
+
+
+def _mean_split(splits: list[dict[str, float]]) -> dict[str, float] | None:
+    if not splits:
+        return None  # runs recorded before the split was measured
+    return {k: round(statistics.mean(s[k] for s in splits), 3) for k in splits[0]}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What sandboxes need beyond Python: Debian packages (bubblewrap for the local sandbox and the quickstart's
-# jail, util-linux for nsenter/setpriv/prlimit, debootstrap for the base image), a running Docker daemon when
+# jail, util-linux for nsenter/setpriv/prlimit, debootstrap for the base image, crun: the OCI runtime Docker
+# can start containers with for less CPU, `--sandbox-option runtime=crun`), a running Docker daemon when
 # one can be started, the offline base image and the GUI images built on it (Chromium: web tasks; Xvfb, GTK and
 # AT-SPI: desktop tasks). Idempotent;
 # quick when everything is there. Needs root.
@@ -13,6 +14,7 @@ need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v nsenter >/dev/null || need+=(util-linux)
+command -v crun >/dev/null || need+=(crun)
 if ((${#need[@]})); then
   say "installing ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

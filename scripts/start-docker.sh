@@ -8,6 +8,10 @@
 # dockerd needs no extra options on the development machine (Debian 12, cgroup v1 hybrid, ext4 root:
 # overlay2 and the cgroupfs driver are picked by default). Where overlay2 is unusable (e.g. a root file
 # system on overlayfs without support for nested overlays) the script retries once with --storage-driver=vfs.
+# Where crun is installed (scripts/prepare-sandboxes.sh installs it) and no daemon.json declares runtimes, the
+# daemon is started with it registered (--add-runtime crun=PATH: `--sandbox-option runtime=crun`); on a host
+# that mounts cgroup v1 and v2 together, crun refuses to start containers while a controller is on the v2
+# side, so such a controller (hugetlb, here) is mounted on the v1 side first.
 # Log: ${DOCKERD_LOG:-/var/log/dockerd.log}.
 set -euo pipefail
 
@@ -64,11 +68,31 @@ start_dockerd() {
   return 1
 }
 
+# crun, registered where nothing else declares the daemon's runtimes (a second declaration stops dockerd)
+runtime_opts=()
+crun_path=$(command -v crun || true)
+if [[ -n "$crun_path" && "${DOCKERD_OPTS:-}" != *add-runtime* ]] \
+  && ! grep -qs '"runtimes"' /etc/docker/daemon.json; then
+  runtime_opts=(--add-runtime "crun=$crun_path")
+  # hybrid cgroups (v1 controllers beside a v2 hierarchy): crun wants no controller on the v2 side
+  v2=/sys/fs/cgroup/unified
+  if [[ -f $v2/cgroup.controllers && -d /sys/fs/cgroup/cpu && -z "$(tr -d '[:space:]' < $v2/cgroup.subtree_control)" ]]; then
+    for controller in $(cat $v2/cgroup.controllers); do
+      if [[ ! -d /sys/fs/cgroup/$controller ]] || ! mountpoint -q "/sys/fs/cgroup/$controller"; then
+        mkdir -p "/sys/fs/cgroup/$controller"
+        mount -t cgroup -o "$controller" cgroup "/sys/fs/cgroup/$controller" \
+          && log "mounted the $controller cgroup controller on the v1 side (for crun)" \
+          || log "could not move $controller to cgroup v1: crun will not start containers here"
+      fi
+    done
+  fi
+fi
+
 # shellcheck disable=SC2086
-if ! start_dockerd ${DOCKERD_OPTS:-}; then
+if ! start_dockerd ${DOCKERD_OPTS:-} "${runtime_opts[@]}"; then
   if [[ -z "${DOCKERD_OPTS:-}" ]] && grep -q 'overlay' "$DOCKERD_LOG" 2>/dev/null && ! pgrep -x dockerd >/dev/null; then
     log "dockerd failed with the default storage driver; retrying with --storage-driver=vfs"
-    start_dockerd --storage-driver=vfs || { log "dockerd did not start; see $DOCKERD_LOG"; tail -20 "$DOCKERD_LOG" >&2; exit 1; }
+    start_dockerd --storage-driver=vfs "${runtime_opts[@]}" || { log "dockerd did not start; see $DOCKERD_LOG"; tail -20 "$DOCKERD_LOG" >&2; exit 1; }
   else
     log "dockerd did not become reachable within ${WAIT_S}s; see $DOCKERD_LOG"
     tail -20 "$DOCKERD_LOG" >&2 || true

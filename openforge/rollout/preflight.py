@@ -4,7 +4,8 @@ error with its fix (exit status 2) instead of every episode failing the same way
 - The image map: a task tree's own `image-map.yaml` (`openforge.tasks.tree_image_map`) applies without being
   named; `--image-map` / `image_map` entries override it.
 - Images: every image a task runs, or builds its image from (its Dockerfile's `FROM` lines, mapped), must be
-  one the sandbox backend can start from (for Docker: on this machine; nothing is pulled).
+  one the sandbox backend can start from (for Docker: on this machine; nothing is pulled), and the backend as
+  configured must be able to start them (Docker's `runtime` option: registered with the daemon, and working).
 - Harnesses: a GUI harness (computer-use) needs tasks with a GUI (`[environment.gui]`); a desktop task
   (`kind = "desktop"`) needs a harness that can drive a desktop (`HarnessAdapter.gui_kinds`).
 """
@@ -91,10 +92,15 @@ def check_harnesses(tasks: list[Task], harnesses: list[str]) -> None:
 
 
 async def check_images(tasks: list[Task], image_map: ImageMap, provider: SandboxProvider) -> None:
-    """PreflightError naming every image the backend lacks, the tasks that need it, and the fix."""
+    """PreflightError naming every image the backend lacks, the tasks that need it, and the fix; with every image
+    there, what else stops the backend from starting them (`SandboxProvider.setup_problem`: e.g. Docker's
+    `runtime` option naming a runtime the daemon lacks)."""
     needed = needed_images(tasks, image_map)
     missing = await provider.missing_images(sorted(needed))
     if not missing:
+        problem = await provider.setup_problem(sorted(needed))
+        if problem is not None:
+            raise PreflightError(problem)
         return
     lines = [f"{len(missing)} image(s) that tasks need are not on this machine, and {provider.name} never pulls them:"]
     for image in missing:

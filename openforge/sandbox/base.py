@@ -516,5 +516,10 @@ class SandboxProvider(ABC):
         backend ignores images; a cluster pulls them when a pod starts)."""
         return []
 
+    async def setup_problem(self, images: builtins.list[str]) -> str | None:
+        """Why this backend, as configured, cannot start the sandboxes of `images` (the tasks' images, as mapped,
+        all present), or None: checked once before a run starts, after `missing_images`. The default: none."""
+        return None
+
     async def close(self) -> None:  # noqa: B027 (optional: a backend without client resources keeps this no-op)
         """Release client resources (thread pool, connections). Does not destroy sandboxes."""

@@ -6,7 +6,9 @@ image's ENTRYPOINT overridden. Hardening (docs/design.md, invariant 7): every ca
 `common.AGENT_CAPABILITIES` (what a root agent of a Harbor task needs), `no-new-privileges` (no setuid or
 file-capability gains, for the agent and every exec), `nofile` limited to `common.NOFILE_LIMIT`, and
 `storage_opt size=<storage_mb>` where the daemon's storage driver has quotas (overlay2 on xfs with `pquota`);
-where it has none the provider logs once that `storage_mb` is not enforced and goes on without it.
+where it has none the provider logs once that `storage_mb` is not enforced and goes on without it. `runtime`
+names the OCI runtime of every container (agents and graders alike): the daemon's default (runc) when unset;
+`crun` starts containers and commands for less CPU (docs/sandboxes.md, "Container runtime").
 Images: `images.py`; commands: `execs.py`; the proxy bridge: `bridge.py`; grading's process stop:
 `processes.py`.
 """
@@ -17,6 +19,7 @@ import logging
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +46,9 @@ class DockerProvider(SandboxProvider):
     steps, an explicit run option; default: none, unless the spec allows it — the task's `allow_internet` —
     then the daemon's default), `max_context_mb` (largest build context, default 1024), `init` (run the
     daemon's init as PID 1, default True), `forwarder_python` (interpreter for the forwarder, default this
-    one), `max_workers` (threads for blocking Docker calls; one is busy per running exec, default 64).
+    one), `max_workers` (threads for blocking Docker calls; one is busy per running exec, default 64),
+    `runtime` (the OCI runtime the daemon starts containers with, one it has registered, e.g. `crun`; default:
+    the daemon's own).
     """
 
     name = "docker"
@@ -58,12 +63,14 @@ class DockerProvider(SandboxProvider):
         init: bool = True,
         forwarder_python: str | None = None,
         max_workers: int = 64,
+        runtime: str | None = None,
         client: Any = None,
     ):
         self.image_map = ImageMap(image_map or {})
         self.base_url = base_url
         self.build_network = build_network
         self.init = init
+        self.runtime = runtime or None
         self.forwarder_python = forwarder_python or sys.executable
         self.conn = DockerConnection(base_url, client)
         self.pool = WorkerPool(max_workers, "openforge-docker")
@@ -122,6 +129,50 @@ class DockerProvider(SandboxProvider):
         except docker_errors() as e:
             raise SandboxError(f"cannot list the Docker daemon's images: {short_error(e)}") from e
         return [i for i, ok in zip(images, present) if not ok]
+
+    async def setup_problem(self, images: list[str]) -> str | None:
+        """With a `runtime` named: why the daemon cannot start a container with it (not registered, or it fails
+        on this host: one container from the first of `images` is started and removed to know), else None."""
+        if self.runtime is None:
+            return None
+        return await self.pool.submit(self._runtime_problem, images[0] if images else None)
+
+    def _runtime_problem(self, image: str | None) -> str | None:
+        try:
+            known = sorted((self.conn.api.info().get("Runtimes") or {}).keys())
+        except docker_errors() as e:
+            return f"cannot ask the Docker daemon which runtimes it has: {short_error(e)}"
+        if self.runtime not in known:
+            return (
+                f"sandbox option runtime={self.runtime!r}: the Docker daemon has no such runtime (it has "
+                f"{', '.join(known) or 'none'}); register it (dockerd --add-runtime {self.runtime}=PATH, or "
+                '"runtimes" in /etc/docker/daemon.json) or leave the option out for the daemon\'s default'
+            )
+        if image is None:
+            return None
+        try:
+            cid = self._new_container(
+                SandboxSpec(name=f"openforge-runtime-check-{uuid.uuid4().hex[:12]}"),
+                image,
+                [],
+                storage=False,
+                nofile=bool(self.nofile_limit is not False),
+            )
+        except docker_errors() as e:
+            return f"sandbox option runtime={self.runtime!r}: the daemon cannot create a container: {short_error(e)}"
+        try:
+            self.conn.api.start(cid)
+        except docker_errors() as e:
+            hint = ""
+            if "hybrid" in str(e):
+                hint = (
+                    "; this host mounts cgroup v1 and v2 together: move the v2 hierarchy's controllers to v1 "
+                    "(scripts/start-docker.sh does it for hugetlb) or run on a cgroup v2 host"
+                )
+            return f"sandbox option runtime={self.runtime!r}: a container does not start: {short_error(e)}{hint}"
+        finally:
+            self.remove_container(cid)
+        return None
 
     # -- create --------------------------------------------------------------------------------------------
 
@@ -255,6 +306,7 @@ class DockerProvider(SandboxProvider):
             security_opt=["no-new-privileges"],
             ulimits=ulimits,
             storage_opt=storage_opt,
+            runtime=self.runtime,
         )
         return api.create_container(
             image,
