@@ -1,7 +1,9 @@
-"""Docker's `runtime` option against the real daemon: every container of an episode — the agent's and its
-grader — runs under the named OCI runtime (crun, which scripts/prepare-sandboxes.sh installs and
-scripts/start-docker.sh registers), episodes under it are graded as under the daemon's default, and a runtime
-the daemon lacks is one configuration error before any episode runs, nothing left behind."""
+"""The OCI runtime of Docker sandboxes, against the real daemon: by default (`runtime: auto`) every container of
+an episode — the agent's and its grader — runs under crun where the daemon has it (scripts/prepare-sandboxes.sh
+installs it, scripts/start-docker.sh registers it), and under the daemon's default where crun cannot start one
+(said once); episodes under crun are graded as under runc; a runtime named by the `runtime` option is used, and
+one the daemon lacks, or cannot start a container with, is one configuration error before any episode runs,
+nothing left behind."""
 
 from __future__ import annotations
 
@@ -41,16 +43,53 @@ def _runtime_of(container_id: str) -> str:
     return out.stdout.strip()
 
 
-async def test_the_agents_sandbox_and_its_grader_run_under_the_named_runtime(crun):
-    provider = get_provider("docker", runtime=crun)
+# registered with docker.io 20.10's daemon, and unable to start a container on this host (a cgroup mount it wants)
+BROKEN_RUNTIME = "io.containerd.runtime.v1.linux"
+
+
+async def _agent_and_grader_runtimes(provider) -> tuple[str, str]:
     try:
         agent = await provider.create(
             SandboxSpec(name=sandbox_name(RUN, "agent"), run=RUN, image="openforge-base:bookworm")
         )
         grader = await provider.create_grader(agent)
-        assert _runtime_of(agent.id) == crun and _runtime_of(grader.id) == crun
         r = await grader.exec(["/bin/sh", "-c", "echo ok"], timeout_s=30)
         assert r.ok and r.stdout == "ok\n"
+        return _runtime_of(agent.id), _runtime_of(grader.id)
+    finally:
+        await provider.cleanup(RUN)
+        await provider.close()
+
+
+async def test_by_default_the_agents_sandbox_and_its_grader_run_under_crun(crun):
+    assert await _agent_and_grader_runtimes(get_provider("docker")) == (crun, crun)
+
+
+async def test_a_named_runtime_is_used_for_both(crun):
+    assert await _agent_and_grader_runtimes(get_provider("docker", runtime="runc")) == ("runc", "runc")
+
+
+async def test_where_crun_cannot_start_a_container_the_daemons_default_does_once_said(
+    docker_ready, monkeypatch, caplog
+):
+    from openforge.sandbox.docker import provider as docker_provider
+
+    probe = subprocess.run(
+        ["docker", "run", "--rm", "--runtime", BROKEN_RUNTIME, "openforge-base:bookworm", "true"],
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode == 0:
+        unavailable(f"{BROKEN_RUNTIME} starts containers on this daemon: no broken runtime to stand in for crun")
+    monkeypatch.setattr(docker_provider, "PREFERRED_RUNTIME", BROKEN_RUNTIME)
+    assert await _agent_and_grader_runtimes(get_provider("docker")) == ("runc", "runc")
+    said = [r for r in caplog.records if "cannot start containers on this Docker daemon" in r.getMessage()]
+    assert len(said) == 1 and BROKEN_RUNTIME in said[0].getMessage()
+
+
+async def test_the_named_runtime_is_checked_before_a_run(crun):
+    provider = get_provider("docker", runtime=crun)
+    try:
         assert await provider.setup_problem(["openforge-base:bookworm"]) is None
     finally:
         await provider.cleanup(RUN)
@@ -81,8 +120,9 @@ def _eval(tmp_path, model, *extra: str):
     )
 
 
-def test_oracle_episodes_under_crun_are_graded_as_under_the_default(crun, tmp_path, tiny_model_dir):
-    result = _eval(tmp_path, tiny_model_dir, "--sandbox-option", f"runtime={crun}")
+@pytest.mark.parametrize("runtime", ["crun", "runc"])
+def test_oracle_episodes_pass_under_either_runtime(crun, tmp_path, tiny_model_dir, runtime):
+    result = _eval(tmp_path, tiny_model_dir, "--sandbox-option", f"runtime={runtime}")
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["outcomes"]["passed"] == 2 and report["tampered_episodes"] == [], report["outcomes"]
@@ -95,4 +135,15 @@ def test_a_runtime_the_daemon_lacks_is_one_error_before_any_episode(docker_ready
     assert "runtime='openforge-no-such-runtime'" in result.output and "runc" in result.output
     assert "--add-runtime" in result.output
     assert not (tmp_path / "run" / "trajectories.db").exists()  # nothing ran
+    assert set(managed_containers()) == before
+
+
+def test_a_runtime_that_cannot_start_a_container_is_one_error_before_any_episode(
+    docker_ready, tmp_path, tiny_model_dir
+):
+    before = set(managed_containers())
+    result = _eval(tmp_path, tiny_model_dir, "--sandbox-option", f"runtime={BROKEN_RUNTIME}")
+    assert result.exit_code == 2, result.output
+    assert f"runtime='{BROKEN_RUNTIME}': a container does not start" in " ".join(result.output.split())
+    assert not (tmp_path / "run" / "trajectories.db").exists()
     assert set(managed_containers()) == before

@@ -19,21 +19,46 @@ from ..base import SandboxError
 from ..common import stop_script_argv
 from .client import DockerConnection, docker_errors, infra_error
 
-__all__ = ["container_host_pids", "stop_container_processes"]
+__all__ = ["container_host_pids", "container_oom_kills", "stop_container_processes"]
 
 ROUNDS = 30
 
 
+def _cgroup_files(container_id: str, bases: tuple[str, ...], name: str) -> list[Path]:
+    """Where the container's cgroup file `name` may be, under each of `bases` (cgroupfs and systemd drivers)."""
+    rels = (f"docker/{container_id}", f"system.slice/docker-{container_id}.scope")
+    return [Path(base) / rel / name for base in bases for rel in rels]
+
+
 def container_host_pids(container_id: str) -> list[int]:
     """Host pids of the container's processes (its cgroup's process list; empty if not visible)."""
-    for base in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory", "/sys/fs/cgroup"):
-        for rel in (f"docker/{container_id}", f"system.slice/docker-{container_id}.scope"):
-            p = Path(base) / rel / "cgroup.procs"
-            try:
-                return [int(x) for x in p.read_text().split()]
-            except (OSError, ValueError):
-                continue
+    for p in _cgroup_files(
+        container_id, ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory", "/sys/fs/cgroup"), "cgroup.procs"
+    ):
+        try:
+            return [int(x) for x in p.read_text().split()]
+        except (OSError, ValueError):
+            continue
     return []
+
+
+def container_oom_kills(container_id: str) -> int | None:
+    """How many processes the kernel's OOM killer has killed in the container, from its memory cgroup
+    (`oom_kill` of cgroup v1's memory.oom_control, v2's memory.events); None where that is not visible from here.
+    The kernel's own count, whatever runtime started the container (the daemon's `oom` events are the shim's,
+    and crun's containers get none)."""
+    files = _cgroup_files(container_id, ("/sys/fs/cgroup/memory",), "memory.oom_control")
+    files += _cgroup_files(container_id, ("/sys/fs/cgroup",), "memory.events")
+    for p in files:
+        try:
+            text = p.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return None
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:

@@ -6,9 +6,11 @@ image's ENTRYPOINT overridden. Hardening (docs/design.md, invariant 7): every ca
 `common.AGENT_CAPABILITIES` (what a root agent of a Harbor task needs), `no-new-privileges` (no setuid or
 file-capability gains, for the agent and every exec), `nofile` limited to `common.NOFILE_LIMIT`, and
 `storage_opt size=<storage_mb>` where the daemon's storage driver has quotas (overlay2 on xfs with `pquota`);
-where it has none the provider logs once that `storage_mb` is not enforced and goes on without it. `runtime`
-names the OCI runtime of every container (agents and graders alike): the daemon's default (runc) when unset;
-`crun` starts containers and commands for less CPU (docs/sandboxes.md, "Container runtime").
+where it has none the provider logs once that `storage_mb` is not enforced and goes on without it. Runtime:
+every container (agents and graders alike) runs under crun where the daemon has it registered — it starts
+containers and commands for less of the machine's CPU than runc (docs/sandboxes.md, "Container runtime") — and
+the daemon's default where it has not, or where crun cannot start a container that the default can (said once);
+the `runtime` option names one instead.
 Images: `images.py`; commands: `execs.py`; the proxy bridge: `bridge.py`; grading's process stop:
 `processes.py`.
 """
@@ -33,9 +35,14 @@ from .client import DockerConnection, docker_errors, short_error
 from .images import ImageBuild, ImageBuilder
 from .sandbox import DockerSandbox
 
-__all__ = ["DockerProvider"]
+__all__ = ["AUTO_RUNTIME", "PREFERRED_RUNTIME", "DockerProvider"]
 
 log = logging.getLogger(__name__)
+
+AUTO_RUNTIME = "auto"
+# The runtime `auto` picks where the daemon has it: measured to cost the machine less CPU per container and
+# per command than runc (benchmarks/results/episode-phases-crun.json).
+PREFERRED_RUNTIME = "crun"
 
 
 class DockerProvider(SandboxProvider):
@@ -47,8 +54,9 @@ class DockerProvider(SandboxProvider):
     then the daemon's default), `max_context_mb` (largest build context, default 1024), `init` (run the
     daemon's init as PID 1, default True), `forwarder_python` (interpreter for the forwarder, default this
     one), `max_workers` (threads for blocking Docker calls; one is busy per running exec, default 64),
-    `runtime` (the OCI runtime the daemon starts containers with, one it has registered, e.g. `crun`; default:
-    the daemon's own).
+    `runtime` (the OCI runtime the daemon starts containers with: `auto`, the default, is crun where the daemon
+    has it, else the daemon's default; or a runtime the daemon has registered, e.g. `runc`, checked before a run
+    starts).
     """
 
     name = "docker"
@@ -63,14 +71,17 @@ class DockerProvider(SandboxProvider):
         init: bool = True,
         forwarder_python: str | None = None,
         max_workers: int = 64,
-        runtime: str | None = None,
+        runtime: str = AUTO_RUNTIME,
         client: Any = None,
     ):
         self.image_map = ImageMap(image_map or {})
         self.base_url = base_url
         self.build_network = build_network
         self.init = init
-        self.runtime = runtime or None
+        self.runtime = runtime or AUTO_RUNTIME
+        #: The runtime containers are created with (None: the daemon's default); for `auto`, known at the first.
+        self._runtime: str | None = None if self.runtime == AUTO_RUNTIME else self.runtime
+        self._runtime_known = self.runtime != AUTO_RUNTIME
         self.forwarder_python = forwarder_python or sys.executable
         self.conn = DockerConnection(base_url, client)
         self.pool = WorkerPool(max_workers, "openforge-docker")
@@ -132,8 +143,9 @@ class DockerProvider(SandboxProvider):
 
     async def setup_problem(self, images: list[str]) -> str | None:
         """With a `runtime` named: why the daemon cannot start a container with it (not registered, or it fails
-        on this host: one container from the first of `images` is started and removed to know), else None."""
-        if self.runtime is None:
+        on this host: one container from the first of `images` is started and removed to know), else None.
+        `auto` is never a problem: it falls back to the daemon's default."""
+        if self.runtime == AUTO_RUNTIME:
             return None
         return await self.pool.submit(self._runtime_problem, images[0] if images else None)
 
@@ -146,7 +158,8 @@ class DockerProvider(SandboxProvider):
             return (
                 f"sandbox option runtime={self.runtime!r}: the Docker daemon has no such runtime (it has "
                 f"{', '.join(known) or 'none'}); register it (dockerd --add-runtime {self.runtime}=PATH, or "
-                '"runtimes" in /etc/docker/daemon.json) or leave the option out for the daemon\'s default'
+                '"runtimes" in /etc/docker/daemon.json), or leave the option out (auto: crun where the daemon has '
+                "it, else its default)"
             )
         if image is None:
             return None
@@ -157,6 +170,7 @@ class DockerProvider(SandboxProvider):
                 [],
                 storage=False,
                 nofile=bool(self.nofile_limit is not False),
+                runtime=self.runtime,
             )
         except docker_errors() as e:
             return f"sandbox option runtime={self.runtime!r}: the daemon cannot create a container: {short_error(e)}"
@@ -248,12 +262,13 @@ class DockerProvider(SandboxProvider):
         say so once and create it without."""
         import docker.errors
 
+        runtime = self._container_runtime()
         while True:
             cid = None
             storage = bool(spec.storage_mb) and self.storage_quota is not False
             nofile = self.nofile_limit is not False
             try:
-                cid = self._new_container(spec, image, mounts, storage=storage, nofile=nofile)
+                cid = self._new_container(spec, image, mounts, storage=storage, nofile=nofile, runtime=runtime)
                 self.conn.api.start(cid)
                 if storage:
                     self.storage_quota = True
@@ -276,8 +291,50 @@ class DockerProvider(SandboxProvider):
                         f"{NOFILE_LIMIT} (%s): they keep the daemon's",
                         msg,
                     )
+                elif self.runtime == AUTO_RUNTIME and runtime is not None:
+                    # the runtime `auto` chose failed: the daemon's default says whether it was the runtime
+                    cid = self._create_container_without(runtime, msg, spec, image, mounts)
+                    if cid is None:
+                        raise
+                    return cid
                 else:
                     raise
+
+    def _container_runtime(self) -> str | None:
+        """The runtime the next container is created with: for `auto`, crun where the daemon has it registered
+        (asked once), else None (the daemon's default)."""
+        with self._degrade_lock:
+            if not self._runtime_known:
+                try:
+                    registered = self.conn.api.info().get("Runtimes") or {}
+                except Exception:  # noqa: BLE001 - the daemon's default then; creating the container says what failed
+                    registered = {}
+                self._runtime = PREFERRED_RUNTIME if PREFERRED_RUNTIME in registered else None
+                self._runtime_known = True
+            return self._runtime
+
+    def _create_container_without(
+        self, runtime: str, error: str, spec: SandboxSpec, image: str, mounts: list[Any]
+    ) -> str | None:
+        """The container under the daemon's default runtime, after `runtime` (chosen by `auto`) failed with
+        `error`; when it starts, `auto` keeps to the default from now on. None when it fails too (then the error
+        is the container's, not the runtime's)."""
+        import docker.errors
+
+        with self._degrade_lock:
+            self._runtime = None
+        try:
+            cid = self._create_container(spec, image, mounts)
+        except docker.errors.APIError:
+            with self._degrade_lock:
+                self._runtime = runtime
+            return None
+        log.warning(
+            "%s cannot start containers on this Docker daemon (%s): they run under the daemon's default runtime",
+            runtime,
+            error,
+        )
+        return cid
 
     def _without(self, feature: str, message: str, detail: str) -> None:
         with self._degrade_lock:
@@ -285,7 +342,9 @@ class DockerProvider(SandboxProvider):
                 log.warning(message, detail)
             setattr(self, feature, False)
 
-    def _new_container(self, spec: SandboxSpec, image: str, mounts: list[Any], *, storage: bool, nofile: bool) -> str:
+    def _new_container(
+        self, spec: SandboxSpec, image: str, mounts: list[Any], *, storage: bool, nofile: bool, runtime: str | None
+    ) -> str:
         import docker.types
 
         api = self.conn.api
@@ -306,7 +365,7 @@ class DockerProvider(SandboxProvider):
             security_opt=["no-new-privileges"],
             ulimits=ulimits,
             storage_opt=storage_opt,
-            runtime=self.runtime,
+            runtime=runtime,
         )
         return api.create_container(
             image,

@@ -4,8 +4,10 @@ OOM kills, destroy; for grading, the agent's processes stopped (`processes.py`),
 the archive API, all out of band.
 
 OOM: the kernel kills the biggest process of the container's memory cgroup — usually an exec'd command, not
-PID 1 — and Docker only sets `State.OOMKilled` when PID 1 dies. `status()` therefore also counts the
-daemon's `oom` events for the container.
+PID 1 — and Docker only sets `State.OOMKilled` when PID 1 dies. `status()` therefore also counts the kills in
+the container's memory cgroup (the kernel's `oom_kill` count, read from the host: `processes.container_oom_kills`),
+or where that is not visible here, the daemon's `oom` events for the container (which crun's containers never
+get).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from .bridge import stop_process
 from .client import docker_errors, infra_error, stat_header_kind
 from .execs import ContainerExec
 from .overlay import OverlayLayers, RedirectedDirectoryError, overlay_changes
-from .processes import stop_container_processes
+from .processes import container_oom_kills, stop_container_processes
 
 if TYPE_CHECKING:
     from .provider import DockerProvider
@@ -330,6 +332,11 @@ class DockerSandbox(Sandbox):
         return SandboxStatus(alive=False, oom_killed=oom, exit_code=code, reason=reason)
 
     def _oom_events(self) -> int:
+        """Processes the OOM killer killed in the container: the kernel's count where its cgroup is visible here
+        (a file read), else the daemon's `oom` events."""
+        kills = container_oom_kills(self.id)
+        if kills is not None:
+            return kills
         api = self._p.conn.api
         try:
             since = int(self.created_at) - 1
