@@ -5,7 +5,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from openforge.core.cpu import machine_cpu_seconds
+
+def _this_checkouts_cpu_module():
+    """openforge/core/cpu.py of this checkout, loaded by path: the benchmarks measure the machine the same way when
+    they run against an older checkout's package (side by side with a commit from before that module)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_openforge_machine_cpu", Path(__file__).resolve().parents[1] / "openforge" / "core" / "cpu.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+machine_cpu_seconds = _this_checkouts_cpu_module().machine_cpu_seconds
 
 
 def host_cpu_s() -> float:
@@ -70,6 +85,18 @@ def split_difference(before: dict[str, float], after: dict[str, float], episodes
     spent = {k: (after[k] - before[k]) / max(1, episodes) for k in before}
     spent["other"] = spent["machine"] - sum(v for k, v in spent.items() if k != "machine")
     return {k: round(v, 3) for k, v in spent.items()}
+
+
+def package_commit() -> str:
+    """The commit of the checkout the imported `openforge` package comes from (another checkout's, where a run
+    puts it first on PYTHONPATH to measure that commit with this benchmark)."""
+    import subprocess
+
+    import openforge
+
+    where = Path(openforge.__file__).resolve().parents[1]
+    head = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return head.stdout.strip() or "unknown"
 
 
 def run_metadata(command: str, configuration: object = "the command's options") -> dict[str, object]:

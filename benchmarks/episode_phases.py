@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _machine import cpu_split, host_cpu_s, public_argv, run_metadata, split_difference
+from _machine import cpu_split, host_cpu_s, package_commit, public_argv, run_metadata, split_difference
 
 from openforge.models import build_tiny_model
 from openforge.rollout import RolloutConfig, run_rollouts
@@ -43,6 +43,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--samples", type=int, default=1, help="episodes per task (8 tasks)")
+    ap.add_argument("--all-tasks", action="store_true", help="every shipped task (24) instead of the 8")
     ap.add_argument("--harness", default="react", help="react, claude-code, codex or openclaw")
     ap.add_argument("--label", default="run")
     ap.add_argument("--runtime", default=None, help="the OCI runtime of the containers (Docker's `runtime` option)")
@@ -61,7 +62,7 @@ def main() -> None:
         build_tiny_model(model)
     config = RolloutConfig(
         tasks=[ROOT / "examples" / "tasks"],
-        task_ids=TASKS,
+        task_ids=None if args.all_tasks else TASKS,
         model=model,
         backend="oracle",
         run=run,
@@ -83,6 +84,7 @@ def main() -> None:
     record = {
         **run_metadata("python benchmarks/episode_phases.py " + public_argv(sys.argv[1:])),
         "label": args.label,
+        "openforge_package": package_commit(),  # the commit measured (another checkout's, on PYTHONPATH)
         "harness": args.harness,
         "concurrency": args.concurrency,
         "wall_s": round(wall, 2),
@@ -111,7 +113,7 @@ def summarize(runs_file: Path, results: Path | None) -> None:
         phases = sorted({k for r in rs for k in r["episode_means"]})
         summary[name] = {
             "rounds": len(rs),
-            "commit": rs[0].get("commit"),
+            "commit": rs[0].get("openforge_package", rs[0].get("commit")),
             "episodes_per_run": episodes,
             "episodes_per_min": round(statistics.mean(60 * episodes / r["wall_s"] for r in rs), 1),
             "host_cpu_s_per_episode": round(statistics.mean(r["host_cpu_s_per_episode"] for r in rs), 3),
