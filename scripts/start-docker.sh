@@ -41,6 +41,10 @@ fi
 
 if reachable; then
   log "dockerd already running"
+  if command -v crun >/dev/null 2>&1 && ! docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"crun"'; then
+    log "crun is installed but this daemon has not registered it: containers run under its default runtime" \
+      "(stop dockerd and run this script again to start it with crun)"
+  fi
   print_info
   exit 0
 fi
