@@ -1,9 +1,9 @@
 """The OCI runtime of Docker sandboxes, against the real daemon: by default (`runtime: auto`) every container of
 an episode — the agent's and its grader — runs under crun where the daemon has it (scripts/prepare-sandboxes.sh
 installs it, scripts/start-docker.sh registers it), and under the daemon's default where crun cannot start one
-(said once); episodes under crun are graded as under runc; a runtime named by the `runtime` option is used, and
-one the daemon lacks, or cannot start a container with, is one configuration error before any episode runs,
-nothing left behind."""
+(said once; the daemon's refusal is faked, see `crun_refuses`); episodes under crun are graded as under runc; a
+runtime named by the `runtime` option is used, and one the daemon lacks, or cannot start a container with, is
+one configuration error before any episode runs, nothing left behind."""
 
 from __future__ import annotations
 
@@ -43,8 +43,26 @@ def _runtime_of(container_id: str) -> str:
     return out.stdout.strip()
 
 
-# registered with docker.io 20.10's daemon, and unable to start a container on this host (a cgroup mount it wants)
-BROKEN_RUNTIME = "io.containerd.runtime.v1.linux"
+# What crun answers on a host that mounts cgroup v1 and v2 together with a controller on the v2 side (as this
+# machine did before scripts/start-docker.sh moved hugetlb): no registered runtime fails like that on a host the
+# script prepared, so the daemon's refusal is faked — only for containers created with crun; the rest is real.
+CRUN_REFUSAL = "OCI runtime create failed: cgroups in hybrid mode not supported, drop all controllers from cgroupv2"
+
+
+@pytest.fixture
+def crun_refuses(monkeypatch, crun):
+    """FAKE: the daemon refuses to start any container whose HostConfig names crun, as crun does on a hybrid host."""
+    import docker.api.container
+    import docker.errors
+
+    start = docker.api.container.ContainerApiMixin.start
+
+    def refusing_start(self, container, *args, **kwargs):
+        if self.inspect_container(container)["HostConfig"].get("Runtime") == crun:
+            raise docker.errors.APIError(f"500 Server Error: failed to create shim task: {CRUN_REFUSAL}: unknown")
+        return start(self, container, *args, **kwargs)
+
+    monkeypatch.setattr(docker.api.container.ContainerApiMixin, "start", refusing_start)
 
 
 async def _agent_and_grader_runtimes(provider) -> tuple[str, str]:
@@ -69,22 +87,10 @@ async def test_a_named_runtime_is_used_for_both(crun):
     assert await _agent_and_grader_runtimes(get_provider("docker", runtime="runc")) == ("runc", "runc")
 
 
-async def test_where_crun_cannot_start_a_container_the_daemons_default_does_once_said(
-    docker_ready, monkeypatch, caplog
-):
-    from openforge.sandbox.docker import provider as docker_provider
-
-    probe = subprocess.run(
-        ["docker", "run", "--rm", "--runtime", BROKEN_RUNTIME, "openforge-base:bookworm", "true"],
-        capture_output=True,
-        text=True,
-    )
-    if probe.returncode == 0:
-        unavailable(f"{BROKEN_RUNTIME} starts containers on this daemon: no broken runtime to stand in for crun")
-    monkeypatch.setattr(docker_provider, "PREFERRED_RUNTIME", BROKEN_RUNTIME)
+async def test_where_crun_cannot_start_a_container_the_daemons_default_does_once_said(crun_refuses, caplog):
     assert await _agent_and_grader_runtimes(get_provider("docker")) == ("runc", "runc")
     said = [r for r in caplog.records if "cannot start containers on this Docker daemon" in r.getMessage()]
-    assert len(said) == 1 and BROKEN_RUNTIME in said[0].getMessage()
+    assert len(said) == 1 and "crun" in said[0].getMessage() and "hybrid" in said[0].getMessage()
 
 
 async def test_the_named_runtime_is_checked_before_a_run(crun):
@@ -139,11 +145,12 @@ def test_a_runtime_the_daemon_lacks_is_one_error_before_any_episode(docker_ready
 
 
 def test_a_runtime_that_cannot_start_a_container_is_one_error_before_any_episode(
-    docker_ready, tmp_path, tiny_model_dir
+    crun_refuses, tmp_path, tiny_model_dir
 ):
     before = set(managed_containers())
-    result = _eval(tmp_path, tiny_model_dir, "--sandbox-option", f"runtime={BROKEN_RUNTIME}")
+    result = _eval(tmp_path, tiny_model_dir, "--sandbox-option", "runtime=crun")
     assert result.exit_code == 2, result.output
-    assert f"runtime='{BROKEN_RUNTIME}': a container does not start" in " ".join(result.output.split())
+    said = " ".join(result.output.split())
+    assert "runtime='crun': a container does not start" in said and "scripts/start-docker.sh" in said
     assert not (tmp_path / "run" / "trajectories.db").exists()
     assert set(managed_containers()) == before
