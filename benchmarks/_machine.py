@@ -48,21 +48,23 @@ def cpu_split() -> dict[str, float]:
         for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
         for field in ("ru_utime", "ru_stime")
     )
-    return {
+    split = {
         "machine": host_cpu_s(),
         "containers": _docker_containers_cpu_s(),
         "openforge": own,
         "docker daemons": sum(_process_cpu_s(name) for name in ("dockerd", "containerd")),
     }
+    return {k: v for k, v in split.items() if v is not None}
 
 
-def _docker_containers_cpu_s() -> float:
+def _docker_containers_cpu_s() -> float | None:
+    """None where Docker's parent cgroup is not where the cgroupfs driver puts it (then `other` holds it)."""
     v1, v2 = DOCKER_CGROUP_USAGE
     if v1.is_file():
         return int(v1.read_text()) / 1e9
     if v2.is_file():  # cgroup v2: usage_usec on the first line
         return int(v2.read_text().split()[1]) / 1e6
-    return 0.0
+    return None
 
 
 def _process_cpu_s(name: str) -> float:
@@ -87,16 +89,19 @@ def split_difference(before: dict[str, float], after: dict[str, float], episodes
     return {k: round(v, 3) for k, v in spent.items()}
 
 
+def _short_head(checkout: Path) -> str:
+    import subprocess
+
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return head.stdout.strip()
+
+
 def package_commit() -> str:
     """The commit of the checkout the imported `openforge` package comes from (another checkout's, where a run
     puts it first on PYTHONPATH to measure that commit with this benchmark)."""
-    import subprocess
-
     import openforge
 
-    where = Path(openforge.__file__).resolve().parents[1]
-    head = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return head.stdout.strip() or "unknown"
+    return _short_head(Path(openforge.__file__).resolve().parents[1]) or "unknown"
 
 
 def run_metadata(command: str, configuration: object = "the command's options") -> dict[str, object]:
@@ -107,13 +112,12 @@ def run_metadata(command: str, configuration: object = "the command's options") 
     import time
 
     root = Path(__file__).resolve().parents[1]
-    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     dirty = subprocess.run(
         ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
     )
     return {
         "command": command,
-        "commit": commit.stdout.strip() + ("+local changes" if dirty.stdout.strip() else ""),
+        "commit": _short_head(root) + ("+local changes" if dirty.stdout.strip() else ""),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "configuration": configuration,
         "machine": {

@@ -117,7 +117,7 @@ def summarize(runs_file: Path, results: Path | None) -> None:
             "episodes_per_run": episodes,
             "episodes_per_min": round(statistics.mean(60 * episodes / r["wall_s"] for r in rs), 1),
             "host_cpu_s_per_episode": round(statistics.mean(r["host_cpu_s_per_episode"] for r in rs), 3),
-            "cpu_s_per_episode_by_place": _mean_split([r["cpu_s_per_episode_by_place"] for r in rs if _split(r)]),
+            "cpu_s_per_episode_by_place": _mean_split(rs),
             "episode_means": {k: round(statistics.mean(r["episode_means"].get(k, 0.0) for r in rs), 3) for k in phases},
         }
         print(name, json.dumps(summary[name]))
@@ -126,13 +126,11 @@ def summarize(runs_file: Path, results: Path | None) -> None:
         results.write_text(json.dumps({**meta, "summary": summary, "runs": runs}, indent=1) + "\n")
 
 
-def _split(run: dict) -> bool:
-    return "cpu_s_per_episode_by_place" in run
-
-
-def _mean_split(splits: list[dict[str, float]]) -> dict[str, float] | None:
+def _mean_split(runs: list[dict]) -> dict[str, float] | None:
+    """The mean CPU per episode by place over `runs`; None for runs recorded before the split was measured."""
+    splits = [r["cpu_s_per_episode_by_place"] for r in runs if "cpu_s_per_episode_by_place" in r]
     if not splits:
-        return None  # runs recorded before the split was measured
+        return None
     return {k: round(statistics.mean(s[k] for s in splits), 3) for k in splits[0]}
 
 

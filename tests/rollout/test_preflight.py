@@ -4,39 +4,13 @@ tree's own image-map.yaml (examples/tasks/image-map.yaml) applies without being 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from openforge.cli import app
 from openforge.rollout.preflight import PreflightError, check_harnesses, needed_images
 from openforge.tasks import ImageMap, load_tasks, tree_image_map
 from support.paths import EXAMPLES
-from support.rollout import make_task
-
-
-def eval_cli(tasks: Path, run: Path, model: Path, *extra: str):
-    return CliRunner().invoke(
-        app,
-        [
-            "eval",
-            "--tasks",
-            str(tasks),
-            "--harness",
-            "react",
-            "--sandbox",
-            "docker",
-            "--model",
-            str(model),
-            "--backend",
-            "oracle",
-            "--run",
-            str(run),
-            *extra,
-        ],
-    )
+from support.rollout import eval_cli, make_task
 
 
 def test_the_shipped_tree_map_is_found_from_any_task_directory():

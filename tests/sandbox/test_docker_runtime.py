@@ -13,12 +13,11 @@ import subprocess
 import uuid
 
 import pytest
-from typer.testing import CliRunner
 
 from conftest import managed_containers, unavailable
-from openforge.cli import app
 from openforge.sandbox import SandboxSpec, get_provider, sandbox_name
 from support.paths import EXAMPLES
+from support.rollout import eval_cli
 
 RUN = f"pytest-runtime-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -102,33 +101,12 @@ async def test_the_named_runtime_is_checked_before_a_run(crun):
         await provider.close()
 
 
-def _eval(tmp_path, model, *extra: str):
-    return CliRunner().invoke(
-        app,
-        [
-            "eval",
-            "--tasks",
-            str(EXAMPLES / "train" / "create-greeting"),
-            "--tasks",
-            str(EXAMPLES / "train" / "grep-errors"),
-            "--harness",
-            "react",
-            "--sandbox",
-            "docker",
-            "--model",
-            str(model),
-            "--backend",
-            "oracle",
-            "--run",
-            str(tmp_path / "run"),
-            *extra,
-        ],
-    )
+TWO_TASKS = [EXAMPLES / "train" / "create-greeting", EXAMPLES / "train" / "grep-errors"]
 
 
 @pytest.mark.parametrize("runtime", ["crun", "runc"])
 def test_oracle_episodes_pass_under_either_runtime(crun, tmp_path, tiny_model_dir, runtime):
-    result = _eval(tmp_path, tiny_model_dir, "--sandbox-option", f"runtime={runtime}")
+    result = eval_cli(TWO_TASKS, tmp_path / "run", tiny_model_dir, "--sandbox-option", f"runtime={runtime}")
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["outcomes"]["passed"] == 2 and report["tampered_episodes"] == [], report["outcomes"]
@@ -136,7 +114,9 @@ def test_oracle_episodes_pass_under_either_runtime(crun, tmp_path, tiny_model_di
 
 def test_a_runtime_the_daemon_lacks_is_one_error_before_any_episode(docker_ready, tmp_path, tiny_model_dir):
     before = set(managed_containers())
-    result = _eval(tmp_path, tiny_model_dir, "--sandbox-option", "runtime=openforge-no-such-runtime")
+    result = eval_cli(
+        TWO_TASKS, tmp_path / "run", tiny_model_dir, "--sandbox-option", "runtime=openforge-no-such-runtime"
+    )
     assert result.exit_code == 2, result.output
     assert "runtime='openforge-no-such-runtime'" in result.output and "runc" in result.output
     assert "--add-runtime" in result.output
@@ -148,7 +128,7 @@ def test_a_runtime_that_cannot_start_a_container_is_one_error_before_any_episode
     crun_refuses, tmp_path, tiny_model_dir
 ):
     before = set(managed_containers())
-    result = _eval(tmp_path, tiny_model_dir, "--sandbox-option", "runtime=crun")
+    result = eval_cli(TWO_TASKS, tmp_path / "run", tiny_model_dir, "--sandbox-option", "runtime=crun")
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
     assert "runtime='crun': a container does not start" in said and "scripts/start-docker.sh" in said

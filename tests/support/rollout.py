@@ -1,9 +1,13 @@
-"""Helpers for orchestrator tests: tiny Harbor-format tasks written on the fly. No tests here."""
+"""Helpers for orchestrator tests: tiny Harbor-format tasks written on the fly, `openforge eval` run in process.
+No tests here."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from typer.testing import CliRunner, Result
+
+from openforge.cli import app
 from openforge.tasks import ImageMap
 from support.paths import EXAMPLES
 
@@ -36,3 +40,10 @@ def make_task(
     (d / "tests" / "test.sh").write_text("#!/bin/bash\n" + test_sh)
     (d / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve)
     return d
+
+
+def eval_cli(tasks: Path | list[Path], run: Path, model: Path, *extra: str) -> Result:
+    """`openforge eval` in this process: the react harness in Docker sandboxes, the oracle backend."""
+    task_args = [a for t in ([tasks] if isinstance(tasks, Path) else tasks) for a in ("--tasks", str(t))]
+    argv = ["eval", *task_args, "--harness", "react", "--sandbox", "docker", "--model", str(model)]
+    return CliRunner().invoke(app, [*argv, "--backend", "oracle", "--run", str(run), *extra])

@@ -163,19 +163,9 @@ class DockerProvider(SandboxProvider):
             )
         if image is None:
             return None
+        spec = SandboxSpec(name=f"openforge-runtime-check-{uuid.uuid4().hex[:12]}")
         try:
-            cid = self._new_container(
-                SandboxSpec(name=f"openforge-runtime-check-{uuid.uuid4().hex[:12]}"),
-                image,
-                [],
-                storage=False,
-                nofile=bool(self.nofile_limit is not False),
-                runtime=self.runtime,
-            )
-        except docker_errors() as e:
-            return f"sandbox option runtime={self.runtime!r}: the daemon cannot create a container: {short_error(e)}"
-        try:
-            self.conn.api.start(cid)
+            self.remove_container(self._create_container(spec, image, [], runtime=self.runtime))
         except docker_errors() as e:
             hint = ""
             if "hybrid" in str(e):
@@ -184,8 +174,6 @@ class DockerProvider(SandboxProvider):
                     "(scripts/start-docker.sh does it for hugetlb) or run on a cgroup v2 host"
                 )
             return f"sandbox option runtime={self.runtime!r}: a container does not start: {short_error(e)}{hint}"
-        finally:
-            self.remove_container(cid)
         return None
 
     # -- create --------------------------------------------------------------------------------------------
@@ -236,7 +224,7 @@ class DockerProvider(SandboxProvider):
         created = time.time()
         cid: str | None = None
         try:
-            cid = self._create_container(spec, image, mounts)
+            cid = self._create_container(spec, image, mounts, runtime=self._container_runtime())
             info = api.inspect_container(cid)
             state = info.get("State", {})
             if not state.get("Running"):
@@ -257,12 +245,12 @@ class DockerProvider(SandboxProvider):
                 f"sandbox {spec.name}: cannot create the container from {image}: {short_error(e)}"
             ) from e
 
-    def _create_container(self, spec: SandboxSpec, image: str, mounts: list[Any]) -> str:
-        """Create (not start) the container; where the daemon cannot give a disk quota or the open-files limit,
-        say so once and create it without."""
+    def _create_container(self, spec: SandboxSpec, image: str, mounts: list[Any], runtime: str | None) -> str:
+        """Create and start the container under `runtime` (None: the daemon's default); where the daemon cannot
+        give a disk quota or the open-files limit, say so once and create it without; where the runtime `auto`
+        chose cannot start it and the daemon's default can, say so once and keep to the default."""
         import docker.errors
 
-        runtime = self._container_runtime()
         while True:
             cid = None
             storage = bool(spec.storage_mb) and self.storage_quota is not False
@@ -292,10 +280,10 @@ class DockerProvider(SandboxProvider):
                         msg,
                     )
                 elif self.runtime == AUTO_RUNTIME and runtime is not None:
-                    # the runtime `auto` chose failed: the daemon's default says whether it was the runtime
-                    cid = self._create_container_without(runtime, msg, spec, image, mounts)
-                    if cid is None:
-                        raise
+                    # the daemon's default decides: it starts the container (the runtime was the problem), or its
+                    # error is raised (the container's own)
+                    cid = self._create_container(spec, image, mounts, runtime=None)
+                    self._without_runtime(runtime, msg)
                     return cid
                 else:
                     raise
@@ -313,28 +301,18 @@ class DockerProvider(SandboxProvider):
                 self._runtime_known = True
             return self._runtime
 
-    def _create_container_without(
-        self, runtime: str, error: str, spec: SandboxSpec, image: str, mounts: list[Any]
-    ) -> str | None:
-        """The container under the daemon's default runtime, after `runtime` (chosen by `auto`) failed with
-        `error`; when it starts, `auto` keeps to the default from now on. None when it fails too (then the error
-        is the container's, not the runtime's)."""
-        import docker.errors
-
+    def _without_runtime(self, runtime: str, error: str) -> None:
+        """`auto`'s runtime could not start a container that the daemon's default could: the default from now on
+        (said once per provider)."""
         with self._degrade_lock:
+            if self._runtime == runtime:
+                log.warning(
+                    "%s cannot start containers on this Docker daemon (%s): they run under the daemon's default "
+                    "runtime",
+                    runtime,
+                    error,
+                )
             self._runtime = None
-        try:
-            cid = self._create_container(spec, image, mounts)
-        except docker.errors.APIError:
-            with self._degrade_lock:
-                self._runtime = runtime
-            return None
-        log.warning(
-            "%s cannot start containers on this Docker daemon (%s): they run under the daemon's default runtime",
-            runtime,
-            error,
-        )
-        return cid
 
     def _without(self, feature: str, message: str, detail: str) -> None:
         with self._degrade_lock:

@@ -311,7 +311,7 @@ class DockerSandbox(Sandbox):
         except docker_errors() as e:
             raise infra_error(f"cannot inspect sandbox {self.name}", e) from e
         state = info.get("State", {})
-        ooms = self._oom_events()
+        ooms = self._oom_kills()
         oom = bool(state.get("OOMKilled")) or ooms > 0
         running = bool(state.get("Running")) and not state.get("Paused") and not state.get("Restarting")
         fwd_exit = self._forwarder.returncode if self._forwarder is not None else None
@@ -331,7 +331,7 @@ class DockerSandbox(Sandbox):
             reason += f": {state['Error']}"
         return SandboxStatus(alive=False, oom_killed=oom, exit_code=code, reason=reason)
 
-    def _oom_events(self) -> int:
+    def _oom_kills(self) -> int:
         """Processes the OOM killer killed in the container: the kernel's count where its cgroup is visible here
         (a file read), else the daemon's `oom` events."""
         kills = container_oom_kills(self.id)
